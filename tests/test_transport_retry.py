@@ -1,0 +1,310 @@
+"""Retry tests: the pure policy, Layer A against a real loopback server, Layer B's budget."""
+
+from __future__ import annotations
+
+import email.utils
+from collections.abc import Iterator, Mapping
+
+import pytest
+from _scripted_server import (  # noqa: F401 - fixtures are used by name
+    API_KEY,
+    Drop,
+    FakeClock,
+    Hang,
+    Reply,
+    ScriptedServer,
+    clean_env_fixture,
+    server_fixture,
+)
+
+from tinker_lite._errors import (
+    APIConnectionError,
+    APITimeoutError,
+    BadRequestError,
+    InternalServerError,
+    NotFoundError,
+    RateLimitError,
+)
+from tinker_lite._http import ClientClosedError, PoolKind, Timeout, Transport
+from tinker_lite._retry import (
+    DEFAULT_RETRY_POLICY,
+    NO_RETRIES,
+    RetryPolicy,
+    is_retryable_error,
+    operation_delay,
+    parse_retry_after,
+    send_with_retries,
+    with_operation_retries,
+)
+
+WALL = 1_700_000_000.0  # an integral epoch, so IMF-fixdates convert to exact deltas
+BODY = b'{"model_id":"m","seq_id":7,"type":"optim_step"}'
+
+
+@pytest.fixture
+def transport(server: ScriptedServer) -> Iterator[Transport]:
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
+    yield t
+    t.close()
+
+
+def _imf(offset: float) -> str:
+    return email.utils.formatdate(WALL + offset, usegmt=True)
+
+
+# -- pure decisions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "expected"),
+    [
+        (408, {}, True),
+        (409, {}, True),
+        (429, {}, True),
+        (500, {}, True),
+        (502, {}, True),
+        (503, {}, True),
+        (599, {}, True),
+        (400, {}, False),
+        (401, {}, False),
+        (404, {}, False),
+        (410, {}, False),
+        (422, {}, False),
+        (400, {"x-should-retry": "true"}, True),
+        (503, {"x-should-retry": "false"}, False),
+        (503, {"X-Should-Retry": "false"}, False),
+        (503, {"x-should-retry": "False"}, True),  # exact lower-case compare (WIRE.md §5.1)
+    ],
+)
+def test_should_retry(status: int, headers: Mapping[str, str], expected: bool) -> None:
+    assert DEFAULT_RETRY_POLICY.should_retry(status, headers) is expected
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after": "2"}, 2.0),
+        ({"Retry-After": "0.75"}, 0.75),
+        ({"retry-after": _imf(30)}, 30.0),
+        ({"retry-after": _imf(-30)}, -30.0),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after-ms": "nan"}, None),
+        ({}, None),
+    ],
+)
+def test_parse_retry_after(headers: Mapping[str, str], expected: float | None) -> None:
+    assert parse_retry_after(headers, now=WALL) == expected
+
+
+def test_delay_formula_and_retry_after_bounds() -> None:
+    policy = RetryPolicy()
+    bases = [0.5, 1, 2, 4, 8, 10, 10, 10]
+    assert [policy.delay(k, None, rand=0.0, now=WALL) for k in range(8)] == bases
+    assert policy.delay(2, None, rand=1.0, now=WALL) == pytest.approx(1.5)
+    assert policy.delay(0, {"retry-after": "60"}, rand=0.5, now=WALL) == 60.0
+    # Outside 0 < delay <= 60 the header is ignored and the jittered formula applies.
+    assert policy.delay(0, {"retry-after": "61"}, rand=0.0, now=WALL) == 0.5
+    assert policy.delay(1, {"retry-after": "0"}, rand=0.0, now=WALL) == 1.0
+    assert policy.delay(1, {"retry-after": _imf(-5)}, rand=0.0, now=WALL) == 1.0
+
+
+def test_operation_delay() -> None:
+    assert [operation_delay(n, remaining=1e9) for n in range(8)] == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert operation_delay(5, remaining=3.5) == 3.5
+    assert operation_delay(0, remaining=-1) == 0.0
+
+
+def test_retryable_errors() -> None:
+    assert is_retryable_error(APIConnectionError())
+    assert is_retryable_error(APITimeoutError())
+    assert not is_retryable_error(ClientClosedError())
+    assert is_retryable_error(RateLimitError("x", status_code=429))
+    assert is_retryable_error(InternalServerError("x", status_code=503))
+    assert not is_retryable_error(BadRequestError("x", status_code=400))
+    assert not is_retryable_error(ValueError())
+
+
+# -- Layer A over HTTP ------------------------------------------------------------------------
+
+
+def _send(
+    transport: Transport,
+    clock: FakeClock,
+    *,
+    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    **kw: object,
+) -> object:
+    return send_with_retries(
+        transport,
+        PoolKind.TRAIN,
+        "POST",
+        "/api/v1/optim_step",
+        body=BODY,
+        policy=policy,
+        sleep=clock.sleep,
+        rand=lambda: 0.0,
+        wall_clock=lambda: WALL,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _assert_same_request_resent(server: ScriptedServer, count: int) -> None:
+    sent = server.requests("/api/v1/optim_step")
+    assert len(sent) == count
+    keys = {r.header("X-Idempotency-Key") for r in sent}
+    assert len(keys) == 1
+    assert None not in keys
+    assert [r.header("x-stainless-retry-count") for r in sent] == [str(i) for i in range(count)]
+    assert all(r.body == BODY for r in sent)
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected_sleep"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"Retry-After": "3"}, 3.0),
+        ({"Retry-After": "0.25"}, 0.25),
+        ({"Retry-After": _imf(20)}, 20.0),
+        ({"Retry-After": _imf(-20)}, 0.5),  # a date in the past: formula
+        ({"Retry-After": "120"}, 0.5),  # more than 60 s: formula
+    ],
+)
+def test_429_honours_each_retry_after_form(
+    server: ScriptedServer, transport: Transport, headers: dict[str, str], expected_sleep: float
+) -> None:
+    server.on(
+        "POST",
+        "/api/v1/optim_step",
+        Reply(429, {"detail": "slow down"}, headers=headers),
+        Reply(200, {"request_id": "req-1"}),
+    )
+    clock = FakeClock()
+    resp = _send(transport, clock)
+    assert resp.status == 200  # type: ignore[attr-defined]
+    assert clock.sleeps == [expected_sleep]
+    _assert_same_request_resent(server, 2)
+
+
+def test_5xx_burst_is_retried_with_the_same_idempotency_key(
+    server: ScriptedServer, transport: Transport
+) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(500), Reply(502), Reply(503), Reply(200, {}))
+    clock = FakeClock()
+    _send(transport, clock)
+    assert clock.sleeps == [0.5, 1.0, 2.0]
+    _assert_same_request_resent(server, 4)
+
+
+def test_gives_up_after_ten_retries(server: ScriptedServer, transport: Transport) -> None:
+    server.default("POST", "/api/v1/optim_step", Reply(503, {"detail": "down"}))
+    clock = FakeClock()
+    with pytest.raises(InternalServerError) as info:
+        _send(transport, clock)
+    assert info.value.status_code == 503
+    assert clock.sleeps == [0.5, 1, 2, 4, 8, 10, 10, 10, 10, 10]
+    _assert_same_request_resent(server, 11)
+
+
+def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: Transport) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(503, headers={"x-should-retry": "false"}))
+    clock = FakeClock()
+    with pytest.raises(InternalServerError):
+        _send(transport, clock)
+    _assert_same_request_resent(server, 1)
+
+    server.on(
+        "POST",
+        "/api/v1/optim_step",
+        Reply(400, headers={"x-should-retry": "true"}),
+        Reply(200, {}),
+    )
+    _send(transport, clock)
+    assert len(server.requests("/api/v1/optim_step")) == 3
+
+
+def test_client_errors_are_not_retried(server: ScriptedServer, transport: Transport) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(404, {"detail": "no model"}))
+    clock = FakeClock()
+    with pytest.raises(NotFoundError):
+        _send(transport, clock)
+    assert clock.sleeps == []
+
+
+def test_connection_drop_and_read_timeout_are_retried(
+    server: ScriptedServer, transport: Transport
+) -> None:
+    server.on("POST", "/api/v1/optim_step", Drop(), Hang(), Reply(200, {"ok": 1}))
+    clock = FakeClock()
+    resp = _send(transport, clock, timeout=Timeout(connect=1.0, read=0.2))
+    assert resp.json() == {"ok": 1}  # type: ignore[attr-defined]
+    assert clock.sleeps == [0.5, 1.0]
+    _assert_same_request_resent(server, 3)
+
+
+def test_connection_errors_surface_after_the_last_retry(
+    server: ScriptedServer, transport: Transport
+) -> None:
+    server.default("POST", "/api/v1/optim_step", Drop())
+    clock = FakeClock()
+    with pytest.raises(APIConnectionError):
+        _send(transport, clock, policy=RetryPolicy(max_retries=2))
+    _assert_same_request_resent(server, 3)
+
+
+def test_accept_status_returns_a_redirect(server: ScriptedServer, transport: Transport) -> None:
+    server.on("GET", "/archive", Reply(302, headers={"Location": "https://x/y", "Expires": "z"}))
+    resp = send_with_retries(
+        transport, PoolKind.TRAIN, "GET", "/archive", allow_redirects=False, accept_status=(302,)
+    )
+    assert resp.status == 302
+    assert resp.headers["location"] == "https://x/y"
+    assert server.requests("/archive")[0].header("X-Idempotency-Key") is None
+
+
+# -- Layer B --------------------------------------------------------------------------------
+
+
+def test_operation_layer_resends_the_same_seq_id_with_new_keys(
+    server: ScriptedServer, transport: Transport
+) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(503), Reply(429), Reply(200, {"request_id": "r"}))
+    clock = FakeClock()
+    resp = with_operation_retries(
+        lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
+    )
+    assert resp.json() == {"request_id": "r"}  # type: ignore[attr-defined]
+    assert clock.sleeps == [1.0, 2.0]
+    sent = server.requests("/api/v1/optim_step")
+    assert len(sent) == 3
+    assert all(r.json()["seq_id"] == 7 for r in sent)
+    assert len({r.header("X-Idempotency-Key") for r in sent}) == 3
+
+
+def test_operation_layer_stops_after_five_minutes(
+    server: ScriptedServer, transport: Transport
+) -> None:
+    server.default("POST", "/api/v1/optim_step", Reply(500))
+    clock = FakeClock()
+    start = clock()
+    with pytest.raises(InternalServerError):
+        with_operation_retries(
+            lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
+        )
+    assert clock() - start == pytest.approx(300.0)
+    assert clock.sleeps[:7] == [1, 2, 4, 8, 16, 30, 30]
+    assert max(clock.sleeps) == 30
+    assert len(server.requests("/api/v1/optim_step")) == len(clock.sleeps) + 1
+
+
+def test_operation_layer_raises_non_retryable_errors_at_once(
+    server: ScriptedServer, transport: Transport
+) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(400, {"detail": "bad"}))
+    clock = FakeClock()
+    with pytest.raises(BadRequestError):
+        with_operation_retries(
+            lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
+        )
+    assert clock.sleeps == []

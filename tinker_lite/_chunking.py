@@ -1,0 +1,187 @@
+"""Split forward/forward_backward batches into requests and merge the per-request results.
+
+Splitting follows WIRE.md §6.4: greedy, in input order, a new chunk starts when the current one
+already holds ``max_datums`` datums or when adding the datum would exceed the size limit. With the
+built-in limits (128 datums, 500,000 "numbers") the size of a datum is its token count plus the
+element count of its loss inputs; when the server's client config supplies limits (§13.2,
+``fwdbwd_max_chunk_len`` / ``fwdbwd_max_chunk_bytes_count``) the size is the estimated protobuf
+byte count (4 bytes per token, tensor ``nbytes``, image bytes).
+
+Merging follows WIRE.md §7, including ``unique`` and ``hash_unordered``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+
+from tinker_lite import types
+from tinker_lite._errors import WireFormatError
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "ChunkLimits",
+    "combine_outputs",
+    "datum_byte_estimate",
+    "datum_number_count",
+    "plan_chunks",
+]
+
+# WIRE.md §6.4 (0.4.1): MAX_CHUNK_LEN and MAX_CHUNK_NUMBER_COUNT.
+MAX_CHUNK_LEN = 128
+MAX_CHUNK_NUMBER_COUNT = 500_000
+
+_REDUCTIONS = frozenset({"mean", "sum", "min", "max", "slack", "unique", "hash_unordered"})
+
+
+@attrs.frozen
+class ChunkLimits:
+    """How many datums, and how large a payload, one forward/forward_backward request may carry.
+
+    Exactly one of ``max_numbers`` (WIRE.md §6.4 number count) and ``max_bytes`` (estimated
+    protobuf bytes, §13.3) is set.
+    """
+
+    max_datums: int = MAX_CHUNK_LEN
+    max_numbers: int | None = MAX_CHUNK_NUMBER_COUNT
+    max_bytes: int | None = None
+
+    def size_of(self, datum: types.Datum) -> int:
+        """Return the datum's size in this limit's unit (numbers or estimated bytes)."""
+        if self.max_bytes is not None:
+            return datum_byte_estimate(datum)
+        return datum_number_count(datum)
+
+    @property
+    def max_size(self) -> int | None:
+        """The size limit in this limit's unit, or None when there is none."""
+        return self.max_bytes if self.max_bytes is not None else self.max_numbers
+
+    @property
+    def unit(self) -> str:
+        """Name of the size unit, for messages."""
+        return "estimated bytes" if self.max_bytes is not None else "numbers"
+
+
+DEFAULT_LIMITS = ChunkLimits()
+
+
+def datum_number_count(datum: types.Datum) -> int:
+    """Return WIRE.md §6.4's number count: tokens of the input plus loss-input elements."""
+    total = _model_input_length(datum.model_input)
+    for tensor in datum.loss_fn_inputs.values():
+        total += int(np.asarray(tensor.data).size)
+    return total
+
+
+def datum_byte_estimate(datum: types.Datum) -> int:
+    """Return the estimated protobuf size of a datum (WIRE.md §13.3, 0.25.0 estimate)."""
+    total = 0
+    for chunk in datum.model_input.chunks:
+        if isinstance(chunk, types.EncodedTextChunk):
+            total += 4 * len(chunk.tokens)
+        elif isinstance(chunk, types.ImageChunk):
+            total += len(chunk.data)
+        else:
+            total += len(getattr(chunk, "location", "") or "")
+    for tensor in datum.loss_fn_inputs.values():
+        total += int(np.asarray(tensor.data).nbytes)
+    return total
+
+
+def _model_input_length(model_input: types.ModelInput) -> int:
+    return int(model_input.length)
+
+
+def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:
+    """Split datum indices into consecutive chunks per WIRE.md §6.4 (greedy, in order).
+
+    ``sizes`` are the datums' sizes in ``limits``' unit. An empty batch gives no chunk; a datum
+    larger than the size limit becomes a chunk of its own (callers that must refuse it check
+    first, see :mod:`tinker_lite._validate`).
+    """
+    chunks: list[range] = []
+    start = 0
+    current = 0
+    max_size = limits.max_size
+    for index, size in enumerate(sizes):
+        count = index - start
+        if count > 0 and (
+            count >= limits.max_datums or (max_size is not None and current + size > max_size)
+        ):
+            chunks.append(range(start, index))
+            start = index
+            current = 0
+        current += size
+    if len(sizes) > start:
+        chunks.append(range(start, len(sizes)))
+    return chunks
+
+
+def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.ForwardBackwardOutput:
+    """Merge per-chunk results into one, as the official SDK does (WIRE.md §7).
+
+    Outputs are concatenated in chunk order. Metrics are reduced per their ``name:reduction``
+    key, considering only the first chunk's keys: ``mean`` is weighted by each chunk's datum
+    count, ``slack`` is max minus that mean, ``unique`` keeps every chunk's value (``key``,
+    ``key_1``, ...), ``hash_unordered`` hashes the sorted integer values. Unknown reductions and
+    keys missing from a chunk are dropped. A key that is not ``name:reduction`` raises
+    :class:`WireFormatError` naming it.
+    """
+    if not outputs:
+        return types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
+    merged_outputs: list[dict[str, types.TensorData]] = []
+    weights: list[float] = []
+    for out in outputs:
+        merged_outputs.extend(out.loss_fn_outputs)
+        weights.append(float(len(out.loss_fn_outputs)))
+    metrics: dict[str, float] = {}
+    for key in outputs[0].metrics:
+        parts = key.split(":")
+        if len(parts) != 2:
+            raise WireFormatError(
+                f"metric {key!r} returned by the server is not of the form 'name:reduction' "
+                f"(expected exactly one ':'; reductions: {', '.join(sorted(_REDUCTIONS))})"
+            )
+        reduction = parts[1]
+        if reduction not in _REDUCTIONS:
+            continue
+        if any(key not in out.metrics for out in outputs):
+            continue
+        values = [float(out.metrics[key]) for out in outputs]
+        if reduction == "unique":
+            metrics[key] = values[0]
+            for index, value in enumerate(values[1:], start=1):
+                metrics[f"{key}_{index}"] = value
+        else:
+            metrics[key] = _reduce(reduction, values, weights)
+    return types.ForwardBackwardOutput(
+        loss_fn_output_type=outputs[0].loss_fn_output_type,
+        loss_fn_outputs=merged_outputs,
+        metrics=metrics,
+    )
+
+
+def _weighted_mean(values: list[float], weights: list[float]) -> float:
+    total = sum(weights)
+    if total == 0:
+        # WIRE.md §7: the official SDK raises ZeroDivisionError here; a plain mean is kinder.
+        return float(np.mean(values))
+    return float(np.average(values, weights=weights))
+
+
+def _reduce(reduction: str, values: list[float], weights: list[float]) -> float:
+    if reduction == "mean":
+        return _weighted_mean(values, weights)
+    if reduction == "sum":
+        return float(sum(values))
+    if reduction == "min":
+        return float(min(values))
+    if reduction == "max":
+        return float(max(values))
+    if reduction == "slack":
+        return float(max(values) - _weighted_mean(values, weights))
+    # hash_unordered — WIRE.md §7: CPython's tuple hash of the sorted ints, even for one chunk.
+    return float(hash(tuple(sorted(int(v) for v in values))))

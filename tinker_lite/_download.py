@@ -1,0 +1,363 @@
+"""Resumable download of checkpoint archives from a signed URL, and safe extraction.
+
+:func:`download` writes into ``<dest>.part`` and renames it to ``dest`` only once the size is
+verified, so ``dest`` either does not exist or is complete. An interrupted download (a dropped
+connection, a killed process) resumes from the ``.part`` file with an HTTP ``Range`` request. A
+signed URL that has expired (403, 404 or 410) is replaced once through the ``refresh_url``
+callback; 408, 409, 425, 429 and 5xx answers are retried with back-off, honouring
+``Retry-After``. The signed URL is fetched without Tinker credentials (WIRE.md §3.10).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import os
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import requests
+import urllib3
+
+from tinker_lite._errors import (
+    APIConnectionError,
+    APIStatusError,
+    TinkerError,
+    status_error_class,
+)
+from tinker_lite._progress import Progress
+
+__all__ = [
+    "DownloadError",
+    "DownloadResult",
+    "UnsafeArchiveError",
+    "download",
+    "extract_archive",
+    "part_path",
+    "retry_after_seconds",
+]
+
+RETRY_STATUSES = frozenset({408, 409, 425, 429})
+EXPIRED_URL_STATUSES = frozenset({403, 404, 410})
+MAX_RETRY_AFTER_S = 60.0
+MAX_BACKOFF_S = 30.0
+_CHUNK_SIZE = 1 << 16
+
+
+class DownloadError(TinkerError):
+    """A download could not be completed or verified (size mismatch, bad archive)."""
+
+
+class UnsafeArchiveError(DownloadError):
+    """An archive member would be written outside the extraction directory."""
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    """What :func:`download` did: the final path, its size, where it resumed, how many tries."""
+
+    path: Path
+    size: int
+    resumed_from: int
+    attempts: int
+    url_refreshes: int
+
+
+def part_path(dest: str | os.PathLike[str]) -> Path:
+    """The temporary file a download of ``dest`` writes to: ``<dest>.part``."""
+    dest_path = Path(dest)
+    return dest_path.with_name(dest_path.name + ".part")
+
+
+def retry_after_seconds(value: str | None, *, now: float) -> float | None:
+    """Read a ``Retry-After`` header (seconds or an HTTP date) as a delay in seconds.
+
+    Returns ``None`` when the header is missing or unreadable; the delay is capped at
+    :data:`MAX_RETRY_AFTER_S` so a server cannot park a cron job for hours.
+    """
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        delay = float(text)
+    except ValueError:
+        try:
+            moment = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        delay = moment.timestamp() - now
+    if math.isnan(delay):
+        return None
+    return min(max(delay, 0.0), MAX_RETRY_AFTER_S)
+
+
+def _backoff(failures: int) -> float:
+    return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
+
+
+def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:
+    """Return (first byte, total) from ``bytes a-b/total`` or ``bytes */total``."""
+    if not value:
+        return None, None
+    unit, _, spec = value.strip().partition(" ")
+    if unit.lower() != "bytes" or "/" not in spec:
+        return None, None
+    span, _, total_text = spec.partition("/")
+    total = int(total_text) if total_text.strip().isdigit() else None
+    first_text = span.split("-", 1)[0].strip()
+    first = int(first_text) if first_text.isdigit() else None
+    return first, total
+
+
+def _status_error(resp: requests.Response, what: str) -> APIStatusError:
+    cls = status_error_class(resp.status_code)
+    reason = resp.reason or ""
+    return cls(
+        f"{what}: HTTP {resp.status_code} {reason}".rstrip(),
+        status_code=resp.status_code,
+        headers=dict(resp.headers),
+    )
+
+
+def _truncate(path: Path) -> None:
+    with path.open("wb"):
+        pass
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+_STREAM_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
+
+
+def _body_chunks(resp: requests.Response, chunk_size: int) -> Iterator[bytes]:
+    # Raw bytes exactly as sent: the archive is verified against Content-Length.
+    yield from resp.raw.stream(chunk_size, decode_content=False)
+
+
+def download(
+    url: str,
+    dest: str | os.PathLike[str],
+    *,
+    refresh_url: Callable[[], str] | None = None,
+    session: requests.Session | None = None,
+    progress: Progress | None = None,
+    overwrite: bool = False,
+    max_attempts: int = 8,
+    timeout: tuple[float, float] = (10.0, 60.0),
+    chunk_size: int = _CHUNK_SIZE,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.time,
+) -> DownloadResult:
+    """Download ``url`` to ``dest``, resuming from ``<dest>.part`` when one is there.
+
+    ``refresh_url`` returns a fresh signed URL when the current one is refused as expired; it
+    is called at most once between two successful reads. Retryable failures (408, 409, 425,
+    429, 5xx, dropped connections) are retried up to ``max_attempts`` times in a row without
+    progress, waiting ``Retry-After`` (at most 60 s) or 1, 2, 4 ... 30 s. ``sleep`` and ``now``
+    are injectable for tests.
+
+    Raises :class:`FileExistsError` when ``dest`` exists and ``overwrite`` is false, an
+    :class:`~tinker_lite.APIStatusError` subclass for a final HTTP error,
+    :class:`~tinker_lite.APIConnectionError` when the connection keeps failing, and
+    :class:`DownloadError` when the size cannot be verified.
+    """
+    dest_path = Path(dest)
+    if dest_path.exists() and not overwrite:
+        raise FileExistsError(f"{dest_path} already exists (use --force to replace it)")
+    dest_path.parent.mkdir(parents=True, exist_ok=True)
+    part = part_path(dest_path)
+    resumed_from = _size(part)
+    owns_session = session is None
+    http = requests.Session() if session is None else session
+    attempts = 0
+    failures = 0
+    refreshes = 0
+    refreshed_since_progress = False
+    total: int | None = None
+    current_url = url
+
+    def fail_or_wait(error: TinkerError, delay: float | None) -> None:
+        nonlocal failures
+        failures += 1
+        if failures >= max_attempts:
+            raise error
+        sleep(delay if delay is not None else _backoff(failures))
+
+    try:
+        while True:
+            offset = _size(part)
+            if total is not None and offset == total:
+                break
+            headers = {"Accept-Encoding": "identity"}
+            if offset:
+                headers["Range"] = f"bytes={offset}-"
+            attempts += 1
+            try:
+                resp = http.get(
+                    current_url, headers=headers, stream=True, timeout=timeout, allow_redirects=True
+                )
+            except _STREAM_ERRORS as exc:
+                fail_or_wait(APIConnectionError(f"download failed: {exc}"), None)
+                continue
+            with resp:
+                status = resp.status_code
+                if status in EXPIRED_URL_STATUSES:
+                    if refresh_url is not None and not refreshed_since_progress:
+                        current_url = refresh_url()
+                        refreshes += 1
+                        refreshed_since_progress = True
+                        continue
+                    raise _status_error(resp, "download refused")
+                if status == 416:
+                    _, range_total = _parse_content_range(resp.headers.get("Content-Range"))
+                    if range_total is not None and offset == range_total:
+                        total = range_total
+                        break
+                    _truncate(part)
+                    fail_or_wait(DownloadError("the server refused to resume; restarting"), 0.0)
+                    continue
+                if status in RETRY_STATUSES or status >= 500:
+                    delay = retry_after_seconds(resp.headers.get("Retry-After"), now=now())
+                    fail_or_wait(_status_error(resp, "download failed"), delay)
+                    continue
+                if status not in (200, 206):
+                    raise _status_error(resp, "download failed")
+
+                if status == 206:
+                    first, range_total = _parse_content_range(resp.headers.get("Content-Range"))
+                    if first != offset:
+                        # The server answered a different range: start over from byte 0.
+                        _truncate(part)
+                        fail_or_wait(DownloadError("unexpected Content-Range; restarting"), 0.0)
+                        continue
+                    total = range_total
+                    mode = "ab"
+                    start = offset
+                else:
+                    # 200: the whole body (the server ignored or did not get our Range).
+                    length = resp.headers.get("Content-Length")
+                    total = int(length) if length and length.strip().isdigit() else None
+                    mode = "wb"
+                    start = 0
+                if progress is not None:
+                    progress.set_total(total)
+                    progress.reset(start)
+
+                written = 0
+                interrupted: BaseException | None = None
+                with part.open(mode) as out:
+                    try:
+                        for chunk in _body_chunks(resp, chunk_size):
+                            out.write(chunk)
+                            written += len(chunk)
+                            if progress is not None:
+                                progress.update(len(chunk))
+                    except _STREAM_ERRORS as exc:
+                        interrupted = exc
+                    out.flush()
+                    os.fsync(out.fileno())
+                if written:
+                    failures = 0
+                    refreshed_since_progress = False
+                size = _size(part)
+                if total is None and interrupted is None:
+                    total = size
+                    break
+                if total is not None and size == total:
+                    break
+                if total is not None and size > total:
+                    _truncate(part)
+                    fail_or_wait(
+                        DownloadError(f"received {size} bytes, more than the expected {total}"),
+                        0.0,
+                    )
+                    continue
+                reason = f": {interrupted}" if interrupted is not None else ""
+                fail_or_wait(
+                    APIConnectionError(
+                        f"download interrupted at {size}/{total if total is not None else '?'} "
+                        f"bytes{reason}"
+                    ),
+                    None,
+                )
+    finally:
+        if owns_session:
+            http.close()
+
+    size = _size(part)
+    if total is not None and size != total:
+        raise DownloadError(f"downloaded {size} bytes, expected {total}")
+    os.replace(part, dest_path)
+    return DownloadResult(
+        path=dest_path,
+        size=size,
+        resumed_from=resumed_from,
+        attempts=attempts,
+        url_refreshes=refreshes,
+    )
+
+
+def _has_data_filter() -> bool:
+    return hasattr(tarfile, "data_filter")
+
+
+def _check_member(member: tarfile.TarInfo, strict: bool) -> None:
+    name = member.name
+    pure = PurePosixPath(name)
+    if name.startswith(("/", "\\")) or pure.is_absolute() or (len(name) > 1 and name[1] == ":"):
+        raise UnsafeArchiveError(f"archive member has an absolute path: {name!r}")
+    if ".." in pure.parts:
+        raise UnsafeArchiveError(f"archive member leaves the target directory: {name!r}")
+    if not strict:
+        return
+    # Without tarfile's "data" filter, only plain files and directories are extracted.
+    if not (member.isfile() or member.isdir()):
+        raise UnsafeArchiveError(f"archive member is not a file or directory: {name!r}")
+
+
+def _extract_plain(tar: tarfile.TarFile, members: list[tarfile.TarInfo], target: Path) -> None:
+    """Extract checked files and directories one by one (Pythons without tarfile filters)."""
+    for member in members:
+        path = target.joinpath(*PurePosixPath(member.name).parts)
+        if member.isdir():
+            path.mkdir(parents=True, exist_ok=True)
+            continue
+        source = tar.extractfile(member)
+        if source is None:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with source, path.open("wb") as out:
+            while block := source.read(_CHUNK_SIZE):
+                out.write(block)
+
+
+def extract_archive(archive: str | os.PathLike[str], dest_dir: str | os.PathLike[str]) -> list[str]:
+    """Extract a tar (optionally compressed) into ``dest_dir`` safely; return the member names.
+
+    Absolute paths and ``..`` components are refused before anything is written. Where Python
+    offers tarfile's ``"data"`` filter it is used as well (no devices, no links out, no setuid
+    bits); elsewhere only plain files and directories are extracted and anything else is refused.
+    """
+    target = Path(dest_dir)
+    use_filter = _has_data_filter()
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            for member in members:
+                _check_member(member, strict=not use_filter)
+            target.mkdir(parents=True, exist_ok=True)
+            if use_filter:
+                tar.extractall(target, members=members, filter="data")
+            else:
+                _extract_plain(tar, members, target)
+    except tarfile.TarError as exc:
+        raise DownloadError(f"cannot extract {archive}: {exc}") from exc
+    return [member.name for member in members]

@@ -1,0 +1,237 @@
+"""The run journal: one JSON line per completed operation, for audits and resumable jobs.
+
+Turn it on with ``ServiceClient(..., journal="run.jsonl")`` or the environment variable
+``TINKER_LITE_JOURNAL=run.jsonl``. Each completed operation (training, sampling, saving,
+loading) appends one line such as::
+
+    {"ts": "2025-11-26T03:00:12.048Z", "kind": "optim_step", "status": "ok",
+     "request_id": "3f1c...:train:0:7", "seq_id": 7, "duration_s": 0.412, "tokens": null}
+
+The keys, always present and in this order, are :data:`JOURNAL_KEYS`: ``ts`` (UTC, ISO 8601),
+``kind`` (the operation, named after the client method, e.g. ``forward_backward``), ``status``
+(``ok``, ``error`` or ``cancelled``), ``request_id`` (the service's id, or ``null``), ``seq_id``
+(the training sequence number, or ``null``), ``duration_s`` (seconds from submit to result) and
+``tokens`` (tokens processed, or ``null``). A failed operation adds ``error`` (the exception's
+one-line message); a line may also carry ``model_id``.
+
+Lines are appended with a single ``write`` on a file opened in append mode, so several threads
+or processes can share one journal, and a crash loses at most the line being written
+(:func:`read_journal` skips a torn last line).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["ENV_VAR", "JOURNAL_KEYS", "Journal", "read_journal"]
+
+ENV_VAR = "TINKER_LITE_JOURNAL"
+JOURNAL_KEYS: tuple[str, ...] = (
+    "ts",
+    "kind",
+    "status",
+    "request_id",
+    "seq_id",
+    "duration_s",
+    "tokens",
+)
+"""The keys every journal line has, in the order they are written."""
+
+STATUSES = ("ok", "error", "cancelled")
+
+_logger = logging.getLogger("tinker_lite")
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class _Completable(Protocol[T_co]):
+    """What :meth:`Journal.watch` needs of a future (``APIFuture`` or ``concurrent.futures``)."""
+
+    def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
+
+
+def _utc_timestamp(epoch_s: float) -> str:
+    moment = _dt.datetime.fromtimestamp(epoch_s, tz=_dt.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    message = text[0] if text else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+class Journal:
+    """Append one JSON line per completed operation to ``path``.
+
+    The file and its parent directories are created on the first record. Writing never raises
+    into the operation being recorded: a failed write is logged as a warning (once) and the
+    work goes on. ``clock`` (wall time, for ``ts``) and ``monotonic`` (for :meth:`watch`'s
+    durations) are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._warned = False
+
+    def __repr__(self) -> str:
+        return f"Journal({str(self.path)!r})"
+
+    @classmethod
+    def resolve(
+        cls,
+        journal: str | os.PathLike[str] | Journal | None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Journal | None:
+        """Turn a client's ``journal=`` argument into a :class:`Journal`, or ``None``.
+
+        An explicit argument wins; otherwise ``TINKER_LITE_JOURNAL`` names the file (empty or
+        unset: no journal).
+        """
+        if isinstance(journal, Journal):
+            return journal
+        if journal is not None:
+            return cls(journal)
+        env = os.environ if environ is None else environ
+        path = env.get(ENV_VAR, "").strip()
+        return cls(path) if path else None
+
+    def record(  # noqa: PLR0917 - the clients' hook takes these six positionally
+        self,
+        kind: str,
+        request_id: str | None,
+        seq_id: int | None,
+        duration_s: float,
+        tokens: int | None,
+        status: str,
+        *,
+        model_id: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Append one line for a completed operation (see the module docs for the keys)."""
+        entry: dict[str, Any] = {
+            "ts": _utc_timestamp(self._clock()),
+            "kind": kind,
+            "status": status,
+            "request_id": request_id,
+            "seq_id": None if seq_id is None else int(seq_id),
+            "duration_s": round(float(duration_s), 6),
+            "tokens": None if tokens is None else int(tokens),
+        }
+        if model_id is not None:
+            entry["model_id"] = model_id
+        if error is not None:
+            entry["error"] = error
+        line = json.dumps(entry, separators=(", ", ": "), allow_nan=False) + "\n"
+        self._append(line.encode("utf-8"))
+
+    def watch(
+        self,
+        future: _Completable[Any],
+        kind: str,
+        *,
+        seq_id: int | None = None,
+        tokens: int | Callable[[Any], int | None] | None = None,
+        model_id: str | None = None,
+        request_id: str | None = None,
+        started: float | None = None,
+    ) -> None:
+        """Record ``future``'s outcome when it completes.
+
+        ``started`` is a ``time.monotonic()`` reading taken when the operation was submitted
+        (default: now). ``tokens`` is a count, or a function of the result that returns one.
+        ``request_id`` defaults to the future's ``request_id`` attribute.
+        """
+        begin = self._monotonic() if started is None else started
+
+        def on_done(done: Any) -> None:
+            duration = max(self._monotonic() - begin, 0.0)
+            rid = request_id if request_id is not None else getattr(done, "request_id", None)
+            count: int | None = tokens if isinstance(tokens, int) or tokens is None else None
+            error: str | None = None
+            if done.cancelled():
+                status = "cancelled"
+            else:
+                exc = done.exception()
+                if exc is not None:
+                    status, error = "error", _one_line(exc)
+                else:
+                    status = "ok"
+                    if callable(tokens):
+                        try:
+                            count = tokens(done.result())
+                        except Exception:
+                            count = None
+            self.record(
+                kind,
+                rid if isinstance(rid, str) else None,
+                seq_id,
+                duration,
+                count,
+                status,
+                model_id=model_id,
+                error=error,
+            )
+
+        future.add_done_callback(on_done)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Read this journal back (see :func:`read_journal`)."""
+        return read_journal(self.path)
+
+    def _append(self, data: bytes) -> None:
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                if not self._warned:
+                    self._warned = True
+                    _logger.warning("cannot write the journal %s: %s", self.path, exc)
+
+
+def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Return the journal's entries, oldest first (an empty list when the file is missing).
+
+    A last line without its newline (a crash while writing) and lines that are not JSON objects
+    are skipped, so a job can always resume from what was fully recorded.
+    """
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = raw.split(b"\n")
+    if lines and lines[-1]:
+        lines = lines[:-1]  # torn last line: no newline yet
+    entries: list[dict[str, Any]] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            entries.append(value)
+    return entries

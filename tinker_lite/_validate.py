@@ -1,0 +1,205 @@
+"""Dry-run checks of a forward/forward_backward batch, run before anything is sent.
+
+:func:`validate` is what ``TrainingClient.forward`` / ``forward_backward`` run first; calling it
+directly (``tinker_lite.validate(data, "cross_entropy")``) tells whether a batch would be accepted
+and how it would be split into requests, without a server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from tinker_lite import types
+from tinker_lite._chunking import (
+    DEFAULT_LIMITS,
+    ChunkLimits,
+    datum_byte_estimate,
+    datum_number_count,
+    plan_chunks,
+)
+from tinker_lite._errors import InvalidInputError
+
+__all__ = ["LOSS_FN_INPUTS", "ValidationReport", "validate"]
+
+# Required and optional loss_fn_inputs keys per built-in loss (SERVER.md §1.1-§1.5; WIRE.md §2.5).
+_RL_REQUIRED = frozenset({"target_tokens", "logprobs", "advantages"})
+_CLIP_KEYS = frozenset({"clip_low_threshold", "clip_high_threshold"})
+LOSS_FN_INPUTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    "cross_entropy": (frozenset({"target_tokens"}), frozenset({"weights"})),
+    "importance_sampling": (_RL_REQUIRED, frozenset()),
+    "ppo": (_RL_REQUIRED, _CLIP_KEYS),
+    "cispo": (_RL_REQUIRED, _CLIP_KEYS),
+    "dro": (_RL_REQUIRED, frozenset()),
+}
+# Keys aligned with model_input (one value, or one row, per input position).
+_PER_TOKEN_KEYS = frozenset({"target_tokens", "weights", "logprobs", "advantages"})
+
+
+@attrs.frozen
+class ValidationReport:
+    """What a batch would become on the wire.
+
+    ``n_chunks`` requests would be sent (one ``seq_id`` each); ``chunks`` are their datum index
+    ranges; ``n_numbers`` counts tokens plus loss-input values (WIRE.md §6.4) and
+    ``estimated_bytes`` the estimated protobuf payload (§13.3).
+    """
+
+    loss_fn: str
+    n_datums: int
+    n_chunks: int
+    n_numbers: int
+    estimated_bytes: int
+    chunks: tuple[range, ...] = attrs.field(repr=False)
+    limits: ChunkLimits = attrs.field(repr=False)
+
+
+def validate(
+    data: Sequence[types.Datum],
+    loss_fn: str | types.LossFnType = "cross_entropy",
+    loss_fn_config: Mapping[str, float | str] | None = None,
+    *,
+    limits: ChunkLimits | None = None,
+    vocab_size: int | None = None,
+) -> ValidationReport:
+    """Check a forward/forward_backward batch as the training client does; return its report.
+
+    Raises :class:`~tinker_lite.InvalidInputError` naming the datum and field for: an unknown
+    loss function, a missing required input for the loss (cross_entropy: ``target_tokens``,
+    optional ``weights``; importance_sampling / ppo / cispo / dro: ``target_tokens``,
+    ``logprobs``, ``advantages``), an input the loss does not take, per-token inputs of
+    different shapes, NaN/Inf values, token ids outside the vocabulary (when ``vocab_size`` is
+    known), and a single datum larger than one request may carry (``limits``: the server's
+    chunk limits, by default 128 datums / 500,000 numbers).
+    """
+    loss_name = types.check_loss_fn(loss_fn)
+    limits = limits or DEFAULT_LIMITS
+    if isinstance(data, (str, bytes, Mapping)) or not isinstance(data, Sequence):
+        raise InvalidInputError(
+            "data", f"must be a list of Datum, got {type(data).__name__}", "pass [Datum(...), ...]"
+        )
+    data = list(data)
+    if data:
+        # Datum types, loss_fn_config values: the request model's own checks.
+        types.ForwardBackwardInput(
+            data=data,
+            loss_fn=loss_name,
+            loss_fn_config=dict(loss_fn_config) if loss_fn_config is not None else None,
+        )
+    expected = LOSS_FN_INPUTS.get(loss_name)
+    sizes: list[int] = []
+    n_numbers = 0
+    n_bytes = 0
+    max_size = limits.max_size
+    for index, datum in enumerate(data):
+        if expected is not None:
+            _check_keys(index, datum, loss_name, *expected)
+        _check_values(index, datum, vocab_size)
+        numbers = datum_number_count(datum)
+        estimate = datum_byte_estimate(datum)
+        size = estimate if limits.max_bytes is not None else numbers
+        if max_size is not None and size > max_size:
+            raise InvalidInputError(
+                f"data[{index}]",
+                f"holds {size} {limits.unit}, more than the {max_size} one request may carry",
+                "split the sequence into shorter datums",
+            )
+        sizes.append(size)
+        n_numbers += numbers
+        n_bytes += estimate
+    chunks = tuple(plan_chunks(sizes, limits))
+    return ValidationReport(
+        loss_fn=loss_name,
+        n_datums=len(data),
+        n_chunks=len(chunks),
+        n_numbers=n_numbers,
+        estimated_bytes=n_bytes,
+        chunks=chunks,
+        limits=limits,
+    )
+
+
+def _check_keys(
+    index: int,
+    datum: types.Datum,
+    loss_name: str,
+    required: frozenset[str],
+    optional: frozenset[str],
+) -> None:
+    keys = set(datum.loss_fn_inputs)
+    missing = sorted(required - keys)
+    if missing:
+        raise InvalidInputError(
+            f"data[{index}].loss_fn_inputs",
+            f"{loss_name} needs {', '.join(repr(k) for k in missing)}",
+            f"{loss_name} takes {_describe_keys(required, optional)}",
+        )
+    extra = sorted(keys - required - optional)
+    if extra:
+        raise InvalidInputError(
+            f"data[{index}].loss_fn_inputs",
+            f"{loss_name} does not take {', '.join(repr(k) for k in extra)}",
+            f"the service rejects unknown inputs; {loss_name} takes "
+            f"{_describe_keys(required, optional)} (fold a mask into weights or advantages)",
+        )
+
+
+def _describe_keys(required: frozenset[str], optional: frozenset[str]) -> str:
+    text = ", ".join(sorted(required))
+    if optional:
+        text += " (optional: " + ", ".join(sorted(optional)) + ")"
+    return text
+
+
+def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> None:
+    target_shape: list[int] | None = None
+    for key, tensor in datum.loss_fn_inputs.items():
+        field = f"data[{index}].loss_fn_inputs[{key!r}]"
+        expected_dtype = types.LOSS_FN_INPUT_DTYPES.get(key)
+        if expected_dtype is not None and tensor.dtype != expected_dtype:
+            raise InvalidInputError(field, f"must be {expected_dtype}, got {tensor.dtype}")
+        values = tensor.data
+        if tensor.dtype == "float32" and values.size and not bool(np.isfinite(values).all()):
+            bad = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise InvalidInputError(
+                field, f"holds a non-finite value ({values[bad]!r}) at position {bad}"
+            )
+        if key == "target_tokens":
+            target_shape = tensor.shape if tensor.shape is not None else [tensor.size]
+            _check_vocab(field, values, vocab_size)
+    if target_shape is not None:
+        for key in _PER_TOKEN_KEYS - {"target_tokens"}:
+            other = datum.loss_fn_inputs.get(key)
+            if other is None:
+                continue
+            shape = other.shape if other.shape is not None else [other.size]
+            if shape != target_shape and other.size != int(np.prod(target_shape)):
+                raise InvalidInputError(
+                    f"data[{index}].loss_fn_inputs[{key!r}]",
+                    f"has shape {shape} but target_tokens has shape {target_shape}",
+                    "give every per-token input one value per target token",
+                )
+    if vocab_size is not None:
+        for chunk_index, chunk in enumerate(datum.model_input.chunks):
+            if isinstance(chunk, types.EncodedTextChunk):
+                _check_vocab(
+                    f"data[{index}].model_input.chunks[{chunk_index}].tokens",
+                    np.asarray(chunk.tokens, dtype=np.int64),
+                    vocab_size,
+                )
+
+
+def _check_vocab(field: str, values: npt.NDArray[Any], vocab_size: int | None) -> None:
+    if vocab_size is None or not values.size:
+        return
+    high = int(values.max())
+    if high >= vocab_size:
+        raise InvalidInputError(
+            field,
+            f"token id {high} is outside the model's vocabulary (size {vocab_size})",
+            "use ids from the model's tokenizer",
+        )

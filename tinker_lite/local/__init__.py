@@ -1,0 +1,97 @@
+"""An offline Tinker-compatible HTTP server on loopback, backed by a tiny numpy model.
+
+It speaks the Tinker HTTP API (WIRE.md §3, SERVER.md) closely enough for tinker_lite and the
+official SDK to train and sample against it: sessions, client config (and JWT exchange with
+``jwt=True``), models, forward / forward_backward (JSON and protobuf), optim_step, checkpoints
+on disk (save / load / sampler weights, REST listing, TTL, publish, tar.gz archives), sampling,
+``retrieve_future`` long-polls and telemetry. Any base model name is accepted and maps to the
+tiny model.
+
+Start it in-process::
+
+    from tinker_lite.local import LocalServer
+
+    with LocalServer() as base_url:          # ephemeral port, temporary data dir
+        ...                                  # point a client at base_url
+
+or from a shell (prints the base URL on stdout; stops cleanly on SIGINT/SIGTERM)::
+
+    python -m tinker_lite.local serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
+        [--api-key KEY] [--jwt] [--faults SPEC] [--stub-model] [--result-ttl S] [--long-poll S]
+
+Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept; a
+temporary one is removed on stop), ``api_key`` (then every ``/api/v1`` request but healthz needs
+``X-API-Key``: 401 otherwise), ``faults`` (below), ``jwt`` (``POST /api/v1/auth/token`` issues
+HS256 tokens signed with a random per-server secret; either the key or a valid token is then
+accepted), ``stub_model`` (instant model for benchmarks), ``result_ttl`` (seconds a completed
+result is kept; later polls get 410), ``long_poll_s`` (how long ``retrieve_future`` waits before
+answering try_again), ``pending_status`` (200 try_again or 408), ``config_overrides`` (flags merged
+into the ``client/config`` answer), ``sample_workers``, ``clock`` (epoch-seconds source for TTLs
+and result expiry), ``jwt_ttl_s``, ``archive_ttl_s``.
+
+Fault spec grammar
+------------------
+A spec is a list of rules separated by ``;`` (or newlines); a rule is a list of ``key=value``
+pairs separated by ``,``. Example::
+
+    path=/api/v1/asample,status=429,retry_after=1.5,count=10;
+    path=/api/v1/retrieve_future,action=drop_after,count=2
+
+Filters: ``path`` (exact, or an ``fnmatch`` pattern such as ``/api/v1/*``; default ``*``),
+``method``, ``request_type`` (the poll's ``X-Tinker-Request-Type``, e.g. ``Sample``) and
+``request_id`` (polls of one future).
+
+Actions (``action=``; ``status=N`` alone means ``action=status``, ``delay=S`` alone
+``action=delay``):
+
+* ``status`` — answer HTTP ``status`` before the request is processed, body
+  ``{"detail": ...}`` (408 bodies carry ``queue_state``). Retry hints: ``retry_after=2`` (integer
+  seconds) or ``retry_after=1.5`` (float seconds) set ``Retry-After``; ``retry_after_ms=1500`` sets
+  ``retry-after-ms``; ``retry_after_date=2`` sets ``Retry-After`` to an IMF-fixdate 2 s ahead.
+* ``drop_before`` — close the connection before reading the request body (nothing is applied).
+* ``drop_after`` — process the request (it *is* applied), then close without answering.
+* ``truncate`` — answer with the full ``Content-Length`` but only the first ``truncate_at``
+  fraction of the body (default 0.5), then close.
+* ``delay`` — add ``delay=S`` seconds of latency; ``delay=`` also works on any other action.
+* ``try_again`` (``retrieve_future`` only) — answer "not ready" even when the result is ready:
+  200 ``try_again``, or 408 with ``status=408``; ``queue_state=`` (active, paused_capacity,
+  paused_rate_limit) and ``reason=`` fill the body.
+* ``expire`` (``retrieve_future`` only) — answer 410 and forget the stored result.
+
+Counting: every rule counts the requests it matched and the faults it fired. ``after=M`` skips
+the first M matches, ``every=K`` fires on every K-th match after that, ``count=N`` fires at most N
+times (default: unlimited), ``probability=P`` fires with probability P using the rule's own RNG
+seeded by ``seed=`` (default 0). The first firing rule with a terminal action wins; delays add up.
+
+Rules come from ``faults=`` / ``--faults``, else the environment variable
+``TINKER_LITE_LOCAL_FAULTS``; :meth:`LocalServer.set_faults` replaces them at run time. When a
+spec was given (even empty) or ``set_faults`` was called, ``GET /_local/faults`` lists the rules
+with their counters and ``POST /_local/faults {"spec": "..."}`` replaces them.
+
+Stats
+-----
+``GET /_local/stats`` (and :meth:`LocalServer.stats`) answer::
+
+    {"requests": {"/api/v1/asample": 12, ...},           # received, per path
+     "responses": {"/api/v1/asample": {"200": 10, "429": 2}, ...},  # per status; 0 = dropped
+     "models": {"<model_id>": {
+         "base_model": "...",
+         "applied": [{"seq_id": 0, "kind": "create_model", "request_id": "...", "ok": true},
+                     ...],                                # in execution order
+         "applied_count": 3, "next_seq_id": 3, "waiting_seq_ids": [5], "unloaded": false}},
+     "samples_submitted": 4, "samples_completed": 4,
+     "telemetry_events": 1, "telemetry_batches": 1,
+     "active_sessions": 1, "sessions": 1,
+     "futures": {"stored": 9, "pending": 0, "completed": 9},
+     "faults": [{"rule": "path=...,status=429,count=10", "matched": 3, "fired": 3}]}
+
+A ``retrieve_future`` answer that carries a result also carries ``X-Local-Ready-At`` (epoch
+seconds when the result became ready), ``X-Local-Ready-At-Perf`` and ``X-Local-Created-At-Perf``
+(``time.perf_counter()`` of the server process, for in-process latency measurements).
+"""
+
+from __future__ import annotations
+
+from tinker_lite.local.server import LocalServer, serve
+
+__all__ = ["LocalServer", "serve"]

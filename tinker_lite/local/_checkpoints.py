@@ -1,0 +1,645 @@
+"""Checkpoints of the local server on disk: training state, sampler weights, TTL, publish, archives.
+
+Layout under the data dir (SERVER.md §7)::
+
+    runs/<run_id>/run.json                           the training run (base model, LoRA config)
+    runs/<run_id>/weights/<name>/                     save_state: adapter + optimizer state
+        adapter_model.safetensors  optimizer.safetensors  state.json  checkpoint_complete
+    runs/<run_id>/sampler_weights/<name>/             save_weights_for_sampler (PEFT LoRA layout)
+        adapter_config.json  adapter_model.safetensors  checkpoint_complete
+    runs/<run_id>/<kind>/<name>.meta.json             time, TTL, public flag (kept out of archives)
+    archives/<token>.tar.gz                           downloads handed out by the archive URL
+
+``adapter_model.safetensors`` is written by hand in the safetensors format: an 8-byte
+little-endian header length, a JSON header naming each tensor's dtype, shape and byte range, then
+the raw little-endian data.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+import shutil
+import struct
+import tarfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "CheckpointConflict",
+    "CheckpointError",
+    "CheckpointNotFound",
+    "CheckpointRecord",
+    "CheckpointStore",
+    "RunRecord",
+    "TinkerPath",
+    "parse_tinker_path",
+    "read_safetensors",
+    "write_safetensors",
+]
+
+KINDS = {"weights": "training", "sampler_weights": "sampler"}
+ADAPTER_FILE = "adapter_model.safetensors"
+OPTIMIZER_FILE = "optimizer.safetensors"
+STATE_FILE = "state.json"
+ADAPTER_CONFIG_FILE = "adapter_config.json"
+COMPLETE_FILE = "checkpoint_complete"
+PEFT_PREFIX = "base_model.model."
+
+_DTYPES: dict[str, str] = {
+    "float32": "F32",
+    "float64": "F64",
+    "float16": "F16",
+    "int64": "I64",
+    "int32": "I32",
+    "int16": "I16",
+    "int8": "I8",
+    "uint8": "U8",
+    "bool": "BOOL",
+}
+_NP_DTYPES = {v: k for k, v in _DTYPES.items()}
+
+
+class CheckpointError(Exception):
+    """A checkpoint operation failed; ``status`` is the HTTP status it maps to."""
+
+    status = 400
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class CheckpointNotFound(CheckpointError):
+    """No such checkpoint (or it expired or was deleted)."""
+
+    status = 404
+
+
+class CheckpointConflict(CheckpointError):
+    """The checkpoint already exists, or is already public / private."""
+
+    status = 409
+
+
+@dataclass(frozen=True)
+class TinkerPath:
+    """A parsed ``tinker://<run_id>/<kind>/<name>`` path (WIRE.md §3.12)."""
+
+    run_id: str
+    kind: str
+    name: str
+
+    @property
+    def checkpoint_id(self) -> str:
+        """``<kind>/<name>``, as used in REST paths."""
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def uri(self) -> str:
+        """The full ``tinker://`` path."""
+        return f"tinker://{self.run_id}/{self.kind}/{self.name}"
+
+
+def valid_name(name: str) -> bool:
+    """True when ``name`` can be a checkpoint name or run id (one safe path segment)."""
+    return (
+        bool(name)
+        and "/" not in name
+        and "\\" not in name
+        and name not in (".", "..")
+        and ("\x00" not in name)
+    )
+
+
+def parse_tinker_path(path: str) -> TinkerPath | None:
+    """Parse a tinker path; None when it is not ``tinker://<run>/<weights|sampler_weights>/<name>``."""
+    if not isinstance(path, str) or not path.startswith("tinker://"):
+        return None
+    parts = path[len("tinker://") :].split("/")
+    if len(parts) != 3 or parts[1] not in KINDS:
+        return None
+    if not valid_name(parts[0]) or not valid_name(parts[2]):
+        return None
+    return TinkerPath(parts[0], parts[1], parts[2])
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors
+
+
+def write_safetensors(
+    path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None
+) -> int:
+    """Write ``tensors`` to ``path`` in the safetensors format; return the file size."""
+    header: dict[str, Any] = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    blobs: list[bytes] = []
+    offset = 0
+    for name in sorted(tensors):
+        array = np.asarray(tensors[name])
+        dtype = _DTYPES.get(array.dtype.name)
+        if dtype is None:
+            raise CheckpointError(f"cannot store tensor {name!r} of dtype {array.dtype}")
+        data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+        header[name] = {
+            "dtype": dtype,
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    header_bytes += b" " * (-len(header_bytes) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(header_bytes)))
+        f.write(header_bytes)
+        for blob in blobs:
+            f.write(blob)
+    return 8 + len(header_bytes) + offset
+
+
+def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read a safetensors file: (tensors, metadata)."""
+    raw = path.read_bytes()
+    if len(raw) < 8:
+        raise CheckpointError(f"{path.name} is not a safetensors file")
+    (n,) = struct.unpack("<Q", raw[:8])
+    try:
+        header = json.loads(raw[8 : 8 + n])
+    except ValueError as e:
+        raise CheckpointError(f"{path.name} has a corrupt header") from e
+    metadata = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    tensors: dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        dtype = _NP_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise CheckpointError(f"{path.name}: unsupported dtype {info['dtype']}")
+        start, end = info["data_offsets"]
+        array = np.frombuffer(
+            raw[base + start : base + end], dtype=np.dtype(dtype).newbyteorder("<")
+        )
+        tensors[name] = array.astype(dtype).reshape(info["shape"])
+    return tensors, {str(k): str(v) for k, v in metadata.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# arbitrary state trees <-> flat tensors + a JSON manifest
+
+
+def flatten_state(tree: Any) -> tuple[dict[str, np.ndarray], Any]:
+    """Split a nested dict/list of arrays and scalars into flat tensors plus a JSON manifest."""
+    tensors: dict[str, np.ndarray] = {}
+
+    def walk(node: Any, prefix: str) -> Any:
+        if isinstance(node, Mapping):
+            return {"dict": {str(k): walk(v, f"{prefix}{k}.") for k, v in node.items()}}
+        if isinstance(node, list | tuple):
+            return {"list": [walk(v, f"{prefix}{i}.") for i, v in enumerate(node)]}
+        if node is None:
+            return {"none": True}
+        if isinstance(node, bool):
+            return {"bool": node}
+        if isinstance(node, int):
+            return {"int": node}
+        if isinstance(node, float):
+            return {"float": node}
+        if isinstance(node, str):
+            return {"str": node}
+        array = np.asarray(node)
+        key = prefix[:-1] if prefix else "value"
+        while key in tensors:
+            key += "_"
+        tensors[key] = array
+        return {"tensor": key}
+
+    return tensors, walk(tree, "")
+
+
+def unflatten_state(tensors: Mapping[str, np.ndarray], manifest: Any) -> Any:
+    """Rebuild the tree that :func:`flatten_state` split."""
+    if "dict" in manifest:
+        return {k: unflatten_state(tensors, v) for k, v in manifest["dict"].items()}
+    if "list" in manifest:
+        return [unflatten_state(tensors, v) for v in manifest["list"]]
+    if "tensor" in manifest:
+        return np.array(tensors[manifest["tensor"]])
+    if "none" in manifest:
+        return None
+    for key in ("bool", "int", "float", "str"):
+        if key in manifest:
+            return manifest[key]
+    raise CheckpointError("corrupt checkpoint manifest")
+
+
+# ---------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass
+class RunRecord:
+    """A training run (one per model id)."""
+
+    run_id: str
+    base_model: str
+    lora_rank: int
+    train_unembed: bool = True
+    train_mlp: bool = True
+    train_attn: bool = True
+    session_id: str | None = None
+    user_metadata: dict[str, Any] | None = None
+    created: float = 0.0
+    last_request_time: float = 0.0
+
+
+@dataclass
+class CheckpointRecord:
+    """One saved checkpoint."""
+
+    run_id: str
+    kind: str
+    name: str
+    created: float
+    size_bytes: int = 0
+    public: bool = False
+    expires_at: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tinker_path(self) -> str:
+        """The checkpoint's ``tinker://`` path."""
+        return f"tinker://{self.run_id}/{self.kind}/{self.name}"
+
+    @property
+    def checkpoint_id(self) -> str:
+        """``<kind>/<name>``."""
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def checkpoint_type(self) -> str:
+        """``training`` for ``weights``, ``sampler`` for ``sampler_weights``."""
+        return KINDS[self.kind]
+
+
+@dataclass
+class _Archive:
+    path: Path
+    expires_at: float
+    filename: str
+
+
+class CheckpointStore:
+    """Thread-safe registry of runs and checkpoints, written through to the data dir."""
+
+    def __init__(self, root: Path, clock: Callable[[], float]) -> None:
+        self.root = root
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._runs: dict[str, RunRecord] = {}
+        self._checkpoints: dict[tuple[str, str, str], CheckpointRecord] = {}
+        self._reserved: set[tuple[str, str, str]] = set()
+        self._archives: dict[str, _Archive] = {}
+        (root / "runs").mkdir(parents=True, exist_ok=True)
+        self._load_index()
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _run_dir(self, run_id: str) -> Path:
+        return self.root / "runs" / run_id
+
+    def _ckpt_dir(self, key: tuple[str, str, str]) -> Path:
+        return self._run_dir(key[0]) / key[1] / key[2]
+
+    def _meta_path(self, key: tuple[str, str, str]) -> Path:
+        return self._run_dir(key[0]) / key[1] / f"{key[2]}.meta.json"
+
+    def _load_index(self) -> None:
+        for run_json in sorted((self.root / "runs").glob("*/run.json")):
+            try:
+                run = RunRecord(**json.loads(run_json.read_text()))
+            except (ValueError, TypeError):
+                continue
+            self._runs[run.run_id] = run
+            for kind in KINDS:
+                for meta in sorted((run_json.parent / kind).glob("*.meta.json")):
+                    try:
+                        rec = CheckpointRecord(**json.loads(meta.read_text()))
+                    except (ValueError, TypeError):
+                        continue
+                    key = (rec.run_id, rec.kind, rec.name)
+                    if (self._ckpt_dir(key) / COMPLETE_FILE).exists():
+                        self._checkpoints[key] = rec
+
+    def _write_run(self, run: RunRecord) -> None:
+        path = self._run_dir(run.run_id)
+        path.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path / "run.json", json.dumps(asdict(run)).encode())
+
+    def _write_meta(self, rec: CheckpointRecord) -> None:
+        key = (rec.run_id, rec.kind, rec.name)
+        _atomic_write(self._meta_path(key), json.dumps(asdict(rec)).encode())
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def register_run(self, run: RunRecord) -> None:
+        """Record a new training run (or replace the record of a re-created one)."""
+        if not valid_name(run.run_id):
+            raise CheckpointError(f"invalid training run id {run.run_id!r}")
+        with self._lock:
+            self._runs[run.run_id] = run
+            self._write_run(run)
+
+    def touch_run(self, run_id: str) -> None:
+        """Mark a run as used now (``last_request_time``), in memory only."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None:
+                run.last_request_time = self._clock()
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run record, or None."""
+        with self._lock:
+            return self._runs.get(run_id)
+
+    def list_runs(self) -> list[RunRecord]:
+        """Every run, newest first."""
+        with self._lock:
+            return sorted(self._runs.values(), key=lambda r: r.created, reverse=True)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def _purge_expired(self) -> None:
+        now = self._clock()
+        for key, rec in list(self._checkpoints.items()):
+            if rec.expires_at is not None and rec.expires_at <= now:
+                self._remove(key)
+        for token, archive in list(self._archives.items()):
+            if archive.expires_at <= now:
+                del self._archives[token]
+                archive.path.unlink(missing_ok=True)
+
+    def _remove(self, key: tuple[str, str, str]) -> None:
+        self._checkpoints.pop(key, None)
+        shutil.rmtree(self._ckpt_dir(key), ignore_errors=True)
+        self._meta_path(key).unlink(missing_ok=True)
+
+    def get(self, path: TinkerPath) -> CheckpointRecord | None:
+        """The live checkpoint at ``path``, or None (expired ones are purged first)."""
+        with self._lock:
+            self._purge_expired()
+            return self._checkpoints.get((path.run_id, path.kind, path.name))
+
+    def exists_or_pending(self, path: TinkerPath) -> bool:
+        """True when the checkpoint exists or a queued save will create it."""
+        key = (path.run_id, path.kind, path.name)
+        with self._lock:
+            return self.get(path) is not None or key in self._reserved
+
+    def lookup(self, run_id: str, checkpoint_id: str) -> CheckpointRecord:
+        """The checkpoint ``<kind>/<name>`` of a run; CheckpointNotFound otherwise."""
+        kind, _, name = checkpoint_id.partition("/")
+        path = parse_tinker_path(f"tinker://{run_id}/{kind}/{name}")
+        rec = None if path is None else self.get(path)
+        if rec is None:
+            raise CheckpointNotFound(f"Checkpoint not found: tinker://{run_id}/{checkpoint_id}")
+        return rec
+
+    def list_run(self, run_id: str) -> list[CheckpointRecord]:
+        """The run's checkpoints, oldest first."""
+        with self._lock:
+            self._purge_expired()
+            recs = [r for r in self._checkpoints.values() if r.run_id == run_id]
+        return sorted(recs, key=lambda r: r.created)
+
+    def list_all(self) -> list[CheckpointRecord]:
+        """Every checkpoint, newest first."""
+        with self._lock:
+            self._purge_expired()
+            recs = list(self._checkpoints.values())
+        return sorted(recs, key=lambda r: r.created, reverse=True)
+
+    def last_of_kind(self, run_id: str, kind: str) -> CheckpointRecord | None:
+        """The newest checkpoint of one kind for a run."""
+        recs = [r for r in self.list_run(run_id) if r.kind == kind]
+        return recs[-1] if recs else None
+
+    # -- saving -----------------------------------------------------------------------------
+
+    def reserve(self, run_id: str, kind: str, name: str, *, overwrite: bool) -> TinkerPath:
+        """Claim a checkpoint name for a queued save; CheckpointConflict if taken."""
+        path = parse_tinker_path(f"tinker://{run_id}/{kind}/{name}")
+        if path is None:
+            raise CheckpointError(
+                f"Invalid checkpoint name {name!r}: use one path segment without '/'"
+            )
+        key = (run_id, kind, name)
+        with self._lock:
+            if key in self._reserved or (self.get(path) is not None and not overwrite):
+                raise CheckpointConflict(
+                    f"Checkpoint already exists: {path.uri} (ResourceAlreadyExists); "
+                    "pass overwrite=true to replace it"
+                )
+            self._reserved.add(key)
+        return path
+
+    def release(self, path: TinkerPath) -> None:
+        """Drop a reservation whose save failed."""
+        with self._lock:
+            self._reserved.discard((path.run_id, path.kind, path.name))
+
+    def _commit(
+        self,
+        path: TinkerPath,
+        write: Callable[[Path], None],
+        ttl_seconds: int | None,
+        info: Mapping[str, Any],
+    ) -> CheckpointRecord:
+        key = (path.run_id, path.kind, path.name)
+        final = self._ckpt_dir(key)
+        tmp = final.parent / f".{path.name}.tmp-{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir(parents=True)
+            write(tmp)
+            (tmp / COMPLETE_FILE).write_bytes(b"")
+            size = sum(p.stat().st_size for p in tmp.iterdir())
+            now = self._clock()
+            rec = CheckpointRecord(
+                run_id=path.run_id,
+                kind=path.kind,
+                name=path.name,
+                created=now,
+                size_bytes=size,
+                expires_at=None if ttl_seconds is None else now + ttl_seconds,
+                extra=dict(info),
+            )
+            with self._lock:
+                self._remove(key)
+                os.replace(tmp, final)
+                self._checkpoints[key] = rec
+                self._write_meta(rec)
+                self._reserved.discard(key)
+            return rec
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            with self._lock:
+                self._reserved.discard(key)
+
+    def save_state(
+        self,
+        path: TinkerPath,
+        adapter: Any,
+        optimizer: Any,
+        info: Mapping[str, Any],
+        ttl_seconds: int | None,
+    ) -> CheckpointRecord:
+        """Write a ``weights/`` checkpoint: adapter and optimizer state plus run info."""
+
+        def write(d: Path) -> None:
+            adapter_tensors, adapter_manifest = flatten_state(adapter)
+            optim_tensors, optim_manifest = flatten_state(optimizer)
+            write_safetensors(d / ADAPTER_FILE, adapter_tensors, {"format": "pt"})
+            write_safetensors(d / OPTIMIZER_FILE, optim_tensors, {"format": "pt"})
+            state = {"adapter": adapter_manifest, "optimizer": optim_manifest}
+            (d / STATE_FILE).write_text(json.dumps(state))
+
+        return self._commit(path, write, ttl_seconds, info)
+
+    def save_sampler(
+        self,
+        path: TinkerPath,
+        adapter: Mapping[str, np.ndarray],
+        adapter_config: Mapping[str, Any],
+        info: Mapping[str, Any],
+        ttl_seconds: int | None,
+    ) -> CheckpointRecord:
+        """Write a ``sampler_weights/`` checkpoint in the PEFT LoRA layout."""
+
+        def write(d: Path) -> None:
+            tensors, manifest = flatten_state(adapter)
+            named = {
+                (k if k.startswith("base_model.") else PEFT_PREFIX + k): v
+                for k, v in tensors.items()
+            }
+            keymap = {(k if k.startswith("base_model.") else PEFT_PREFIX + k): k for k in tensors}
+            meta = {
+                "format": "pt",
+                "tinker_lite.keys": json.dumps(keymap, sort_keys=True),
+                "tinker_lite.manifest": json.dumps(manifest),
+            }
+            write_safetensors(d / ADAPTER_FILE, named, meta)
+            (d / ADAPTER_CONFIG_FILE).write_text(json.dumps(dict(adapter_config), indent=2))
+
+        return self._commit(path, write, ttl_seconds, info)
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def load_state(self, path: TinkerPath) -> tuple[Any, Any, dict[str, Any]]:
+        """Read a checkpoint: (adapter state, optimizer state or None, run info)."""
+        with self._lock:
+            rec = self.get(path)
+            if rec is None:
+                raise CheckpointNotFound(f"Invalid checkpoint tinker path {path.uri}.")
+            d = self._ckpt_dir((path.run_id, path.kind, path.name))
+            info = dict(rec.extra)
+            if path.kind == "sampler_weights":
+                return self._load_sampler_dir(d), None, info
+            state = json.loads((d / STATE_FILE).read_text())
+            adapter_tensors, _ = read_safetensors(d / ADAPTER_FILE)
+            optim_tensors, _ = read_safetensors(d / OPTIMIZER_FILE)
+        adapter = unflatten_state(adapter_tensors, state["adapter"])
+        optimizer = unflatten_state(optim_tensors, state["optimizer"])
+        return adapter, optimizer, info
+
+    def _load_sampler_dir(self, d: Path) -> Any:
+        tensors, meta = read_safetensors(d / ADAPTER_FILE)
+        keymap = json.loads(meta.get("tinker_lite.keys", "{}"))
+        flat = {
+            keymap.get(k, k[len(PEFT_PREFIX) :] if k.startswith(PEFT_PREFIX) else k): v
+            for k, v in tensors.items()
+        }
+        manifest_text = meta.get("tinker_lite.manifest")
+        if manifest_text is None:
+            return flat
+        return unflatten_state(flat, json.loads(manifest_text))
+
+    # -- REST operations --------------------------------------------------------------------
+
+    def delete(self, run_id: str, checkpoint_id: str) -> None:
+        """Delete a checkpoint; CheckpointNotFound if absent."""
+        with self._lock:
+            rec = self.lookup(run_id, checkpoint_id)
+            self._remove((rec.run_id, rec.kind, rec.name))
+
+    def set_public(self, run_id: str, checkpoint_id: str, public: bool) -> None:
+        """Publish or unpublish; CheckpointConflict when already in that state."""
+        with self._lock:
+            rec = self.lookup(run_id, checkpoint_id)
+            if rec.public == public:
+                state = "public" if public else "private"
+                raise CheckpointConflict(f"Checkpoint {rec.tinker_path} is already {state}")
+            rec.public = public
+            self._write_meta(rec)
+
+    def set_ttl(self, run_id: str, checkpoint_id: str, ttl_seconds: int | None) -> None:
+        """Set (or with None clear) the checkpoint's time to live, counted from now."""
+        if ttl_seconds is not None and ttl_seconds <= 0:
+            raise CheckpointError("ttl_seconds must be positive (or null to remove the TTL)")
+        with self._lock:
+            rec = self.lookup(run_id, checkpoint_id)
+            rec.expires_at = None if ttl_seconds is None else self._clock() + ttl_seconds
+            self._write_meta(rec)
+
+    def make_archive(self, run_id: str, checkpoint_id: str, ttl_s: float) -> tuple[str, float]:
+        """Pack a checkpoint as tar.gz for download: (token, expires_at)."""
+        with self._lock:
+            rec = self.lookup(run_id, checkpoint_id)
+            d = self._ckpt_dir((rec.run_id, rec.kind, rec.name))
+            archive_dir = self.root / "archives"
+            archive_dir.mkdir(parents=True, exist_ok=True)
+            token = secrets.token_urlsafe(18)
+            target = archive_dir / f"{token}.tar.gz"
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+                for file in sorted(d.iterdir()):
+                    tar.add(file, arcname=file.name, filter=_plain_member)
+            _atomic_write(target, buf.getvalue())
+            expires_at = self._clock() + ttl_s
+            safe = f"{rec.run_id}-{rec.kind}-{rec.name}".replace(":", "_")
+            self._archives[token] = _Archive(target, expires_at, f"{safe}.tar.gz")
+        return token, expires_at
+
+    def archive(self, token: str) -> tuple[Path, str] | None:
+        """The archive file for a download token and its file name, or None if unknown/expired."""
+        with self._lock:
+            self._purge_expired()
+            archive = self._archives.get(token)
+            if archive is None or not archive.path.exists():
+                return None
+            return archive.path, archive.filename
+
+    def iter_records(self) -> Iterator[CheckpointRecord]:
+        """All live checkpoints (no particular order)."""
+        with self._lock:
+            self._purge_expired()
+            yield from list(self._checkpoints.values())
+
+
+def _plain_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

@@ -1,0 +1,361 @@
+"""Telemetry: batches of usage and error events sent to ``POST /api/v1/telemetry`` (WIRE.md §11).
+
+Events wait in an in-memory queue (at most 10,000; newer events are dropped when it is full) and
+a background thread sends them in batches of at most 100 every 10 seconds, or at once when a
+fatal error is recorded (the failing call then waits up to 30 s for the queue to drain). Event
+shapes follow WIRE.md §11.3 (``SESSION_START``, ``SESSION_END``, ``UNHANDLED_EXCEPTION``,
+``GENERIC_EVENT``); a batch also carries ``process_uuid`` (WIRE.md §P.1).
+
+Telemetry is on unless ``TINKER_TELEMETRY`` is set to something other than ``1``, ``true``,
+``yes`` or ``on``. It never sends the API key, headers or request bodies: events hold exception
+types and messages (credentials redacted) and the small ``event_data`` dicts callers give.
+
+Threading: one daemon thread per :class:`Telemetry`, started with it; every method may be called
+from any thread; :meth:`Telemetry.close` sends what is queued (bounded wait) and joins the thread.
+Sending failures are logged once and the batch is dropped: telemetry never blocks or breaks a
+user's call beyond the bounded flush waits.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime as _dt
+import logging
+import math
+import os
+import platform
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tinker_lite import _wire, types
+from tinker_lite._errors import (
+    APIError,
+    APIStatusError,
+    InvalidInputError,
+    RequestErrorCategory,
+    RequestFailedError,
+)
+from tinker_lite._http import TELEMETRY_TIMEOUT, PoolKind, Transport, redact
+from tinker_lite._retry import RetryPolicy, send_with_retries
+
+__all__ = [
+    "PROCESS_UUID",
+    "TELEMETRY_ENV",
+    "Telemetry",
+    "is_telemetry_enabled",
+    "is_user_error",
+]
+
+logger = logging.getLogger("tinker_lite.telemetry")
+
+TELEMETRY_ENV = "TINKER_TELEMETRY"
+TELEMETRY_PATH = "/api/v1/telemetry"
+
+# WIRE.md §P.1: one uuid4 per process, sent with every batch.
+PROCESS_UUID = str(uuid.uuid4())
+
+_ON_VALUES = frozenset({"1", "true", "yes", "on"})
+_MAX_TEXT = 4000
+_SEND_POLICY = RetryPolicy(max_retries=3)
+
+
+def is_telemetry_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``TINKER_TELEMETRY`` allows telemetry (default on; WIRE.md §11.1)."""
+    env = os.environ if environ is None else environ
+    return env.get(TELEMETRY_ENV, "1").strip().lower() in _ON_VALUES
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """Whether an error is the caller's fault (WIRE.md §11.3).
+
+    A :class:`~tinker_lite.RequestFailedError` of category ``user``, an
+    :class:`~tinker_lite.InvalidInputError`, or any error with a 4xx ``status_code`` other than
+    408/429, also when found through ``__cause__`` / ``__context__``.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RequestFailedError):
+            return current.category is RequestErrorCategory.USER
+        if isinstance(current, InvalidInputError):
+            return True
+        status = getattr(current, "status_code", None)
+        if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def _clean(value: Any, depth: int = 0) -> Any:
+    """Make ``event_data`` JSON-safe and credential-free."""
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, str):
+        return redact(value[:_MAX_TEXT])
+    if depth < 4 and isinstance(value, Mapping):
+        return {str(k): _clean(v, depth + 1) for k, v in value.items() if v is not None}
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return [_clean(v, depth + 1) for v in value[:100]]
+    return redact(str(value)[:_MAX_TEXT])
+
+
+class Telemetry:
+    """Queues telemetry events and sends them from one background thread."""
+
+    def __init__(
+        self,
+        transport: Transport | None,
+        *,
+        session_id: str | None,
+        sdk_version: str,
+        enabled: bool | None = None,
+        flush_interval: float = 10.0,
+        batch_size: int = 100,
+        max_queue: int = 10_000,
+        fatal_flush_timeout: float = 30.0,
+        policy: RetryPolicy = _SEND_POLICY,
+        sleep: Callable[[float], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], _dt.datetime] = _utc_now,
+    ) -> None:
+        self.enabled = (is_telemetry_enabled() if enabled is None else enabled) and (
+            transport is not None
+        )
+        self._transport = transport
+        self._session_id = session_id or f"sessionless-{uuid.uuid4()}"
+        self._has_session = session_id is not None
+        self._sdk_version = sdk_version
+        self._flush_interval = flush_interval
+        self._batch_size = max(1, batch_size)
+        self._max_queue = max_queue
+        self._fatal_flush_timeout = fatal_flush_timeout
+        self._policy = policy
+        self._stopping = threading.Event()
+        self._sleep: Callable[[float], object] = sleep if sleep is not None else self._stopping.wait
+        self._clock = clock
+        self._now = now
+        self._cond = threading.Condition()
+        self._queue: collections.deque[Any] = collections.deque()
+        self._enqueued = 0
+        self._processed = 0
+        self._flush_requested = False
+        self._index = 0
+        self._started_at = clock()
+        self._dropped_logged = False
+        self._failure_logged = False
+        self._session_ended = False
+        self._thread: threading.Thread | None = None
+        self.sent_batches = 0
+        if self.enabled:
+            self._thread = threading.Thread(
+                target=self._run, name="tinker-lite-telemetry", daemon=True
+            )
+            self._thread.start()
+
+    def __repr__(self) -> str:
+        return f"Telemetry(enabled={self.enabled}, session_id={self._session_id!r})"
+
+    @property
+    def session_id(self) -> str:
+        """The session id sent with batches (``sessionless-<uuid4>`` without a session)."""
+        return self._session_id
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _next_index(self) -> int:
+        with self._cond:
+            index = self._index
+            self._index += 1
+            return index
+
+    def _common(self) -> dict[str, Any]:
+        return {
+            "event_id": str(uuid.uuid4()),
+            "event_session_index": self._next_index(),
+            "timestamp": self._now(),
+        }
+
+    def _enqueue(self, event: Any) -> None:
+        with self._cond:
+            if self._stopping.is_set() and (self._thread is None or not self._thread.is_alive()):
+                return
+            if len(self._queue) >= self._max_queue:
+                if not self._dropped_logged:
+                    self._dropped_logged = True
+                    logger.warning("Telemetry queue full, dropping events")
+                return
+            self._queue.append(event)
+            self._enqueued += 1
+
+    def session_start(self) -> None:
+        """Queue the ``SESSION_START`` event (only for a real session)."""
+        if not self.enabled or not self._has_session:
+            return
+        self._enqueue(types.SessionStartEvent(**self._common()))
+
+    def session_end(self) -> None:
+        """Queue the ``SESSION_END`` event with the session's duration (once)."""
+        if not self.enabled or not self._has_session:
+            return
+        with self._cond:
+            if self._session_ended:
+                return
+            self._session_ended = True
+        duration = _dt.timedelta(seconds=max(0.0, self._clock() - self._started_at))
+        self._enqueue(types.SessionEndEvent(duration=str(duration), **self._common()))
+
+    def log_event(
+        self,
+        name: str,
+        data: Mapping[str, Any] | None = None,
+        *,
+        severity: types.Severity = "INFO",
+    ) -> None:
+        """Queue a ``GENERIC_EVENT`` named ``name`` with JSON-safe ``data``."""
+        if not self.enabled:
+            return
+        event_data = _clean(dict(data or {}))
+        self._enqueue(
+            types.GenericEvent(
+                event_name=name, event_data=event_data, severity=severity, **self._common()
+            )
+        )
+
+    def log_exception(self, exc: BaseException, *, fatal: bool = False) -> None:
+        """Record an error; a fatal one is sent at once (the caller waits up to 30 s).
+
+        User errors are sent as a ``user_error`` GENERIC_EVENT with severity WARNING, others as
+        ``UNHANDLED_EXCEPTION`` with the formatted traceback (WIRE.md §11.3).
+        """
+        if not self.enabled:
+            return
+        message = redact(str(exc))[:_MAX_TEXT]
+        if is_user_error(exc):
+            data: dict[str, Any] = {"error_type": type(exc).__name__}
+            if message:
+                data["message"] = message
+            status = getattr(exc, "status_code", None)
+            if isinstance(status, int):
+                data["status_code"] = status
+            if isinstance(exc, APIStatusError) and exc.body:
+                data["body"] = exc.body
+            self.log_event("user_error", data, severity="WARNING")
+        else:
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            self._enqueue(
+                types.UnhandledExceptionEvent(
+                    error_message=message,
+                    error_type=type(exc).__name__,
+                    traceback=redact(text)[-_MAX_TEXT * 4 :] if exc.__traceback__ else None,
+                    **self._common(),
+                )
+            )
+        if fatal:
+            self.flush(timeout=self._fatal_flush_timeout)
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Send everything queued so far; wait at most ``timeout`` s. True if all was handled."""
+        if not self.enabled or self._thread is None:
+            return True
+        with self._cond:
+            if not self._thread.is_alive():
+                return self._processed >= self._enqueued
+            target = self._enqueued
+            if self._processed >= target:
+                return True
+            self._flush_requested = True
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._processed >= target, timeout=timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    if not self._flush_requested and not self._stopping.is_set():
+                        self._cond.wait_for(
+                            lambda: self._flush_requested or self._stopping.is_set(),
+                            timeout=self._flush_interval,
+                        )
+                    self._flush_requested = False
+                    events = list(self._queue)
+                    self._queue.clear()
+                    stopping = self._stopping.is_set()
+                for start in range(0, len(events), self._batch_size):
+                    batch = events[start : start + self._batch_size]
+                    self._send(batch)
+                    with self._cond:
+                        self._processed += len(batch)
+                        self._cond.notify_all()
+                if stopping:
+                    with self._cond:
+                        if not self._queue:
+                            return
+        except Exception:  # pragma: no cover - never let telemetry take a thread down loudly
+            logger.debug("Telemetry thread stopped on an error", exc_info=True)
+        finally:
+            with self._cond:
+                # Whatever was not sent is dropped: waiters must not wait for it.
+                self._processed = self._enqueued
+                self._queue.clear()
+                self._cond.notify_all()
+
+    def _send(self, events: list[Any]) -> None:
+        assert self._transport is not None
+        request = types.TelemetrySendRequest(
+            events=events,
+            platform=platform.system() or "Unknown",
+            sdk_version=self._sdk_version,
+            session_id=self._session_id,
+            process_uuid=PROCESS_UUID,
+        )
+        try:
+            send_with_retries(
+                self._transport,
+                PoolKind.TELEMETRY,
+                "POST",
+                TELEMETRY_PATH,
+                body=_wire.dumps(request),
+                timeout=TELEMETRY_TIMEOUT,
+                policy=self._policy,
+                sleep=self._sleep,
+            )
+        except APIError as e:
+            if not self._failure_logged:
+                self._failure_logged = True
+                logger.warning(
+                    "Failed to send telemetry batch (%d events): %s", len(events), redact(str(e))
+                )
+            return
+        self.sent_batches += 1
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Send what is queued (waiting at most ``timeout`` s) and stop the thread. Idempotent."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        self.join(timeout)
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the thread to end after :meth:`close`; True if it ended."""
+        thread = self._thread
+        if thread is None:
+            return True
+        if thread is not threading.current_thread():
+            thread.join(timeout)
+        return not thread.is_alive()
