@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 import tinker_lite as tinker
-from tinker_lite import types
-from tinker_lite._progress import gather
+from tinker_lite import gather, types
 
 BASE_MODEL = "tinker-lite/tiny-64"
 PROMPTS = [

@@ -36,7 +36,8 @@ from tinker_lite._version import __version__
 if TYPE_CHECKING:
     from tinker_lite import types
     from tinker_lite._futures import APIFuture
-    from tinker_lite._validate import validate
+    from tinker_lite._progress import Progress, gather
+    from tinker_lite._validate import ValidationReport, validate
     from tinker_lite.rest_client import RestClient
     from tinker_lite.sampling_client import SamplingClient
     from tinker_lite.service_client import ServiceClient
@@ -88,6 +89,7 @@ __all__ = [
     "ModelInputChunk",
     "NotFoundError",
     "PermissionDeniedError",
+    "Progress",
     "PromiseExpiredError",
     "RateLimitError",
     "RequestErrorCategory",
@@ -104,7 +106,9 @@ __all__ = [
     "TrainingClient",
     "TrainingRun",
     "UnprocessableEntityError",
+    "ValidationReport",
     "__version__",
+    "gather",
     "types",
     "validate",
 ]
@@ -116,10 +120,12 @@ _LAZY: dict[str, str] = {
     "SamplingClient": "tinker_lite.sampling_client",
     "ServiceClient": "tinker_lite.service_client",
     "TrainingClient": "tinker_lite.training_client",
+    "Progress": "tinker_lite._progress",
+    "gather": "tinker_lite._progress",
+    "ValidationReport": "tinker_lite._validate",
     "validate": "tinker_lite._validate",
-    **{
-        name: "tinker_lite.types"
-        for name in (
+    **dict.fromkeys(
+        (
             "AdamParams",
             "Checkpoint",
             "Datum",
@@ -137,8 +143,9 @@ _LAZY: dict[str, str] = {
             "StopReason",
             "TensorData",
             "TrainingRun",
-        )
-    },
+        ),
+        "tinker_lite.types",
+    ),
 }
 
 

@@ -81,7 +81,7 @@ def datum_byte_estimate(datum: types.Datum) -> int:
     total = 0
     for chunk in datum.model_input.chunks:
         if isinstance(chunk, types.EncodedTextChunk):
-            total += 4 * len(chunk.tokens)
+            total += 4 * chunk.length
         elif isinstance(chunk, types.ImageChunk):
             total += len(chunk.data)
         else:

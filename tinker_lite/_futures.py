@@ -213,6 +213,53 @@ class APIFuture(concurrent.futures.Future[T]):
         future.set_exception(exc)
         return future
 
+    # -- completing a pending future ---------------------------------------------------------
+
+    def try_set_result(self, value: T) -> bool:
+        """Deliver ``value`` unless the future is already done (e.g. cancelled).
+
+        Returns whether it was delivered; unlike ``set_result`` it never raises
+        ``InvalidStateError``, so a producer racing with ``cancel()`` needs no lock.
+        """
+        try:
+            self.set_result(value)
+        except concurrent.futures.InvalidStateError:
+            return False
+        return True
+
+    def try_set_exception(self, exc: BaseException) -> bool:
+        """Deliver the error ``exc`` unless the future is already done; whether it was."""
+        try:
+            self.set_exception(exc)
+        except concurrent.futures.InvalidStateError:
+            return False
+        return True
+
+    def forward_from(self, source: concurrent.futures.Future[T]) -> None:
+        """Complete this future with ``source``'s outcome (result, error or cancellation).
+
+        Meant for a future handed out before its request was sent: once the request is
+        submitted, the future that tracks it becomes the ``source``. Until it completes,
+        ``request_id`` and ``queue_state`` are read from ``source``. Cancelling this future
+        cancels ``source`` (and stops its polling), also when it was cancelled before this call.
+        Done-callbacks added to ``source`` before this call run before this future completes.
+        """
+        self._sources = (source,)
+
+        def deliver(done: concurrent.futures.Future[T]) -> None:
+            if done.cancelled():
+                self.cancel()
+                return
+            error = done.exception(0)
+            if error is not None:
+                self.try_set_exception(error)
+            else:
+                self.try_set_result(done.result(0))
+
+        source.add_done_callback(deliver)
+        if self.cancelled():
+            source.cancel()
+
     def __repr__(self) -> str:
         if self.cancelled():
             state = "cancelled"
@@ -227,20 +274,6 @@ class APIFuture(concurrent.futures.Future[T]):
         )
 
     # -- internals ---------------------------------------------------------------------------
-
-    def _resolve(self, value: Any) -> bool:
-        try:
-            self.set_result(value)
-        except concurrent.futures.InvalidStateError:
-            return False
-        return True
-
-    def _fail(self, exc: BaseException) -> bool:
-        try:
-            self.set_exception(exc)
-        except concurrent.futures.InvalidStateError:
-            return False
-        return True
 
     def _is_stored(self, exc: BaseException) -> bool:
         return self.done() and not self.cancelled() and super().exception(0) is exc
@@ -296,11 +329,13 @@ def combine(
         if out.done():
             return
         if source.cancelled():
-            out._fail(concurrent.futures.CancelledError("a combined source was cancelled"))
+            out.try_set_exception(
+                concurrent.futures.CancelledError("a combined source was cancelled")
+            )
             return
         error = source.exception(0)
         if error is not None:
-            out._fail(error)
+            out.try_set_exception(error)
             return
         with lock:
             remaining[0] -= 1
@@ -317,9 +352,9 @@ def _finish_with(out: APIFuture[R], fn: Callable[[list[T]], R], values: list[T])
     try:
         value = fn(values)
     except Exception as e:
-        out._fail(e)
+        out.try_set_exception(e)
     else:
-        out._resolve(value)
+        out.try_set_result(value)
 
 
 def chain(future: concurrent.futures.Future[T], fn: Callable[[T], R]) -> APIFuture[R]:
@@ -587,7 +622,7 @@ class Poller:
         future._cancel_hook = lambda: self._forget(task)
         with self._cond:
             if self._closing.is_set():
-                future._fail(
+                future.try_set_exception(
                     ClientClosedError(f"The client is closed; cannot wait for {task.describe()}.")
                 )
                 return future
@@ -654,7 +689,7 @@ class Poller:
         while self._ready:
             task = self._ready.popleft()
             self._live.discard(task)
-            task.future._fail(error)
+            task.future.try_set_exception(error)
 
     def _next_task(self) -> _PollTask | None:
         with self._cond:
@@ -713,16 +748,16 @@ class Poller:
         with self._cond:
             self._live.discard(task)
         if error is not None:
-            task.future._fail(error)
+            task.future.try_set_exception(error)
         else:
-            task.future._resolve(value)
+            task.future.try_set_result(value)
 
     def _requeue(self, task: _PollTask) -> None:
         with self._cond:
             if self._closing.is_set() or task.future.done():
                 self._live.discard(task)
                 if not task.future.done():
-                    task.future._fail(
+                    task.future.try_set_exception(
                         ClientClosedError(
                             f"The client was closed before {task.describe()} completed."
                         )
@@ -928,7 +963,7 @@ class Poller:
             threads = list(self._threads)
             self._cond.notify_all()
         for task in tasks:
-            task.future._fail(
+            task.future.try_set_exception(
                 ClientClosedError(f"The client was closed before {task.describe()} completed.")
             )
         self._transport.abort([PoolKind.RETRIEVE_PROMISE])

@@ -34,7 +34,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import requests
 import requests.adapters
@@ -403,34 +403,64 @@ class _TrackingAdapter(requests.adapters.HTTPAdapter):
 # The transport
 
 
-def _is_timeout(exc: BaseException) -> bool:
+def _nested_errors(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every error nested in it (causes, contexts, exception arguments, reasons).
+
+    ``requests`` wraps urllib3's errors as arguments (``ConnectionError(MaxRetryError(...))``),
+    urllib3 keeps the underlying failure as ``MaxRetryError.reason`` and as ``__cause__``.
+    """
     seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
         seen.add(id(current))
-        if isinstance(
-            current,
-            (
-                requests.exceptions.Timeout,
-                urllib3.exceptions.TimeoutError,
-                socket.timeout,
-                TimeoutError,
-            ),
-        ):
-            return True
-        for arg in getattr(current, "args", ()):
-            if isinstance(arg, BaseException) and _is_timeout_leaf(arg):
-                return True
-        current = current.__cause__ or current.__context__
-    return False
+        yield current
+        nested: list[object] = [current.__cause__, current.__context__]
+        nested.append(getattr(current, "reason", None))
+        nested.extend(getattr(current, "args", ()))
+        stack.extend(item for item in nested if isinstance(item, BaseException))
 
 
-def _is_timeout_leaf(exc: BaseException) -> bool:
-    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
-        return _is_timeout_leaf(exc.reason)
-    return isinstance(
-        exc, (urllib3.exceptions.TimeoutError, requests.exceptions.Timeout, socket.timeout)
-    )
+FailureKind = Literal["refused", "unreachable", "timeout", "other"]
+
+
+def classify_failure(exc: BaseException) -> FailureKind:
+    """What went wrong in a failed HTTP attempt.
+
+    ``refused``: nothing listens at the address; ``unreachable``: no connection could be made
+    for another reason (name resolution, network unreachable); ``timeout``: a connect or read
+    timeout expired; ``other``: the connection broke (reset, TLS, protocol error).
+    """
+    errors = list(_nested_errors(exc))
+    if any(isinstance(e, ConnectionRefusedError) for e in errors):
+        return "refused"
+    # urllib3's NewConnectionError subclasses ConnectTimeoutError although it is raised for
+    # every failed connect that did not time out: it must be tested before the timeouts.
+    if any(isinstance(e, urllib3.exceptions.NewConnectionError) for e in errors):
+        return "unreachable"
+    if any(
+        isinstance(e, (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError))
+        for e in errors
+    ):
+        return "timeout"
+    return "other"
+
+
+def _host_port(url: str) -> str:
+    """``host:port`` of ``url`` (never its user info)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return f"{host}:{port}"
 
 
 class Transport:
@@ -619,11 +649,22 @@ class Transport:
                 raise ClientClosedError(
                     f"The client was closed during {method} {path}.", body=None
                 ) from e
-            if _is_timeout(e):
+            kind = classify_failure(e)
+            if kind == "timeout":
                 raise APITimeoutError(
                     f"Request timed out after {elapsed:.1f}s: {method} {path} "
                     f"(connect timeout {timeout.connect}s, read timeout {timeout.read}s). {detail}",
                     elapsed=elapsed,
+                ) from e
+            where = _host_port(self.base_url)
+            if kind == "refused":
+                raise APIConnectionError(
+                    f"Connection refused by {where} ({method} {path}): nothing is listening "
+                    "there; check the base URL and that the service is running."
+                ) from e
+            if kind == "unreachable":
+                raise APIConnectionError(
+                    f"Connection to {where} failed ({method} {path}): {detail}"
                 ) from e
             raise APIConnectionError(f"Connection error on {method} {path}: {detail}") from e
         elapsed = time.monotonic() - started

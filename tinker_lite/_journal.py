@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["ENV_VAR", "JOURNAL_KEYS", "Journal", "read_journal"]
+__all__ = ["ENV_VAR", "JOURNAL_KEYS", "Journal", "SeqOrder", "read_journal"]
 
 ENV_VAR = "TINKER_LITE_JOURNAL"
 JOURNAL_KEYS: tuple[str, ...] = (
@@ -152,12 +152,14 @@ class Journal:
         model_id: str | None = None,
         request_id: str | None = None,
         started: float | None = None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         """Record ``future``'s outcome when it completes.
 
         ``started`` is a ``time.monotonic()`` reading taken when the operation was submitted
         (default: now). ``tokens`` is a count, or a function of the result that returns one.
-        ``request_id`` defaults to the future's ``request_id`` attribute.
+        ``request_id`` defaults to the future's ``request_id`` attribute. ``defer``, when given,
+        receives the write instead of it happening at once (see :class:`SeqOrder`).
         """
         begin = self._monotonic() if started is None else started
 
@@ -179,16 +181,23 @@ class Journal:
                             count = tokens(done.result())
                         except Exception:
                             count = None
-            self.record(
-                kind,
-                rid if isinstance(rid, str) else None,
-                seq_id,
-                duration,
-                count,
-                status,
-                model_id=model_id,
-                error=error,
-            )
+
+            def write() -> None:
+                self.record(
+                    kind,
+                    rid if isinstance(rid, str) else None,
+                    seq_id,
+                    duration,
+                    count,
+                    status,
+                    model_id=model_id,
+                    error=error,
+                )
+
+            if defer is None:
+                write()
+            else:
+                defer(write)
 
         future.add_done_callback(on_done)
 
@@ -209,6 +218,44 @@ class Journal:
                 if not self._warned:
                     self._warned = True
                     _logger.warning("cannot write the journal %s: %s", self.path, exc)
+
+
+class SeqOrder:
+    """Releases journal writes in sequence-number order: ``first``, ``first + 1``, ...
+
+    A training client's requests may complete out of order on the client (their results are
+    polled in parallel) although the service runs them in ``seq_id`` order; passing
+    ``defer=order.slot(seq_id)`` to :meth:`Journal.watch` keeps their lines in ``seq_id``
+    order. Every number must get exactly one write, or later lines wait for it.
+    """
+
+    def __init__(self, first: int = 1) -> None:
+        self._next = first
+        self._waiting: dict[int, Callable[[], None]] = {}
+        self._lock = threading.Lock()
+
+    def slot(self, number: int) -> Callable[[Callable[[], None]], None]:
+        """The ``defer`` hook of the write numbered ``number``."""
+
+        def release(write: Callable[[], None]) -> None:
+            with self._lock:
+                self._waiting[number] = write
+                # Written under the lock: two threads releasing at once keep the order.
+                while self._next in self._waiting:
+                    pending = self._waiting.pop(self._next)
+                    self._next += 1
+                    try:
+                        pending()
+                    except Exception:  # pragma: no cover - record() never raises
+                        _logger.warning("a journal write failed", exc_info=True)
+
+        return release
+
+    @property
+    def waiting(self) -> int:
+        """Writes held back until an earlier number completes."""
+        with self._lock:
+            return len(self._waiting)
 
 
 def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ know (a newer service may add some).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 import struct
@@ -454,15 +455,15 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
     size = 0
     for position, chunk in enumerate(datum.model_input.chunks):
         if isinstance(chunk, types.EncodedTextChunk):
-            tokens = chunk.tokens
-            packed = _pack_tokens(tokens, index, position) if tokens else b""
+            ids = chunk._current_ids()
+            packed: bytes | memoryview
+            if ids is not None and ids.dtype == _I32:
+                packed = ids.data.cast("B")  # checked when the chunk was made: no copy
+            else:
+                tokens = chunk.tokens
+                packed = _pack_tokens(tokens, index, position) if tokens else b""
             count = len(packed)
-            # Datum.model_input -> Chunk.encoded_text -> EncodedTextChunk.tokens
-            text_head = _K1_LEN + encode_varint(count) if count else b""
-            text_size = len(text_head) + count
-            chunk_head = _K1_LEN + encode_varint(text_size)
-            chunk_size = len(chunk_head) + text_size
-            head = _K1_LEN + encode_varint(chunk_size) + chunk_head + text_head
+            head = _text_chunk_head(count)
             parts.append(head)
             parts.append(packed)
             size += len(head) + count
@@ -486,31 +487,50 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
                 f"unsupported chunk type {type(chunk).__name__}",
             )
     for name, tensor in datum.loss_fn_inputs.items():
-        # Datum.loss_fn_inputs entry {key, value: Tensor {dense, dtype, shape}}
         view, code = _tensor_bytes(tensor, index, name)
         count = len(view)
-        dense_head = _K1_LEN + encode_varint(count)
-        tail = _K3_VARINT + _SMALL_VARINTS[code]
-        if tensor.shape:
-            shape = b"".join([encode_varint(dim) for dim in tensor.shape])
-            tail += _K4_LEN + encode_varint(len(shape)) + shape
-        tensor_size = len(dense_head) + count + len(tail)
-        name_bytes = name.encode("utf-8")
-        key_and_value_head = (
-            _K1_LEN
-            + encode_varint(len(name_bytes))
-            + name_bytes
-            + _K2_LEN
-            + encode_varint(tensor_size)
-        )
-        entry_size = len(key_and_value_head) + tensor_size
-        head = _K2_LEN + encode_varint(entry_size) + key_and_value_head + dense_head
+        shape = tensor.shape
+        head, tail = _tensor_entry_frame(name, count, code, tuple(shape) if shape else ())
         parts.append(head)
         parts.append(view)
         parts.append(tail)
         size += len(head) + count + len(tail)
     out.size = size
     return out
+
+
+# Requests repeat the same few sizes and keys, so the bytes around each array are remembered.
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_chunk_head(count: int) -> bytes:
+    """Return the bytes before ``count`` bytes of int32 token ids in a Datum."""
+    # Datum.model_input -> Chunk.encoded_text -> EncodedTextChunk.tokens
+    text_head = _K1_LEN + encode_varint(count) if count else b""
+    text_size = len(text_head) + count
+    chunk_head = _K1_LEN + encode_varint(text_size)
+    chunk_size = len(chunk_head) + text_size
+    return _K1_LEN + encode_varint(chunk_size) + chunk_head + text_head
+
+
+@functools.lru_cache(maxsize=1024)
+def _tensor_entry_frame(
+    name: str, count: int, code: int, shape: tuple[int, ...]
+) -> tuple[bytes, bytes]:
+    """Return the bytes before and after a tensor's ``count`` data bytes in a Datum."""
+    # Datum.loss_fn_inputs entry {key, value: Tensor {dense, dtype, shape}}
+    dense_head = _K1_LEN + encode_varint(count)
+    tail = _K3_VARINT + _SMALL_VARINTS[code]
+    if shape:
+        packed_shape = b"".join([encode_varint(dim) for dim in shape])
+        tail += _K4_LEN + encode_varint(len(packed_shape)) + packed_shape
+    tensor_size = len(dense_head) + count + len(tail)
+    name_bytes = name.encode("utf-8")
+    key_and_value_head = (
+        _K1_LEN + encode_varint(len(name_bytes)) + name_bytes + _K2_LEN + encode_varint(tensor_size)
+    )
+    entry_size = len(key_and_value_head) + tensor_size
+    return _K2_LEN + encode_varint(entry_size) + key_and_value_head + dense_head, tail
 
 
 def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memoryview, int]:
@@ -679,7 +699,7 @@ def _decode_chunk(buf: bytes, start: int, end: int, where: str) -> types.ModelIn
                 expect_wire_type(wire_type, WT_LEN, f"{where}.encoded_text.tokens")
                 token_range = (a, b)
         ids = read_array(buf, *token_range, _I32, f"{where}.encoded_text.tokens")
-        return types.EncodedTextChunk(tokens=ids.tolist())
+        return types.EncodedTextChunk(tokens=ids)
     if kind == 2:
         data = b""
         image_format = ""
@@ -749,11 +769,7 @@ def _decode_tensor(buf: bytes, start: int, end: int, where: str) -> types.Tensor
             raise WireFormatError(
                 f"protobuf: {where}.shape {shape} does not match its {values.size} values"
             )
-    values = _widen(values, code)
-    try:
-        return types.TensorData(data=values, dtype=dtype_name, shape=shape or None)
-    except InvalidInputError as exc:
-        raise WireFormatError(f"protobuf: {where}: {exc}") from exc
+    return types.TensorData._trusted(_owned(_widen(values, code)), dtype_name, shape or None)
 
 
 def _tensor_dtype(code: int, where: str) -> tuple[np.dtype[Any], types.TensorDtype]:
@@ -982,9 +998,11 @@ def _decode_batched_tensor(buf: bytes, start: int, end: int, where: str) -> list
         or bool(np.any(offsets % itemsize))
     ):
         raise WireFormatError(f"protobuf: {where}.offsets are out of range or not aligned")
-    widened = _widen(values, code)
+    # One copy for all datums, aligned and independent of the body they were read from.
+    widened = _owned(_widen(values, code))
     bounds = (offsets // itemsize).tolist()
     result: list[types.TensorData] = []
+    trusted = types.TensorData._trusted
     for i in range(len(bounds) - 1):
         segment = widened[bounds[i] : bounds[i + 1]]
         size = segment.size
@@ -999,11 +1017,17 @@ def _decode_batched_tensor(buf: bytes, start: int, end: int, where: str) -> list
             raise WireFormatError(f"protobuf: {where}: values with an empty trailing shape")
         else:
             shape = [0, *trailing]
-        try:
-            result.append(types.TensorData(data=segment, dtype=dtype_name, shape=shape))
-        except InvalidInputError as exc:
-            raise WireFormatError(f"protobuf: {where}: {exc}") from exc
+        result.append(trusted(segment, dtype_name, shape))
     return result
+
+
+def _owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Return ``values`` as a read-only array of its own (not a view into a body), native order."""
+    native = np.dtype(np.float32) if values.dtype.kind == "f" else np.dtype(np.int64)
+    if values.base is not None or values.dtype != native:
+        values = np.array(values, dtype=native)
+    values.flags.writeable = False
+    return values
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,12 +25,12 @@ import math
 import random
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import tenacity
 
-from tinker_lite._errors import APIConnectionError, APIStatusError
+from tinker_lite._errors import APIConnectionError, APIStatusError, InvalidInputError
 from tinker_lite._http import (
     DEFAULT_TIMEOUT,
     JSON,
@@ -115,7 +115,14 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The frozen Layer-A retry policy (WIRE.md §P.4); every decision is a pure method."""
+    """The frozen Layer-A retry policy (WIRE.md §P.4); every decision is a pure method.
+
+    ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
+    back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
+    connect/read timeouts are cut to what is left of it. A session holder also caps its
+    operation-level retries (Layer B) with it, so a caller such as ``tinker-lite --timeout``
+    gets its answer or its error within about that time.
+    """
 
     max_retries: int = 10
     initial_delay: float = 0.5
@@ -123,6 +130,41 @@ class RetryPolicy:
     jitter: float = 0.25
     max_retry_after: float = 60.0
     retry_statuses: frozenset[int] = field(default=RETRYABLE_STATUSES)
+    budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
+            raise InvalidInputError(
+                "max_retries", f"must be an int, got {self.max_retries!r}", "e.g. 3"
+            )
+        if self.max_retries < 0:
+            raise InvalidInputError("max_retries", f"must be >= 0, got {self.max_retries}")
+        budget = self.budget_s
+        if budget is not None and (
+            isinstance(budget, bool)
+            or not isinstance(budget, (int, float))
+            or not math.isfinite(budget)
+            or budget <= 0
+        ):
+            raise InvalidInputError(
+                "budget_s", f"must be a positive number of seconds, got {budget!r}"
+            )
+
+    def within(self, remaining_s: float) -> RetryPolicy:
+        """This policy with its budget cut to ``remaining_s`` seconds (at least a moment)."""
+        budget = max(remaining_s, MIN_ATTEMPT_TIMEOUT)
+        if self.budget_s is not None:
+            budget = min(budget, self.budget_s)
+        return replace(self, budget_s=budget)
+
+    def attempt_timeout(self, timeout: Timeout, elapsed_s: float) -> Timeout:
+        """``timeout`` cut to what is left of the budget after ``elapsed_s`` seconds."""
+        if self.budget_s is None:
+            return timeout
+        left = max(self.budget_s - elapsed_s, MIN_ATTEMPT_TIMEOUT)
+        if timeout.connect <= left and timeout.read <= left:
+            return timeout
+        return Timeout(connect=min(timeout.connect, left), read=min(timeout.read, left))
 
     def should_retry(self, status: int, headers: Mapping[str, str] | None = None) -> bool:
         """Whether an error answer is retried (``x-should-retry`` first, then the status)."""
@@ -153,6 +195,9 @@ class RetryPolicy:
         base = min(self.initial_delay * 2.0 ** min(retries_taken, 1000), self.max_delay)
         return max(0.0, base * (1.0 - self.jitter * rand))
 
+
+# The shortest timeout an attempt made at the end of a retry budget still gets.
+MIN_ATTEMPT_TIMEOUT = 0.1
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
 NO_RETRIES = RetryPolicy(max_retries=0)
@@ -190,6 +235,7 @@ def send_with_retries(
     rand: Callable[[], float] = random.random,
     wall_clock: Callable[[], float] = time.time,
     request_id: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> HttpResponse:
     """Send one logical request with Layer-A retries; return the 2xx (or accepted) answer.
 
@@ -198,8 +244,11 @@ def send_with_retries(
     :class:`~tinker_lite.APIStatusError` subclass (statuses in ``accept_status`` are returned
     instead, e.g. 302 for a redirect read by hand); a final transport failure raises
     :class:`~tinker_lite.APIConnectionError` / :class:`~tinker_lite.APITimeoutError`.
+    A policy with a ``budget_s`` stops retrying before a back-off would overrun it and cuts
+    each attempt's timeouts to the time left (``clock`` is the monotonic clock it is read on).
     """
     method = method.upper()
+    started = clock()
     base_headers = dict(headers or {})
     if method not in ("GET", "HEAD") and not any(
         key.lower() == "x-idempotency-key" for key in base_headers
@@ -233,9 +282,10 @@ def send_with_retries(
             policy.max_retries,
         )
 
+    out_of_budget = _StopBeforeBudget(policy.budget_s, started, clock)
     resp: HttpResponse | None = None
     retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(policy.max_retries + 1),
+        stop=tenacity.stop_any(tenacity.stop_after_attempt(policy.max_retries + 1), out_of_budget),
         wait=wait,
         retry=tenacity.retry_if_exception(_retryable_attempt_error),
         sleep=_as_tenacity_sleep(sleep),
@@ -257,7 +307,7 @@ def send_with_retries(
                     content_type=content_type,
                     query=query,
                     headers=attempt_headers,
-                    timeout=timeout,
+                    timeout=policy.attempt_timeout(timeout, clock() - started),
                     allow_redirects=allow_redirects,
                 )
                 if (
@@ -274,6 +324,21 @@ def send_with_retries(
     if resp.status not in accept_status:
         raise_for_status(resp, request_id=request_id)
     return resp
+
+
+class _StopBeforeBudget(tenacity.stop.stop_base):
+    """Stop when the next back-off would end after the budget (none: never)."""
+
+    def __init__(self, budget_s: float | None, started: float, clock: Callable[[], float]) -> None:
+        self._budget_s = budget_s
+        self._started = started
+        self._clock = clock
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        if self._budget_s is None:
+            return False
+        elapsed = self._clock() - self._started
+        return elapsed + retry_state.upcoming_sleep >= self._budget_s
 
 
 def _as_tenacity_sleep(sleep: Callable[[float], object]) -> Callable[[float], None]:

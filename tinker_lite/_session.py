@@ -33,7 +33,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -52,6 +52,7 @@ from tinker_lite._http import (
     DEFAULT_TIMEOUT,
     HEARTBEAT_TIMEOUT,
     JSON,
+    RETRIEVE_FUTURE_TIMEOUT,
     ClientClosedError,
     HttpResponse,
     PoolKind,
@@ -112,7 +113,10 @@ HEARTBEAT_PATH = "/api/v1/session_heartbeat"
 WireMode = Literal["auto", "protobuf", "json"]
 FinishReason = Literal["success", "errored", "interrupted"]
 
-_STARTUP_POLICY = RetryPolicy(max_retries=2)
+# Start-up requests (client config, auth token) are retried at most twice.
+_STARTUP_MAX_RETRIES = 2
+# WIRE.md §5.2: the operation-level (Layer B) retry budget of a submit.
+OPERATION_BUDGET_S = 300.0
 
 _warned_insecure_urls: set[str] = set()
 _warned_lock = threading.Lock()
@@ -604,6 +608,9 @@ def _shutdown_components(
         tel.close(timeout=0.0)
     transport.close()
     poller.close(timeout=1.0)
+    if tel is not None:
+        # Closing the transport ends any send in flight, so the thread now exits promptly.
+        tel.join(timeout=1.0)
 
 
 def _atexit_close(ref: weakref.ref[SessionHolder]) -> None:
@@ -622,8 +629,10 @@ class SessionHolder:
     ``create_session``; ``create_session=False`` makes a session-less holder (REST use);
     ``lazy=True`` delays the start-up requests until first use; ``poll_threads`` caps the polling
     threads (default: the sampling in-flight cap + 32); ``heartbeat_interval`` is the heartbeat
-    period. ``sleep``, ``rand``, ``clock`` (monotonic), ``wall_clock`` (epoch) and
-    ``heartbeat_wait`` are injectable for tests.
+    period; ``request_timeout`` is the timeout of requests sent without one of their own and
+    ``poll_timeout`` the one of each ``retrieve_future`` long poll. ``sleep``, ``rand``,
+    ``clock`` (monotonic), ``wall_clock`` (epoch) and ``heartbeat_wait`` are injectable for
+    tests.
     """
 
     def __init__(
@@ -643,6 +652,8 @@ class SessionHolder:
         lazy: bool = False,
         default_headers: Mapping[str, str] | None = None,
         poll_threads: int | None = None,
+        request_timeout: Timeout = DEFAULT_TIMEOUT,
+        poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         heartbeat_wait: Callable[[float], bool] | None = None,
         telemetry_flush_interval: float = 10.0,
@@ -676,6 +687,7 @@ class SessionHolder:
         self._clock = clock
         self._wall_clock = wall_clock
         self._heartbeat_interval = heartbeat_interval
+        self._request_timeout = request_timeout
         self._heartbeat_wait = heartbeat_wait
         self._telemetry_flush_interval = telemetry_flush_interval
         self._user_poll_threads = poll_threads
@@ -698,6 +710,7 @@ class SessionHolder:
         self._poller = Poller(
             self._transport,
             max_workers=poll_threads or self.sample_gate.limit + 32,
+            poll_timeout=poll_timeout,
             stall_timeout=self.settings.stall_timeout,
             clock=clock,
             sleep=sleep,
@@ -743,6 +756,11 @@ class SessionHolder:
         )
 
     # -- settings ----------------------------------------------------------------------------
+
+    @property
+    def _startup_policy(self) -> RetryPolicy:
+        policy = self._retry_policy
+        return replace(policy, max_retries=min(policy.max_retries, _STARTUP_MAX_RETRIES))
 
     @property
     def base_url(self) -> str:
@@ -866,7 +884,7 @@ class SessionHolder:
         body = _wire.dumps(types.ClientConfigRequest(sdk_version=self.settings.sdk_version))
         try:
             resp = self._send(
-                PoolKind.SESSION, "POST", CLIENT_CONFIG_PATH, body=body, policy=_STARTUP_POLICY
+                PoolKind.SESSION, "POST", CLIENT_CONFIG_PATH, body=body, policy=self._startup_policy
             )
             data = decode_json_body(resp, what="client/config")
             config = _wire.structure(data, types.ClientConfigResponse)
@@ -889,6 +907,8 @@ class SessionHolder:
         sleep = self._sleep
         rand = self._rand
         wall_clock = self._wall_clock
+        clock = self._clock
+        startup_policy = self._startup_policy
 
         def fetch() -> str:
             headers = {"X-API-Key": api_key} if api_key else {}
@@ -899,10 +919,11 @@ class SessionHolder:
                 AUTH_TOKEN_PATH,
                 body=b"{}",
                 headers=headers,
-                policy=_STARTUP_POLICY,
+                policy=startup_policy,
                 sleep=sleep,
                 rand=rand,
                 wall_clock=wall_clock,
+                clock=clock,
             )
             data = decode_json_body(resp, what="auth/token")
             try:
@@ -944,7 +965,7 @@ class SessionHolder:
         content_type: str | None = JSON,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout | None = None,
         policy: RetryPolicy | None = None,
         accept_status: Collection[int] = (),
         allow_redirects: bool = True,
@@ -959,7 +980,7 @@ class SessionHolder:
             content_type=content_type,
             query=query,
             headers=headers,
-            timeout=timeout,
+            timeout=self._request_timeout if timeout is None else timeout,
             allow_redirects=allow_redirects,
             accept_status=accept_status,
             policy=self._retry_policy if policy is None else policy,
@@ -967,6 +988,7 @@ class SessionHolder:
             rand=self._rand,
             wall_clock=self._wall_clock,
             request_id=request_id,
+            clock=self._clock,
         )
 
     def _prepare(
@@ -996,7 +1018,7 @@ class SessionHolder:
         content_type: str | None = JSON,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout | None = None,
         retry: bool = True,
         sdk_method: str | None = None,
         accept_status: Collection[int] = (),
@@ -1036,22 +1058,32 @@ class SessionHolder:
         content_type: str | None = JSON,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: Timeout = DEFAULT_TIMEOUT,
+        timeout: Timeout | None = None,
         retry: bool = True,
         sdk_method: str | None = None,
         accept_status: Collection[int] = (),
-        budget_s: float = 300.0,
+        budget_s: float | None = None,
     ) -> HttpResponse:
         """Like :meth:`request`, wrapped in the 5-minute operation layer (WIRE.md §5.2).
 
         The body is encoded once and every re-send carries the same bytes, hence the same
-        ``seq_id`` (WIRE.md §P.4); each re-send gets a new idempotency key.
+        ``seq_id`` (WIRE.md §P.4); each re-send gets a new idempotency key. ``budget_s``
+        (default 300 s) bounds the operation layer; a retry policy with a ``budget_s`` bounds
+        both layers together by that budget.
         """
         self.ensure_started()
         data, merged = self._prepare(body_obj, body, headers, sdk_method)
-        policy = None if retry else NO_RETRIES
+        base_policy = self._retry_policy
+        policy = base_policy if retry else NO_RETRIES
+        total = OPERATION_BUDGET_S if budget_s is None else budget_s
+        if base_policy.budget_s is not None:
+            total = min(total, base_policy.budget_s)
+        started = self._clock()
 
         def once() -> HttpResponse:
+            attempt_policy = policy
+            if base_policy.budget_s is not None:
+                attempt_policy = policy.within(total - (self._clock() - started))
             return self._send(
                 pool,
                 method,
@@ -1061,13 +1093,13 @@ class SessionHolder:
                 query=query,
                 headers=merged,
                 timeout=timeout,
-                policy=policy,
+                policy=attempt_policy,
                 accept_status=accept_status,
             )
 
         return with_operation_retries(
             once,
-            budget_s=budget_s,
+            budget_s=total,
             sleep=self._sleep,
             clock=self._clock,
             describe=f"{method.upper()} {path}",

@@ -186,9 +186,10 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
     if vocab_size is not None:
         for chunk_index, chunk in enumerate(datum.model_input.chunks):
             if isinstance(chunk, types.EncodedTextChunk):
+                ids = chunk._current_ids()
                 _check_vocab(
                     f"data[{index}].model_input.chunks[{chunk_index}].tokens",
-                    np.asarray(chunk.tokens, dtype=np.int64),
+                    ids if ids is not None else np.asarray(chunk.tokens, dtype=np.int64),
                     vocab_size,
                 )
 

@@ -144,7 +144,8 @@ def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
 
 def _unstructure_chunk(chunk: types.ModelInputChunk) -> dict[str, Any]:
     if isinstance(chunk, types.EncodedTextChunk):
-        return {"tokens": chunk.tokens, "type": "encoded_text"}
+        ids = chunk._current_ids()  # written as a list of ints, like `tokens`
+        return {"tokens": chunk.tokens if ids is None else ids, "type": "encoded_text"}
     return _unstructure_attrs_generic(chunk)
 
 

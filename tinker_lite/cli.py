@@ -94,6 +94,8 @@ EXIT_CODES: dict[int, str] = {
 
 DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
 DEFAULT_TIMEOUT_S = 120.0
+# Extra wait for a future whose retries are bounded by --timeout (see Context.wait).
+_WAIT_GRACE_S = 1.0
 LOCAL_URL = "local://"
 
 T = TypeVar("T")
@@ -305,11 +307,18 @@ class Context:
     def service(self) -> ServiceClient:
         """The ServiceClient for this command (closed when the command ends)."""
         if self._service is None:
+            from tinker_lite._retry import RetryPolicy
             from tinker_lite.service_client import ServiceClient
 
             # The commands only use the REST API: no session (and no heartbeat) is opened.
+            # --timeout bounds every request with its retries, the start-up ones included, so
+            # an unreachable service is reported (with its real error) within that time.
             self._service = ServiceClient(
-                base_url=self.base_url, _session_options={"create_session": False}
+                base_url=self.base_url,
+                _session_options={
+                    "create_session": False,
+                    "retry_policy": RetryPolicy(budget_s=self.timeout),
+                },
             )
         return self._service
 
@@ -320,8 +329,12 @@ class Context:
         return self._rest
 
     def wait(self, future: concurrent.futures.Future[T]) -> T:
-        """Wait for an API future with the command's timeout."""
-        return future.result(timeout=self.timeout)
+        """Wait for an API future with the command's timeout.
+
+        The request's retries end within the timeout; the short grace lets its own error
+        (e.g. connection refused) arrive rather than a bare "timed out waiting".
+        """
+        return future.result(timeout=self.timeout + _WAIT_GRACE_S)
 
     def close(self) -> None:
         """Close the clients."""
@@ -1090,7 +1103,8 @@ def _common_options() -> argparse.ArgumentParser:
         type=float,
         default=argparse.SUPPRESS,
         metavar="SECONDS",
-        help=f"how long to wait for each service answer (default: {DEFAULT_TIMEOUT_S:.0f})",
+        help="how long to wait for each service answer, retries included "
+        f"(default: {DEFAULT_TIMEOUT_S:.0f})",
     )
     common.add_argument(
         "--debug",

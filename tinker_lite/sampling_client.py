@@ -28,10 +28,10 @@ from tinker_lite._errors import APIResponseValidationError, InvalidInputError
 from tinker_lite._futures import APIFuture, QueueStateLogger, chain
 from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind, path_param
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
-from tinker_lite.training_client import _link
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+    from typing_extensions import Self
 
     from tinker_lite._session import SampleGate
     from tinker_lite.service_client import ServiceClient
@@ -91,6 +91,21 @@ class SamplingClient:
             f"model_path={self.model_path!r}, base_model={self.base_model!r})"
         )
 
+    def result(self, timeout: float | None = None) -> Self:
+        """Return this client itself.
+
+        For code written against SDKs whose creation methods return a future of the client.
+        """
+        del timeout
+        return self
+
+    def done(self) -> bool:
+        """Return True: the client is ready.
+
+        For code written against SDKs whose creation methods return a future of the client.
+        """
+        return True
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Credentials are never pickled; the copy finds (or opens) a ServiceClient by base URL.
         return (
@@ -123,7 +138,8 @@ class SamplingClient:
         try:
             pool.submit(self._run, request, out, created_at)
         except RuntimeError:
-            out._fail(ClientClosedError("The ServiceClient is closed."))
+            closed = ClientClosedError("The ServiceClient is closed.")
+            self._deliver(APIFuture.failed(closed), out, request, created_at)
         return out
 
     def compute_logprobs(self, prompt: types.ModelInput) -> APIFuture[list[float | None]]:
@@ -202,14 +218,15 @@ class SamplingClient:
         """Take an in-flight place, submit (waiting out 429s), then hand polling to the poller."""
         gate = self._holder.sample_gate
         if not self._acquire(gate):
-            out._fail(ClientClosedError("The ServiceClient was closed before the sample was sent."))
+            closed = ClientClosedError("The ServiceClient was closed before the sample was sent.")
+            self._deliver(APIFuture.failed(closed), out, request, created_at)
             return
         current = [request]
         try:
             request_id = self._submit(request)
         except BaseException as e:
             gate.release()
-            out._fail(e)
+            self._deliver(APIFuture.failed(e), out, request, created_at)
             return
 
         def resubmit() -> str:
@@ -228,7 +245,24 @@ class SamplingClient:
             on_queue_state=self._queue_logger,
         )
         inner.add_done_callback(lambda _: gate.release())
-        _link(inner, out)
+        self._deliver(inner, out, request, created_at)
+
+    def _deliver(
+        self,
+        source: APIFuture[types.SampleResponse],
+        out: APIFuture[types.SampleResponse],
+        request: types.SampleRequest,
+        created_at: float,
+    ) -> None:
+        """Journal ``source``'s outcome, then hand it to the caller's future ``out``."""
+        prompt_tokens = request.prompt.length
+
+        def tokens(response: types.SampleResponse) -> int:
+            return prompt_tokens + sum(len(seq.tokens) for seq in response.sequences)
+
+        # Watched first: the journal line is written before ``out`` completes.
+        self._service._journal_watch(source, "sample", tokens=tokens, started=created_at)
+        out.forward_from(source)
 
     def _acquire(self, gate: SampleGate) -> bool:
         closing = self._service._closing_event

@@ -19,6 +19,8 @@ heartbeat and telemetry threads. :meth:`close` stops and joins all of them.
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import inspect
 import logging
 import os
 import threading
@@ -34,6 +36,8 @@ from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures import APIFuture
 from tinker_lite._http import PoolKind, path_param
+from tinker_lite._journal import Journal
+from tinker_lite._retry import DEFAULT_RETRY_POLICY
 from tinker_lite._session import ENV_BASE_URL, SessionHolder
 
 if TYPE_CHECKING:
@@ -79,8 +83,16 @@ class ServiceClient:
     protobuf forward/forward_backward when the service publishes a client config, JSON
     otherwise; or force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a CA
     bundle path), ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default
-    ``TINKER_TAGS``), ``default_headers`` (added to every request) and ``sample_workers``
-    (threads submitting sample requests).
+    ``TINKER_TAGS``), ``default_headers`` (added to every request), ``sample_workers``
+    (threads submitting sample requests), ``max_retries`` (HTTP retries of one request after
+    a connection error or a 408/409/429/5xx answer; default 10, start-up requests at most 2)
+    and ``journal``.
+
+    ``journal`` (a file path; default ``TINKER_LITE_JOURNAL``, unset: no journal) turns on
+    the run journal: every completed operation of the clients created here (``create_model``,
+    each forward / forward_backward chunk, ``optim_step``, saves and loads, ``sample``)
+    appends one JSON line with its kind, status, request id, ``seq_id``, duration and token
+    count to that file before the operation's future completes (see :doc:`configuration`).
     """
 
     def __init__(
@@ -97,6 +109,8 @@ class ServiceClient:
         tags: Sequence[str] | None = None,
         default_headers: Mapping[str, str] | None = None,
         sample_workers: int = DEFAULT_SAMPLE_WORKERS,
+        max_retries: int | None = None,
+        journal: str | os.PathLike[str] | Journal | None = None,
         _session_options: Mapping[str, Any] | None = None,
     ) -> None:
         if isinstance(sample_workers, bool) or not isinstance(sample_workers, int):
@@ -111,6 +125,11 @@ class ServiceClient:
         self._rest_executor: ThreadPoolExecutor | None = None
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
+        self._journal = Journal.resolve(journal)
+        options = dict(_session_options or {})
+        if max_retries is not None:
+            policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
+            options["retry_policy"] = dataclasses.replace(policy, max_retries=max_retries)
         requested_url = base_url if base_url else os.environ.get(ENV_BASE_URL)
         if _is_local(requested_url):
             base_url = self._start_local_server()
@@ -126,13 +145,14 @@ class ServiceClient:
                 telemetry=telemetry,
                 tags=tags,
                 default_headers=default_headers,
-                **dict(_session_options or {}),
+                **options,
             )
         except BaseException:
             self._stop_local_server()
             raise
         with _LIVE_LOCK:
             _LIVE.add(self)
+        _ensure_exit_hook()
         # WIRE.md §P.12: an unclosed client is closed at interpreter exit (a started local
         # server is stopped and its temporary data removed).
         ref = weakref.ref(self)
@@ -168,6 +188,35 @@ class ServiceClient:
     def session_id(self) -> str | None:
         """The id of this client's session on the service."""
         return self._holder.session_id
+
+    @property
+    def journal(self) -> Journal | None:
+        """The run journal completed operations are recorded in (``None``: off)."""
+        return self._journal
+
+    def _journal_watch(
+        self,
+        future: APIFuture[Any],
+        kind: str,
+        *,
+        seq_id: int | None = None,
+        tokens: int | Callable[[Any], int | None] | None = None,
+        model_id: str | None = None,
+        started: float | None = None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
+        journal = self._journal
+        if journal is not None:
+            journal.watch(
+                future,
+                kind,
+                seq_id=seq_id,
+                tokens=tokens,
+                model_id=model_id,
+                started=started,
+                defer=defer,
+            )
 
     @property
     def holder(self) -> SessionHolder:
@@ -261,17 +310,32 @@ class ServiceClient:
             lora_config=lora,
         )
         created_at = time.monotonic()
-        # WIRE.md §5.7: create_model gets HTTP retries only (no operation-level re-send).
-        resp = self._holder.request(
-            PoolKind.TRAIN, "POST", CREATE_MODEL_PATH, body_obj=request, sdk_method=sdk_method
+        source: APIFuture[types.CreateModelResponse]
+        try:
+            # WIRE.md §5.7: create_model gets HTTP retries only (no operation-level re-send).
+            resp = self._holder.request(
+                PoolKind.TRAIN, "POST", CREATE_MODEL_PATH, body_obj=request, sdk_method=sdk_method
+            )
+            submitted = self._holder.parse(resp, types.UntypedAPIFuture, what="create_model")
+        except Exception as e:
+            source = APIFuture.failed(e)
+        else:
+            source = self._holder.poller.poll(
+                submitted.request_id,
+                "CreateModel",
+                _json_decoder(types.CreateModelResponse),
+                created_at=created_at,
+            )
+        # Watched first: the journal line is written before the result is returned.
+        self._journal_watch(
+            source,
+            "create_model",
+            seq_id=0,
+            model_id=None,
+            started=created_at,
         )
-        submitted = self._holder.parse(resp, types.UntypedAPIFuture, what="create_model")
-        future = self._holder.poller.poll(
-            submitted.request_id,
-            "CreateModel",
-            _json_decoder(types.CreateModelResponse),
-            created_at=created_at,
-        )
+        future: APIFuture[types.CreateModelResponse] = APIFuture(request_type="CreateModel")
+        future.forward_from(source)
         model_id = future.result().model_id
         return TrainingClient(self, model_id, base_model=base_model, lora_config=lora)
 
@@ -322,7 +386,12 @@ class ServiceClient:
             base_model, lora, user_metadata=metadata, sdk_method=method
         )
         try:
-            client._load(parsed.tinker_path, optimizer=optimizer, sdk_method=method).result()
+            client._load(
+                parsed.tinker_path,
+                optimizer=optimizer,
+                sdk_method=method,
+                kind="load_state_with_optimizer" if optimizer else "load_state",
+            ).result()
         except BaseException:
             client._shutdown()
             raise
@@ -463,9 +532,9 @@ class ServiceClient:
             try:
                 value = fn()
             except BaseException as e:
-                out._fail(e)
+                out.try_set_exception(e)
             else:
-                out._resolve(value)
+                out.try_set_result(value)
 
         pool.submit(run)
         return out
@@ -511,6 +580,50 @@ class ServiceClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _hide_private_parameters(function: Callable[..., Any]) -> None:
+    """Leave ``_``-prefixed parameters out of the signature ``help()`` and the API docs show."""
+    signature = inspect.signature(function)
+    public = [p for p in signature.parameters.values() if not p.name.startswith("_")]
+    setattr(function, "__signature__", signature.replace(parameters=public))  # noqa: B010
+
+
+# ``_session_options`` (session-holder settings for tinker-lite and tests) is not public API.
+_hide_private_parameters(ServiceClient.__init__)
+
+_exit_hook_registered = False
+
+
+def _close_live_clients() -> None:
+    with _LIVE_LOCK:
+        clients = list(_LIVE)
+    for client in clients:
+        try:
+            client.close()
+        except Exception:  # pragma: no cover - never fail interpreter exit
+            logger.debug("closing at exit failed", exc_info=True)
+
+
+def _ensure_exit_hook() -> None:
+    """Close live clients before the interpreter waits for worker threads at exit.
+
+    concurrent.futures joins its worker threads in threading's exit hooks, which run before
+    ``atexit``: a submit thread still retrying against a failing service would keep the
+    process alive for minutes after an uncaught error. Closing first makes them return at once.
+    """
+    global _exit_hook_registered
+    with _LIVE_LOCK:
+        if _exit_hook_registered:
+            return
+        _exit_hook_registered = True
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - CPython >= 3.9 has it
+        return
+    try:
+        register(_close_live_clients)
+    except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
+        logger.debug("could not register the exit hook", exc_info=True)
 
 
 def _close_at_exit(ref: weakref.ref[ServiceClient]) -> None:

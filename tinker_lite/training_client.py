@@ -21,7 +21,6 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -33,11 +32,13 @@ from tinker_lite._chunking import combine_outputs
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
 from tinker_lite._futures import APIFuture, QueueStateLogger, chain, combine
 from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind
+from tinker_lite._journal import SeqOrder
 from tinker_lite._validate import validate
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
+    from typing_extensions import Self
 
     from tinker_lite.sampling_client import SamplingClient
     from tinker_lite.service_client import ServiceClient
@@ -67,6 +68,16 @@ class _Submission:
     accept: str = JSON
     headers: Mapping[str, str] = attrs.field(factory=dict)
     sdk_method: str | None = None
+    tokens: int | None = None  # input tokens of a forward/forward_backward chunk (journal)
+
+
+@attrs.frozen
+class _Operation:
+    """How one training request is named in the run journal."""
+
+    kind: str
+    seq_id: int
+    created_at: float
 
 
 def _decode_json(cls: type[T]) -> Callable[[HttpResponse], T]:
@@ -83,25 +94,6 @@ def _decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
 
         return _proto.decode_forward_backward_output(resp.body)
     return _wire.structure(resp.json(), types.ForwardBackwardOutput)
-
-
-def _link(inner: APIFuture[T], out: APIFuture[T]) -> None:
-    """Deliver ``inner``'s outcome to ``out``; cancelling ``out`` stops ``inner``'s polling."""
-    out._sources = (inner,)
-
-    def done(source: Future[T]) -> None:
-        if source.cancelled():
-            out.cancel()
-            return
-        error = source.exception(0)
-        if error is not None:
-            out._fail(error)
-        else:
-            out._resolve(source.result(0))
-
-    inner.add_done_callback(done)
-    if out.cancelled():
-        inner.cancel()
 
 
 class TrainingClient:
@@ -127,6 +119,8 @@ class TrainingClient:
         self._executor = service._new_train_executor()
         self._order_lock = threading.Lock()
         self._next_request_id = 0
+        # Journal lines in seq_id order (results may be polled back out of order).
+        self._journal_order = SeqOrder(first=self._next_request_id + 1)
         self._queue_logger = QueueStateLogger("Training", model_id, kind="training")
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_lock = threading.Lock()
@@ -135,12 +129,30 @@ class TrainingClient:
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
+    def result(self, timeout: float | None = None) -> Self:
+        """Return this client itself.
+
+        For code written against SDKs whose creation methods return a future of the client.
+        """
+        del timeout
+        return self
+
+    def done(self) -> bool:
+        """Return True: the client is ready.
+
+        For code written against SDKs whose creation methods return a future of the client.
+        """
+        return True
+
     # -- sequencing ------------------------------------------------------------------------------
 
     def _schedule(
-        self, builds: Sequence[Callable[[int], _Submission]], *, created_at: float
+        self, builds: Sequence[Callable[[int], _Submission]], *, created_at: float, kind: str
     ) -> list[APIFuture[Any]]:
-        """Reserve one request id per build (in call order) and queue the submits."""
+        """Reserve one request id per build (in call order) and queue the submits.
+
+        ``kind`` names the operation in the run journal (the public method's name).
+        """
         with self._order_lock:
             self._service._check_open()
             first_seq = self._next_request_id + 1
@@ -148,16 +160,39 @@ class TrainingClient:
             submissions = [build(first_seq + index) for index, build in enumerate(builds)]
             self._next_request_id += len(submissions)
             futures: list[APIFuture[Any]] = []
-            for submission in submissions:
+            for index, submission in enumerate(submissions):
                 out: APIFuture[Any] = APIFuture(request_type=submission.request_type)
+                op = _Operation(kind, first_seq + index, created_at)
                 try:
-                    self._executor.submit(self._send, submission, out, created_at)
+                    self._executor.submit(self._send, submission, out, op)
                 except RuntimeError:
-                    out._fail(ClientClosedError("The ServiceClient is closed."))
+                    closed = ClientClosedError("The ServiceClient is closed.")
+                    self._deliver(APIFuture.failed(closed), out, submission, op)
                 futures.append(out)
         return futures
 
-    def _send(self, submission: _Submission, out: APIFuture[Any], created_at: float) -> None:
+    def _deliver(
+        self, source: APIFuture[Any], out: APIFuture[Any], submission: _Submission, op: _Operation
+    ) -> None:
+        """Journal ``source``'s outcome, then hand it to the caller's future ``out``.
+
+        Called exactly once per scheduled request: journal lines are released in ``seq_id``
+        order, so a request that never got here would hold back the later lines.
+        """
+        # Watched first: the line is written (or queued behind an earlier seq_id still
+        # pending) before ``out`` completes.
+        self._service._journal_watch(
+            source,
+            op.kind,
+            seq_id=op.seq_id,
+            tokens=submission.tokens,
+            model_id=self.model_id,
+            started=op.created_at,
+            defer=self._journal_order.slot(op.seq_id),
+        )
+        out.forward_from(source)
+
+    def _send(self, submission: _Submission, out: APIFuture[Any], op: _Operation) -> None:
         """Submit one request (its turn has come) and hand its polling to the poller."""
         try:
             resp = self._holder.submit(
@@ -172,17 +207,21 @@ class TrainingClient:
             submitted = self._holder.parse(resp, types.UntypedAPIFuture, what=submission.path)
         except BaseException as e:
             self._report(e)
-            out._fail(e)
+            self._deliver(APIFuture.failed(e), out, submission, op)
             return
-        inner = self._holder.poller.poll(
-            submitted.request_id,
-            submission.request_type,
-            submission.decode,
-            created_at=created_at,
-            accept=submission.accept,
-            on_queue_state=self._queue_logger,
-        )
-        _link(inner, out)
+        try:
+            inner = self._holder.poller.poll(
+                submitted.request_id,
+                submission.request_type,
+                submission.decode,
+                created_at=op.created_at,
+                accept=submission.accept,
+                on_queue_state=self._queue_logger,
+            )
+        except BaseException as e:
+            self._deliver(APIFuture.failed(e, request_id=submitted.request_id), out, submission, op)
+            return
+        self._deliver(inner, out, submission, op)
 
     def _report(self, error: BaseException) -> None:
         telemetry = self._holder.telemetry
@@ -209,8 +248,8 @@ class TrainingClient:
             sdk_method=sdk_method,
         )
 
-    def _single(self, build: Callable[[int], _Submission]) -> APIFuture[Any]:
-        return self._schedule([build], created_at=time.monotonic())[0]
+    def _single(self, build: Callable[[int], _Submission], *, kind: str) -> APIFuture[Any]:
+        return self._schedule([build], created_at=time.monotonic(), kind=kind)[0]
 
     # -- forward / backward ----------------------------------------------------------------------
 
@@ -225,7 +264,12 @@ class TrainingClient:
         The future's result has one output per datum (e.g. ``logprobs``) and the loss metrics.
         """
         return self._forward_backward(
-            data, loss_fn, loss_fn_config, forward_only=True, sdk_method="TrainingClient.forward"
+            data,
+            loss_fn,
+            loss_fn_config,
+            forward_only=True,
+            sdk_method="TrainingClient.forward",
+            kind="forward",
         )
 
     def forward_backward(
@@ -248,6 +292,7 @@ class TrainingClient:
             loss_fn_config,
             forward_only=False,
             sdk_method="TrainingClient.forward_backward",
+            kind="forward_backward",
         )
 
     def _forward_backward(
@@ -258,6 +303,7 @@ class TrainingClient:
         *,
         forward_only: bool,
         sdk_method: str,
+        kind: str,
     ) -> APIFuture[types.ForwardBackwardOutput]:
         created_at = time.monotonic()
         self._service._check_open()
@@ -292,7 +338,9 @@ class TrainingClient:
 
             return build
 
-        futures = self._schedule([builder(c) for c in report.chunks], created_at=created_at)
+        futures = self._schedule(
+            [builder(c) for c in report.chunks], created_at=created_at, kind=kind
+        )
         return combine(futures, combine_outputs, request_type=request_type)
 
     def _fb_submission(
@@ -307,6 +355,7 @@ class TrainingClient:
         sdk_method: str,
     ) -> _Submission:
         request_type = "Forward" if forward_only else "ForwardBackward"
+        tokens = sum(datum.model_input.length for datum in data)
         if use_proto:
             from tinker_lite import _proto
 
@@ -332,6 +381,7 @@ class TrainingClient:
                 accept=PROTOBUF,
                 headers=headers,
                 sdk_method=sdk_method,
+                tokens=tokens,
             )
         fb_input = types.ForwardBackwardInput(data=data, loss_fn=loss_fn, loss_fn_config=config)
         request: object
@@ -350,6 +400,7 @@ class TrainingClient:
             request_type=request_type,
             decode=_decode_forward_backward,
             sdk_method=sdk_method,
+            tokens=tokens,
         )
 
     def forward_backward_custom(
@@ -439,7 +490,8 @@ class TrainingClient:
                 "OptimStep",
                 types.OptimStepResponse,
                 "TrainingClient.optim_step",
-            )
+            ),
+            kind="optim_step",
         )
 
     def save_state(
@@ -458,21 +510,27 @@ class TrainingClient:
                 "SaveWeights",
                 types.SaveWeightsResponse,
                 "TrainingClient.save_state",
-            )
+            ),
+            kind="save_state",
         )
 
     def load_state(self, path: str) -> APIFuture[types.LoadWeightsResponse]:
         """Load the weights of a saved state; the optimizer state starts fresh."""
-        return self._load(path, optimizer=False, sdk_method="TrainingClient.load_state")
+        return self._load(
+            path, optimizer=False, sdk_method="TrainingClient.load_state", kind="load_state"
+        )
 
     def load_state_with_optimizer(self, path: str) -> APIFuture[types.LoadWeightsResponse]:
         """Load the weights and the optimizer state of a saved state."""
         return self._load(
-            path, optimizer=True, sdk_method="TrainingClient.load_state_with_optimizer"
+            path,
+            optimizer=True,
+            sdk_method="TrainingClient.load_state_with_optimizer",
+            kind="load_state_with_optimizer",
         )
 
     def _load(
-        self, path: str, *, optimizer: bool, sdk_method: str
+        self, path: str, *, optimizer: bool, sdk_method: str, kind: str
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
         self._service._check_open()
@@ -485,7 +543,8 @@ class TrainingClient:
                 "LoadWeights",
                 types.LoadWeightsResponse,
                 sdk_method,
-            )
+            ),
+            kind=kind,
         )
 
     def save_weights_for_sampler(
@@ -506,7 +565,8 @@ class TrainingClient:
                 "SaveWeightsForSampler",
                 types.SaveWeightsForSamplerResponseInternal,
                 "TrainingClient.save_weights_for_sampler",
-            )
+            ),
+            kind="save_weights_for_sampler",
         )
 
         def public(result: types.SaveWeightsForSamplerResponseInternal) -> Any:
@@ -551,7 +611,9 @@ class TrainingClient:
                 "TrainingClient.save_weights_and_get_sampling_client",
             )
 
-        result: types.SaveWeightsForSamplerResponseInternal = self._single(build).result()
+        result: types.SaveWeightsForSamplerResponseInternal = self._single(
+            build, kind="save_weights_and_get_sampling_client"
+        ).result()
         if not result.sampling_session_id:
             raise APIResponseValidationError(
                 "an ephemeral save_weights_for_sampler answered without a sampling_session_id",

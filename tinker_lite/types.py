@@ -16,6 +16,7 @@ import binascii
 import enum
 import math
 import os
+import struct
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -118,6 +119,7 @@ ALLOW_UNKNOWN_LOSS_ENV = "TINKER_LITE_ALLOW_UNKNOWN_LOSS"
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
 _TOKEN_LIMIT = 2**31  # WIRE.md §13.7: tokens travel as int32 in protobuf bodies
+_TOKEN_DTYPE = np.dtype(np.int32)
 
 TensorDtype = Literal["int64", "float32"]
 ImageFormat = Literal["png", "jpeg"]
@@ -293,22 +295,31 @@ def _set(obj: object, name: str, value: object) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _token_list(field: str, value: object) -> list[int]:
-    """Return ``value`` as a list of token ids (ints in [0, 2**31)), or raise InvalidInputError."""
+def _token_ids(field: str, value: object) -> npt.NDArray[np.int32]:
+    """Return ``value`` as token ids (ints in [0, 2**31)) in a new, read-only int32 array.
+
+    Lists are checked in one pass by packing them as int32; numpy arrays and torch tensors by
+    array operations. Raises InvalidInputError naming ``field`` for floats, bools, strings,
+    negative or too large ids, and arrays of more than one dimension.
+    """
+    if isinstance(value, (list, tuple, range)):
+        try:
+            packed = struct.pack(f"={len(value)}i", *value)
+        except (struct.error, TypeError, OverflowError):
+            raise _bad_token(field, value) from None
+        ids: npt.NDArray[np.int32] = np.frombuffer(packed, dtype=_TOKEN_DTYPE)
+        # Packing accepts bools (they are ints) and anything with __index__; a bool can only
+        # hide among the 0s and 1s, so only those positions are looked at.
+        lowest = int(ids.min()) if ids.size else 2
+        if lowest < 0 or (
+            lowest <= 1 and any(isinstance(value[i], bool) for i in np.flatnonzero(ids <= 1))
+        ):
+            raise _bad_token(field, value)
+        return ids
     if isinstance(value, (str, bytes)) or value is None:
         raise InvalidInputError(
             field, f"must be a sequence of token ids, got {type(value).__name__}"
         )
-    if type(value) is list and all(type(t) is int for t in value):
-        tokens: list[int] = value
-        if tokens and (min(tokens) < 0 or max(tokens) >= _TOKEN_LIMIT):
-            bad = next(t for t in tokens if t < 0 or t >= _TOKEN_LIMIT)
-            raise InvalidInputError(
-                field,
-                f"token ids must be in [0, 2**31), got {bad}",
-                "token ids are non-negative vocabulary indices",
-            )
-        return list(tokens)
     arr = _as_ndarray(field, value)
     if arr.dtype.kind not in "iu":
         raise InvalidInputError(
@@ -317,14 +328,28 @@ def _token_list(field: str, value: object) -> list[int]:
     if arr.ndim != 1:
         raise InvalidInputError(field, f"must be 1-D, got shape {list(arr.shape)}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= _TOKEN_LIMIT):
-        bad = int(arr[(arr < 0) | (arr >= _TOKEN_LIMIT)][0])
-        raise InvalidInputError(
-            field,
-            f"token ids must be in [0, 2**31), got {bad}",
-            "token ids are non-negative vocabulary indices",
-        )
-    result: list[int] = arr.tolist()
-    return result
+        raise _bad_token(field, arr[(arr < 0) | (arr >= _TOKEN_LIMIT)].tolist())
+    ids = arr.astype(_TOKEN_DTYPE)
+    ids.flags.writeable = False
+    return ids
+
+
+def _bad_token(field: str, values: Sequence[Any]) -> InvalidInputError:
+    """Return the error naming the first value of ``values`` that is not a valid token id."""
+    for position, token in enumerate(values):
+        if isinstance(token, (bool, np.bool_)) or not isinstance(token, (int, np.integer)):
+            text = repr(token)
+            text = text if len(text) <= 40 else text[:37] + "..."
+            return InvalidInputError(
+                field, f"token ids must be integers, got {text} at position {position}", "pass ints"
+            )
+        if not 0 <= token < _TOKEN_LIMIT:
+            return InvalidInputError(
+                field,
+                f"token ids must be in [0, 2**31), got {int(token)}",
+                "token ids are non-negative vocabulary indices",
+            )
+    return InvalidInputError(field, "token ids must be integers in [0, 2**31)", "pass ints")
 
 
 def _is_torch_tensor(value: object) -> bool:
@@ -483,6 +508,25 @@ class TensorData:
     __eq__ = _tensor_data_eq
     __hash__ = None  # type: ignore[assignment]
 
+    @classmethod
+    def _trusted(
+        cls, data: npt.NDArray[Any], dtype: TensorDtype, shape: list[int] | None
+    ) -> TensorData:
+        # For arrays a decoder or converter has already checked: flat, C-contiguous, read-only,
+        # of `dtype`, holding math.prod(shape) values. Skips checking and copying them again.
+        tensor = object.__new__(cls)
+        object.__setattr__(tensor, "data", data)
+        object.__setattr__(tensor, "dtype", dtype)
+        object.__setattr__(tensor, "shape", shape)
+        return tensor
+
+    @classmethod
+    def _own(cls, arr: npt.NDArray[Any]) -> TensorData:
+        # `arr` is a new array from _coerce_array, which nothing else holds: kept, not copied.
+        flat = arr.reshape(-1)
+        flat.flags.writeable = False
+        return cls._trusted(flat, _dtype_name(arr.dtype), list(arr.shape))
+
     def __ne__(self, other: object) -> bool:
         result = _tensor_data_eq(self, other)
         return result if result is NotImplemented else not result
@@ -490,8 +534,7 @@ class TensorData:
     @classmethod
     def from_numpy(cls, array: npt.NDArray[Any]) -> TensorData:
         """Build from a numpy array: dtype from its kind (float -> float32, int/bool -> int64)."""
-        arr = _coerce_array("array", array, None)
-        return cls(data=arr, dtype=_dtype_name(arr.dtype), shape=list(arr.shape))
+        return cls._own(_coerce_array("array", array, None))
 
     @classmethod
     def from_torch(cls, tensor: Any) -> TensorData:
@@ -505,8 +548,7 @@ class TensorData:
     @classmethod
     def from_list(cls, values: Sequence[Any], dtype: TensorDtype) -> TensorData:
         """Build from a (nested, rectangular) list cast to ``dtype``, keeping its shape."""
-        arr = _coerce_array("values", values, dtype)
-        return cls(data=arr, dtype=dtype, shape=list(arr.shape))
+        return cls._own(_coerce_array("values", values, dtype))
 
     def to_numpy(self) -> npt.NDArray[Any]:
         """Return a writable copy of the values, reshaped to ``shape`` when it is set."""
@@ -543,29 +585,77 @@ def _dtype_name(dtype: np.dtype[Any]) -> TensorDtype:
 # ---------------------------------------------------------------------------------------------
 
 
-def _convert_tokens(value: Sequence[int] | npt.NDArray[Any]) -> list[int]:
-    return _token_list("EncodedTextChunk.tokens", value)
-
-
-@attrs.frozen
+@attrs.frozen(init=False, slots=False)
 class EncodedTextChunk:
-    """A run of token ids."""
+    """A run of token ids.
 
-    tokens: list[int] = attrs.field(converter=_convert_tokens)
+    ``tokens`` is a ``list[int]``; a list, tuple, numpy array or torch tensor of ids is accepted.
+    The ids are kept as an int32 array, and the list is made from it when first read.
+    """
+
+    tokens: list[int]
     type: Literal["encoded_text"] = attrs.field(default="encoded_text", init=False)
 
-    def __attrs_post_init__(self) -> None:
-        if not self.tokens:
+    def __init__(self, tokens: Sequence[int] | npt.NDArray[Any]) -> None:
+        ids = _token_ids("EncodedTextChunk.tokens", tokens)
+        if not ids.size:
             raise InvalidInputError(
                 "EncodedTextChunk.tokens",
                 "must not be empty",
                 "leave the chunk out, or use ModelInput.empty()",
             )
+        _set(self, "type", "encoded_text")
+        _set(self, "_ids", ids)
+
+    @classmethod
+    def _trusted(cls, ids: npt.NDArray[np.int32]) -> EncodedTextChunk:
+        # For a non-empty array from _token_ids: skips checking it again.
+        chunk = object.__new__(cls)
+        _set(chunk, "type", "encoded_text")
+        _set(chunk, "_ids", ids)
+        return chunk
+
+    def _current_ids(self) -> npt.NDArray[np.int32] | None:
+        """Return the token ids as a read-only int32 array, or None if ``tokens`` was changed.
+
+        None once the ``tokens`` list was changed in place (or replaced): the caller then reads
+        ``tokens`` itself.
+        """
+        state = self.__dict__
+        ids: npt.NDArray[np.int32] | None = state.get("_ids")
+        tokens = state.get("tokens")
+        if tokens is None or ids is None:
+            return ids
+        return ids if tokens == state.get("_ids_list") else None
 
     @property
     def length(self) -> int:
         """Number of model positions the chunk takes."""
-        return len(self.tokens)
+        ids = self._current_ids()
+        return int(ids.size) if ids is not None else len(self.tokens)
+
+
+def _read_chunk_tokens(chunk: EncodedTextChunk) -> list[int]:
+    state = chunk.__dict__
+    tokens: list[int] | None = state.get("tokens")
+    if tokens is None:
+        made = state["_ids"].tolist()
+        # `_ids_list` is what _current_ids compares `tokens` with to see an in-place change;
+        # setdefault keeps one list when two threads read `tokens` at once.
+        state.setdefault("_ids_list", list(made))
+        tokens = state.setdefault("tokens", made)
+    return tokens
+
+
+def _write_chunk_tokens(chunk: EncodedTextChunk, tokens: list[int]) -> None:
+    # Reached through object.__setattr__ only: the frozen class refuses `chunk.tokens = ...`.
+    chunk.__dict__["tokens"] = tokens
+
+
+# attrs takes field attributes off the class; `tokens` is served by this property instead.
+EncodedTextChunk.tokens = property(  # type: ignore[assignment]
+    _read_chunk_tokens, _write_chunk_tokens, doc="The token ids, as a list."
+)
 
 
 def _image_bytes(field: str, value: object) -> bytes:
@@ -684,10 +774,10 @@ class ModelInput:
     @classmethod
     def from_ints(cls, tokens: Sequence[int] | npt.NDArray[Any]) -> ModelInput:
         """Build a text-only input from token ids (an empty list gives an empty input)."""
-        token_list = _token_list("tokens", tokens)
-        if not token_list:
+        ids = _token_ids("tokens", tokens)
+        if not ids.size:
             return cls(chunks=[])
-        return cls(chunks=[EncodedTextChunk(tokens=token_list)])
+        return cls(chunks=[EncodedTextChunk._trusted(ids)])
 
     @classmethod
     def empty(cls) -> ModelInput:
@@ -704,7 +794,8 @@ class ModelInput:
                     f"to_ints() needs text chunks only, found {chunk.type!r}",
                     "read tokens chunk by chunk instead",
                 )
-            out.extend(chunk.tokens)
+            ids = chunk._current_ids()
+            out.extend(chunk.tokens if ids is None else ids.tolist())
         return out
 
     @property
@@ -725,13 +816,6 @@ class ModelInput:
                 chunks=[*self.chunks[:-1], EncodedTextChunk(tokens=[*last.tokens, token])]
             )
         return self.append(EncodedTextChunk(tokens=[token]))
-
-
-def _unknown_images(model_input: ModelInput) -> bool:
-    return any(
-        not isinstance(chunk, EncodedTextChunk) and chunk.length == 0
-        for chunk in model_input.chunks
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -769,7 +853,7 @@ def _loss_fn_input(key: str, value: object) -> TensorData:
         if exc.field.startswith(field):
             raise
         raise InvalidInputError(field, exc.problem, exc.hint) from None
-    return TensorData(data=arr, dtype=_dtype_name(arr.dtype), shape=list(arr.shape))
+    return TensorData._own(arr)
 
 
 def _convert_loss_fn_inputs(value: Mapping[str, Any]) -> dict[str, TensorData]:
@@ -808,32 +892,42 @@ class Datum:
                 f"must be a ModelInput, got {type(self.model_input).__name__}",
                 "use ModelInput.from_ints(tokens)",
             )
-        length = self.model_input.length
         if not self.model_input.chunks:
             raise InvalidInputError(
                 "model_input", "is empty", "a datum needs at least one input token"
             )
-        check_length = not _unknown_images(self.model_input)
+        # The input length, unless an image of unknown token count makes it unknown.
+        length = 0
+        check_length = True
+        for chunk in self.model_input.chunks:
+            positions = chunk.length
+            if not positions and not isinstance(chunk, EncodedTextChunk):
+                check_length = False
+            length += positions
         for key, tensor in self.loss_fn_inputs.items():
             if key not in _PER_TOKEN_KEYS:
                 continue
-            field = f"loss_fn_inputs[{key!r}]"
-            shape = tensor.shape if tensor.shape is not None else [tensor.size]
+            size = tensor.data.size
+            shape = tensor.shape if tensor.shape is not None else [size]
             if len(shape) not in (1, 2):
                 raise InvalidInputError(
-                    field, f"must be 1-D or 2-D, got shape {shape}", "one row per input position"
+                    f"loss_fn_inputs[{key!r}]",
+                    f"must be 1-D or 2-D, got shape {shape}",
+                    "one row per input position",
                 )
             # A [rows, cols] tensor lines up by its rows; a flattened layout whose element count
             # equals the input length is accepted too (the official SDK sends such tensors).
-            if check_length and shape[0] != length and tensor.size != length:
+            if check_length and shape[0] != length and size != length:
                 raise InvalidInputError(
-                    field,
+                    f"loss_fn_inputs[{key!r}]",
                     f"has {shape[0]} positions but model_input.length is {length}",
                     "give one value per model input position (next-token alignment)",
                 )
-            if key == "target_tokens" and tensor.size and int(tensor.data.min()) < 0:
+            if key == "target_tokens" and size and int(tensor.data.min()) < 0:
                 raise InvalidInputError(
-                    field, "token ids must be non-negative", "use vocabulary indices"
+                    f"loss_fn_inputs[{key!r}]",
+                    "token ids must be non-negative",
+                    "use vocabulary indices",
                 )
 
 

@@ -68,6 +68,10 @@ Rules come from ``faults=`` / ``--faults``, else the environment variable
 spec was given (even empty) or ``set_faults`` was called, ``GET /_local/faults`` lists the rules
 with their counters and ``POST /_local/faults {"spec": "..."}`` replaces them.
 
+A restart as clients see it: :meth:`LocalServer.pause_listening` closes the listening socket and
+every open connection (connecting is refused), :meth:`LocalServer.resume_listening` listens again
+on the same port; models, futures and checkpoints are kept.
+
 Stats
 -----
 ``GET /_local/stats`` (and :meth:`LocalServer.stats`) answer::
@@ -88,6 +92,8 @@ Stats
 A ``retrieve_future`` answer that carries a result also carries ``X-Local-Ready-At`` (epoch
 seconds when the result became ready), ``X-Local-Ready-At-Perf`` and ``X-Local-Created-At-Perf``
 (``time.perf_counter()`` of the server process, for in-process latency measurements).
+In-process, ``LocalServer.state.telemetry_bodies`` holds the last 1,000 telemetry bodies as
+received.
 """
 
 from __future__ import annotations

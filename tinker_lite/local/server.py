@@ -350,7 +350,7 @@ class _App:
 
     def _telemetry(self, body: bytes, headers: Mapping[str, str]) -> Response:
         req, _ = structure_request(parse_json(body), types.TelemetrySendRequest)
-        self.state.count_telemetry(len(req.events))
+        self.state.count_telemetry(len(req.events), body)
         return _json(types.TelemetryResponse())
 
     def _capabilities(self) -> Response:
@@ -967,6 +967,7 @@ class LocalServer:
         self._app: _App | None = None
         self._state: ServerState | None = None
         self._lock = threading.Lock()
+        self._paused = False
 
     @property
     def base_url(self) -> str:
@@ -1055,6 +1056,7 @@ class LocalServer:
                 return
             self._httpd = None
             self._thread = None
+            self._paused = False
         assert app is not None
         assert state is not None
         app.stopping.set()
@@ -1067,6 +1069,47 @@ class LocalServer:
         if self._owns_data_dir and self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
         log.info("tinker_lite local server stopped")
+
+    def pause_listening(self) -> None:
+        """Close the listening socket and every open connection, keeping all state.
+
+        Until :meth:`resume_listening`, connecting to the port is refused: what clients see
+        while a server restarts, except that models, futures and checkpoints survive.
+        """
+        with self._lock:
+            httpd, thread = self._httpd, self._thread
+            if httpd is None:
+                raise RuntimeError("LocalServer is not running; call start() first")
+            if self._paused:
+                return
+            self._paused = True
+            self._thread = None
+        httpd.shutdown()
+        httpd.server_close()
+        httpd.close_connections()
+        if thread is not None:
+            thread.join(5.0)
+        log.info("tinker_lite local server paused (connections refused)")
+
+    def resume_listening(self) -> None:
+        """Listen again on the same port after :meth:`pause_listening`."""
+        with self._lock:
+            old, app = self._httpd, self._app
+            if old is None or app is None:
+                raise RuntimeError("LocalServer is not running; call start() first")
+            if not self._paused:
+                return
+            httpd = _HTTPServer((self.host, old.server_address[1]), app)
+            self._httpd = httpd
+            self._paused = False
+            self._thread = threading.Thread(
+                target=httpd.serve_forever,
+                kwargs={"poll_interval": 0.1},
+                name="tinker-lite-local-server",
+                daemon=True,
+            )
+            self._thread.start()
+        log.info("tinker_lite local server listening again on %s", self.base_url)
 
     def set_faults(self, spec: str | None) -> None:
         """Replace the fault rules (None or "" clears them); enables ``/_local/faults``."""

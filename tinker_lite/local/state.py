@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -292,7 +292,7 @@ class ServerState:
         self._sample_dedup: dict[tuple[str, int], str] = {}
         self._base_lms: dict[str, LanguageModel] = {}
         self._sample_pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, sample_workers), thread_name_prefix="tinker-lite-sample"
+            max_workers=max(1, sample_workers), thread_name_prefix="tinker-lite-local-sample"
         )
         self._closed = False
         self._stats_lock = threading.Lock()
@@ -302,6 +302,8 @@ class ServerState:
         self.samples_completed = 0
         self.telemetry_events = 0
         self.telemetry_batches = 0
+        # The last telemetry bodies received, as sent (for tests that inspect what clients send).
+        self.telemetry_bodies: deque[bytes] = deque(maxlen=1000)
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -426,11 +428,12 @@ class ServerState:
                 sampler_ids=list(session.sampler_ids),
             )
 
-    def count_telemetry(self, events: int) -> None:
-        """Count a received telemetry batch."""
+    def count_telemetry(self, events: int, body: bytes = b"") -> None:
+        """Count a received telemetry batch (its body is kept in ``telemetry_bodies``)."""
         with self._stats_lock:
             self.telemetry_batches += 1
             self.telemetry_events += events
+            self.telemetry_bodies.append(body)
 
     # -- model lifecycle ------------------------------------------------------------------------
 
