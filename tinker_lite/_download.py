@@ -28,6 +28,7 @@ from tinker_lite._errors import (
     TinkerError,
     status_error_class,
 )
+from tinker_lite._http import classify_failure
 from tinker_lite._progress import Progress
 
 __all__ = [
@@ -174,6 +175,7 @@ def download(
         raise FileExistsError(f"{dest_path} already exists (use --force to replace it)")
     dest_path.parent.mkdir(parents=True, exist_ok=True)
     part = part_path(dest_path)
+    what = f"download of {dest_path.name}"
     resumed_from = _size(part)
     owns_session = session is None
     http = requests.Session() if session is None else session
@@ -205,7 +207,14 @@ def download(
                     current_url, headers=headers, stream=True, timeout=timeout, allow_redirects=True
                 )
             except _STREAM_ERRORS as exc:
-                fail_or_wait(APIConnectionError(f"download failed: {exc}"), None)
+                # The exception text holds the signed URL: only its kind is shown.
+                fail_or_wait(
+                    APIConnectionError(
+                        f"{what} failed after {failures + 1} attempts: connection "
+                        f"{classify_failure(exc)} ({type(exc).__name__})"
+                    ),
+                    None,
+                )
                 continue
             with resp:
                 status = resp.status_code
@@ -215,7 +224,7 @@ def download(
                         refreshes += 1
                         refreshed_since_progress = True
                         continue
-                    raise _status_error(resp, "download refused")
+                    raise _status_error(resp, f"{what} refused")
                 if status == 416:
                     _, range_total = _parse_content_range(resp.headers.get("Content-Range"))
                     if range_total is not None and offset == range_total:
@@ -226,10 +235,12 @@ def download(
                     continue
                 if status in RETRY_STATUSES or status >= 500:
                     delay = retry_after_seconds(resp.headers.get("Retry-After"), now=now())
-                    fail_or_wait(_status_error(resp, "download failed"), delay)
+                    fail_or_wait(
+                        _status_error(resp, f"{what} failed after {failures + 1} attempts"), delay
+                    )
                     continue
                 if status not in (200, 206):
-                    raise _status_error(resp, "download failed")
+                    raise _status_error(resp, f"{what} failed")
 
                 if status == 206:
                     first, range_total = _parse_content_range(resp.headers.get("Content-Range"))

@@ -242,11 +242,14 @@ def _body_for_message(resp: HttpResponse) -> object:
     return parsed
 
 
-def raise_for_status(resp: HttpResponse, *, request_id: str | None = None) -> None:
+def raise_for_status(
+    resp: HttpResponse, *, request_id: str | None = None, what: str | None = None
+) -> None:
     """Raise the :class:`~tinker_lite.APIStatusError` subclass for a non-2xx answer (WIRE.md §1.8).
 
     2xx answers return ``None``. 3xx answers (seen only when redirects are not followed) and every
-    other status raise; ``request_id`` (else the ``x-request-id`` header) is attached.
+    other status raise; ``request_id`` (else the ``x-request-id`` header) is attached. ``what``
+    (e.g. ``"POST /api/v1/forward_backward"``) names the request in the message.
     """
     if 200 <= resp.status < 300:
         return
@@ -256,6 +259,8 @@ def raise_for_status(resp: HttpResponse, *, request_id: str | None = None) -> No
         shown = shown[:_MAX_BODY_IN_MESSAGE] + "..."
     rid = request_id or resp.request_id
     message = f"Error code: {resp.status} - {redact(shown)}"
+    if what:
+        message += f" on {what}"
     if rid:
         message += f" (request {rid})"
     cls = status_error_class(resp.status)

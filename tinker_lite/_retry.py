@@ -317,12 +317,12 @@ def send_with_retries(
                 ):
                     raise _RetryableStatus(resp)
     except _RetryableStatus as e:
-        raise_for_status(e.response, request_id=request_id)
+        raise_for_status(e.response, request_id=request_id, what=f"{method} {path}")
         raise AssertionError("unreachable") from None  # pragma: no cover
     if resp is None:  # pragma: no cover - tenacity always runs one attempt
         raise AssertionError("no attempt was made")
     if resp.status not in accept_status:
-        raise_for_status(resp, request_id=request_id)
+        raise_for_status(resp, request_id=request_id, what=f"{method} {path}")
     return resp
 
 

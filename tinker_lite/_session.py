@@ -268,6 +268,13 @@ def resolve_settings(
     else:
         resolved_tags = ()
 
+    # requests treats any false value (0, "") as "do not verify": only False may say so.
+    if not isinstance(verify, (bool, str)) or (isinstance(verify, str) and not verify.strip()):
+        raise InvalidInputError(
+            "verify",
+            f"must be True, False or the path of a CA bundle, got {verify!r}",
+            "keep the default (True); verify=False turns TLS verification off, with a warning",
+        )
     if verify is False:
         logger.warning("TLS certificate verification is disabled (verify=False) for %s", url)
 
@@ -1068,8 +1075,9 @@ class SessionHolder:
 
         The body is encoded once and every re-send carries the same bytes, hence the same
         ``seq_id`` (WIRE.md §P.4); each re-send gets a new idempotency key. ``budget_s``
-        (default 300 s) bounds the operation layer; a retry policy with a ``budget_s`` bounds
-        both layers together by that budget.
+        (default 300 s, or the retry policy's ``budget_s`` when shorter) bounds both layers
+        together: no HTTP retry starts whose back-off would end after it and each attempt's
+        timeouts are cut to what is left, so the final error arrives within about that time.
         """
         self.ensure_started()
         data, merged = self._prepare(body_obj, body, headers, sdk_method)
@@ -1081,9 +1089,7 @@ class SessionHolder:
         started = self._clock()
 
         def once() -> HttpResponse:
-            attempt_policy = policy
-            if base_policy.budget_s is not None:
-                attempt_policy = policy.within(total - (self._clock() - started))
+            attempt_policy = policy.within(total - (self._clock() - started))
             return self._send(
                 pool,
                 method,

@@ -166,7 +166,9 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
         if tensor.dtype == "float32" and values.size and not bool(np.isfinite(values).all()):
             bad = int(np.flatnonzero(~np.isfinite(values))[0])
             raise InvalidInputError(
-                field, f"holds a non-finite value ({values[bad]!r}) at position {bad}"
+                field,
+                f"holds a non-finite value ({values[bad]!r}) at position {bad}",
+                "replace NaN/Inf before sending, e.g. with np.nan_to_num",
             )
         if key == "target_tokens":
             target_shape = tensor.shape if tensor.shape is not None else [tensor.size]

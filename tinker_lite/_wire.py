@@ -17,6 +17,7 @@ import enum
 import json
 import math
 import re
+import reprlib
 import sys
 import types as _pytypes
 import typing
@@ -225,8 +226,15 @@ class _PathError(Exception):
         return _PathError(self.message, (segment, *self.path))
 
 
+_PREVIEW = reprlib.Repr()
+_PREVIEW.maxlevel = 3
+_PREVIEW.maxstring = 60
+_PREVIEW.maxother = 60
+
+
 def _describe(value: Any) -> str:
-    text = repr(value)
+    # A bounded preview: a whole (possibly huge or deeply nested) answer is never repr'd.
+    text = _PREVIEW.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -740,7 +748,8 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         if isinstance(data, (bytearray, memoryview)):
             data = bytes(data)
         return json.loads(data, parse_constant=_reject_constant)
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:
+        # RecursionError: the stdlib parser on a deeply nested body (orjson stops at 1024).
         preview = bytes(data[:80]) if not isinstance(data, str) else data[:80].encode()
         raise WireFormatError(f"body is not valid JSON ({exc}): {preview!r}") from exc
 

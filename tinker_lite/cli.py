@@ -93,7 +93,7 @@ EXIT_CODES: dict[int, str] = {
 """Exit codes of ``tinker-lite`` and what they mean."""
 
 DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 60.0
 # Extra wait for a future whose retries are bounded by --timeout (see Context.wait).
 _WAIT_GRACE_S = 1.0
 LOCAL_URL = "local://"

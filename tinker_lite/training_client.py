@@ -5,7 +5,11 @@ forward_backward, optim_step, save/load) reserves its request id in the caller's
 time, in call order; its wire ``seq_id`` is that id + 1. One single-thread executor per client
 sends the submits strictly in ``seq_id`` order, each with HTTP and operation-level retries that
 re-send the same ``seq_id``. The turn passes to the next request even when a submit fails for
-good; that failure is delivered to its future. Results are polled elsewhere (the session's
+good; that failure is delivered to its future. If the service may never have received it (a
+connection error, a timeout, or 408/429/5xx after every retry), the later requests of the client
+are not sent: the service runs a model's requests in ``seq_id`` order and would hold them forever
+for the missing one (SERVER.md §8), so each fails at once with an :class:`~tinker_lite.APIError`
+naming that ``seq_id``. Results are polled elsewhere (the session's
 poller), so ``forward_backward(...)`` followed by ``optim_step(...)`` is pipelined: both return
 futures at once and both requests reach the service back to back.
 
@@ -29,7 +33,14 @@ import numpy.typing as npt
 
 from tinker_lite import _wire, types
 from tinker_lite._chunking import combine_outputs
-from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
+from tinker_lite._errors import (
+    APIConnectionError,
+    APIError,
+    APIResponseValidationError,
+    APIStatusError,
+    InvalidInputError,
+    TinkerError,
+)
 from tinker_lite._futures import APIFuture, QueueStateLogger, chain, combine
 from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind
 from tinker_lite._journal import SeqOrder
@@ -118,6 +129,9 @@ class TrainingClient:
         self._lora_config = lora_config
         self._executor = service._new_train_executor()
         self._order_lock = threading.Lock()
+        # (seq_id, path, error) of a submit the service may never have received; read and
+        # written only on the executor's single thread.
+        self._lost_submit: tuple[int, str, BaseException] | None = None
         self._next_request_id = 0
         # Journal lines in seq_id order (results may be polled back out of order).
         self._journal_order = SeqOrder(first=self._next_request_id + 1)
@@ -194,6 +208,10 @@ class TrainingClient:
 
     def _send(self, submission: _Submission, out: APIFuture[Any], op: _Operation) -> None:
         """Submit one request (its turn has come) and hand its polling to the poller."""
+        if self._lost_submit is not None:
+            held = _held_back(self._lost_submit, op.seq_id, submission.request_type)
+            self._deliver(APIFuture.failed(held), out, submission, op)
+            return
         try:
             resp = self._holder.submit(
                 PoolKind.TRAIN,
@@ -207,6 +225,8 @@ class TrainingClient:
             submitted = self._holder.parse(resp, types.UntypedAPIFuture, what=submission.path)
         except BaseException as e:
             self._report(e)
+            if _maybe_not_received(e):
+                self._lost_submit = (op.seq_id, submission.path, e)
             self._deliver(APIFuture.failed(e), out, submission, op)
             return
         try:
@@ -672,6 +692,29 @@ class TrainingClient:
 
     def _shutdown(self) -> None:
         self._executor.shutdown(wait=False)
+
+
+def _maybe_not_received(error: BaseException) -> bool:
+    """Whether a failed submit may never have reached the service (so its seq_id is missing)."""
+    if isinstance(error, ClientClosedError):
+        return False
+    if isinstance(error, APIConnectionError):
+        return True
+    return isinstance(error, APIStatusError) and (
+        error.status_code >= 500 or error.status_code in (408, 429)
+    )
+
+
+def _held_back(lost: tuple[int, str, BaseException], seq_id: int, request_type: str) -> APIError:
+    lost_seq, lost_path, cause = lost
+    error = APIError(
+        f"{request_type} (seq_id {seq_id}) was not sent: the training request with seq_id "
+        f"{lost_seq} (POST {lost_path}) could not be submitted ({type(cause).__name__}), and "
+        "the service runs a model's requests in seq_id order, so this one would wait for it "
+        "forever. Create a new training client (e.g. from your last saved state) to continue."
+    )
+    error.__cause__ = cause
+    return error
 
 
 def _check_name(field: str, name: object) -> None:
