@@ -390,6 +390,10 @@ class _Credentials:
 # Sampling backpressure shared by the process (WIRE.md §P.8)
 
 
+THROTTLE_WARNING_INTERVAL_S = 60.0
+"""How often a sampler held back by 429s logs a warning (WIRE.md §P.7)."""
+
+
 class SampleGate:
     """The in-flight cap and the shared 429 back-off window of one ``(base_url, api_key)``.
 
@@ -414,6 +418,8 @@ class SampleGate:
         self._cond = threading.Condition()
         self._in_flight = 0
         self._backoff_until = 0.0
+        self._throttled_since: float | None = None
+        self._last_throttle_warning: float | None = None
 
     def __repr__(self) -> str:
         return f"SampleGate(limit={self._limit}, in_flight={self._in_flight})"
@@ -463,9 +469,33 @@ class SampleGate:
         """Open (or extend) the back-off window after a 429; returns its length in seconds."""
         asked = parse_retry_after(headers, now=self._wall_clock())
         delay = asked if asked is not None and 0 < asked <= 60 else 1.0
+        now = self._clock()
         with self._cond:
-            self._backoff_until = max(self._backoff_until, self._clock() + delay)
+            self._backoff_until = max(self._backoff_until, now + delay)
+            if self._throttled_since is None:
+                self._throttled_since = now
+            # WIRE.md §P.7: a wait says why it waits, at most once a minute.
+            warn = now - self._throttled_since >= THROTTLE_WARNING_INTERVAL_S and (
+                self._last_throttle_warning is None
+                or now - self._last_throttle_warning >= THROTTLE_WARNING_INTERVAL_S
+            )
+            if warn:
+                self._last_throttle_warning = now
+                throttled_for = now - self._throttled_since
+        if warn:
+            logger.warning(
+                "Sampling has been held back by the service (HTTP 429) for %.0f s; "
+                "%d sample requests in flight. Waiting and re-sending.",
+                throttled_for,
+                self._in_flight,
+            )
         return delay
+
+    def note_accepted(self) -> None:
+        """Record that the service accepted a sample request: any 429 episode is over."""
+        with self._cond:
+            self._throttled_since = None
+            self._last_throttle_warning = None
 
     def backoff_remaining(self) -> float:
         """Seconds left in the back-off window (0 when sampling may proceed)."""

@@ -296,6 +296,7 @@ class SamplingClient:
                 delay = gate.note_429(resp.headers)
                 logger.debug("asample answered 429; backing off %.2fs", delay)
                 continue
+            gate.note_accepted()
             return self._holder.parse(resp, types.UntypedAPIFuture, what="asample").request_id
 
 
