@@ -84,6 +84,7 @@ __all__ = [
     "FutureTimeoutError",
     "Poller",
     "QueueStateLogger",
+    "ReadyClient",
     "chain",
     "combine",
     "default_queue_reason",
@@ -95,6 +96,28 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 RETRIEVE_FUTURE_PATH = "/api/v1/retrieve_future"
+
+
+C = TypeVar("C", bound="ReadyClient")
+
+
+class ReadyClient:
+    """A client that also stands in for an already-resolved future of itself.
+
+    For code written against SDKs whose client-creation methods return a future of the client:
+    ``service.create_lora_training_client(...).result()`` then returns the client itself.
+    """
+
+    __slots__ = ()
+
+    def result(self: C, timeout: float | None = None) -> C:
+        """Return this client itself (it is ready as soon as it exists)."""
+        del timeout
+        return self
+
+    def done(self) -> bool:
+        """Return True: the client is ready."""
+        return True
 
 
 class FutureTimeoutError(APITimeoutError, concurrent.futures.TimeoutError):

@@ -25,13 +25,12 @@ import attrs
 
 from tinker_lite import _wire, types
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError
-from tinker_lite._futures import APIFuture, QueueStateLogger, chain
+from tinker_lite._futures import APIFuture, QueueStateLogger, ReadyClient, chain
 from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind, path_param
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-    from typing_extensions import Self
 
     from tinker_lite._session import SampleGate
     from tinker_lite.service_client import ServiceClient
@@ -55,7 +54,7 @@ def _decode_sample(resp: HttpResponse) -> types.SampleResponse:
     return _wire.structure(resp.json(), types.SampleResponse)
 
 
-class SamplingClient:
+class SamplingClient(ReadyClient):
     """Samples from one sampling session (a base model or saved sampler weights).
 
     Created by :meth:`ServiceClient.create_sampling_client`,
@@ -90,21 +89,6 @@ class SamplingClient:
             f"SamplingClient(sampling_session_id={self.sampling_session_id!r}, "
             f"model_path={self.model_path!r}, base_model={self.base_model!r})"
         )
-
-    def result(self, timeout: float | None = None) -> Self:
-        """Return this client itself.
-
-        For code written against SDKs whose creation methods return a future of the client.
-        """
-        del timeout
-        return self
-
-    def done(self) -> bool:
-        """Return True: the client is ready.
-
-        For code written against SDKs whose creation methods return a future of the client.
-        """
-        return True
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Credentials are never pickled; the copy finds (or opens) a ServiceClient by base URL.

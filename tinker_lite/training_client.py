@@ -41,7 +41,7 @@ from tinker_lite._errors import (
     InvalidInputError,
     TinkerError,
 )
-from tinker_lite._futures import APIFuture, QueueStateLogger, chain, combine
+from tinker_lite._futures import APIFuture, QueueStateLogger, ReadyClient, chain, combine
 from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind
 from tinker_lite._journal import SeqOrder
 from tinker_lite._validate import validate
@@ -49,7 +49,6 @@ from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-    from typing_extensions import Self
 
     from tinker_lite.sampling_client import SamplingClient
     from tinker_lite.service_client import ServiceClient
@@ -107,7 +106,7 @@ def _decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
     return _wire.structure(resp.json(), types.ForwardBackwardOutput)
 
 
-class TrainingClient:
+class TrainingClient(ReadyClient):
     """Trains one LoRA model: forward/backward passes, optimizer steps, checkpoints, sampling.
 
     Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every
@@ -142,21 +141,6 @@ class TrainingClient:
 
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
-
-    def result(self, timeout: float | None = None) -> Self:
-        """Return this client itself.
-
-        For code written against SDKs whose creation methods return a future of the client.
-        """
-        del timeout
-        return self
-
-    def done(self) -> bool:
-        """Return True: the client is ready.
-
-        For code written against SDKs whose creation methods return a future of the client.
-        """
-        return True
 
     # -- sequencing ------------------------------------------------------------------------------
 
