@@ -35,6 +35,7 @@ if str(c.REPO_DIR) not in sys.path:
 FB_GOAL_S = 1.0
 SAMPLE_GOAL_S = 0.2
 PAIR_THREADS = 8
+MODEL = "tinker-lite/tiny-64"
 
 
 class Client:
@@ -72,20 +73,30 @@ class Client:
                     raise RuntimeError(f"request failed: {result['error']}")
                 return result, headers, received
 
+    def session(self) -> str:
+        """Open a session; return its id."""
+        body = {"tags": [], "user_metadata": {}, "sdk_version": "0.38.0"}
+        session_id: str = self.call("/api/v1/create_session", body)["session_id"]
+        return session_id
+
+    def base_sampler(self, session: str) -> str:
+        """Open a sampling session on the base model; return its id."""
+        body = {"session_id": session, "sampling_session_seq_id": 0, "base_model": MODEL}
+        sampler_id: str = self.call("/api/v1/create_sampling_session", body)["sampling_session_id"]
+        return sampler_id
+
     def close(self) -> None:
         self.conn.close()
 
 
 def _session_and_model(client: Client) -> tuple[str, str]:
-    session = client.call(
-        "/api/v1/create_session", {"tags": [], "user_metadata": {}, "sdk_version": "0.38.0"}
-    )["session_id"]
+    session = client.session()
     future = client.call(
         "/api/v1/create_model",
         {
             "session_id": session,
             "model_seq_id": 0,
-            "base_model": "tinker-lite/tiny-64",
+            "base_model": MODEL,
             "lora_config": {"rank": 32},
         },
     )
@@ -93,10 +104,15 @@ def _session_and_model(client: Client) -> tuple[str, str]:
     return session, model_id
 
 
+def _tokens(row: int, n_tokens: int) -> list[int]:
+    """Datum ``row`` of the benchmark batch: model input and targets, ``n_tokens + 1`` tokens."""
+    return [(7 * row + j) % 256 for j in range(n_tokens + 1)]
+
+
 def _batch_json(n_datums: int, n_tokens: int) -> list[dict[str, Any]]:
     data = []
     for i in range(n_datums):
-        tokens = [(7 * i + j) % 256 for j in range(n_tokens + 1)]
+        tokens = _tokens(i, n_tokens)
         data.append(
             {
                 "loss_fn_inputs": {
@@ -116,7 +132,7 @@ def _batch_proto(model_id: str, seq_id: int, n_datums: int, n_tokens: int) -> by
 
     data = []
     for i in range(n_datums):
-        tokens = np.array([(7 * i + j) % 256 for j in range(n_tokens + 1)], dtype=np.int64)
+        tokens = np.array(_tokens(i, n_tokens), dtype=np.int64)
         data.append(
             types.Datum(
                 model_input=types.ModelInput.from_ints(tokens[:-1]),
@@ -142,16 +158,14 @@ def bench_model_only(repeat: int) -> dict[str, Any]:
 
     from tinker_lite.local.model import DatumArrays, TinyLM
 
-    lm = TinyLM("tinker-lite/tiny-64")
+    lm = TinyLM(MODEL)
+    rows = [np.array(_tokens(i, 128), dtype=np.int64) for i in range(128)]
     batch = [
         DatumArrays(
-            tokens=np.array([(7 * i + j) % 256 for j in range(128)], dtype=np.int64),
-            inputs={
-                "target_tokens": np.array([(7 * i + j + 1) % 256 for j in range(128)]),
-                "weights": np.ones(128, dtype=np.float32),
-            },
+            tokens=row[:-1],
+            inputs={"target_tokens": row[1:], "weights": np.ones(128, dtype=np.float32)},
         )
-        for i in range(128)
+        for row in rows
     ]
 
     def fb() -> None:
@@ -201,14 +215,7 @@ def bench_model_calls(repeat: int) -> dict[str, Any]:
         out["forward_backward 128 x 128 (protobuf)"] = c.summarize(
             c.time_repeated(fb_proto, repeat=repeat)
         )
-        sampler = client.call(
-            "/api/v1/create_sampling_session",
-            {
-                "session_id": session,
-                "sampling_session_seq_id": 0,
-                "base_model": "tinker-lite/tiny-64",
-            },
-        )["sampling_session_id"]
+        sampler = client.base_sampler(session)
         sample_seq = [0]
 
         def sample() -> None:
@@ -233,17 +240,7 @@ def bench_model_calls(repeat: int) -> dict[str, Any]:
 def _pair_loop(url: str, pairs: int, latencies: list[float], errors: list[str]) -> None:
     client = Client(url)
     try:
-        session = client.call("/api/v1/create_session", {"tags": [], "sdk_version": "0.38.0"})[
-            "session_id"
-        ]
-        sampler = client.call(
-            "/api/v1/create_sampling_session",
-            {
-                "session_id": session,
-                "sampling_session_seq_id": 0,
-                "base_model": "tinker-lite/tiny-64",
-            },
-        )["sampling_session_id"]
+        sampler = client.base_sampler(client.session())
         for seq in range(pairs):
             body = {
                 "prompt": {"chunks": [{"tokens": [1, 2, 3, 4]}]},

@@ -24,7 +24,7 @@ autodoc_default_options = {
 }
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autoclass_content = "both"
+autoclass_content = "class"
 nitpicky = False
 
 exclude_patterns = ["_build"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -168,6 +170,17 @@ def test_combine_empty() -> None:
 
 
 # -- validate ---------------------------------------------------------------------------------
+
+
+def test_chunk_limits_are_public_and_documented_by_their_public_name() -> None:
+    assert tinker_lite.ChunkLimits is ChunkLimits
+    assert "ChunkLimits" in tinker_lite.__all__
+    api = (Path(__file__).resolve().parents[1] / "docs" / "api.rst").read_text(encoding="utf-8")
+    assert ".. autoclass:: tinker_lite.ChunkLimits" in api
+    assert "tinker_lite._chunking" not in api
+    by_bytes = ChunkLimits(max_datums=4, max_bytes=100)
+    assert (by_bytes.max_size, by_bytes.unit) == (100, "estimated bytes")
+    assert (DEFAULT_LIMITS.max_size, DEFAULT_LIMITS.unit) == (500_000, "numbers")
 
 
 def test_validate_reports_chunks() -> None:

@@ -221,6 +221,29 @@ def test_check_unreachable_server_exits_6_and_never_prints_the_key(
     assert secret not in out + err
 
 
+@pytest.mark.parametrize(
+    ("auth", "code"),
+    [
+        ("ok", 0),
+        ("not needed", 0),
+        ("API key required", 3),
+        ("rejected (HTTP 403)", 3),
+        ("unknown (HTTP 500)", 7),
+        ("unknown (JSONDecodeError)", 7),
+    ],
+)
+def test_check_exit_code_follows_the_auth_probe(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, auth: str, code: int
+) -> None:
+    probe = {"reachable": True, "auth": auth, "server": "reachable (healthz HTTP 200 in 1 ms)"}
+    monkeypatch.setattr(cli, "_probe_service", lambda *args, **kwargs: dict(probe))
+    got, out, _ = run(capsys, "check", "--base-url", "https://tinker.example.invalid")
+    assert got == code
+    assert f"Auth:        {auth}" in out
+    got, out, _ = run(capsys, "check", "--base-url", "https://x.invalid", "--format", "json")
+    assert (got, json.loads(out)["exit_code"]) == (code, code)
+
+
 def test_to_jsonable_datetimes_and_nesting() -> None:
     naive = dt.datetime(2025, 1, 2, 3, 4, 5)
     aware = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2)))

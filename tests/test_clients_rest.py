@@ -23,6 +23,7 @@ from tinker_lite import (
     ServiceClient,
     types,
 )
+from tinker_lite._http import ClientClosedError
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import parse_tinker_path
 
@@ -119,6 +120,14 @@ def test_errors_arrive_through_the_future(fake: FakeTinker, rest: RestClient) ->
     future = rest.get_training_run(RUN)
     with pytest.raises(NotFoundError, match="no such run"):
         future.result(timeout=30)
+
+
+def test_a_call_racing_close_fails_with_client_closed(rest: RestClient) -> None:
+    service = rest._service
+    pool = service._rest_pool()
+    pool.shutdown()  # what close() does between the open check and the submit
+    future = service._run_in(pool, lambda: 1)
+    assert isinstance(future.exception(timeout=30), ClientClosedError)
 
 
 @pytest.mark.parametrize(

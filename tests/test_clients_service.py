@@ -75,6 +75,8 @@ def test_options_reach_the_session(server: ScriptedServer, monkeypatch: pytest.M
         assert created.json()["project_id"] == "p1"
     (finish,) = server.requests("/api/v1/sessions/sess-0001/finish")
     assert finish.json()["reason"] == {"type": "success"}
+    # golden-0.38/service_client_close: the finish is sent inside ServiceClient.close.
+    assert finish.header("x-sdk-method") == "ServiceClient.close"
 
 
 @pytest.mark.parametrize(

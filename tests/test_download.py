@@ -201,6 +201,24 @@ def test_retry_after_http_date_and_cap() -> None:
     assert retry_after_seconds(None, now=now) is None
 
 
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("bytes 0-9/10", (0, 10)),
+        ("bytes */10", (None, 10)),
+        ("bytes 5-9/*", (5, None)),
+        ("bytes 0-9/\u00b2", (0, None)),  # a Latin-1 byte that str.isdigit() accepts
+        ("bytes \u00b2-9/10", (None, 10)),
+        ("items 0-9/10", (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_content_range_reads_ascii_digits_only(
+    header: str | None, expected: tuple[int | None, int | None]
+) -> None:
+    assert _download._parse_content_range(header) == expected
+
+
 def test_gives_up_after_bounded_attempts(server: ArchiveServer, tmp_path: Path) -> None:
     server.script = [("status", 503, {})] * 10
     sleeps = Sleeps()

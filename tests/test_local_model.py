@@ -254,6 +254,35 @@ def test_gradient_dro() -> None:
     np.testing.assert_allclose(outputs[0]["elementwise_loss"], expected, rtol=1e-4, atol=1e-6)
 
 
+def test_dro_accepts_reference_sampler_and_rejects_other_string_values() -> None:
+    """0.38 sends dro's ``reference: "sampler"``: accepted, same result as without it."""
+    model = tiny_model()
+    rng = np.random.default_rng(5)
+    ratios = [rng.uniform(0.5, 2.0, len(SEQ_A) - 1), rng.uniform(0.5, 2.0, len(SEQ_B) - 1)]
+    batch = rl_batch(model, ratios, [np.ones(len(SEQ_A) - 1), -np.ones(len(SEQ_B) - 1)])
+    plain, plain_metrics = model.forward_backward(batch, "dro", {"beta": 0.1}, backward=False)
+    with_reference, metrics = model.forward_backward(
+        batch, "dro", {"beta": 0.1, "reference": "sampler"}, backward=False
+    )
+    for got, expected in zip(with_reference, plain, strict=True):
+        np.testing.assert_array_equal(got["elementwise_loss"], expected["elementwise_loss"])
+    assert metrics == plain_metrics
+    bad_configs: list[tuple[str, dict[str, Any], str]] = [
+        (
+            "dro",
+            {"reference": "base"},
+            r"loss_fn_config\['reference'\] must be one of \['sampler'\]",
+        ),
+        ("dro", {"reference": 1.0}, r"loss_fn_config\['reference'\] must be one of"),
+        ("ppo", {"reference": "sampler"}, "unexpected loss_fn_config key 'reference' for loss ppo"),
+        ("dro", {"mode": "fast"}, r"unexpected loss_fn_config key 'mode'.*\['beta', 'reference'\]"),
+    ]
+    for loss_fn, config, match in bad_configs:
+        with pytest.raises(UserInputError, match=match):
+            model.forward_backward(batch, loss_fn, config, backward=True)
+    assert all(not np.any(grad) for grad in gradients(model).values())
+
+
 def test_gradient_long_sequence_default_architecture() -> None:
     # long enough that every product is split into single-threaded blocks
     model = TinyLM("test/base", rank=4, dtype=np.float64)

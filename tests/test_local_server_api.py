@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import socket
+import tarfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -250,3 +253,55 @@ def test_many_concurrent_keepalive_connections(base_url: str) -> None:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_stub_model_keeps_the_requested_lora_rank(api: Api) -> None:
+    model_id = api.model(api.session(), rank=8)
+    path = api.run(
+        "/api/v1/save_weights_for_sampler", {"model_id": model_id, "path": "r8", "seq_id": 1}
+    )["path"]
+    archive = api.get(
+        f"/api/v1/training_runs/{model_id}/checkpoints/sampler_weights/r8/archive",
+        allow_redirects=True,
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as tar:
+        member = tar.extractfile("adapter_config.json")
+        assert member is not None
+        assert json.loads(member.read())["r"] == 8
+    sample = {
+        "prompt": {"chunks": [{"tokens": [1, 2, 3]}]},
+        "sampling_params": {"max_tokens": 2},
+        "model_path": path,
+    }
+    assert "sequences" in api.run("/api/v1/asample", sample)
+
+
+def test_stop_ends_every_connection_and_its_thread() -> None:
+    before = set(threading.enumerate())
+    server = LocalServer(stub_model=True, long_poll_s=30)
+    url = server.start()
+    host, port = url.removeprefix("http://").split(":")
+    idle = socket.create_connection((host, int(port)), timeout=30)
+    api = Api(url)
+    model_id = api.model(api.session())
+    held = api.ok("/api/v1/optim_step", {"model_id": model_id, "seq_id": 5, "adam_params": {}})
+    answers: list[object] = []
+
+    def poll() -> None:
+        try:
+            answers.append(api.poll(held["request_id"]).status_code)
+        except requests.ConnectionError:
+            answers.append("closed")
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    while not server.stats()["requests"].get("/api/v1/retrieve_future"):
+        poller.join(0.01)
+    server.stop()
+    assert set(threading.enumerate()) - before - {poller} == set()
+    poller.join(30)
+    # the waiting poll ends at once: answered 503, or cut off if the close came first
+    assert answers in ([503], ["closed"])
+    assert idle.recv(1) == b""  # the idle keep-alive connection was closed
+    idle.close()
+    api.close()

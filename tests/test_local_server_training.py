@@ -473,3 +473,79 @@ def test_data_dir_keeps_checkpoints_across_restarts(tmp_path: Any) -> None:
         )
         assert created["model_id"] == f"{session_id}:train:0"
         api.close()
+
+
+def _rl_proto_body(model_id: str, seq_id: int, loss_fn_config: dict[str, float | str]) -> bytes:
+    n = len(TOKENS) - 1
+    data = [
+        types.Datum(
+            model_input=types.ModelInput.from_ints(TOKENS[:-1]),
+            loss_fn_inputs={
+                "target_tokens": np.array(TOKENS[1:], dtype=np.int64),
+                "logprobs": np.full(n, -2.0, dtype=np.float32),
+                "advantages": np.ones(n, dtype=np.float32),
+            },
+        )
+    ]
+    return _proto.encode_forward_backward_request(
+        model_id=model_id,
+        seq_id=seq_id,
+        data=data,
+        loss_fn="dro",
+        loss_fn_config=loss_fn_config,
+        forward_only=False,
+    )
+
+
+def test_dro_reference_string_config_and_seq_id_checks(api: Api) -> None:
+    model_id = api.model(api.session())
+    url = api.base_url + "/api/v1/forward_backward"
+    proto = {"Content-Type": "application/x-protobuf"}
+    # WIRE.md §13.7: the 0.38 SDK sends reference="sampler" as loss_fn_config_v2 text
+    body = _rl_proto_body(model_id, 1, {"beta": 0.05, "reference": "sampler"})
+    submitted = api.http.post(url, data=body, headers=proto, timeout=30)
+    assert submitted.status_code == 200, submitted.text
+    result = api.result(submitted.json()["request_id"])
+    assert "loss:sum" in result["metrics"]
+    forward = api.run("/api/v1/forward", fb_body(model_id, 2, [datum(TOKENS)], "forward_input"))
+    assert "error" not in forward
+
+    negative = api.http.post(url, data=_rl_proto_body(model_id, -1, {}), headers=proto, timeout=30)
+    assert negative.status_code == 422
+    assert negative.json()["detail"][0]["loc"] == ["body", "seq_id"]
+    # a seq_id already taken by another kind of request is not a resend of it
+    reused = api.post("/api/v1/optim_step", {"model_id": model_id, "seq_id": 1, "adam_params": {}})
+    assert reused.status_code == 400
+    assert "seq_id 1" in reused.json()["detail"]
+    assert "already used by its forward_backward request" in reused.json()["detail"]
+    creation = api.post("/api/v1/forward", fb_body(model_id, 0, [datum(TOKENS)], "forward_input"))
+    assert creation.status_code == 400
+    assert "create_model" in creation.json()["detail"]
+    # nothing of that was applied
+    applied = api.get("/_local/stats").json()["models"][model_id]["applied"]
+    assert [(a["seq_id"], a["kind"]) for a in applied] == [
+        (0, "create_model"),
+        (1, "forward_backward"),
+        (2, "forward"),
+    ]
+
+
+def test_failed_create_from_state_leaves_no_model_to_train(api: Api) -> None:
+    session_id = api.session()
+    model_id = api.model(session_id)
+    sampler_path = api.run(
+        "/api/v1/save_weights_for_sampler", {"model_id": model_id, "path": "s", "seq_id": 1}
+    )["path"]
+    # a sampler checkpoint holds no optimizer state: the load, and so the creation, fails
+    created = api.ok(
+        "/api/v1/load_weights",
+        {"session_id": session_id, "model_seq_id": 1, "path": sampler_path, "optimizer": True},
+    )
+    failed = api.result(created["request_id"])
+    assert failed["category"] == "user"
+    assert "holds no optimizer state" in failed["error"]
+    forward = api.run(
+        "/api/v1/forward", fb_body(created["model_id"], 1, [datum(TOKENS)], "forward_input")
+    )
+    assert forward["category"] == "user"
+    assert "could not be created" in forward["error"]

@@ -644,6 +644,10 @@ def test_sample_encoder_rejects_unknown_stop_reason_and_big_tokens() -> None:
     big = types.SampledSequence(stop_reason=types.StopReason.STOP, tokens=[2**31])
     with pytest.raises(WireFormatError, match="int32"):
         _proto.encode_sample_response(types.SampleResponse(sequences=[big]))
+    for row in ([(2**31, -0.5)], [(1, "x")], [(1, -0.5, 2)]):
+        topk = types.SampleResponse(sequences=[], topk_prompt_logprobs=[None, row])
+        with pytest.raises(WireFormatError, match=r"topk_prompt_logprobs\[1\].*int32 token"):
+            _proto.encode_sample_response(topk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -154,6 +154,21 @@ def test_no_key_header_when_auth_is_empty_and_explicit_key_wins(server: Scripted
     assert second.header("X-API-Key") == "explicit"
 
 
+@pytest.mark.parametrize("value", ["caf\u00e9\u20ac", "cf-secret\n", " cf-secret", "cf\r\nX-B: 1"])
+def test_a_bad_header_value_is_an_input_error_and_nothing_is_sent(
+    server: ScriptedServer, value: str
+) -> None:
+    t = Transport(server.url, headers={"CF-Access-Client-Secret": value}, auth=lambda: API_KEY)
+    try:
+        with pytest.raises(InvalidInputError) as info:
+            t.send(PoolKind.TRAIN, "POST", "/p", body=b"{}")
+    finally:
+        t.close()
+    assert info.value.field == "headers"
+    assert value.strip() not in str(info.value)
+    assert server.requests() == []
+
+
 def test_timeouts_are_never_none() -> None:
     assert (DEFAULT_TIMEOUT.connect, DEFAULT_TIMEOUT.read) == (5.0, 60.0)
     assert RETRIEVE_FUTURE_TIMEOUT.read == 45.0

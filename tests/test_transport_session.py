@@ -377,6 +377,33 @@ def test_jwt_401_that_persists_surfaces_as_authentication_error(
     assert len(server.requests("/api/v1/get_info")) == 2
 
 
+def test_jwt_refresh_without_an_api_key_sends_no_credential_and_does_not_hang(
+    server: ScriptedServer, make_holder: Callable[..., SessionHolder]
+) -> None:
+    first, second = make_jwt(WALL + 3600, "1"), make_jwt(WALL + 7200, "2")
+    script_service(server, config=Reply(200, {"pjwt_auth_enabled": True}))
+    server.on("POST", TOKEN, Reply(200, {"jwt": first}), Reply(200, {"jwt": second}))
+    server.default("POST", "/api/v1/get_info", Reply(200, {}))
+    wall = [WALL]
+    holder = make_holder(api_key=None, wall_clock=lambda: wall[0])
+    wall[0] = WALL + 3600 - 200
+    sender = threading.Thread(
+        target=holder.request,
+        args=(PoolKind.TRAIN, "POST", "/api/v1/get_info"),
+        kwargs={"body_obj": {"model_id": "m"}},
+        daemon=True,
+    )
+    sender.start()
+    sender.join(30)
+    try:
+        assert not sender.is_alive(), "the JWT refresh hung"
+    finally:
+        wall[0] = WALL
+    # The refresh is authenticated like the first exchange (no API key here), never by the JWT.
+    assert [r.header("X-API-Key") for r in server.requests(TOKEN)] == [None, None]
+    assert server.requests("/api/v1/get_info")[0].header("X-API-Key") == second
+
+
 # -- requests -------------------------------------------------------------------------------
 
 
@@ -576,6 +603,27 @@ def test_close_finishes_the_session_and_joins_every_thread(
     assert events == ["SESSION_START", "SESSION_END"]
     with pytest.raises(ClientClosedError):
         holder.request(PoolKind.TRAIN, "GET", "/api/v1/healthz")
+
+
+def test_close_during_startup_starts_no_thread(
+    server: ScriptedServer,
+    make_holder: Callable[..., SessionHolder],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script_service(server)
+    before = set(threading.enumerate())
+    holder = make_holder(lazy=True, telemetry=True)
+    create_session = holder._create_session
+
+    def create_then_close() -> str:
+        session_id = create_session()
+        holder.close()
+        return session_id
+
+    monkeypatch.setattr(holder, "_create_session", create_then_close)
+    with pytest.raises(ClientClosedError):
+        holder.ensure_started()
+    assert new_transport_threads(before) == []
 
 
 def test_context_manager_reports_errors_and_404_finish_is_ignored(

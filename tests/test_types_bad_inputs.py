@@ -186,6 +186,24 @@ BAD_INPUTS: list[tuple[str, Callable[[], Any], str, str]] = [
         "expected 3",
     ),
     (
+        "tinker path empty part",
+        lambda: types.ParsedCheckpointTinkerPath.from_tinker_path("tinker://run//a"),
+        "tinker_path",
+        "3 part(s) after tinker:// (1 empty), expected 3 non-empty",
+    ),
+    (
+        "telemetry events not a list",
+        lambda: types.TelemetrySendRequest(
+            events=5,  # type: ignore[arg-type]
+            platform="linux",
+            sdk_version="0.38.0",
+            session_id="s",
+            process_uuid="u",
+        ),
+        "events",
+        "must be a list of telemetry events",
+    ),
+    (
         "tinker path scheme",
         lambda: types.ParsedCheckpointTinkerPath.from_tinker_path("run/weights/a"),
         "tinker_path",

@@ -256,16 +256,35 @@ def test_forward_backward_output_decodes_tensors_to_numpy() -> None:
     assert out.metrics == {"loss:sum": 3.5, "count": 4.0}
 
 
+SPARSE_BODY: dict[str, Any] = {
+    "data": [1.0, 2.0, 3.0],
+    "dtype": "float32",
+    "shape": [2, 3],
+    "sparse_crow_indices": [0, 1, 3],
+    "sparse_col_indices": [2, 0, 1],
+}
+
+
 def test_sparse_tensor_is_densified() -> None:
-    body = {
-        "data": [1.0, 2.0, 3.0],
-        "dtype": "float32",
-        "shape": [2, 3],
-        "sparse_crow_indices": [0, 1, 3],
-        "sparse_col_indices": [2, 0, 1],
-    }
-    tensor = _wire.structure(body, types.TensorData)
+    tensor = _wire.structure(SPARSE_BODY, types.TensorData)
     np.testing.assert_array_equal(tensor.to_numpy(), [[0, 0, 1], [2, 3, 0]])
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"sparse_col_indices": [2, 0, 7]}, "inconsistent sparse CSR indices"),
+        ({"sparse_crow_indices": [0, 3, 1]}, "inconsistent sparse CSR indices"),
+        ({"sparse_crow_indices": [0, 2**70, 3]}, "numeric data and indices"),
+        ({"sparse_col_indices": None}, "needs 'sparse_col_indices'"),
+        ({"shape": [2, "3"]}, "2-D shape"),
+        ({"shape": [-2, 3]}, "negative dimension"),
+        ({"shape": [1 << 20, 1 << 20]}, "too large"),
+    ],
+)
+def test_bad_sparse_tensors_are_wire_format_errors(change: dict[str, Any], match: str) -> None:
+    with pytest.raises(WireFormatError, match=match):
+        _wire.structure({**SPARSE_BODY, **change}, types.TensorData)
 
 
 def test_chunks_without_type_are_recognised_by_shape() -> None:
@@ -321,6 +340,16 @@ def test_errors_name_the_path() -> None:
         _wire.structure([1, 2], types.UntypedAPIFuture)
     with pytest.raises(WireFormatError, match="request_id"):
         _wire.structure({"request_id": 5}, types.UntypedAPIFuture)
+    with pytest.raises(WireFormatError, match=r"chunks\[0\]: missing required key 'tokens'"):
+        _wire.structure({"chunks": [{"type": "encoded_text"}]}, types.ModelInput)
+    with pytest.raises(WireFormatError, match=r"at \[2\]: expected an integer"):
+        _wire.structure([1, 2, "x"], tuple[int, ...])
+
+
+@pytest.mark.parametrize("stamp", [1e300, -1e18, float("inf")])
+def test_out_of_range_timestamps_are_wire_format_errors(stamp: float) -> None:
+    with pytest.raises(WireFormatError, match="out of range"):
+        _wire.structure(stamp, datetime)
 
 
 def test_datetimes_and_rest_records() -> None:

@@ -35,6 +35,7 @@ from tinker_lite._version import __version__
 
 if TYPE_CHECKING:
     from tinker_lite import types
+    from tinker_lite._chunking import ChunkLimits
     from tinker_lite._futures import APIFuture
     from tinker_lite._progress import Progress, gather
     from tinker_lite._validate import ValidationReport, validate
@@ -75,6 +76,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "Checkpoint",
+    "ChunkLimits",
     "ConflictError",
     "Datum",
     "EncodedTextChunk",
@@ -122,6 +124,7 @@ _LAZY: dict[str, str] = {
     "TrainingClient": "tinker_lite.training_client",
     "Progress": "tinker_lite._progress",
     "gather": "tinker_lite._progress",
+    "ChunkLimits": "tinker_lite._chunking",
     "ValidationReport": "tinker_lite._validate",
     "validate": "tinker_lite._validate",
     **dict.fromkeys(

@@ -40,8 +40,9 @@ _REDUCTIONS = frozenset({"mean", "sum", "min", "max", "slack", "unique", "hash_u
 class ChunkLimits:
     """How many datums, and how large a payload, one forward/forward_backward request may carry.
 
-    Exactly one of ``max_numbers`` (WIRE.md §6.4 number count) and ``max_bytes`` (estimated
-    protobuf bytes, §13.3) is set.
+    The size limit is ``max_bytes`` (estimated protobuf bytes, WIRE.md §13.3) when it is set,
+    else ``max_numbers`` (the §6.4 number count; None for no size limit). The defaults are the
+    built-in limits: 128 datums, 500,000 numbers.
     """
 
     max_datums: int = MAX_CHUNK_LEN
@@ -70,9 +71,9 @@ DEFAULT_LIMITS = ChunkLimits()
 
 def datum_number_count(datum: types.Datum) -> int:
     """Return WIRE.md §6.4's number count: tokens of the input plus loss-input elements."""
-    total = _model_input_length(datum.model_input)
+    total = datum.model_input.length
     for tensor in datum.loss_fn_inputs.values():
-        total += int(np.asarray(tensor.data).size)
+        total += tensor.size
     return total
 
 
@@ -85,14 +86,10 @@ def datum_byte_estimate(datum: types.Datum) -> int:
         elif isinstance(chunk, types.ImageChunk):
             total += len(chunk.data)
         else:
-            total += len(getattr(chunk, "location", "") or "")
+            total += len(chunk.location)
     for tensor in datum.loss_fn_inputs.values():
-        total += int(np.asarray(tensor.data).nbytes)
+        total += tensor.data.nbytes
     return total
-
-
-def _model_input_length(model_input: types.ModelInput) -> int:
-    return int(model_input.length)
 
 
 def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:

@@ -99,6 +99,13 @@ def _backoff(failures: int) -> float:
     return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
 
 
+def _header_int(text: str | None) -> int | None:
+    """Read a byte count from a header value: ASCII digits only, else None."""
+    digits = (text or "").strip()
+    # str.isdigit() alone admits "²" (a Latin-1 header byte), which int() refuses.
+    return int(digits) if digits.isascii() and digits.isdigit() else None
+
+
 def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:
     """Return (first byte, total) from ``bytes a-b/total`` or ``bytes */total``."""
     if not value:
@@ -107,10 +114,7 @@ def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:
     if unit.lower() != "bytes" or "/" not in spec:
         return None, None
     span, _, total_text = spec.partition("/")
-    total = int(total_text) if total_text.strip().isdigit() else None
-    first_text = span.split("-", 1)[0].strip()
-    first = int(first_text) if first_text.isdigit() else None
-    return first, total
+    return _header_int(span.split("-", 1)[0]), _header_int(total_text)
 
 
 def _status_error(resp: requests.Response, what: str) -> APIStatusError:
@@ -254,8 +258,7 @@ def download(
                     start = offset
                 else:
                     # 200: the whole body (the server ignored or did not get our Range).
-                    length = resp.headers.get("Content-Length")
-                    total = int(length) if length and length.strip().isdigit() else None
+                    total = _header_int(resp.headers.get("Content-Length"))
                     mode = "wb"
                     start = 0
                 if progress is not None:

@@ -88,6 +88,7 @@ __all__ = [
     "chain",
     "combine",
     "default_queue_reason",
+    "json_decoder",
 ]
 
 logger = logging.getLogger("tinker_lite.futures")
@@ -449,6 +450,15 @@ class QueueStateLogger:
 # The poller
 
 
+def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
+    """A :meth:`Poller.poll` decoder reading a JSON result into ``cls``."""
+
+    def decode(resp: HttpResponse) -> T:
+        return _wire.structure(resp.json(), cls)
+
+    return decode
+
+
 class _PollTask:
     """The polling state of one pending request (touched by one thread at a time)."""
 
@@ -461,7 +471,6 @@ class _PollTask:
         "headers",
         "iteration",
         "last_answer",
-        "last_problem",
         "on_queue_state",
         "registered_at",
         "request_id",
@@ -501,7 +510,6 @@ class _PollTask:
         self.iteration = 0
         self.failures = 0
         self.resubmits = 0
-        self.last_problem = "no answer yet"
 
     def describe(self) -> str:
         return f"request {self.request_id} ({self.request_type})"
@@ -875,9 +883,7 @@ class Poller:
                     return
         try:
             value = task.decode(resp)
-        except APIError as e:
-            self._finish(task, error=e)
-        except RequestFailedError as e:
+        except (APIError, RequestFailedError) as e:
             self._finish(task, error=e)
         except Exception as e:
             self._finish(task, error=_validation_error(task, resp, str(e), e))
@@ -943,7 +949,6 @@ class Poller:
         error: BaseException | None,
         resp: HttpResponse | None,
     ) -> None:
-        task.last_problem = problem
         task.failures += 1
         now = self._clock()
         silent_for = now - task.last_answer

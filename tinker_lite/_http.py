@@ -471,11 +471,12 @@ def _host_port(url: str) -> str:
 class Transport:
     """Sends single HTTP attempts to one base URL through per-purpose connection pools.
 
-    ``headers`` are sent on every request (``Accept``, ``User-Agent`` and the Cloudflare Access
-    headers are the caller's business); ``auth`` returns the current credential (API key or JWT)
-    sent as ``X-API-Key`` (omitted when empty). When ``reauth`` is given, a 401 answer to a
-    request authenticated through ``auth`` calls ``reauth(rejected_credential)``; if it returns
-    true the request is sent once more with the new credential (WIRE.md §13.2, JWT refresh).
+    ``headers`` are sent on every request, over the defaults (``User-Agent`` of tinker_lite,
+    ``Accept: application/json``, ``Accept-Encoding``, ``Connection: keep-alive``); ``auth``
+    returns the current credential (API key or JWT) sent as ``X-API-Key`` (omitted when empty).
+    When ``reauth`` is given, a 401 answer to a request authenticated through ``auth`` calls
+    ``reauth(rejected_credential)``; if it returns true the request is sent once more with the
+    new credential (WIRE.md §13.2, JWT refresh).
     """
 
     def __init__(
@@ -570,16 +571,20 @@ class Transport:
             credential = self._auth() or None
             if credential:
                 request_headers["X-API-Key"] = credential
-        resp = self._send_once(
-            pool,
-            method,
-            path,
-            body=body,
-            query=query,
-            headers=request_headers,
-            timeout=timeout,
-            allow_redirects=allow_redirects,
-        )
+
+        def attempt() -> HttpResponse:
+            return self._send_once(
+                pool,
+                method,
+                path,
+                body=body,
+                query=query,
+                headers=request_headers,
+                timeout=timeout,
+                allow_redirects=allow_redirects,
+            )
+
+        resp = attempt()
         # WIRE.md §13.2: a stale JWT is answered 401; refresh it and re-send once.
         if (
             resp.status == 401
@@ -591,16 +596,7 @@ class Transport:
             fresh = self._auth() or None
             if fresh and fresh != credential:
                 request_headers["X-API-Key"] = fresh
-                resp = self._send_once(
-                    pool,
-                    method,
-                    path,
-                    body=body,
-                    query=query,
-                    headers=request_headers,
-                    timeout=timeout,
-                    allow_redirects=allow_redirects,
-                )
+                resp = attempt()
         return resp
 
     def _send_once(
@@ -641,6 +637,13 @@ class Transport:
         except UnicodeError as e:
             raise InvalidInputError(
                 "headers", f"{method} {path}: a header value is not latin-1 text"
+            ) from e
+        except requests.exceptions.InvalidHeader as e:
+            raise InvalidInputError(
+                "headers",
+                f"{method} {path}: a header name or value is not a string or holds a line break, "
+                "leading whitespace or a reserved character",
+                "check default_headers and the CLOUDFLARE_ACCESS_* variables for a stray newline",
             ) from e
         except (
             requests.exceptions.RequestException,

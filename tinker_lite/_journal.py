@@ -45,8 +45,6 @@ JOURNAL_KEYS: tuple[str, ...] = (
 )
 """The keys every journal line has, in the order they are written."""
 
-STATUSES = ("ok", "error", "cancelled")
-
 _logger = logging.getLogger("tinker_lite")
 
 T_co = TypeVar("T_co", covariant=True)

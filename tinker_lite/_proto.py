@@ -90,8 +90,6 @@ STOP_REASON_LENGTH: Final = 1
 TOPK_MASK_TOKEN: Final = 0
 TOPK_MASK_LOGPROB: Final = -99999.0
 
-# A sparse tensor is expanded to dense; refuse shapes no real request has (hostile input).
-_MAX_DENSE_ELEMENTS: Final = 1 << 28
 # An ArrayRecord without fields still stands for num_datums (empty) outputs; bound it likewise.
 _MAX_EMPTY_RECORD_DATUMS: Final = 1 << 16
 
@@ -632,38 +630,43 @@ def decode_forward_backward_request(
     )
 
 
-def _read_double_entry(buf: bytes, start: int, end: int, where: str) -> tuple[str, float]:
+def _read_entry(
+    buf: bytes, start: int, end: int, where: str, value_type: int
+) -> tuple[str, tuple[int, int] | None]:
+    """Read a map entry ``{string key = 1; value = 2}``: its key and its value's payload range.
+
+    The range is None when the entry has no value (proto3: the value's default).
+    """
     name = ""
-    number = 0.0
+    value: tuple[int, int] | None = None
     for field, wire_type, a, b in iter_fields(buf, start, end):
         if field == 1:
             expect_wire_type(wire_type, WT_LEN, f"{where} key")
             name = read_string(buf, a, b, f"{where} key")
         elif field == 2:
-            expect_wire_type(wire_type, WT_I64, f"{where}[{name!r}]")
-            number = read_double(buf, a)
-    return name, number
+            expect_wire_type(wire_type, value_type, f"{where}[{name!r}]")
+            value = (a, b)
+    return name, value
+
+
+def _read_double_entry(buf: bytes, start: int, end: int, where: str) -> tuple[str, float]:
+    name, value = _read_entry(buf, start, end, where, WT_I64)
+    return name, 0.0 if value is None else read_double(buf, value[0])
 
 
 def _read_config_v2_entry(buf: bytes, start: int, end: int) -> tuple[str, float | str]:
     where = "ForwardBackwardRequest.loss_fn_config_v2"
-    name = ""
+    name, entry_value = _read_entry(buf, start, end, where, WT_LEN)
     value: float | str = 0.0
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where} key")
-            name = read_string(buf, a, b, f"{where} key")
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}[{name!r}]")
-            value = 0.0
-            # LossConfigValue { oneof value { double number = 1; string text = 2; } }
-            for inner, inner_type, c, d in iter_fields(buf, a, b):
-                if inner == 1:
-                    expect_wire_type(inner_type, WT_I64, f"{where}[{name!r}].number")
-                    value = read_double(buf, c)
-                elif inner == 2:
-                    expect_wire_type(inner_type, WT_LEN, f"{where}[{name!r}].text")
-                    value = read_string(buf, c, d, f"{where}[{name!r}].text")
+    if entry_value is not None:
+        # LossConfigValue { oneof value { double number = 1; string text = 2; } }
+        for inner, inner_type, c, d in iter_fields(buf, *entry_value):
+            if inner == 1:
+                expect_wire_type(inner_type, WT_I64, f"{where}[{name!r}].number")
+                value = read_double(buf, c)
+            elif inner == 2:
+                expect_wire_type(inner_type, WT_LEN, f"{where}[{name!r}].text")
+                value = read_string(buf, c, d, f"{where}[{name!r}].text")
     return name, value
 
 
@@ -727,18 +730,8 @@ def _decode_chunk(buf: bytes, start: int, end: int, where: str) -> types.ModelIn
 def _decode_tensor_entry(
     buf: bytes, start: int, end: int, where: str
 ) -> tuple[str, types.TensorData]:
-    name = ""
-    tensor_range: tuple[int, int] | None = None
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where} key")
-            name = read_string(buf, a, b, f"{where} key")
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}[{name!r}]")
-            tensor_range = (a, b)
-    if tensor_range is None:
-        tensor_range = (end, end)
-    return name, _decode_tensor(buf, *tensor_range, f"{where}[{name!r}]")
+    name, tensor_range = _read_entry(buf, start, end, where, WT_LEN)
+    return name, _decode_tensor(buf, *(tensor_range or (end, end)), f"{where}[{name!r}]")
 
 
 def _decode_tensor(buf: bytes, start: int, end: int, where: str) -> types.TensorData:
@@ -808,29 +801,13 @@ def _sparse_to_dense(
         elif field == 3:
             expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.col_indices")
             col_range = (a, b)
-    if len(shape) != 2:
-        raise WireFormatError(f"protobuf: {where}: a sparse CSR tensor needs a 2-D shape")
-    rows, cols = shape
-    if rows * cols > _MAX_DENSE_ELEMENTS:
-        raise WireFormatError(f"protobuf: {where}: sparse tensor shape {shape} is too large")
     values = read_array(buf, *values_range, wire_dtype, f"{where}.sparse_csr.values")
     crow = read_array(buf, *crow_range, _I64, f"{where}.sparse_csr.crow_indices")
     col = read_array(buf, *col_range, _I64, f"{where}.sparse_csr.col_indices")
-    nnz = values.size
-    counts = np.diff(crow)
-    if (
-        crow.size != rows + 1
-        or col.size != nnz
-        or int(crow[0]) != 0
-        or int(crow[-1]) != nnz
-        or bool(np.any(counts < 0))
-        or (nnz and (int(col.min()) < 0 or int(col.max()) >= cols))
-    ):
-        raise WireFormatError(f"protobuf: {where}: inconsistent sparse CSR indices")
-    dense = np.zeros(rows * cols, dtype=wire_dtype)
-    row_index = np.repeat(np.arange(rows, dtype=np.int64), counts)
-    dense[row_index * cols + col] = values
-    return dense
+    try:
+        return types._csr_to_dense(values, crow, col, shape)
+    except ValueError as exc:
+        raise WireFormatError(f"protobuf: {where}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -936,16 +913,10 @@ def _decode_array_record(
     for field, wire_type, a, b in iter_fields(buf, start, end):
         if field == 2:
             expect_wire_type(wire_type, WT_LEN, f"{where}.fields")
-            name = ""
-            tensor_range = (b, b)
-            for inner, inner_type, c, d in iter_fields(buf, a, b):
-                if inner == 1:
-                    expect_wire_type(inner_type, WT_LEN, f"{where}.fields key")
-                    name = read_string(buf, c, d, f"{where}.fields key")
-                elif inner == 2:
-                    expect_wire_type(inner_type, WT_LEN, f"{where}.fields[{name!r}]")
-                    tensor_range = (c, d)
-            columns[name] = _decode_batched_tensor(buf, *tensor_range, f"{where}.fields[{name!r}]")
+            name, tensor_range = _read_entry(buf, a, b, f"{where}.fields", WT_LEN)
+            columns[name] = _decode_batched_tensor(
+                buf, *(tensor_range or (b, b)), f"{where}.fields[{name!r}]"
+            )
         elif field == 3:
             expect_wire_type(wire_type, WT_VARINT, f"{where}.num_datums")
             num_datums = as_int64(a)
@@ -1073,9 +1044,14 @@ def _encode_topk(rows: Sequence[Sequence[tuple[int, float]] | None]) -> Writer:
     token_ids = np.full((length, k), TOPK_MASK_TOKEN, dtype=_I32)
     logprobs = np.full((length, k), TOPK_MASK_LOGPROB, dtype=_F32)
     for i, row in enumerate(rows):
-        for j, (token, logprob) in enumerate(row or ()):
-            token_ids[i, j] = token
-            logprobs[i, j] = logprob
+        try:
+            for j, (token, logprob) in enumerate(row or ()):
+                token_ids[i, j] = token
+                logprobs[i, j] = logprob
+        except (OverflowError, TypeError, ValueError) as exc:
+            raise WireFormatError(
+                f"protobuf: topk_prompt_logprobs[{i}] needs (int32 token, float) pairs: {exc}"
+            ) from exc
     topk = Writer()
     if token_ids.size:
         topk.array_field(_K1_LEN, token_ids)

@@ -39,7 +39,6 @@ from typing import Any, Literal, TypeVar
 
 from tinker_lite import _wire, types
 from tinker_lite._errors import (
-    APIError,
     APIResponseValidationError,
     InvalidInputError,
     NotFoundError,
@@ -332,6 +331,7 @@ class _Credentials:
         self._exp: float | None = None
         self._fetch: Callable[[], str] | None = None
         self._next_attempt = 0.0
+        self._fetching = threading.local()
 
     def __repr__(self) -> str:
         return f"_Credentials(jwt={'***' if self._jwt else None})"
@@ -342,10 +342,18 @@ class _Credentials:
 
     def enable_jwt(self, fetch: Callable[[], str]) -> None:
         """Exchange the API key for a JWT now; later requests carry the JWT."""
-        token = fetch()
+        token = self._fetch_token(fetch)
         with self._lock:
             self._fetch = fetch
             self._install(token)
+
+    def _fetch_token(self, fetch: Callable[[], str]) -> str:
+        """Call ``fetch``; requests this thread sends meanwhile carry the API key, not the JWT."""
+        self._fetching.active = True
+        try:
+            return fetch()
+        finally:
+            self._fetching.active = False
 
     def _install(self, token: str) -> None:
         register_secret(token)
@@ -353,8 +361,10 @@ class _Credentials:
         self._exp = jwt_expiry(token)
 
     def current(self) -> str | None:
+        """The credential to send now: the API key, or the JWT (refreshed before it expires)."""
         token = self._jwt
-        if token is None:
+        # WIRE.md §13.2: auth/token itself is authenticated with the API key, never the JWT.
+        if token is None or getattr(self._fetching, "active", False):
             return self.api_key
         exp = self._exp
         if exp is not None:
@@ -378,7 +388,7 @@ class _Credentials:
             if not force and self._wall_clock() < self._next_attempt:
                 return
             try:
-                token = self._fetch()
+                token = self._fetch_token(self._fetch)
             except TinkerError as e:
                 self._next_attempt = self._wall_clock() + self._retry_pause
                 logger.warning("Could not refresh the access token: %s", redact(str(e)))
@@ -610,7 +620,7 @@ class _Heartbeat:
         except ClientClosedError:
             self._stop.set()
             return "expired"
-        except APIError as e:
+        except TinkerError as e:
             return f"{type(e).__name__}: {redact(str(e))}"
         if 200 <= resp.status < 300:
             self.beats += 1
@@ -896,26 +906,29 @@ class SessionHolder:
             self._credentials.enable_jwt(self._make_token_fetcher())
         if self._want_session:
             self._session_id = self._create_session()
-        telemetry = Telemetry(
-            self._transport,
-            session_id=self._session_id,
-            sdk_version=self.settings.sdk_version,
-            enabled=self.settings.telemetry,
-            flush_interval=self._telemetry_flush_interval,
-            clock=self._clock,
-        )
-        self._telemetry_ref[0] = telemetry
-        telemetry.session_start()
-        if self._session_id is not None:
-            heartbeat = _Heartbeat(
+        with self._close_lock:
+            if self._closed:
+                raise ClientClosedError("The client was closed during start-up.")
+            telemetry = Telemetry(
                 self._transport,
-                self._session_id,
-                interval=self._heartbeat_interval,
+                session_id=self._session_id,
+                sdk_version=self.settings.sdk_version,
+                enabled=self.settings.telemetry,
+                flush_interval=self._telemetry_flush_interval,
                 clock=self._clock,
-                wait=self._heartbeat_wait,
             )
-            self._heartbeat_ref[0] = heartbeat
-            heartbeat.start()
+            self._telemetry_ref[0] = telemetry
+            telemetry.session_start()
+            if self._session_id is not None:
+                heartbeat = _Heartbeat(
+                    self._transport,
+                    self._session_id,
+                    interval=self._heartbeat_interval,
+                    clock=self._clock,
+                    wait=self._heartbeat_wait,
+                )
+                self._heartbeat_ref[0] = heartbeat
+                heartbeat.start()
 
     def _fetch_client_config(self) -> tuple[types.ClientConfigResponse, bool]:
         body = _wire.dumps(types.ClientConfigRequest(sdk_version=self.settings.sdk_version))
@@ -1220,24 +1233,21 @@ class SessionHolder:
     def _finish_session(
         self, finish: types.SessionFinishRequest, sdk_method: str | None, read_timeout: float
     ) -> None:
-        headers = {}
-        if sdk_method:
-            headers = {"x-sdk-version": self.settings.sdk_version, "x-sdk-method": sdk_method}
+        body, headers = self._prepare(finish, None, None, sdk_method)
         path = f"/api/v1/sessions/{self._session_id}/finish"
         try:
-            send_with_retries(
-                self._transport,
+            self._send(
                 PoolKind.SESSION,
                 "POST",
                 path,
-                body=_wire.dumps(finish),
+                body=body,
                 headers=headers,
                 timeout=Timeout(connect=min(5.0, read_timeout), read=read_timeout),
                 policy=NO_RETRIES,
             )
         except NotFoundError:
             logger.debug("The service has no session finish endpoint (404); ignored")
-        except APIError as e:
+        except TinkerError as e:
             logger.info("Could not finish session %s: %s", self._session_id, redact(str(e)))
 
     def _abandon(self) -> None:

@@ -36,8 +36,9 @@ LOSS_FN_INPUTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
     "cispo": (_RL_REQUIRED, _CLIP_KEYS),
     "dro": (_RL_REQUIRED, frozenset()),
 }
-# Keys aligned with model_input (one value, or one row, per input position).
-_PER_TOKEN_KEYS = frozenset({"target_tokens", "weights", "logprobs", "advantages"})
+# Keys aligned with target_tokens (one value, or one row, per input position), checked in a
+# fixed order so the same batch always reports the same key.
+_ALIGNED_KEYS = tuple(sorted(types._PER_TOKEN_KEYS - {"target_tokens"}))
 
 
 @attrs.frozen
@@ -174,7 +175,7 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
             target_shape = tensor.shape if tensor.shape is not None else [tensor.size]
             _check_vocab(field, values, vocab_size)
     if target_shape is not None:
-        for key in _PER_TOKEN_KEYS - {"target_tokens"}:
+        for key in _ALIGNED_KEYS:
             other = datum.loss_fn_inputs.get(key)
             if other is None:
                 continue

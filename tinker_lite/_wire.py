@@ -13,6 +13,7 @@ This module never does HTTP.
 from __future__ import annotations
 
 import base64
+import contextvars
 import enum
 import json
 import math
@@ -76,8 +77,6 @@ def _value(value: Any, field: str) -> Any:
         return _finite_float(value, field)
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, bool):
-        return bool(value)
     if isinstance(value, str):
         return str(value)
     if isinstance(value, int):
@@ -289,7 +288,10 @@ _FRACTION = re.compile(r"\.(\d+)")
 
 def _struct_datetime(value: Any, _: Any) -> datetime:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        try:
+            return datetime.fromtimestamp(value, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise _PathError(f"timestamp {_describe(value)} is out of range") from None
     if not isinstance(value, str):
         raise _PathError(f"expected an ISO-8601 datetime, got {_describe(value)}")
     text = value.strip()
@@ -323,15 +325,21 @@ _TENSOR_KEYS = frozenset({"data", "dtype", "shape", "sparse_crow_indices", "spar
 def _densify(value: Mapping[str, Any]) -> npt.NDArray[Any]:
     # WIRE.md §13.3: a sparse CSR tensor carries nnz values, row pointers and column indices.
     shape = value.get("shape")
-    if not isinstance(shape, list) or len(shape) != 2:
+    if not isinstance(shape, list) or len(shape) != 2 or any(type(d) is not int for d in shape):
         raise _PathError("a sparse tensor needs a 2-D shape")
-    crow = np.asarray(value["sparse_crow_indices"], dtype=np.int64)
-    cols = np.asarray(value.get("sparse_col_indices"), dtype=np.int64)
-    values = np.asarray(value["data"])
-    dense = np.zeros(shape, dtype=values.dtype if values.size else np.float64)
-    rows = np.repeat(np.arange(shape[0]), np.diff(crow))
-    dense[rows, cols] = values
-    return dense
+    if value.get("sparse_col_indices") is None:
+        raise _PathError("a sparse tensor needs 'sparse_col_indices'")
+    try:
+        values = np.asarray(value["data"])
+        crow = np.asarray(value["sparse_crow_indices"], dtype=np.int64)
+        cols = np.asarray(value["sparse_col_indices"], dtype=np.int64)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise _PathError(f"a sparse tensor needs numeric data and indices ({exc})") from None
+    try:
+        dense = types._csr_to_dense(values, crow, cols, shape)
+    except ValueError as exc:
+        raise _PathError(str(exc)) from None
+    return dense.reshape(shape)
 
 
 def _chunk_class(value: Mapping[str, Any]) -> type:
@@ -355,9 +363,8 @@ def _struct_chunk(value: Any, _: Any) -> types.ModelInputChunk:
     if not isinstance(value, Mapping):
         raise _PathError(f"expected a chunk object, got {_describe(value)}")
     cls = _chunk_class(value)
-    if cls is types.EncodedTextChunk and not _strict.get():
-        tokens = value["tokens"]
-        return types.EncodedTextChunk(tokens=tokens)
+    if cls is types.EncodedTextChunk and not _strict.get() and "tokens" in value:
+        return types.EncodedTextChunk(tokens=value["tokens"])
     result: types.ModelInputChunk = _structure_attrs(value, cls)
     return result
 
@@ -431,7 +438,7 @@ def _struct_tuple_factory(tp: Any) -> Callable[[Any, Any], Any]:
         if not isinstance(value, (list, tuple)):
             raise _PathError(f"expected a list, got {_describe(value)}")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_converter.structure(item, args[0]) for item in value)
+            return tuple(_guard(f"[{i}]", item, args[0]) for i, item in enumerate(value))
         if len(value) != len(args):
             raise _PathError(f"expected {len(args)} items, got {len(value)}")
         return tuple(_guard(f"[{i}]", value[i], args[i]) for i in range(len(args)))
@@ -489,15 +496,10 @@ def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (Union, _pytypes.UnionType)
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
 def _field_specs(
     cls: type,
 ) -> tuple[list[tuple[str, str, Any, bool, bool]], dict[str, Any], set[str]]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
     specs = []
     fixed: dict[str, Any] = {}
     for field in attrs.fields(cls):
@@ -552,27 +554,10 @@ def _structure_attrs(value: Any, cls: type[T]) -> T:
         raise _PathError(f"cannot build {cls.__name__}: {exc}") from exc
 
 
-class _StrictFlag:
-    """Whether the current decode forbids unknown keys and values (per thread of control)."""
-
-    def __init__(self) -> None:
-        import contextvars
-
-        self._var: contextvars.ContextVar[bool] = contextvars.ContextVar(
-            "tinker_lite_wire_strict", default=False
-        )
-
-    def get(self) -> bool:
-        return self._var.get()
-
-    def set(self, value: bool) -> Any:
-        return self._var.set(value)
-
-    def reset(self, token: Any) -> None:
-        self._var.reset(token)
-
-
-_strict = _StrictFlag()
+# Whether the current decode forbids unknown keys and values (per thread of control).
+_strict: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "tinker_lite_wire_strict", default=False
+)
 
 
 def _is_attrs_model(tp: Any) -> bool:
@@ -730,9 +715,7 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(
             tree, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
         ).encode("utf-8")
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, InvalidInputError):
-            raise
+    except (TypeError, ValueError) as exc:  # NaN/Inf were refused above, by _tree
         raise WireFormatError(f"cannot encode {type(obj).__name__} as JSON: {exc}") from exc
 
 

@@ -419,8 +419,10 @@ def cmd_check(ctx: Context) -> int:
     code = EXIT_OK
     if not report["reachable"]:
         code = EXIT_CONNECTION
-    elif report["auth"] not in ("ok", "not needed"):
+    elif report["auth"] == "API key required" or report["auth"].startswith("rejected"):
         code = EXIT_AUTH
+    elif report["auth"] not in ("ok", "not needed"):
+        code = EXIT_SERVICE  # reachable, but its answers did not tell whether the key works
     if ctx.output.json:
         report["exit_code"] = code
         ctx.output.document(report)
@@ -824,6 +826,20 @@ def cmd_checkpoint_set_ttl(ctx: Context) -> int:
     return EXIT_OK
 
 
+_DELETE_ERRORS = (TinkerError, TimeoutError, concurrent.futures.TimeoutError)
+
+
+def _delete_failed(
+    ctx: Context, failed: list[dict[str, str]], path: str, exc: BaseException
+) -> int:
+    """Record a checkpoint that could not be deleted (on stderr too); return its exit code."""
+    message = _error_message(exc)
+    failed.append({"tinker_path": path, "error": message})
+    if not ctx.output.json:
+        ctx.output.note(f"{PROG}: error: {path}: {message}")
+    return exit_code_for(exc)
+
+
 def cmd_checkpoint_delete(ctx: Context) -> int:
     """Delete one or more checkpoints (each is attempted; the first failure sets the exit code)."""
     paths = [_parse_path(p).tinker_path for p in ctx.args.paths]
@@ -833,11 +849,9 @@ def cmd_checkpoint_delete(ctx: Context) -> int:
     for path in paths:
         try:
             ctx.wait(ctx.rest().delete_checkpoint_from_tinker_path(path))
-        except (TinkerError, TimeoutError, concurrent.futures.TimeoutError) as exc:
-            failed.append({"tinker_path": path, "error": _error_message(exc)})
-            code = code or exit_code_for(exc)
-            if not ctx.output.json:
-                ctx.output.note(f"{PROG}: error: {path}: {_error_message(exc)}")
+        except _DELETE_ERRORS as exc:
+            failure = _delete_failed(ctx, failed, path, exc)
+            code = code or failure
             continue
         deleted.append(path)
         if not ctx.output.json:
@@ -923,9 +937,8 @@ def plan_prune(
         if checkpoint.public:
             public.append(checkpoint)
             continue
-        try:
-            run_id = _parse_path(checkpoint.tinker_path).training_run_id
-        except InvalidInputError:
+        run_id = _run_id(checkpoint.tinker_path)
+        if run_id is None:
             keep.append(checkpoint)
             continue
         groups.setdefault((run_id, checkpoint.checkpoint_type), []).append(checkpoint)
@@ -935,6 +948,14 @@ def plan_prune(
         keep.extend(items[:keep_last])
         delete.extend(items[keep_last:])
     return delete, keep, public
+
+
+def _run_id(path: str) -> str | None:
+    """The training run a checkpoint path belongs to, or None when the path does not parse."""
+    try:
+        return _parse_path(path).training_run_id
+    except InvalidInputError:
+        return None
 
 
 def _sort_time(moment: _dt.datetime) -> float:
@@ -968,18 +989,14 @@ def cmd_checkpoint_prune(ctx: Context) -> int:
                 ctx.wait(rest.delete_checkpoint_from_tinker_path(path))
             except NotFoundError:
                 pass  # already gone (e.g. its TTL ran out meanwhile): nothing left to do
-            except (TinkerError, TimeoutError, concurrent.futures.TimeoutError) as exc:
-                failed.append({"tinker_path": path, "error": _error_message(exc)})
-                code = code or exit_code_for(exc)
-                if not ctx.output.json:
-                    ctx.output.note(f"{PROG}: error: {path}: {_error_message(exc)}")
+            except _DELETE_ERRORS as exc:
+                failure = _delete_failed(ctx, failed, path, exc)
+                code = code or failure
                 continue
             deleted.append(path)
         if not ctx.output.json:
             ctx.output.line(f"{verb} {path} ({_iso(checkpoint.time)})")
-    runs = {
-        c.tinker_path.split("/")[2] for c in listing.checkpoints if c.tinker_path.count("/") >= 4
-    }
+    runs = {_run_id(c.tinker_path) for c in listing.checkpoints} - {None}
     if ctx.output.json:
         ctx.output.document(
             {
@@ -1115,21 +1132,22 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
 def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = _whole_number(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
     return value

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tinker_lite import types
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError
 from tinker_lite._futures import APIFuture
-from tinker_lite._http import HttpResponse, PoolKind, path_param
+from tinker_lite._http import JSON, HttpResponse, PoolKind, path_param
 
 if TYPE_CHECKING:
     from tinker_lite.service_client import ServiceClient
@@ -48,6 +48,11 @@ def _check_id(field: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError(field, f"must be a non-empty string, got {value!r}")
     return value
+
+
+def _segment(field: str, value: object) -> str:
+    """``value`` checked as a non-empty id and escaped as one path segment."""
+    return path_param(_check_id(field, value), keep_slash=False)
 
 
 def _check_checkpoint_id(value: object) -> str:
@@ -117,7 +122,7 @@ class RestClient:
                 path,
                 body_obj=body_obj,
                 body=body,
-                content_type=None if method == "GET" else "application/json",
+                content_type=None if method == "GET" else JSON,
                 query=query,
                 sdk_method=sdk_method,
             )
@@ -137,7 +142,7 @@ class RestClient:
 
     @staticmethod
     def _checkpoint_path(training_run_id: str, checkpoint_id: str, suffix: str = "") -> str:
-        run = path_param(_check_id("training_run_id", training_run_id), keep_slash=False)
+        run = _segment("training_run_id", training_run_id)
         # WIRE.md §1.1: the checkpoint id keeps its '/' (two path segments).
         checkpoint = path_param(_check_checkpoint_id(checkpoint_id))
         return f"{_API}/training_runs/{run}/checkpoints/{checkpoint}{suffix}"
@@ -159,7 +164,7 @@ class RestClient:
 
     def get_training_run(self, training_run_id: str) -> APIFuture[types.TrainingRun]:
         """Return one training run (its id is the TrainingClient's ``model_id``)."""
-        run = path_param(_check_id("training_run_id", training_run_id), keep_slash=False)
+        run = _segment("training_run_id", training_run_id)
         return self._call(
             "GET",
             f"{_API}/training_runs/{run}",
@@ -188,7 +193,7 @@ class RestClient:
 
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of one training run."""
-        run = path_param(_check_id("training_run_id", training_run_id), keep_slash=False)
+        run = _segment("training_run_id", training_run_id)
         return self._call(
             "GET",
             f"{_API}/training_runs/{run}/checkpoints",
@@ -343,7 +348,7 @@ class RestClient:
 
     def get_session(self, session_id: str) -> APIFuture[types.GetSessionResponse]:
         """Return the training runs and samplers of one session."""
-        session = path_param(_check_id("session_id", session_id), keep_slash=False)
+        session = _segment("session_id", session_id)
         return self._call(
             "GET",
             f"{_API}/sessions/{session}",
@@ -353,7 +358,7 @@ class RestClient:
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
         """Return a sampler's base model and model path (its id is the sampling session id)."""
-        sampler = path_param(_check_id("sampler_id", sampler_id), keep_slash=False)
+        sampler = _segment("sampler_id", sampler_id)
         return self._call(
             "GET",
             f"{_API}/samplers/{sampler}",

@@ -31,11 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tinker_lite import _wire, types
+from tinker_lite import types
 from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures import APIFuture
-from tinker_lite._http import PoolKind, path_param
+from tinker_lite._futures import json_decoder as _json_decoder
+from tinker_lite._http import ClientClosedError, PoolKind, path_param
 from tinker_lite._journal import Journal
 from tinker_lite._retry import DEFAULT_RETRY_POLICY
 from tinker_lite._session import ENV_BASE_URL, SessionHolder
@@ -491,8 +492,6 @@ class ServiceClient:
 
     def _check_open(self) -> None:
         if self._closed:
-            from tinker_lite._http import ClientClosedError
-
             raise ClientClosedError("The ServiceClient is closed.")
 
     def _new_train_executor(self) -> ThreadPoolExecutor:
@@ -536,7 +535,10 @@ class ServiceClient:
             else:
                 out.try_set_result(value)
 
-        pool.submit(run)
+        try:
+            pool.submit(run)
+        except RuntimeError:
+            out.try_set_exception(ClientClosedError("The ServiceClient is closed."))
         return out
 
     @property
@@ -564,7 +566,7 @@ class ServiceClient:
         with _LIVE_LOCK:
             _LIVE.discard(self)
         try:
-            self._holder.close()
+            self._holder.close(sdk_method="ServiceClient.close")
         finally:
             for executor in executors:
                 executor.shutdown(wait=True)
@@ -633,15 +635,6 @@ def _close_at_exit(ref: weakref.ref[ServiceClient]) -> None:
             client.close()
         except Exception:  # pragma: no cover - never fail interpreter exit
             logger.debug("closing at exit failed", exc_info=True)
-
-
-def _json_decoder(cls: type[T]) -> Callable[[Any], T]:
-    """A poll decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: Any) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
 
 
 def _check_sampleable(model_path: str) -> None:

@@ -33,11 +33,11 @@ from typing import Any
 
 from tinker_lite import _wire, types
 from tinker_lite._errors import (
-    APIError,
     APIStatusError,
     InvalidInputError,
     RequestErrorCategory,
     RequestFailedError,
+    TinkerError,
 )
 from tinker_lite._http import TELEMETRY_TIMEOUT, PoolKind, Transport, redact
 from tinker_lite._retry import RetryPolicy, send_with_retries
@@ -332,7 +332,7 @@ class Telemetry:
                 policy=self._policy,
                 sleep=self._sleep,
             )
-        except APIError as e:
+        except TinkerError as e:
             if not self._failure_logged:
                 self._failure_logged = True
                 logger.warning(

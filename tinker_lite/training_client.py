@@ -42,6 +42,7 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._futures import APIFuture, QueueStateLogger, ReadyClient, chain, combine
+from tinker_lite._futures import json_decoder as _decode_json
 from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind
 from tinker_lite._journal import SeqOrder
 from tinker_lite._validate import validate
@@ -88,13 +89,6 @@ class _Operation:
     kind: str
     seq_id: int
     created_at: float
-
-
-def _decode_json(cls: type[T]) -> Callable[[HttpResponse], T]:
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
 
 
 def _decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
@@ -484,7 +478,6 @@ class TrainingClient(ReadyClient):
                 f"must be an AdamParams, got {type(adam_params).__name__}",
                 "e.g. types.AdamParams(learning_rate=1e-4)",
             )
-        self._service._check_open()
         return self._single(
             lambda seq_id: self._json_submission(
                 "/api/v1/optim_step",
@@ -504,7 +497,6 @@ class TrainingClient(ReadyClient):
         """Save weights and optimizer state as ``tinker://<run>/weights/<name>`` (resumable)."""
         _check_name("name", name)
         types.SaveWeightsRequest(model_id=self.model_id, path=name, ttl_seconds=ttl_seconds)
-        self._service._check_open()
         return self._single(
             lambda seq_id: self._json_submission(
                 "/api/v1/save_weights",
@@ -537,7 +529,6 @@ class TrainingClient(ReadyClient):
         self, path: str, *, optimizer: bool, sdk_method: str, kind: str
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
-        self._service._check_open()
         return self._single(
             lambda seq_id: self._json_submission(
                 "/api/v1/load_weights",
@@ -559,7 +550,6 @@ class TrainingClient(ReadyClient):
         types.SaveWeightsForSamplerRequest(
             model_id=self.model_id, path=name, ttl_seconds=ttl_seconds
         )
-        self._service._check_open()
         future: APIFuture[types.SaveWeightsForSamplerResponseInternal] = self._single(
             lambda seq_id: self._json_submission(
                 "/api/v1/save_weights_for_sampler",
@@ -597,8 +587,6 @@ class TrainingClient(ReadyClient):
             path = self.save_weights_for_sampler(name).result().path
             return self.create_sampling_client(path)
         from tinker_lite.sampling_client import SamplingClient
-
-        self._service._check_open()
 
         def build(seq_id: int) -> _Submission:
             # WIRE.md §6.1: the session-wide counter is shared with create_sampling_session.

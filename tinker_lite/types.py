@@ -527,10 +527,6 @@ class TensorData:
         flat.flags.writeable = False
         return cls._trusted(flat, _dtype_name(arr.dtype), list(arr.shape))
 
-    def __ne__(self, other: object) -> bool:
-        result = _tensor_data_eq(self, other)
-        return result if result is NotImplemented else not result
-
     @classmethod
     def from_numpy(cls, array: npt.NDArray[Any]) -> TensorData:
         """Build from a numpy array: dtype from its kind (float -> float32, int/bool -> int64)."""
@@ -578,6 +574,46 @@ class TensorData:
 
 def _dtype_name(dtype: np.dtype[Any]) -> TensorDtype:
     return "float32" if dtype.kind == "f" else "int64"
+
+
+# A sparse tensor is expanded to dense; refuse shapes no real request has (hostile input).
+_MAX_DENSE_ELEMENTS = 1 << 28
+
+
+def _csr_to_dense(
+    values: npt.NDArray[Any],
+    crow: npt.NDArray[np.int64],
+    cols: npt.NDArray[np.int64],
+    shape: Sequence[int],
+) -> npt.NDArray[Any]:
+    """Return a 2-D sparse CSR tensor as a flat, row-major dense array of ``values.dtype``.
+
+    WIRE.md §13.3/§13.7: ``values`` holds the nnz values, ``crow`` the row pointers, ``cols``
+    the column indices. Raises ValueError saying what is wrong: a shape that is not 2-D, is
+    negative or too large, or indices that do not fit it.
+    """
+    if len(shape) != 2:
+        raise ValueError("a sparse CSR tensor needs a 2-D shape")
+    rows, width = shape
+    if rows < 0 or width < 0:
+        raise ValueError(f"sparse tensor shape {list(shape)} has a negative dimension")
+    if rows * width > _MAX_DENSE_ELEMENTS:
+        raise ValueError(f"sparse tensor shape {list(shape)} is too large")
+    nnz = values.size
+    inconsistent = ValueError("inconsistent sparse CSR indices")
+    if crow.ndim != 1 or cols.ndim != 1 or crow.size != rows + 1 or cols.size != nnz:
+        raise inconsistent
+    counts = np.diff(crow)
+    if (
+        int(crow[0]) != 0
+        or int(crow[-1]) != nnz
+        or bool(np.any(counts < 0))
+        or (nnz and (int(cols.min()) < 0 or int(cols.max()) >= width))
+    ):
+        raise inconsistent
+    dense = np.zeros(rows * width, dtype=values.dtype)
+    dense[np.repeat(np.arange(rows, dtype=np.int64), counts) * width + cols] = values.reshape(-1)
+    return dense
 
 
 # ---------------------------------------------------------------------------------------------
@@ -684,10 +720,8 @@ def _check_image_format(field: str, value: object) -> str:
 
 
 def _check_image_counts(owner: Any, name: str) -> None:
-    for attr, minimum in (("expected_tokens", 1), ("height", 1), ("width", 1), ("tokens", 1)):
-        value = getattr(owner, attr)
-        if value is not None:
-            _set(owner, attr, _check_int(f"{name}.{attr}", value, minimum=minimum))
+    for attr in ("expected_tokens", "height", "width", "tokens"):
+        _set(owner, attr, _check_opt_int(f"{name}.{attr}", getattr(owner, attr), minimum=1))
 
 
 def _image_bytes_converter(value: bytes | str) -> bytes:
@@ -825,13 +859,15 @@ class ModelInput:
 
 def _loss_fn_input(key: str, value: object) -> TensorData:
     field = f"loss_fn_inputs[{key!r}]"
-    dtype: str | None = LOSS_FN_INPUT_DTYPES.get(key)
+    dtype = LOSS_FN_INPUT_DTYPES.get(key)
     try:
         if isinstance(value, TensorData):
             if dtype is None or value.dtype == dtype:
                 return value
+            # value.data is flat and holds math.prod(value.shape) values: only the cast is new.
             arr = _coerce_array(field, value.data, dtype)
-            return TensorData(data=arr, dtype=dtype, shape=value.shape)  # type: ignore[arg-type]
+            arr.flags.writeable = False
+            return TensorData._trusted(arr, dtype, value.shape)
         if isinstance(value, np.ndarray) or _is_torch_tensor(value):
             arr = _coerce_array(field, value, dtype)
         elif isinstance(value, (list, tuple)):
@@ -1593,7 +1629,12 @@ class TelemetrySendRequest:
     process_uuid: str
 
     def __attrs_post_init__(self) -> None:
-        events = list(self.events)
+        raw: Any = self.events
+        if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Iterable):
+            raise InvalidInputError(
+                "events", f"must be a list of telemetry events, got {type(raw).__name__}"
+            )
+        events = list(raw)
         for index, event in enumerate(events):
             if not isinstance(event, _EVENT_TYPES):
                 raise InvalidInputError(f"events[{index}]", "must be a telemetry event")
@@ -1973,9 +2014,11 @@ class ParsedCheckpointTinkerPath:
         path = check_tinker_path("tinker_path", tinker_path)
         parts = path[len("tinker://") :].split("/")
         if len(parts) != 3 or not all(parts):
+            empty = parts.count("")
             raise InvalidInputError(
                 "tinker_path",
-                f"{path!r} has {len(parts)} non-empty part(s) after tinker://, expected 3",
+                f"{path!r} has {len(parts)} part(s) after tinker://"
+                f"{f' ({empty} empty)' if empty else ''}, expected 3 non-empty",
                 kinds_hint,
             )
         run_id, kind, name = parts

@@ -5,7 +5,9 @@ official SDK to train and sample against it: sessions, client config (and JWT ex
 ``jwt=True``), models, forward / forward_backward (JSON and protobuf), optim_step, checkpoints
 on disk (save / load / sampler weights, REST listing, TTL, publish, tar.gz archives), sampling,
 ``retrieve_future`` long-polls and telemetry. Any base model name is accepted and maps to the
-tiny model.
+tiny model. Of the string-valued ``loss_fn_config`` entries (0.38 ``loss_fn_config_v2`` text), dro
+accepts ``reference: "sampler"`` and ignores it (its reference policy always is the sampler's
+``logprobs`` input); any other string key or value fails the request as a user error naming it.
 
 Start it in-process::
 

@@ -25,7 +25,7 @@ import shutil
 import struct
 import tarfile
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -451,11 +451,6 @@ class CheckpointStore:
             self._reserved.add(key)
         return path
 
-    def release(self, path: TinkerPath) -> None:
-        """Drop a reservation whose save failed."""
-        with self._lock:
-            self._reserved.discard((path.run_id, path.kind, path.name))
-
     def _commit(
         self,
         path: TinkerPath,
@@ -625,12 +620,6 @@ class CheckpointStore:
             if archive is None or not archive.path.exists():
                 return None
             return archive.path, archive.filename
-
-    def iter_records(self) -> Iterator[CheckpointRecord]:
-        """All live checkpoints (no particular order)."""
-        with self._lock:
-            self._purge_expired()
-            yield from list(self._checkpoints.values())
 
 
 def _plain_member(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -187,11 +187,6 @@ class FaultInjector:
             self._rules = rules
         return rules
 
-    @property
-    def active(self) -> bool:
-        """True when at least one rule is installed."""
-        return bool(self._rules)
-
     def describe(self) -> list[dict[str, Any]]:
         """Every rule with its counters."""
         with self._lock:

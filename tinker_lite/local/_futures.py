@@ -26,12 +26,9 @@ class FutureEntry:
         "cancelled",
         "category",
         "created_perf",
-        "created_wall",
         "done",
         "error",
         "event",
-        "kind",
-        "model_id",
         "ready_perf",
         "ready_wall",
         "request_id",
@@ -39,12 +36,9 @@ class FutureEntry:
         "waiting_reason",
     )
 
-    def __init__(self, request_id: str, kind: str, model_id: str | None) -> None:
+    def __init__(self, request_id: str) -> None:
         self.request_id = request_id
-        self.kind = kind
-        self.model_id = model_id
         self.created_perf = time.perf_counter()
-        self.created_wall = time.time()
         self.event = threading.Event()
         self.done = False
         self.cancelled = False
@@ -55,11 +49,6 @@ class FutureEntry:
         self.ready_wall: float | None = None
         self.waiting_reason: Callable[[], str | None] | None = None
         self._cache: dict[str, bytes] = {}
-
-    @property
-    def failed(self) -> bool:
-        """True when the request completed with an error."""
-        return self.done and self.error is not None
 
     def encoded(self, fmt: str, encode: Callable[[], bytes]) -> bytes:
         """The result encoded as ``fmt`` (computed once, then cached)."""
@@ -81,9 +70,9 @@ class FutureStore:
         self._completed: collections.deque[tuple[float, str]] = collections.deque()
         self.completed_count = 0
 
-    def create(self, kind: str, model_id: str | None = None) -> FutureEntry:
+    def create(self) -> FutureEntry:
         """Register a new pending request and return it."""
-        entry = FutureEntry(f"req-{uuid.uuid4().hex}", kind, model_id)
+        entry = FutureEntry(f"req-{uuid.uuid4().hex}")
         with self._lock:
             self._purge()
             self._entries[entry.request_id] = entry

@@ -1,53 +1,26 @@
 """Strict request parsing for the local server: JSON body -> ``types`` request, or a 4xx.
 
 Bodies are structured with ``_wire.structure(..., strict=True)`` so unknown keys, wrong types and
-missing required fields are rejected like the service's own schemas do (422). A few keys that the
-official SDKs send but the request models do not (yet) declare are accepted explicitly: they are
-taken out of the body before structuring and handed back to the caller, type-checked.
+missing required fields are rejected like the service's own schemas do (422, naming the field).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from tinker_lite import _wire, types
 from tinker_lite._errors import InvalidInputError, WireFormatError
 from tinker_lite.local.state import HTTPError
 
-__all__ = ["parse_json", "structure_request"]
+__all__ = ["check_empty_object", "field_error", "parse_json", "schema_error", "structure_request"]
 
 T = TypeVar("T")
 
 
-def _is_bool(value: object) -> bool:
-    return isinstance(value, bool)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_str(value: object) -> bool:
-    return isinstance(value, str)
-
-
-# Keys the official SDKs send that a request model may not declare: name -> type check.
-_EXTRAS: dict[type[Any], dict[str, Callable[[object], bool]]] = {
-    # golden-0.38 asample bodies always carry it (stable_reinforce, SERVER.md §1.6)
-    types.SampleRequest: {"record_stability_info": _is_bool},
-    types.CreateSessionRequest: {"project_id": _is_str, "display_name": _is_str},
-    types.SaveWeightsRequest: {"overwrite": _is_bool, "ttl_seconds": _is_int},
-    types.SaveWeightsForSamplerRequest: {"kind": _is_str, "ttl_seconds": _is_int},
-    types.FutureRetrieveRequest: {"allow_metadata_only": _is_bool},
-    types.CreateModelRequest: {"optimizer_config": lambda v: isinstance(v, dict)},
-    types.LoadWeightsRequest: {"optimizer": _is_bool},
-}
-
-
-def _default_process_uuid() -> Any:
+def _default_process_uuid() -> str:
     return str(uuid.uuid4())
 
 
@@ -70,50 +43,20 @@ def parse_json(body: bytes) -> Any:
         raise HTTPError(400, f"Request body is not valid JSON: {e}") from e
 
 
-def _field_names(cls: type[Any]) -> set[str]:
-    # request models are attrs classes; read their fields without importing attrs (STYLE.md
-    # layering: local/ depends on types/_wire only)
-    names: set[str] = set()
-    for f in getattr(cls, "__attrs_attrs__", ()):
-        names.add(f.name)
-        if getattr(f, "alias", None):
-            names.add(f.alias)
-    return names
+def field_error(loc: Sequence[str | int], msg: str, kind: str) -> HTTPError:
+    """A 422 whose pydantic-style body names the offending field by its ``loc``."""
+    return HTTPError(422, [{"loc": list(loc), "msg": msg, "type": kind}])
 
 
-def structure_request(data: Any, cls: type[T], *, where: str = "body") -> tuple[T, dict[str, Any]]:
-    """Structure a JSON object into ``cls`` strictly; return it with the accepted extra keys."""
+def structure_request(data: Any, cls: type[T], *, where: str = "body") -> T:
+    """Structure a JSON object into ``cls`` strictly; 422 naming the field otherwise."""
     if not isinstance(data, dict):
-        raise HTTPError(
-            422,
-            [{"loc": [where], "msg": "Input should be a JSON object", "type": "dict_type"}],
-        )
-    data = dict(data)
-    declared = _field_names(cls)
-    extras: dict[str, Any] = {}
-    for key, check in _EXTRAS.get(cls, {}).items():
-        if key in data and key not in declared:
-            value = data.pop(key)
-            if value is not None and not check(value):
-                raise HTTPError(
-                    422,
-                    [
-                        {
-                            "loc": [where, key],
-                            "msg": f"{key}: wrong type {type(value).__name__}",
-                            "type": "type_error",
-                        }
-                    ],
-                )
-            extras[key] = value
-    for key, factory in _DEFAULTS.get(cls, {}).items():
-        if key not in data:
-            data[key] = factory()
+        raise field_error([where], "Input should be a JSON object", "dict_type")
+    missing = {key: factory() for key, factory in _DEFAULTS.get(cls, {}).items() if key not in data}
     try:
-        obj = _wire.structure(data, cls, strict=True)
+        return _wire.structure({**data, **missing}, cls, strict=True)
     except (WireFormatError, InvalidInputError, ValueError, TypeError) as e:
         raise schema_error(e, where) from e
-    return obj, extras
 
 
 _LOC_SPLIT = re.compile(r"\.|\[|\]")
@@ -162,23 +105,14 @@ def schema_error(exc: BaseException, where: str = "body") -> HTTPError:
     if keys:
         names = keys.group(1) or repr(keys.group(2))
         loc += [n.strip().strip("'\"") for n in names.split(",") if n.strip()][:1]
-    return HTTPError(422, [{"loc": loc, "msg": message, "type": _error_type(message)}])
+    return field_error(loc, message, _error_type(message))
 
 
 def check_empty_object(data: Any, where: str = "body") -> None:
     """Require ``{}`` (auth/token takes no fields)."""
     if not isinstance(data, Mapping):
-        raise HTTPError(
-            422, [{"loc": [where], "msg": "Input should be a JSON object", "type": "dict_type"}]
-        )
+        raise field_error([where], "Input should be a JSON object", "dict_type")
     for key in data:
-        raise HTTPError(
-            422,
-            [
-                {
-                    "loc": [where, str(key)],
-                    "msg": f"{key}: Extra inputs are not permitted",
-                    "type": "extra_forbidden",
-                }
-            ],
+        raise field_error(
+            [where, str(key)], f"{key}: Extra inputs are not permitted", "extra_forbidden"
         )

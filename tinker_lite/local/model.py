@@ -18,8 +18,10 @@ uniform in ±1/√in (drawn from the LoRA seed, 0 when none is given), ``B`` sta
 MLP up/down (``train_mlp``) and the unembedding ``lm_head`` (``train_unembed``).
 
 Where the spec leaves a choice open: cross_entropy without ``weights`` weighs every token 1;
-dro's ``beta`` defaults to 0.05; unknown loss_fn_config keys and extra loss_fn_inputs keys are
-user errors; EOS stops sampling unless a stop list is explicitly empty.
+dro's ``beta`` defaults to 0.05; dro accepts ``reference: "sampler"`` (what the 0.38 SDK may send)
+and ignores it, since its reference policy always is the sampler's (the ``logprobs`` input);
+unknown loss_fn_config keys or string values and extra loss_fn_inputs keys are user errors; EOS
+stops sampling unless a stop list is explicitly empty.
 
 Thread safety: mutating calls (forward_backward, optim_step, load_*, reset_optimizer) serialise on
 an internal lock; :meth:`TinyLM.sample` reads a snapshot of the weights and may run concurrently.
@@ -99,6 +101,12 @@ _LOSS_CONFIG_DEFAULTS: Final[dict[str, dict[str, float]]] = {
     "cispo": {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0},
     # SERVER.md §1.5: the default beta is undocumented; 0.05 is the documented example.
     "dro": {"beta": DEFAULT_DRO_BETA},
+}
+# String-valued loss_fn_config keys (WIRE.md §13.7: loss_fn_config_v2 "text") and the values the
+# model implements; they select behaviour but change no number.
+_LOSS_CONFIG_TEXT: Final[dict[str, dict[str, tuple[str, ...]]]] = {
+    # SERVER.md §1.5: q, the sampler's logprobs, is dro's reference policy
+    "dro": {"reference": ("sampler",)},
 }
 LOSS_FUNCTIONS: Final = tuple(_LOSS_INPUTS)
 
@@ -389,12 +397,22 @@ def _check_number(name: str, value: Any) -> float:
     return number
 
 
-def _resolve_loss_config(loss_fn: str, config: Mapping[str, float] | None) -> dict[str, float]:
+def _resolve_loss_config(
+    loss_fn: str, config: Mapping[str, float | str] | None
+) -> dict[str, float]:
     defaults = _LOSS_CONFIG_DEFAULTS[loss_fn]
+    texts = _LOSS_CONFIG_TEXT.get(loss_fn, {})
     resolved = dict(defaults)
     for key, value in (config or {}).items():
+        if key in texts:
+            if value not in texts[key]:
+                raise UserInputError(
+                    f"loss_fn_config[{key!r}] must be one of {list(texts[key])} for loss "
+                    f"{loss_fn}, got {value!r}"
+                )
+            continue
         if key not in defaults:
-            expected = sorted(defaults) or "no keys"
+            expected = sorted([*defaults, *texts]) or "no keys"
             raise UserInputError(
                 f"unexpected loss_fn_config key {key!r} for loss {loss_fn}; expected {expected}"
             )
@@ -960,7 +978,7 @@ class TinyLM:
         self,
         batch: Sequence[DatumArrays],
         loss_fn: str,
-        loss_fn_config: Mapping[str, float] | None,
+        loss_fn_config: Mapping[str, float | str] | None,
         *,
         backward: bool,
     ) -> tuple[list[dict[str, Array]], dict[str, float]]:
@@ -1081,8 +1099,8 @@ class TinyLM:
         lr = _check_number("learning_rate", learning_rate)
         b1, b2 = _check_number("beta1", beta1), _check_number("beta2", beta2)
         eps_value = _check_number("eps", eps)
-        wd = _check_number("weight_decay", 0.0 if weight_decay is None else weight_decay)
-        clip = _check_number("grad_clip_norm", 0.0 if grad_clip_norm is None else grad_clip_norm)
+        wd = _check_number("weight_decay", weight_decay)
+        clip = _check_number("grad_clip_norm", grad_clip_norm)
         if lr < 0 or eps_value < 0 or wd < 0 or clip < 0:
             raise UserInputError(
                 "learning_rate, eps, weight_decay and grad_clip_norm must be non-negative"

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinker_lite import _wire, types
 from tinker_lite._errors import TinkerError
@@ -34,8 +34,16 @@ from tinker_lite.local._checkpoints import CheckpointError
 from tinker_lite.local._faults import FaultDecision, FaultInjector, FaultSpecError
 from tinker_lite.local._futures import FutureEntry
 from tinker_lite.local._jwt import JwtIssuer
-from tinker_lite.local._validation import check_empty_object, parse_json, structure_request
+from tinker_lite.local._validation import (
+    check_empty_object,
+    field_error,
+    parse_json,
+    structure_request,
+)
 from tinker_lite.local.state import SUPPORTED_MODELS, HTTPError, ServerState
+
+if TYPE_CHECKING:
+    from tinker_lite._proto import ProtoForwardBackwardRequest
 
 __all__ = ["FAULTS_ENV", "LocalServer", "serve"]
 
@@ -130,27 +138,11 @@ def _query_int(query: Mapping[str, list[str]], name: str, default: int) -> int:
     try:
         value = int(values[-1])
     except ValueError:
-        raise HTTPError(
-            422,
-            [
-                {
-                    "loc": ["query", name],
-                    "msg": f"{name}: Input should be a valid integer",
-                    "type": "int_parsing",
-                }
-            ],
+        raise field_error(
+            ["query", name], f"{name}: Input should be a valid integer", "int_parsing"
         ) from None
     if value < 0:
-        raise HTTPError(
-            422,
-            [
-                {
-                    "loc": ["query", name],
-                    "msg": f"{name}: must be >= 0",
-                    "type": "greater_than_equal",
-                }
-            ],
-        )
+        raise field_error(["query", name], f"{name}: must be >= 0", "greater_than_equal")
     return value
 
 
@@ -271,9 +263,11 @@ class _App:
             return self._auth_token(headers, body)
         if not self._authorized(headers):
             return _error(401, "Invalid or missing API key (X-API-Key)")
-        handler = _POST_ROUTES.get(name) if method == "POST" else None
-        if handler is not None:
-            return handler(self, body, headers)
+        if method == "POST" and name in _STATE_ROUTES:
+            request_type, call = _STATE_ROUTES[name]
+            return _json(call(self.state, structure_request(parse_json(body), request_type)))
+        if method == "POST" and name in _POST_ROUTES:
+            return _POST_ROUTES[name](self, body, headers)
         if name == "get_server_capabilities" and method == "GET":
             return self._capabilities()
         return self._route_rest(method, name, query, body)
@@ -297,22 +291,11 @@ class _App:
                 data = parse_json(body) if body.strip() else {}
                 spec = data.get("spec") if isinstance(data, dict) else None
                 if spec is not None and not isinstance(spec, str):
-                    raise HTTPError(
-                        422,
-                        [
-                            {
-                                "loc": ["body", "spec"],
-                                "msg": "spec: expected a string",
-                                "type": "string_type",
-                            }
-                        ],
-                    )
+                    raise field_error(["body", "spec"], "spec: expected a string", "string_type")
                 try:
                     self.faults.set_spec(spec)
                 except FaultSpecError as e:
-                    raise HTTPError(
-                        422, [{"loc": ["body", "spec"], "msg": str(e), "type": "value_error"}]
-                    ) from e
+                    raise field_error(["body", "spec"], str(e), "value_error") from e
                 return _json({"rules": self.faults.describe()})
         raise HTTPError(404, f"Not found: {path}")
 
@@ -322,7 +305,7 @@ class _App:
         stats["faults"] = self.faults.describe()
         return stats
 
-    # -- session endpoints ----------------------------------------------------------------------
+    # -- endpoints beyond "structure the body, call the state" (_STATE_ROUTES) -----------------
 
     def _auth_token(self, headers: Mapping[str, str], body: bytes) -> Response:
         if self.jwt is None:
@@ -340,16 +323,8 @@ class _App:
         structure_request(parse_json(body), types.ClientConfigRequest)
         return _json(types.DynamicConfigResponse(refresh_interval_sec=300.0))
 
-    def _create_session(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.CreateSessionRequest)
-        return _json(self.state.create_session(req))
-
-    def _heartbeat(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.SessionHeartbeatRequest)
-        return _json(self.state.heartbeat(req))
-
     def _telemetry(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.TelemetrySendRequest)
+        req = structure_request(parse_json(body), types.TelemetrySendRequest)
         self.state.count_telemetry(len(req.events), body)
         return _json(types.TelemetryResponse())
 
@@ -365,114 +340,29 @@ class _App:
             )
         )
 
-    # -- models and training --------------------------------------------------------------------
-
-    def _create_model(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.CreateModelRequest)
-        return _json(self.state.create_model(req))
-
-    def _get_info(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.GetInfoRequest)
-        return _json(self.state.get_info(req))
-
-    def _unload_model(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.UnloadModelRequest)
-        return _json(self.state.unload_model(req))
-
-    def _forward(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        if _is_protobuf(headers):
-            return self._forward_backward_proto(body, forward_path=True)
-        req, _ = structure_request(parse_json(body), types.ForwardRequest)
-        fb = req.forward_input
+    def _forward_backward(
+        self, body: bytes, headers: Mapping[str, str], *, forward_only: bool = False
+    ) -> Response:
+        """``forward`` (``forward_only``) or ``forward_backward``, as JSON or protobuf."""
+        if not _is_protobuf(headers):
+            model_id, seq_id, fb = _structure_forward_backward(body, forward_only)
+            data, loss_fn, config = fb.data, fb.loss_fn, fb.loss_fn_config
+        else:
+            # WIRE.md §13.3/§13.7: protobuf ForwardBackwardRequest; forward_only marks a forward
+            proto = _decode_forward_backward_proto(body)
+            model_id, seq_id, data = proto.model_id, proto.seq_id, proto.data
+            loss_fn, config = proto.loss_fn, proto.loss_fn_config
+            forward_only = forward_only or proto.forward_only
         return _json(
             self.state.forward_backward(
-                req.model_id, req.seq_id, fb.data, fb.loss_fn, fb.loss_fn_config, forward_only=True
+                model_id, seq_id, data, loss_fn, config, forward_only=forward_only
             )
         )
-
-    def _forward_backward(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        if _is_protobuf(headers):
-            return self._forward_backward_proto(body, forward_path=False)
-        req, _ = structure_request(parse_json(body), types.ForwardBackwardRequest)
-        fb = req.forward_backward_input
-        return _json(
-            self.state.forward_backward(
-                req.model_id, req.seq_id, fb.data, fb.loss_fn, fb.loss_fn_config, forward_only=False
-            )
-        )
-
-    def _forward_backward_proto(self, body: bytes, *, forward_path: bool) -> Response:
-        # WIRE.md §13.3/§13.7: protobuf ForwardBackwardRequest; forward_only marks a forward
-        from tinker_lite import _proto
-
-        try:
-            req = _proto.decode_forward_backward_request(body)
-        except (TinkerError, ValueError) as e:
-            raise HTTPError(400, f"Invalid protobuf ForwardBackwardRequest: {e}") from e
-        if not req.model_id:
-            raise HTTPError(
-                422,
-                [{"loc": ["body", "model_id"], "msg": "model_id: is required", "type": "missing"}],
-            )
-        if not req.data:
-            raise HTTPError(
-                422, [{"loc": ["body", "data"], "msg": "data: is empty", "type": "value_error"}]
-            )
-        try:
-            loss_fn = types.check_loss_fn(req.loss_fn)
-        except TinkerError as e:
-            raise HTTPError(
-                422, [{"loc": ["body", "loss_fn"], "msg": str(e), "type": "value_error"}]
-            ) from e
-        return _json(
-            self.state.forward_backward(
-                req.model_id,
-                req.seq_id,
-                req.data,
-                loss_fn,
-                req.loss_fn_config,
-                forward_only=bool(req.forward_only) or forward_path,
-            )
-        )
-
-    def _optim_step(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.OptimStepRequest)
-        return _json(self.state.optim_step(req))
-
-    def _save_weights(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.SaveWeightsRequest)
-        return _json(self.state.save_weights(req))
-
-    def _save_weights_for_sampler(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.SaveWeightsForSamplerRequest)
-        return _json(self.state.save_weights_for_sampler(req))
-
-    def _load_weights(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.LoadWeightsRequest)
-        return _json(self.state.load_weights(req))
-
-    # -- sampling -------------------------------------------------------------------------------
-
-    def _create_sampling_session(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.CreateSamplingSessionRequest)
-        return _json(self.state.create_sampling_session(req))
-
-    def _join_sampling_session(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.JoinSamplingSessionRequest)
-        if not self.state.has_sampler(req.sampling_session_id):
-            raise HTTPError(404, f"Sampling session not found: {req.sampling_session_id!r}")
-        return _json(
-            {"sampling_session_id": req.sampling_session_id, "type": "join_sampling_session"}
-        )
-
-    def _asample(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.SampleRequest)
-        return _json(self.state.asample(req))
 
     # -- futures --------------------------------------------------------------------------------
 
     def _retrieve_future(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.FutureRetrieveRequest)
+        req = structure_request(parse_json(body), types.FutureRetrieveRequest)
         request_id = req.request_id
         decision = self.faults.decide(
             "poll", "POST", _API + "retrieve_future", headers, request_id=request_id
@@ -545,10 +435,6 @@ class _App:
 
     # -- REST -----------------------------------------------------------------------------------
 
-    def _weights_info(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req, _ = structure_request(parse_json(body), types.WeightsInfoRequest)
-        return _json(self.state.weights_info(req.tinker_path))
-
     def _route_rest(
         self, method: str, name: str, query: Mapping[str, list[str]], body: bytes
     ) -> Response:
@@ -604,7 +490,7 @@ class _App:
         if len(parts) == 2 and parts[0] == "sessions" and method == "GET":
             return _json(state.get_session(parts[1]))
         if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "finish" and method == "POST":
-            req, _ = structure_request(parse_json(body), types.SessionFinishRequest)
+            req = structure_request(parse_json(body), types.SessionFinishRequest)
             state.finish_session(parts[1], req)
             return _no_content()
         if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "trace_export":
@@ -627,7 +513,7 @@ class _App:
             store.set_public(run_id, checkpoint_id, method == "POST")
             return _no_content()
         if action == "ttl" and method == "PUT":
-            req, _ = structure_request(parse_json(body), types.SetCheckpointTTLRequest)
+            req = structure_request(parse_json(body), types.SetCheckpointTTLRequest)
             store.set_ttl(run_id, checkpoint_id, req.ttl_seconds)
             return _no_content()
         if action == "archive" and method == "GET":
@@ -676,29 +562,82 @@ def _is_protobuf(headers: Mapping[str, str]) -> bool:
     return content_type in (PROTOBUF, "application/protobuf")
 
 
+def _structure_forward_backward(
+    body: bytes, forward_only: bool
+) -> tuple[str, int | None, types.ForwardBackwardInput]:
+    """Structure a JSON forward / forward_backward body: (model_id, seq_id, input)."""
+    if forward_only:
+        fwd = structure_request(parse_json(body), types.ForwardRequest)
+        return fwd.model_id, fwd.seq_id, fwd.forward_input
+    req = structure_request(parse_json(body), types.ForwardBackwardRequest)
+    return req.model_id, req.seq_id, req.forward_backward_input
+
+
+def _decode_forward_backward_proto(body: bytes) -> ProtoForwardBackwardRequest:
+    """Decode and check a protobuf ForwardBackwardRequest; 400/422 naming the problem."""
+    from tinker_lite import _proto
+
+    try:
+        req = _proto.decode_forward_backward_request(body)
+    except (TinkerError, ValueError) as e:
+        raise HTTPError(400, f"Invalid protobuf ForwardBackwardRequest: {e}") from e
+    if not req.model_id:
+        raise field_error(["body", "model_id"], "model_id: is required", "missing")
+    if req.seq_id < 0:
+        raise field_error(["body", "seq_id"], "seq_id: must be >= 0", "greater_than_equal")
+    if not req.data:
+        raise field_error(["body", "data"], "data: is empty", "value_error")
+    try:
+        types.check_loss_fn(req.loss_fn)
+    except TinkerError as e:
+        raise field_error(["body", "loss_fn"], str(e), "value_error") from e
+    return req
+
+
+# Endpoints that structure the JSON body into a request type, pass it to one ServerState method
+# and answer with what it returns.
+_STATE_ROUTES: dict[str, tuple[type[Any], Callable[[ServerState, Any], Any]]] = {
+    "create_session": (types.CreateSessionRequest, ServerState.create_session),
+    "session_heartbeat": (types.SessionHeartbeatRequest, ServerState.heartbeat),
+    "create_model": (types.CreateModelRequest, ServerState.create_model),
+    "get_info": (types.GetInfoRequest, ServerState.get_info),
+    "unload_model": (types.UnloadModelRequest, ServerState.unload_model),
+    "optim_step": (types.OptimStepRequest, ServerState.optim_step),
+    "save_weights": (types.SaveWeightsRequest, ServerState.save_weights),
+    "save_weights_for_sampler": (
+        types.SaveWeightsForSamplerRequest,
+        ServerState.save_weights_for_sampler,
+    ),
+    "load_weights": (types.LoadWeightsRequest, ServerState.load_weights),
+    "create_sampling_session": (
+        types.CreateSamplingSessionRequest,
+        ServerState.create_sampling_session,
+    ),
+    "join_sampling_session": (
+        types.JoinSamplingSessionRequest,
+        ServerState.join_sampling_session,
+    ),
+    "asample": (types.SampleRequest, ServerState.asample),
+    "weights_info": (types.WeightsInfoRequest, ServerState.weights_info),
+}
+
 _Handler = Callable[[_App, bytes, Mapping[str, str]], Response]
 
 _POST_ROUTES: dict[str, _Handler] = {
     "client/config": _App._client_config,
     "client/dynamic_config": _App._dynamic_config,
-    "create_session": _App._create_session,
-    "session_heartbeat": _App._heartbeat,
     "telemetry": _App._telemetry,
-    "create_model": _App._create_model,
-    "get_info": _App._get_info,
-    "unload_model": _App._unload_model,
-    "forward": _App._forward,
+    "forward": lambda app, body, headers: app._forward_backward(body, headers, forward_only=True),
     "forward_backward": _App._forward_backward,
-    "optim_step": _App._optim_step,
-    "save_weights": _App._save_weights,
-    "save_weights_for_sampler": _App._save_weights_for_sampler,
-    "load_weights": _App._load_weights,
-    "create_sampling_session": _App._create_sampling_session,
-    "join_sampling_session": _App._join_sampling_session,
-    "asample": _App._asample,
     "retrieve_future": _App._retrieve_future,
-    "weights_info": _App._weights_info,
 }
+
+
+def _shutdown(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _stats_key(path: str) -> str:
@@ -714,25 +653,38 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], app: _App) -> None:
         self.app = app
-        self._connections: set[socket.socket] = set()
+        # open connections and the threads serving them (one each)
+        self._connections: dict[socket.socket, threading.Thread] = {}
         self._conn_lock = threading.Lock()
         super().__init__(address, _RequestHandler)
 
-    def track(self, conn: socket.socket, add: bool) -> None:
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve a new connection on its own daemon thread, remembered until it ends."""
+        thread = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
         with self._conn_lock:
-            if add:
-                self._connections.add(conn)
-            else:
-                self._connections.discard(conn)
+            self._connections[request] = thread
+        thread.start()
 
-    def close_connections(self) -> None:
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._conn_lock:
+                self._connections.pop(request, None)
+
+    def stop(self, timeout: float) -> None:
+        """Stop accepting, end every open connection and wait (up to ``timeout``) for its thread."""
+        self.shutdown()  # serve_forever has returned: no connection is accepted after this
+        self.server_close()
         with self._conn_lock:
-            conns = list(self._connections)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            connections = list(self._connections.items())
+        for conn, _ in connections:
+            _shutdown(conn)
+        deadline = time.monotonic() + timeout
+        for _, thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         log.debug("local server: connection error from %s", client_address, exc_info=True)
@@ -745,36 +697,8 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     server: _HTTPServer
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.track(self.connection, True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        finally:
-            self.server.track(self.connection, False)
-
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("local server: " + format, *args)
-
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
-    def do_HEAD(self) -> None:
-        self._dispatch()
 
     def _read_body(self) -> bytes:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
@@ -840,12 +764,12 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
             response.body = b""
         self._send(response, path, started)
 
+    # every method goes through the same path (BaseHTTPRequestHandler calls do_<METHOD>)
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _dispatch
+
     def _drop(self) -> None:
         self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        _shutdown(self.connection)
 
     def _send(self, response: Response, path: str, started: float) -> None:
         status = response.status
@@ -974,11 +898,10 @@ class LocalServer:
         """``http://host:port`` of the running server."""
         if self._httpd is None:
             raise RuntimeError("LocalServer is not running; call start() first")
-        host, port = self._httpd.server_address[:2]
+        port = self._httpd.server_address[1]
         shown = self.host if self.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
         if ":" in shown:
             shown = f"[{shown}]"
-        del host
         return f"http://{shown}:{port}"
 
     @property
@@ -1037,14 +960,7 @@ class LocalServer:
                 archive_ttl_s=self.archive_ttl_s,
                 base_url=lambda: self.base_url,
             )
-            self._httpd = _HTTPServer((self.host, self.port), self._app)
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name="tinker-lite-local-server",
-                daemon=True,
-            )
-            self._thread.start()
+            self._listen(self.port)
         log.info("tinker_lite local server listening on %s", self.base_url)
         return self.base_url
 
@@ -1060,12 +976,8 @@ class LocalServer:
         assert app is not None
         assert state is not None
         app.stopping.set()
-        httpd.shutdown()
-        httpd.server_close()
-        state.close()
-        httpd.close_connections()
-        if thread is not None:
-            thread.join(5.0)
+        state.close()  # releases waiting polls: they answer 503
+        self._stop_listening(httpd, thread)
         if self._owns_data_dir and self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
         log.info("tinker_lite local server stopped")
@@ -1084,11 +996,7 @@ class LocalServer:
                 return
             self._paused = True
             self._thread = None
-        httpd.shutdown()
-        httpd.server_close()
-        httpd.close_connections()
-        if thread is not None:
-            thread.join(5.0)
+        self._stop_listening(httpd, thread)
         log.info("tinker_lite local server paused (connections refused)")
 
     def resume_listening(self) -> None:
@@ -1099,17 +1007,27 @@ class LocalServer:
                 raise RuntimeError("LocalServer is not running; call start() first")
             if not self._paused:
                 return
-            httpd = _HTTPServer((self.host, old.server_address[1]), app)
-            self._httpd = httpd
+            self._listen(old.server_address[1])
             self._paused = False
-            self._thread = threading.Thread(
-                target=httpd.serve_forever,
-                kwargs={"poll_interval": 0.1},
-                name="tinker-lite-local-server",
-                daemon=True,
-            )
-            self._thread.start()
         log.info("tinker_lite local server listening again on %s", self.base_url)
+
+    def _listen(self, port: int) -> None:
+        """Bind ``port`` and serve it on a background thread (call with the lock held)."""
+        assert self._app is not None
+        self._httpd = _HTTPServer((self.host, port), self._app)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="tinker-lite-local-server",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @staticmethod
+    def _stop_listening(httpd: _HTTPServer, thread: threading.Thread | None) -> None:
+        httpd.stop(timeout=5.0)
+        if thread is not None:
+            thread.join(5.0)
 
     def set_faults(self, spec: str | None) -> None:
         """Replace the fault rules (None or "" clears them); enables ``/_local/faults``."""

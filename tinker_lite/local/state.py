@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from tinker_lite import types
-from tinker_lite._errors import InvalidInputError, TinkerError
+from tinker_lite._errors import TinkerError
 from tinker_lite.local import model as model_mod
 from tinker_lite.local._checkpoints import (
     CheckpointError,
@@ -37,7 +37,7 @@ from tinker_lite.local._checkpoints import (
 )
 from tinker_lite.local._futures import FutureEntry, FutureStore
 
-__all__ = ["SUPPORTED_MODELS", "HTTPError", "LanguageModel", "ServerState"]
+__all__ = ["SUPPORTED_MODELS", "HTTPError", "ServerState"]
 
 log = logging.getLogger("tinker_lite.local")
 
@@ -73,58 +73,6 @@ class HTTPError(Exception):
 
 class UserError(Exception):
     """A request failed because of its input: the future fails with category "user"."""
-
-
-class LanguageModel(Protocol):
-    """What the server needs from a model (TinyLM satisfies it)."""
-
-    def forward_backward(
-        self,
-        batch: Sequence[model_mod.DatumArrays],
-        loss_fn: str,
-        loss_fn_config: Mapping[str, float] | None,
-        *,
-        backward: bool,
-    ) -> tuple[list[dict[str, Any]], dict[str, float]]: ...
-
-    def optim_step(
-        self,
-        *,
-        learning_rate: float,
-        beta1: float,
-        beta2: float,
-        eps: float,
-        weight_decay: float = 0.0,
-        grad_clip_norm: float = 0.0,
-    ) -> dict[str, float] | None: ...
-
-    def sample(
-        self,
-        prompt: Sequence[int],
-        *,
-        num_samples: int = 1,
-        max_tokens: int | None = None,
-        temperature: float = 1.0,
-        top_k: int = -1,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        stop_tokens: Sequence[int] | None = None,
-        stop_strings: Sequence[str] | None = None,
-        prompt_logprobs: bool = False,
-        topk_prompt_logprobs: int = 0,
-    ) -> model_mod.SampleResult: ...
-
-    def adapter_state(self) -> dict[str, Any]: ...
-
-    def load_adapter_state(self, state: Mapping[str, Any]) -> None: ...
-
-    def optimizer_state(self) -> dict[str, Any]: ...
-
-    def load_optimizer_state(self, state: Mapping[str, Any]) -> None: ...
-
-    def reset_optimizer(self) -> None: ...
-
-    def lora_config(self) -> dict[str, object]: ...
 
 
 @dataclass(frozen=True)
@@ -188,12 +136,22 @@ class _Session:
 class _Job:
     seq_id: int | None
     kind: str
-    entry: FutureEntry | None
-    run: Callable[[_ModelState], Any] | None
+    entry: FutureEntry
+    run: Callable[[_ModelState], Any]
+
+
+@dataclass(frozen=True)
+class _Accepted:
+    """A seq_id taken by a queued or applied request (its resends get the same future)."""
+
+    kind: str
+    request_id: str
 
 
 @dataclass(frozen=True)
 class _Rejection:
+    """A seq_id consumed by a request answered with an HTTP error (its resends get it again)."""
+
     status: int
     detail: Any
 
@@ -214,13 +172,14 @@ class _ModelState:
         self.base_model = base_model
         self.lora = lora
         self.user_metadata = user_metadata
-        self.lm: LanguageModel | None = None
+        self.lm: model_mod.TinyLM | None = None
         self.create_error: str | None = None
         self.unloaded = False
         self.lock = threading.Lock()
         self.next_seq = 0
-        self.by_seq: dict[int, str | _Rejection] = {}
-        self.pending: dict[int, _Job] = {}
+        self.by_seq: dict[int, _Accepted | _Rejection] = {}
+        # held until every lower seq_id has arrived; None marks a rejected seq_id
+        self.pending: dict[int, _Job | None] = {}
         self.queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.applied: list[dict[str, Any]] = []
         self.worker: threading.Thread | None = None
@@ -262,7 +221,7 @@ class _Sampler:
         self.adapter = adapter
         self.error = error
         self.lock = threading.Lock()
-        self.lm: LanguageModel | None = None
+        self.lm: model_mod.TinyLM | None = None
 
 
 def _utc(ts: float) -> datetime:
@@ -290,7 +249,7 @@ class ServerState:
         self._models: dict[str, _ModelState] = {}
         self._samplers: dict[str, _Sampler] = {}
         self._sample_dedup: dict[tuple[str, int], str] = {}
-        self._base_lms: dict[str, LanguageModel] = {}
+        self._base_lms: dict[str, model_mod.TinyLM] = {}
         self._sample_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, sample_workers), thread_name_prefix="tinker-lite-local-sample"
         )
@@ -307,14 +266,10 @@ class ServerState:
 
     # -- models ---------------------------------------------------------------------------------
 
-    def make_lm(self, base_model: str, lora: LoraSpec) -> LanguageModel:
+    def make_lm(self, base_model: str, lora: LoraSpec) -> model_mod.TinyLM:
         """Build the model behind ``base_model`` (TinyLM, or its instant stub)."""
-        if self.stub_model:
-            stub = getattr(model_mod.TinyLM, "stub", None)
-            if stub is not None:
-                lm: LanguageModel = stub(base_model)
-                return lm
-        return model_mod.TinyLM(
+        build = model_mod.TinyLM.stub if self.stub_model else model_mod.TinyLM
+        return build(
             base_model,
             rank=lora.rank,
             seed=lora.seed,
@@ -460,11 +415,13 @@ class ServerState:
         """Register a model (seq 0 = its creation) or return the existing one's seq-0 future."""
         model_id = f"{session.session_id}:train:{model_seq_id}"
         with self._lock:
+            if self._closed:  # no worker thread may start after close()
+                raise HTTPError(503, "The local server is shutting down")
             existing = self._models.get(model_id)
             if existing is not None:
                 first = existing.by_seq.get(0)
-                if isinstance(first, str):
-                    return existing, first
+                if isinstance(first, _Accepted):
+                    return existing, first.request_id
                 raise HTTPError(409, f"Model {model_id!r} already exists")
             model = _ModelState(model_id, session.session_id, base_model, lora, user_metadata)
             self._models[model_id] = model
@@ -546,13 +503,13 @@ class ServerState:
             m.unloaded = True
             with m.lock:
                 # requests held for a missing lower seq_id can never run now
-                held = [job.entry for job in m.pending.values() if job.entry is not None]
+                held = [job.entry for job in m.pending.values() if job is not None]
                 m.pending.clear()
             for held_entry in held:
                 self.futures.fail(held_entry, f"Model {m.model_id} was unloaded", "user")
             return types.UnloadModelResponse(model_id=m.model_id)
 
-        entry = self.futures.create("UnloadModel", model.model_id)
+        entry = self.futures.create()
         model.queue.put(_Job(None, "unload_model", entry, unload))
         return types.UntypedAPIFuture(request_id=entry.request_id, model_id=model.model_id)
 
@@ -571,32 +528,35 @@ class ServerState:
         ``reject`` runs first (under the model lock); an HTTPError it raises consumes the seq_id,
         so later requests are not held forever, and a resend of that seq_id gets the same answer.
         """
-        request_type = _REQUEST_TYPES.get(kind, kind)
         with model.lock:
             if seq_id is not None:
                 prior = model.by_seq.get(seq_id)
                 if isinstance(prior, _Rejection):
                     raise HTTPError(prior.status, prior.detail)
                 if prior is not None:
-                    entry = self.futures.get(prior)
-                    if entry is not None:
-                        return entry
-                    # the original result expired: answer with its id (polls get 410)
-                    return FutureEntry(prior, request_type, model.model_id)
+                    if prior.kind != kind:
+                        raise HTTPError(
+                            400,
+                            f"seq_id {seq_id} of model {model.model_id} was already used by its "
+                            f"{prior.kind} request; each training request takes the next seq_id",
+                        )
+                    # SERVER.md §8: a resend of the same seq_id is the same request, applied once;
+                    # when its result expired, polls of its id get 410
+                    return self.futures.get(prior.request_id) or FutureEntry(prior.request_id)
                 if reject is not None:
                     try:
                         reject()
                     except HTTPError as e:
                         model.by_seq[seq_id] = _Rejection(e.status, e.detail)
-                        model.pending[seq_id] = _Job(seq_id, kind, None, None)
+                        model.pending[seq_id] = None
                         self._advance(model)
                         raise
-            entry = self.futures.create(request_type, model.model_id)
+            entry = self.futures.create()
             job = _Job(seq_id, kind, entry, run)
             if seq_id is None:
                 model.queue.put(job)
             else:
-                model.by_seq[seq_id] = entry.request_id
+                model.by_seq[seq_id] = _Accepted(kind, entry.request_id)
                 model.pending[seq_id] = job
                 entry.waiting_reason = model.waiting_reason(seq_id)
                 self._advance(model)
@@ -607,13 +567,13 @@ class ServerState:
         while model.next_seq in model.pending:
             job = model.pending.pop(model.next_seq)
             model.next_seq += 1
-            if job.run is not None:
+            if job is not None:
                 model.queue.put(job)
 
     def _model_worker(self, model: _ModelState) -> None:
         while True:
             job = model.queue.get()
-            if job is None or job.entry is None or job.run is None:
+            if job is None:
                 return
             entry = job.entry
             ok = False
@@ -662,14 +622,12 @@ class ServerState:
         """Queue a forward (``forward_only``) or forward_backward pass."""
         model = self._model(model_id)
         kind = "forward" if forward_only else "forward_backward"
-        # string values (0.38 loss_fn_config_v2 "text") reach the model, which names bad keys
-        config: Any = dict(loss_fn_config) if loss_fn_config is not None else None
 
         def run(m: _ModelState) -> types.ForwardBackwardOutput:
             assert m.lm is not None
             batch = [_datum_arrays(d, i) for i, d in enumerate(data)]
             outputs, metrics = m.lm.forward_backward(
-                batch, loss_fn, config, backward=not forward_only
+                batch, loss_fn, loss_fn_config, backward=not forward_only
             )
             return types.ForwardBackwardOutput(
                 loss_fn_output_type=_OUTPUT_TYPES.get(loss_fn, "LossReturn"),
@@ -783,8 +741,7 @@ class ServerState:
             raise HTTPError(400, f"Invalid checkpoint tinker path {path}.")
         return parsed
 
-    def _load_into(self, m: _ModelState, path: TinkerPath, optimizer: bool) -> None:
-        assert m.lm is not None
+    def _load_into(self, lm: model_mod.TinyLM, path: TinkerPath, optimizer: bool) -> None:
         try:
             adapter, optim_state, _ = self.checkpoints.load_state(path)
         except CheckpointError as e:
@@ -794,12 +751,12 @@ class ServerState:
                 f"{path.uri} is a sampler checkpoint and holds no optimizer state; "
                 "load a weights/ checkpoint with optimizer=true"
             )
-        m.lm.load_adapter_state(adapter)
+        lm.load_adapter_state(adapter)
         if optimizer:
-            m.lm.load_optimizer_state(optim_state)
+            lm.load_optimizer_state(optim_state)
         else:
             # SERVER.md §7: load_state loads weights only and resets the optimizer
-            m.lm.reset_optimizer()
+            lm.reset_optimizer()
 
     def load_weights(self, req: types.LoadWeightsRequest) -> types.UntypedAPIFuture:
         """Queue load_state[_with_optimizer], or create a model from a checkpoint."""
@@ -812,7 +769,8 @@ class ServerState:
             parsed.append(self._checkpoint_path(req.path))
 
         def run(m: _ModelState) -> types.LoadWeightsResponse:
-            self._load_into(m, parsed[0], req.optimizer)
+            assert m.lm is not None
+            self._load_into(m.lm, parsed[0], req.optimizer)
             return types.LoadWeightsResponse(path=req.path)
 
         entry = self._enqueue(model, req.seq_id, "load_weights", run, reject=check)
@@ -832,8 +790,9 @@ class ServerState:
         lora = LoraSpec.from_info(info)
 
         def build(m: _ModelState) -> types.LoadWeightsResponse:
-            m.lm = self.make_lm(m.base_model, m.lora)
-            self._load_into(m, path, req.optimizer)
+            lm = self.make_lm(m.base_model, m.lora)
+            self._load_into(lm, path, req.optimizer)
+            m.lm = lm  # only once loaded: a failed load leaves no model to train
             return types.LoadWeightsResponse(path=req.path, model_id=m.model_id)
 
         model, request_id = self._new_model(
@@ -920,12 +879,14 @@ class ServerState:
             model_path=sampler.model_path,
         )
 
-    def has_sampler(self, sampler_id: str) -> bool:
-        """True when the sampling session exists."""
+    def join_sampling_session(self, req: types.JoinSamplingSessionRequest) -> dict[str, Any]:
+        """Let a copied sampling client join an existing sampling session."""
         with self._lock:
-            return sampler_id in self._samplers
+            if req.sampling_session_id not in self._samplers:
+                raise HTTPError(404, f"Sampling session not found: {req.sampling_session_id!r}")
+        return {"sampling_session_id": req.sampling_session_id, "type": "join_sampling_session"}
 
-    def _sampler_lm(self, sampler: _Sampler) -> LanguageModel:
+    def _sampler_lm(self, sampler: _Sampler) -> model_mod.TinyLM:
         if sampler.error is not None:
             raise UserError(sampler.error)
         if sampler.adapter is None:
@@ -939,8 +900,7 @@ class ServerState:
         with sampler.lock:
             if sampler.lm is None:
                 lm = self.make_lm(sampler.base_model, sampler.lora or LoraSpec())
-                if not self.stub_model:
-                    lm.load_adapter_state(sampler.adapter)
+                lm.load_adapter_state(sampler.adapter)
                 sampler.lm = lm
             return sampler.lm
 
@@ -967,7 +927,7 @@ class ServerState:
                 entry = self.futures.get(self._sample_dedup[dedup_key])
             submit = entry is None
             if entry is None:
-                entry = self.futures.create("Sample")
+                entry = self.futures.create()
                 if dedup_key is not None:
                     self._sample_dedup[dedup_key] = entry.request_id
                     if len(self._sample_dedup) > 2 * max(4096, len(self.futures)):
@@ -1090,12 +1050,12 @@ class ServerState:
             user_metadata=metadata,
         )
 
-    def weights_info(self, tinker_path: str) -> types.WeightsInfoResponse:
+    def weights_info(self, req: types.WeightsInfoRequest) -> types.WeightsInfoResponse:
         """Base model and LoRA settings of a checkpoint."""
-        parsed = parse_tinker_path(tinker_path)
+        parsed = parse_tinker_path(req.tinker_path)
         rec = self.checkpoints.get(parsed) if parsed is not None else None
         if rec is None:
-            raise HTTPError(404, f"Checkpoint not found: {tinker_path}")
+            raise HTTPError(404, f"Checkpoint not found: {req.tinker_path}")
         info = rec.extra
         lora = LoraSpec.from_info(info)
         return types.WeightsInfoResponse(
@@ -1111,10 +1071,10 @@ class ServerState:
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the workers, release waiting polls; queued work is abandoned."""
-        if self._closed:
-            return
-        self._closed = True
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             models = list(self._models.values())
         for m in models:
             m.queue.put(None)
@@ -1126,26 +1086,9 @@ class ServerState:
                 m.worker.join(max(0.0, deadline - time.monotonic()))
 
 
-_REQUEST_TYPES = {
-    "create_model": "CreateModel",
-    "create_via_load": "LoadWeights",
-    "forward": "Forward",
-    "forward_backward": "ForwardBackward",
-    "optim_step": "OptimStep",
-    "save_weights": "SaveWeights",
-    "load_weights": "LoadWeights",
-    "save_weights_for_sampler": "SaveWeightsForSampler",
-    "unload_model": "UnloadModel",
-}
-
-
 def _classify(exc: BaseException) -> tuple[str, str]:
     """Map an exception raised by a job to (message, category) of a failed future."""
-    if isinstance(exc, UserError | model_mod.UserInputError | InvalidInputError):
-        return str(exc), "user"
-    if isinstance(exc, CheckpointError):
-        return exc.detail, "user"
-    if isinstance(exc, TinkerError | ValueError):
+    if isinstance(exc, UserError | CheckpointError | TinkerError | ValueError):
         return str(exc), "user"
     log.exception("local server: request failed with an internal error")
     return f"Internal error in the local server: {type(exc).__name__}: {exc}", "server"
