@@ -55,7 +55,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--base-model", default=BASE_MODEL)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rank", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=2e-2)
+    parser.add_argument("--learning-rate", type=float, default=5e-3)
     parser.add_argument("--max-tokens", type=int, default=8)
     return parser.parse_args(argv)
 
