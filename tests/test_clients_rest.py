@@ -52,7 +52,10 @@ def test_listing_calls_send_limit_and_offset(fake: FakeTinker, rest: RestClient)
     assert checkpoints.cursor.total_count == 1
     assert checkpoints.checkpoints[0].time == datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     queries = [r.query for r in fake.server.requests("/api/v1/training_runs")]
-    assert queries == [{"limit": "20", "offset": "0"}, {"limit": "5", "offset": "10"}]
+    assert queries == [
+        {"limit": "20", "offset": "0", "access_scope": "owned"},
+        {"limit": "5", "offset": "10", "access_scope": "owned"},
+    ]
     (user,) = fake.server.requests("/api/v1/checkpoints")
     assert user.query == {"limit": "100", "offset": "0"}
     assert user.method == "GET"

@@ -208,11 +208,13 @@ class Replay:
     def forward_backward_retry_after_500(self) -> None:
         self.generic(RETRY_STEP)
 
+    # 0.4.1 predates access_scope (WIRE.md §13.5, 0.15.0): ``None`` leaves the query
+    # parameter out, as 0.4.1 did; the README's normalisation compares queries exactly.
     def rest_get_training_run(self) -> None:
-        self.rest.get_training_run(RUN).result(timeout=30)
+        self.rest.get_training_run(RUN, access_scope=None).result(timeout=30)
 
     def rest_list_training_runs_default(self) -> None:
-        self.rest.list_training_runs().result(timeout=30)
+        self.rest.list_training_runs(access_scope=None).result(timeout=30)
 
     def rest_list_checkpoints(self) -> None:
         self.rest.list_checkpoints(RUN).result(timeout=30)

@@ -2,6 +2,8 @@
 
 Every method returns an :class:`~tinker_lite.APIFuture` at once, like the official RestClient;
 the request runs on the ServiceClient's REST threads with HTTP and operation-level retries.
+``RestClient(api_key=..., base_url=...)`` without a ServiceClient opens its own session-less
+connection (client config, no ``create_session``; golden-0.38 README), started on first use.
 ``tinker://`` paths are parsed by :meth:`types.ParsedCheckpointTinkerPath.from_tinker_path`, whose
 errors say which kinds exist: ``tinker://<run>/weights/<name>`` (a training state: loadable with
 ``load_state`` / ``create_training_client_from_state``) and
@@ -16,7 +18,8 @@ import email.utils
 import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite import types
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError
@@ -34,6 +37,7 @@ _API = "/api/v1"
 # WIRE.md §3.10: without an Expires header the signed URL is assumed valid for 15 minutes.
 _DEFAULT_ARCHIVE_VALIDITY = timedelta(minutes=15)
 _REDIRECTS = (301, 302, 303, 307, 308)
+ACCESS_SCOPES = ("owned", "accessible")
 
 
 def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
@@ -74,6 +78,17 @@ def _check_page(limit: object, offset: object) -> tuple[int, int]:
     return int(limit), int(offset)  # type: ignore[call-overload]
 
 
+def _scope_query(access_scope: object) -> dict[str, str]:
+    """WIRE.md §13.5: ``access_scope`` as a query parameter (``None``: not sent)."""
+    if access_scope is None:
+        return {}
+    if not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES:
+        raise InvalidInputError(
+            "access_scope", f"must be 'owned' or 'accessible', got {access_scope!r}"
+        )
+    return {"access_scope": access_scope}
+
+
 def _parse_expires(value: str | None, now: datetime) -> datetime:
     if value:
         try:
@@ -90,15 +105,89 @@ def _parse_expires(value: str | None, now: datetime) -> datetime:
 class RestClient:
     """Reads and manages training runs, checkpoints, sessions and samplers.
 
-    Created by :meth:`ServiceClient.create_rest_client`; shares its connection and session.
+    ``RestClient(service)`` (what :meth:`ServiceClient.create_rest_client` returns) shares the
+    ServiceClient's connection and session. ``RestClient(api_key=..., base_url=...)`` opens a
+    connection of its own without creating a session; ``base_url="local://"`` starts the
+    offline local server, like :class:`ServiceClient`. The keyword-only options ``verify``,
+    ``default_headers``, ``max_retries``, ``stall_timeout`` and ``telemetry`` mean what they
+    mean for :class:`ServiceClient`. Close it with :meth:`close` or use ``with``.
     """
 
-    def __init__(self, service: ServiceClient) -> None:
+    def __init__(
+        self,
+        service: ServiceClient | None = None,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        verify: bool | str = True,
+        default_headers: Mapping[str, str] | None = None,
+        max_retries: int | None = None,
+        stall_timeout: float | None = None,
+        telemetry: bool | None = None,
+        _session_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._owns_service = service is None
+        if service is None:
+            # Imported here: service_client imports this module lazily as well.
+            from tinker_lite.service_client import ServiceClient
+
+            options = dict(_session_options or {})
+            # golden-0.38 README: a REST-only client creates no session and sends nothing
+            # until its first call.
+            options.update(create_session=False, lazy=True)
+            service = ServiceClient(
+                api_key=api_key,
+                base_url=base_url,
+                verify=verify,
+                default_headers=default_headers,
+                max_retries=max_retries,
+                stall_timeout=stall_timeout,
+                telemetry=telemetry,
+                _session_options=options,
+            )
+        else:
+            given = {
+                "api_key": api_key is not None,
+                "base_url": base_url is not None,
+                "verify": verify is not True,
+                "default_headers": default_headers is not None,
+                "max_retries": max_retries is not None,
+                "stall_timeout": stall_timeout is not None,
+                "telemetry": telemetry is not None,
+                "_session_options": _session_options is not None,
+            }
+            conflicting = [name for name, set_ in given.items() if set_]
+            if conflicting:
+                raise InvalidInputError(
+                    conflicting[0],
+                    "cannot be combined with a ServiceClient, which has its own settings",
+                    "pass either the ServiceClient or the connection settings",
+                )
         self._service = service
         self._holder = service.holder
 
     def __repr__(self) -> str:
         return f"RestClient(base_url={self._holder.base_url!r})"
+
+    def close(self) -> None:
+        """Close the connection this RestClient opened itself (idempotent).
+
+        Stops its threads and a local server it started. A RestClient created from a
+        ServiceClient leaves that ServiceClient open: close the ServiceClient instead.
+        """
+        if self._owns_service:
+            self._service.close()
+
+    def __enter__(self) -> RestClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -147,34 +236,59 @@ class RestClient:
         checkpoint = path_param(_check_checkpoint_id(checkpoint_id))
         return f"{_API}/training_runs/{run}/checkpoints/{checkpoint}{suffix}"
 
+    # -- service -----------------------------------------------------------------------------------
+
+    def get_server_capabilities(self) -> APIFuture[types.GetServerCapabilitiesResponse]:
+        """Return the base models the service supports."""
+        return self._call(
+            "GET",
+            f"{_API}/get_server_capabilities",
+            self._parser(types.GetServerCapabilitiesResponse),
+            sdk_method="RestClient.get_server_capabilities",
+        )
+
     # -- training runs ---------------------------------------------------------------------------
 
     def list_training_runs(
-        self, limit: int = 20, offset: int = 0
+        self, limit: int = 20, offset: int = 0, access_scope: str | None = "owned"
     ) -> APIFuture[types.TrainingRunsResponse]:
-        """List your training runs, newest first (``limit`` and ``offset`` page through them)."""
+        """List training runs, newest first (``limit`` and ``offset`` page through them).
+
+        ``access_scope``: ``"owned"`` (yours) or ``"accessible"`` (also those shared with you);
+        ``None`` leaves the parameter out, for services that predate it.
+        """
         limit, offset = _check_page(limit, offset)
         return self._call(
             "GET",
             f"{_API}/training_runs",
             self._parser(types.TrainingRunsResponse),
-            query={"limit": str(limit), "offset": str(offset)},
+            query={"limit": str(limit), "offset": str(offset), **_scope_query(access_scope)},
             sdk_method="RestClient.list_training_runs",
         )
 
-    def get_training_run(self, training_run_id: str) -> APIFuture[types.TrainingRun]:
-        """Return one training run (its id is the TrainingClient's ``model_id``)."""
+    def get_training_run(
+        self, training_run_id: str, access_scope: str | None = "owned"
+    ) -> APIFuture[types.TrainingRun]:
+        """Return one training run (its id is the TrainingClient's ``model_id``).
+
+        ``access_scope`` as for :meth:`list_training_runs`.
+        """
         run = _segment("training_run_id", training_run_id)
         return self._call(
             "GET",
             f"{_API}/training_runs/{run}",
             self._parser(types.TrainingRun),
+            query=_scope_query(access_scope),
             sdk_method="RestClient.get_training_run",
         )
 
-    def get_training_run_by_tinker_path(self, tinker_path: str) -> APIFuture[types.TrainingRun]:
+    def get_training_run_by_tinker_path(
+        self, tinker_path: str, access_scope: str | None = "owned"
+    ) -> APIFuture[types.TrainingRun]:
         """Return the training run a ``tinker://`` checkpoint path belongs to."""
-        return self.get_training_run(parse_tinker_path(tinker_path).training_run_id)
+        return self.get_training_run(
+            parse_tinker_path(tinker_path).training_run_id, access_scope=access_scope
+        )
 
     def get_weights_info_by_tinker_path(
         self, tinker_path: str
@@ -334,25 +448,31 @@ class RestClient:
     # -- sessions and samplers -------------------------------------------------------------------
 
     def list_sessions(
-        self, limit: int = 20, offset: int = 0
+        self, limit: int = 20, offset: int = 0, access_scope: str | None = "owned"
     ) -> APIFuture[types.ListSessionsResponse]:
-        """List your session ids."""
+        """List session ids (``access_scope`` as for :meth:`list_training_runs`)."""
         limit, offset = _check_page(limit, offset)
         return self._call(
             "GET",
             f"{_API}/sessions",
             self._parser(types.ListSessionsResponse),
-            query={"limit": str(limit), "offset": str(offset)},
+            query={"limit": str(limit), "offset": str(offset), **_scope_query(access_scope)},
             sdk_method="RestClient.list_sessions",
         )
 
-    def get_session(self, session_id: str) -> APIFuture[types.GetSessionResponse]:
-        """Return the training runs and samplers of one session."""
+    def get_session(
+        self, session_id: str, access_scope: str | None = "owned"
+    ) -> APIFuture[types.GetSessionResponse]:
+        """Return the training runs and samplers of one session.
+
+        ``access_scope`` as for :meth:`list_training_runs`.
+        """
         session = _segment("session_id", session_id)
         return self._call(
             "GET",
             f"{_API}/sessions/{session}",
             self._parser(types.GetSessionResponse),
+            query=_scope_query(access_scope),
             sdk_method="RestClient.get_session",
         )
 

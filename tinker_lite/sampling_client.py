@@ -45,6 +45,13 @@ _BACKPRESSURE_HEADERS = {"X-Tinker-Sampling-Backpressure": "1"}
 _GATE_CHECK_INTERVAL = 0.25
 
 
+def _unless_zero(value: int) -> int | None:
+    """``None`` (not sent) for the default 0; anything else is validated by SampleRequest."""
+    if type(value) is int and value == 0:
+        return None
+    return value
+
+
 def _decode_sample(resp: HttpResponse) -> types.SampleResponse:
     # WIRE.md §P.10: decode whichever content type the service answered with.
     if resp.is_protobuf:
@@ -99,22 +106,41 @@ class SamplingClient(ReadyClient):
 
     # -- sampling --------------------------------------------------------------------------------
 
-    def sample(
+    def sample(  # noqa: PLR0917 - the official positional signature
         self,
         prompt: types.ModelInput,
         num_samples: int,
         sampling_params: types.SamplingParams,
         include_prompt_logprobs: bool = False,
         topk_prompt_logprobs: int = 0,
+        topk_sample_logprobs: int = 0,
+        target_prompt_logprobs: types.TensorData | None = None,
+        prompt_alt_tokens_k: int = 0,
+        prompt_logprobs_last_n: int | None = None,
     ) -> APIFuture[types.SampleResponse]:
         """Generate ``num_samples`` continuations of ``prompt``; returns a future at once.
 
         ``include_prompt_logprobs`` adds the logprob of every prompt token (the first is None);
         ``topk_prompt_logprobs`` adds the top-k alternatives at each prompt position.
+
+        The service's further options are sent only when set to something other than their
+        default: ``topk_sample_logprobs`` (top-k alternatives at each sampled position),
+        ``target_prompt_logprobs`` (an int64 TensorData of token ids whose logprobs to return
+        at each prompt position), ``prompt_alt_tokens_k`` and ``prompt_logprobs_last_n``
+        (prompt logprobs for the last n positions only). The offline local server accepts
+        them and ignores them: its answers never carry those extra results.
         """
         created_at = time.monotonic()
         request = self._build(
             prompt, num_samples, sampling_params, include_prompt_logprobs, topk_prompt_logprobs
+        )
+        # Sent only when set: a default value leaves the key out of the body.
+        request = attrs.evolve(
+            request,
+            topk_sample_logprobs=_unless_zero(topk_sample_logprobs),
+            target_prompt_logprobs=target_prompt_logprobs,
+            prompt_alt_tokens_k=_unless_zero(prompt_alt_tokens_k),
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
         )
         pool = self._service._sample_pool()
         request = attrs.evolve(request, seq_id=self._take_seq_id())

@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tinker_lite import types
 from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
@@ -39,7 +39,7 @@ from tinker_lite._futures import json_decoder as _json_decoder
 from tinker_lite._http import ClientClosedError, PoolKind, path_param
 from tinker_lite._journal import Journal
 from tinker_lite._retry import DEFAULT_RETRY_POLICY
-from tinker_lite._session import ENV_BASE_URL, SessionHolder
+from tinker_lite._session import ENV_BASE_URL, FinishReason, SessionHolder
 
 if TYPE_CHECKING:
     from tinker_lite.rest_client import RestClient
@@ -58,6 +58,8 @@ CREATE_MODEL_PATH = "/api/v1/create_model"
 CREATE_SAMPLING_SESSION_PATH = "/api/v1/create_sampling_session"
 CAPABILITIES_PATH = "/api/v1/get_server_capabilities"
 WEIGHTS_INFO_PATH = "/api/v1/weights_info"
+
+FINISH_REASONS = ("success", "errored", "interrupted")
 
 DEFAULT_SAMPLE_WORKERS = 64
 DEFAULT_REST_WORKERS = 4
@@ -128,6 +130,8 @@ class ServiceClient:
         self._local_server: Any = None
         self._journal = Journal.resolve(journal)
         options = dict(_session_options or {})
+        # A session-less client (``create_session=False``) backs a standalone RestClient.
+        self._session_less = options.get("create_session", True) is False
         if max_retries is not None:
             policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
             options["retry_policy"] = dataclasses.replace(policy, max_retries=max_retries)
@@ -547,15 +551,28 @@ class ServiceClient:
 
     # -- shutdown --------------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, status: str = "success", detail: str | None = None) -> APIFuture[None]:
         """End the session, fail pending requests and stop every thread (idempotent).
 
-        Stops the heartbeat, flushes telemetry, finishes the session on the service, then joins
-        the polling, submit and REST threads and stops the local server if one was started.
+        ``status`` tells the service how the session ended: ``"success"``, ``"errored"`` or
+        ``"interrupted"`` (the official SDK's argument name); ``detail`` is an optional
+        explanation. Stops the heartbeat, flushes
+        telemetry, sends ``POST /api/v1/sessions/{id}/finish`` (WIRE.md §P.12), then joins the
+        polling, submit and REST threads and stops the local server if one was started.
+
+        Returns a future that is already complete when ``close`` returns, so code that calls
+        ``.result()`` on it works as well as code that ignores it. Closing again sends nothing.
         """
+        if not isinstance(status, str) or status not in FINISH_REASONS:
+            raise InvalidInputError(
+                "status",
+                f"must be 'success', 'errored' or 'interrupted', got {status!r}",
+            )
+        if detail is not None and not isinstance(detail, str):
+            raise InvalidInputError("detail", f"must be a string or None, got {detail!r}")
         with self._lock:
             if self._closed:
-                return
+                return APIFuture.completed(None)
             self._closed = True
             executors = list(self._train_executors)
             for pool in (self._sample_executor, self._rest_executor):
@@ -566,11 +583,12 @@ class ServiceClient:
         with _LIVE_LOCK:
             _LIVE.discard(self)
         try:
-            self._holder.close(sdk_method="ServiceClient.close")
+            self._holder.close(cast(FinishReason, status), detail, sdk_method="ServiceClient.close")
         finally:
             for executor in executors:
                 executor.shutdown(wait=True)
             self._stop_local_server()
+        return APIFuture.completed(None)
 
     def __enter__(self) -> ServiceClient:
         return self
@@ -581,7 +599,18 @@ class ServiceClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        """Close with ``"success"``, ``"errored"`` (an exception) or ``"interrupted"``.
+
+        ``KeyboardInterrupt`` and other exceptions that are not :class:`Exception` subclasses
+        (``SystemExit``) end the session as interrupted.
+        """
+        if exc_type is None:
+            reason = "success"
+        elif issubclass(exc_type, Exception):
+            reason = "errored"
+        else:
+            reason = "interrupted"
+        self.close(reason)
 
 
 def _hide_private_parameters(function: Callable[..., Any]) -> None:
@@ -658,6 +687,8 @@ def find_live_client(base_url: str) -> ServiceClient | None:
     wanted = base_url.rstrip("/")
     with _LIVE_LOCK:
         for client in list(_LIVE):
-            if not client.closed and client.base_url.rstrip("/") == wanted:
+            if client._session_less or client.closed:
+                continue
+            if client.base_url.rstrip("/") == wanted:
                 return client
     return None
