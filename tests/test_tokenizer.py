@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from tinker_lite import TinkerError
 from tinker_lite import tokenizer as tok
 from tinker_lite.tokenizer import (
     BYTE_TOKENIZER_ID,
@@ -102,6 +103,17 @@ def test_loads_from_the_hub_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     (repo / "refs" / "main").write_text("abc123")
     build_tokenizer(["cached"]).save(str(snapshot / "tokenizer.json"))
     assert load_tokenizer("acme/cached").encode("cached").ids == [1]
+
+
+def test_a_broken_cache_is_a_clear_miss(tmp_path: Path) -> None:
+    repo = tmp_path / "hf-home" / "hub" / "models--acme--broken"
+    repo.mkdir(parents=True)
+    (repo / "snapshots").mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(TinkerError) as info:
+        load_tokenizer("acme/broken")
+    assert "acme/broken" in str(info.value)
 
 
 def test_byte_tokenizer_comes_from_the_package() -> None:

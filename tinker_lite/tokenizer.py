@@ -181,14 +181,19 @@ def _find_in_hub_cache(tokenizer_id: str) -> Path | None:
     snapshots = repo_dir / "snapshots"
     if not snapshots.is_dir():
         return None
-    ref = repo_dir / "refs" / "main"
-    if ref.is_file():
-        pinned = snapshots / ref.read_text(encoding="utf-8").strip() / "tokenizer.json"
-        if pinned.is_file():
-            return pinned
-    for snapshot in sorted(snapshots.iterdir()):
-        if (snapshot / "tokenizer.json").is_file():
-            return snapshot / "tokenizer.json"
+    # An unreadable cache is treated as a cache miss: the caller then reports what to do.
+    try:
+        pinned = snapshots / (repo_dir / "refs" / "main").read_text(encoding="utf-8").strip()
+        if (pinned / "tokenizer.json").is_file():
+            return pinned / "tokenizer.json"
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        for snapshot in sorted(snapshots.iterdir()):
+            if (snapshot / "tokenizer.json").is_file():
+                return snapshot / "tokenizer.json"
+    except OSError:
+        pass
     return None
 
 
