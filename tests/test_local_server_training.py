@@ -341,6 +341,9 @@ def test_archive_redirect_tar_contents_and_range_download(api: Api) -> None:
     assert resume.content == archive[-5:]
     bad = api.http.get(location, headers={"Range": f"bytes={len(archive)}-"}, timeout=30)
     assert bad.status_code == 416
+    backwards = api.http.get(location, headers={"Range": "bytes=5-3"}, timeout=30)
+    assert backwards.status_code == 200
+    assert backwards.content == archive
     assert api.http.get(api.base_url + "/_local/download/unknown", timeout=30).status_code == 404
 
 

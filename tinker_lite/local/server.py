@@ -832,7 +832,10 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | str | None:
         end = int(last) if last else size - 1
     except ValueError:
         return None
-    if start >= size or end < start:
+    if last and end < start:
+        # RFC 9110 §14.1.1: a range whose last byte precedes its first is invalid: ignore it.
+        return None
+    if start >= size:
         return "unsatisfiable"
     return start, min(end, size - 1)
 
