@@ -65,7 +65,7 @@ def summary(goals: list[dict[str, Any]]) -> None:
     """Print the goal verdicts of the figures run now."""
     rows = [[g["goal"], g["verdict"], g["detail"]] for g in goals]
     if rows:
-        c.print_table("Goals (issue #7)", ["goal", "verdict", "measured"], rows)
+        c.print_table("Goals", ["goal", "verdict", "measured"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
