@@ -280,14 +280,23 @@ def official_child_argv(command: str, *args: str) -> list[str] | None:
 
 
 @contextlib.contextmanager
-def local_server(*, stub_model: bool = True, extra: Sequence[str] = ()) -> Iterator[str]:
+def local_server(
+    *,
+    stub_model: bool = True,
+    extra: Sequence[str] = (),
+    config: Mapping[str, Any] | None = None,
+) -> Iterator[str]:
     """Start ``python -m tinker_lite.local serve --port 0`` in its own process; yield its base URL.
 
     The server prints the URL it listens on; it runs without an API key so both clients'
-    bench key is accepted, and its CPU is never counted for either client.
+    bench key is accepted, and its CPU is never counted for either client. ``config``
+    overrides fields of the server's ``client/config`` answer (through bench/serve_local.py).
     """
     argv = [sys.executable, "-u", "-m", "tinker_lite.local", "serve", "--port", "0"]
     argv += ["--log-level", "WARNING"]
+    if config:
+        argv = [sys.executable, "-u", str(BENCH_DIR / "serve_local.py"), "--port", "0"]
+        argv += ["--config", json.dumps(dict(config))]
     if stub_model:
         argv.append("--stub-model")
     argv.extend(extra)
@@ -377,14 +386,18 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def time_repeated(fn: Any, *, repeat: int, warmup: int = 1) -> list[float]:
-    """Call fn() warmup + repeat times; return the perf_counter durations of the timed calls."""
+    """Call fn() warmup + repeat times; return the CPU time (user + sys) of each timed call.
+
+    ``time.process_time``: the work timed here is single-threaded, so CPU time is what it
+    costs, without the noise of other processes on a shared machine.
+    """
     for _ in range(warmup):
         fn()
     out = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        out.append(time.perf_counter() - t0)
+        out.append(time.process_time() - t0)
     return out
 
 
@@ -488,9 +501,14 @@ def machine_info() -> dict[str, Any]:
 
 
 def write_results(figure: str, data: Mapping[str, Any]) -> Path:
-    """Write bench/results/<figure>.json and return its path."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{figure}.json"
+    """Write bench/results/<figure>.json and return its path.
+
+    A ``--quick`` run (every entry point takes the flag) writes to bench/results/quick/
+    instead, so the README table (bench/readme_table.py) is only ever made from full runs.
+    """
+    directory = RESULTS_DIR / "quick" if "--quick" in sys.argv[1:] else RESULTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{figure}.json"
     payload = {"figure": figure, "machine": machine_info(), **data}
     path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n", encoding="utf-8")
     print(f"  results: {path.relative_to(REPO_DIR)}")
@@ -557,10 +575,10 @@ def compare_table(
     reports: Mapping[str, Sequence[Mapping[str, Any]]],
     metrics: Sequence[tuple[str, str, Any]],
 ) -> tuple[list[list[str]], dict[str, Any], dict[str, float | None]]:
-    """Build rows ``label | tinker_lite | official | official/lite`` from child reports.
+    """Build rows ``label | tinker_lite | official | lite/official`` from child reports.
 
     ``metrics`` holds (label, report path, formatter). Returns the rows, the per-client stats
-    and the ratios official / tinker_lite of the medians.
+    and the ratios tinker_lite / official of the medians (below 1: tinker_lite uses less).
     """
     stats: dict[str, Any] = {LITE: {}, OFFICIAL: {}}
     ratios: dict[str, float | None] = {}
@@ -571,7 +589,7 @@ def compare_table(
             stats[client][path] = summarize([v for v in values if v is not None])
         lite_med = stats[LITE][path]["median"]
         off_med = stats[OFFICIAL][path]["median"]
-        ratios[path] = ratio(off_med, lite_med)
+        ratios[path] = ratio(lite_med, off_med)
         rows.append(
             [
                 label,
@@ -643,6 +661,7 @@ def sampling_workload(sdk: Any, args: Any) -> dict[str, Any]:
         prompt = types.ModelInput.from_ints(PROMPT)
         params = types.SamplingParams(max_tokens=1)
         sampler.sample(prompt=prompt, num_samples=1, sampling_params=params).result()
+    rss_base = proc_status().get("VmRSS", 0)
     bad = 0
     with ThreadPeak() as peak, Span() as span:
         inflight: collections.deque[Any] = collections.deque()
@@ -658,6 +677,7 @@ def sampling_workload(sdk: Any, args: Any) -> dict[str, Any]:
         "setup": setup.as_dict(),
         "run": span.as_dict(),
         "peak_threads": peak.peak,
+        "rss_base_kib": rss_base,
         "bad_results": bad,
         "_close": service,
     }
@@ -698,6 +718,7 @@ def training_workload(sdk: Any, args: Any) -> dict[str, Any]:
     with Span() as setup:
         service = sdk.ServiceClient(base_url=args.base_url)
         trainer = resolved(service.create_lora_training_client(base_model=args.base_model, rank=8))
+        rss_base = proc_status().get("VmRSS", 0)
         data = training_data(sdk, args)
         adam = types.AdamParams(learning_rate=1e-4)
         trainer.forward_backward(data, "cross_entropy").result()
@@ -720,6 +741,7 @@ def training_workload(sdk: Any, args: Any) -> dict[str, Any]:
         "setup": setup.as_dict(),
         "run": span.as_dict(),
         "peak_threads": peak.peak,
+        "rss_base_kib": rss_base,
         "_close": service,
     }
 
@@ -758,3 +780,32 @@ def run_client_command(sdk_name: str, workload: Any, args: Any) -> int:
         with contextlib.suppress(Exception):
             service.close()
     return 0
+
+
+# --------------------------------------------------------------------------- goals and scaling
+
+
+def ratio_goal(name: str, value: float | None, limit: float, what: str) -> dict[str, Any]:
+    """Return the verdict of ``tinker_lite / official <= limit`` for one measured ratio."""
+    met = None if value is None else value <= limit
+    return goal_line(f"{name} <= {limit:g}x", met, f"{what} {fmt_ratio(value)}")
+
+
+def median_of(reports: Sequence[Mapping[str, Any]], path: str) -> float | None:
+    """Return the median of ``path`` over child reports (None when no report has it)."""
+    values = [float(v) for v in (dig(r, path) for r in reports) if v is not None]
+    return statistics.median(values) if values else None
+
+
+def growth_kib(report: Mapping[str, Any]) -> float | None:
+    """Return how far the process's peak RSS rose above its RSS after setup (kB)."""
+    base = report.get("rss_base_kib")
+    peak = report.get("vm_hwm_kib")
+    if not base or not peak:
+        return None
+    return max(0.0, float(peak) - float(base))
+
+
+def per_unit(value: float | None, units: float) -> float | None:
+    """Return value / units (None when value is missing)."""
+    return None if value is None or not units else value / units

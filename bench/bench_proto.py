@@ -29,6 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tinker_lite import _proto, types
+from tinker_lite.local import _codecs
 
 N_DATUMS = 128
 TOKENS_PER_DATUM = 500_000 // (3 * N_DATUMS)  # 1,302
@@ -122,7 +123,7 @@ def run(repeat: int) -> dict[str, dict[str, float]]:
     except ImportError:
         wire = None
     output = make_output()
-    out_proto = _proto.encode_forward_backward_output(output)
+    out_proto = _codecs.encode_forward_backward_output(output)
     record("decode result, protobuf", lambda: _proto.decode_forward_backward_output(out_proto))
     if wire is not None:
         request = types.ForwardBackwardRequest(

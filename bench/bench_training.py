@@ -1,10 +1,11 @@
-"""Figure 4: training loop.
+"""Figure 4: training loop, and how its cost per datum grows with the batch.
 
 20 pipelined steps of ``forward_backward`` (32 datums x 256 tokens, cross_entropy) +
 ``optim_step`` against the local server in its stub-model mode: step i+1 is submitted before
 step i's results are awaited. Wall time and client CPU (user + sys of the client process) of the
 20 steps, peak RSS and threads. The data is built once before the clock starts; one warm-up step
-is not counted. Each client runs in a child process of its own, in alternation.
+is not counted. Each client runs in a child process of its own, in alternation. The same loop
+with 128 datums (10 steps) and 1,024 datums (3 steps) gives the cost per datum.
 
     python bench/bench_training.py [--quick]
 """
@@ -20,44 +21,78 @@ import _common as c
 METRICS = [
     ("wall time of the steps", "run.wall_s", c.fmt_time),
     ("client CPU (user + sys)", "run.cpu_s", c.fmt_time),
-    ("  of which user", "run.cpu_user_s", c.fmt_time),
-    ("  of which sys", "run.cpu_sys_s", c.fmt_time),
     ("peak RSS (VmHWM)", "vm_hwm_kib", c.fmt_kib),
     ("peak OS threads", "peak_threads", c.fmt_count),
     ("setup: client, model, data, warm-up", "setup.wall_s", c.fmt_time),
 ]
+# (datums per forward_backward, steps): the goal workload first, then the scaling points.
+POINTS = ((32, 20), (128, 10), (1024, 3))
+QUICK_POINTS = ((32, 5), (128, 3), (1024, 1))
+TOKENS = 256
 
 
 def run(quick: bool) -> dict[str, Any]:
     """Start a stub-model server, run both clients' children; print and write results."""
     runs = 1 if quick else 3
-    steps = 5 if quick else 20
+    points = QUICK_POINTS if quick else POINTS
     notes: list[str] = []
+    if c.official_python() is None:
+        notes.append(c.official_missing_note())
+    measured: dict[tuple[int, int], Any] = {}
     with c.local_server(stub_model=True) as base_url:
-        options = c.client_argv(base_url=base_url, steps=steps, datums=32, tokens=256)
-        official_argv = c.official_child_argv("training", *options)
-        if official_argv is None:
-            notes.append(c.official_missing_note())
-        reports, failures = c.run_pairs(
-            runs, c.lite_child_argv("bench_training.py", *options), official_argv
-        )
+        for i, (datums, steps) in enumerate(points):
+            options = c.client_argv(base_url=base_url, steps=steps, datums=datums, tokens=TOKENS)
+            measured[(datums, steps)] = c.run_pairs(
+                runs if i == 0 else 1,
+                c.lite_child_argv("bench_training.py", *options),
+                c.official_child_argv("training", *options),
+            )
+    (datums, steps), (reports, _) = next(iter(measured.items()))
     rows, stats, ratios = c.compare_table(reports, METRICS)
-    for client, failure in failures.items():
-        notes.append(f"{client} failed: {failure['error']}")
-    notes.append("ratio column = official / tinker_lite (higher is better for tinker_lite)")
+    for (n_datums, _), (_, point_failures) in measured.items():
+        for client, failure in point_failures.items():
+            notes.append(f"{n_datums} datums: {client} failed: {failure['error']}")
     c.print_table(
         f"Figure 4: training loop, {steps} pipelined forward_backward + optim_step steps of "
-        f"32 datums x 256 tokens, stub model; median of {runs} runs (min..max)",
-        ["metric", "tinker_lite", f"official {c.OFFICIAL_VERSION}", "official / lite"],
+        f"{datums} datums x {TOKENS} tokens, stub model; median of {runs} runs (min..max)",
+        ["metric", "tinker_lite", f"official {c.OFFICIAL_VERSION}", "lite / official"],
         rows,
     )
+    scaling_rows = []
+    scaling: dict[str, Any] = {}
+    for (n_datums, n_steps), (point_reports, _) in measured.items():
+        cells = [f"{n_datums:,} x {n_steps}"]
+        entry: dict[str, Any] = {}
+        for client in (c.LITE, c.OFFICIAL):
+            client_reports = point_reports.get(client, [])
+            cpu = c.per_unit(c.median_of(client_reports, "run.cpu_s"), n_datums * n_steps)
+            growth = [g for g in (c.growth_kib(r) for r in client_reports) if g is not None]
+            rss = c.per_unit(sorted(growth)[len(growth) // 2] if growth else None, n_datums)
+            entry[client] = {"cpu_s_per_datum": cpu, "rss_kib_per_datum": rss}
+            cells += [c.fmt_time(cpu), c.fmt_bytes(None if rss is None else rss * 1024)]
+        scaling[str(n_datums)] = entry
+        scaling_rows.append(cells)
+    c.print_table(
+        "Figure 4b: cost per datum as the batch grows (CPU per datum-step; RSS = peak above "
+        "RSS before the data was built, per datum)",
+        ["datums x steps", "lite CPU", "lite RSS", "official CPU", "official RSS"],
+        scaling_rows,
+    )
+    notes.append("lite / official below 1: tinker_lite uses less (time, CPU, memory, threads)")
+    goals = [
+        c.ratio_goal("training loop: client CPU", ratios.get("run.cpu_s"), 0.5, "CPU"),
+        c.ratio_goal("training loop: wall", ratios.get("run.wall_s"), 1.0, "wall"),
+        c.ratio_goal("training loop: peak RSS", ratios.get("vm_hwm_kib"), 0.5, "VmHWM"),
+    ]
     c.print_notes(notes)
+    c.print_goals(goals)
     data = {
         "runs": runs,
-        "steps": steps,
+        "points": [list(p) for p in points],
         "stats": stats,
         "ratios": ratios,
-        "failures": failures,
+        "scaling": scaling,
+        "goals": goals,
         "notes": notes,
     }
     c.write_results("training", data)

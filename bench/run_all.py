@@ -1,14 +1,16 @@
 """Run the benchmark figures (``make bench``), print each table and a goal summary.
 
-    python bench/run_all.py                  # every figure
+    python bench/run_all.py                  # every comparison figure; rewrites README's table
     python bench/run_all.py --quick          # fast smoke run (fewer repetitions, smaller loads)
     python bench/run_all.py import sampling  # only the named figures
+    python bench/run_all.py --all            # also the project's other bench_*.py scripts
     python bench/run_all.py --list
 
-Results go to bench/results/<figure>.json. Figures that compare with the official SDK need
-``bash bench/setup_official.sh`` first; without it they print tinker_lite's figures alone.
-Other bench/bench_*.py scripts of the project (not listed below) run afterwards as their own
-processes, with ``--quick`` when they accept it.
+Results go to bench/results/<figure>.json; a full run (not --quick) then rewrites the README's
+benchmark table from them (bench/readme_table.py). Figures that compare with the official SDK
+need ``bash bench/setup_official.sh`` first; without it they print tinker_lite's figures alone.
+The project's other bench/bench_*.py scripts (tinker_lite alone) run as their own processes,
+with ``--quick`` when they accept it, when named or with ``--all``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ import bench_import
 import bench_latency
 import bench_sampling
 import bench_training
+import readme_table
 
 FIGURES: dict[str, tuple[str, Callable[[bool], Any]]] = {
     "size": ("1a installed size of the dependency tree", bench_import.run_size),
     "import": ("1b import time and peak RSS", bench_import.run_import),
+    "first_use": ("1c import + first use of ServiceClient and Datum", bench_import.run_first_use),
     "encoding": ("2 request encoding / result decoding", bench_encoding.run),
     "sampling": ("3 sampling fan-out", bench_sampling.run),
     "training": ("4 training loop", bench_training.run),
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("figures", nargs="*", help="figure names (see --list); default: all")
     parser.add_argument("--quick", action="store_true", help="fast smoke run")
     parser.add_argument("--list", action="store_true", help="list the figures and exit")
+    parser.add_argument("--all", action="store_true", help="also run the other bench scripts")
+    parser.add_argument("--no-readme", action="store_true", help="leave README.rst as it is")
     args = parser.parse_args(argv)
     c.ensure_worktree_importable()
     if args.list:
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in others.items():
             print(f"{name:13s} {c.Path(path).name} (own script)")
         return 0
-    selected = args.figures or [*FIGURES, *others]
+    selected = args.figures or [*FIGURES, *(others if args.all else [])]
     unknown = [f for f in selected if f not in FIGURES and f not in others]
     if unknown:
         parser.error(f"unknown figure(s): {', '.join(unknown)}; see --list")
@@ -107,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nfigure {name} crashed: {type(exc).__name__}: {exc}", file=sys.stderr)
         print(f"  ({name}: {time.perf_counter() - t0:.0f} s)")
     summary(goals)
+    if not args.quick and not args.no_readme:
+        readme_table.update_readme()
     if crashed:
         print(f"\ncrashed: {', '.join(crashed)}", file=sys.stderr)
         return 1

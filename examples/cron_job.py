@@ -83,7 +83,7 @@ def make_datum(tokenizer: Any, text: str) -> types.Datum:
 def run_job(args: argparse.Namespace, journal: Path) -> str:
     """The night's work; returns the saved state's path. Raises on any failure."""
     with tinker.ServiceClient(base_url=args.base_url, journal=journal) as service:
-        rest = service.create_rest_client()
+        rest = tinker.RestClient(service)
         start_from = latest_nightly_state(rest, args.name_prefix) if args.resume_latest else None
         if start_from is not None:
             print(f"resuming from {start_from}")

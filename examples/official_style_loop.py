@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokens = sum(float(sum(datum.loss_fn_inputs["weights"].tolist())) for datum in data)
         print(f"step {step}: loss per token {fwdbwd_result.metrics['loss:sum'] / tokens:.4f}")
 
-    sampling_client = training_client.save_weights_and_get_sampling_client(name="final")
+    sampling_client = training_client.save_weights_and_get_sampling_client()
     prompt = types.ModelInput.from_ints(encode(tokenizer, EXAMPLES[0][0]))
     params = types.SamplingParams(max_tokens=8, temperature=0.0, stop=["\n"])
     result = sampling_client.sample(prompt=prompt, num_samples=1, sampling_params=params).result()

@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             losses.append(loss)
             print(f"step {step:3d}  loss/token {loss:.4f}  {'#' * max(1, round(loss * 10))}")
 
-        sampler = training.save_weights_and_get_sampling_client(name="quickstart")
+        sampler = training.save_weights_and_get_sampling_client()
         params = types.SamplingParams(max_tokens=args.max_tokens, temperature=0.0, stop=["\n"])
         for question, expected in CONVERSATIONS:
             prompt = types.ModelInput.from_ints(tokenizer.encode(format_prompt(question)).ids)

@@ -67,7 +67,7 @@ def probe_logprobs(training: Any, tokenizer: Any) -> np.ndarray:
 
 def latest_state(service: Any, run_id: str) -> tuple[str, int]:
     """The newest ``save_state`` checkpoint of a run, and the step it was saved at."""
-    rest = service.create_rest_client()
+    rest = tinker.RestClient(service)
     listing = rest.list_checkpoints(run_id).result()
     states = [
         c

@@ -12,13 +12,16 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
 from tests._scripted_server import Recorded, Reply, Respond, ScriptedServer
-from tinker_lite import _proto, _wire, types
+from tinker_lite import _wire, types
+from tinker_lite._context import ClientContext
+from tinker_lite.local import _codecs
+from tinker_lite.service_client import ServiceClient
 
 __all__ = [
     "API_KEY",
@@ -28,6 +31,7 @@ __all__ = [
     "ce_datum",
     "joined_threads_fixture",
     "seq_ids",
+    "service_with",
 ]
 
 API_KEY = "tml-test-key"
@@ -61,6 +65,12 @@ def ce_datum(tokens: list[int], weights: list[float] | None = None) -> types.Dat
     if weights is not None:
         inputs["weights"] = weights
     return types.Datum(model_input=types.ModelInput.from_ints(tokens[:-1]), loss_fn_inputs=inputs)
+
+
+def service_with(holder_options: Mapping[str, Any], **settings: Any) -> ServiceClient:
+    """A ServiceClient whose session holder takes test-only options (injected sleep, clock,
+    heartbeat and telemetry intervals); ``settings`` are ClientContext's connection settings."""
+    return ServiceClient._on_context(ClientContext(holder_options=holder_options, **settings))
 
 
 def seq_ids(requests: list[Recorded]) -> list[int]:
@@ -187,7 +197,7 @@ class FakeTinker:
 
     def handle_protobuf(self, r: Recorded) -> Reply:
         """forward/forward_backward sent as protobuf (WIRE.md §13.7); answered in JSON."""
-        request = _proto.decode_forward_backward_request(r.body)
+        request = _codecs.decode_forward_backward_request(r.body)
         data = [_wire.to_builtins(datum) for datum in request.data]
         return self.future(self.fb_output(data), model_id=request.model_id)
 

@@ -70,11 +70,22 @@ ENDPOINT_TYPES: Mapping[str, str] = {
 # Keys the tinker_lite profile always sends although 0.4.1 did not (WIRE.md §P.1).
 PROFILE_ALWAYS_SENT: Mapping[str, Mapping[str, Any]] = {
     "load_weights": {"optimizer": False},
+    "create_model": {"optimizer_config": {"type": "adamw"}},
+    "save_weights": {"overwrite": False},
+    "save_weights_for_sampler": {"kind": "snapshot"},
+    "retrieve_future": {"allow_metadata_only": False},
     "telemetry": {"process_uuid": VOLATILE},
 }
 
 NESTED_DEFAULTS: Mapping[str, Mapping[str, Any]] = {
-    "adam_params": {"learning_rate": 0.0001, "beta1": 0.9, "beta2": 0.95, "eps": 1e-12},
+    "adam_params": {
+        "learning_rate": 0.0001,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "eps": 1e-12,
+        "weight_decay": 0.0,
+        "grad_clip_norm": 0.0,
+    },
     "sampling_params": {"temperature": 1.0, "top_k": -1, "top_p": 1.0},
     "lora_config": {"rank": 32, "train_unembed": True, "train_mlp": True, "train_attn": True},
 }

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinker_lite import _proto, types
+from tinker_lite import _protowire, types
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "shared" / "wire" / "golden-0.38"
 PROTO_FILE = Path(__file__).resolve().parent / "fixtures" / "tinker_public.proto"
@@ -173,54 +173,57 @@ def encode_decoded(message: str, obj: dict[str, Any]) -> bytes:
     return _encode_message(message, obj).getvalue()
 
 
-def _encode_message(message: str, obj: dict[str, Any]) -> _proto.Writer:
-    out = _proto.Writer()
+def _encode_message(message: str, obj: dict[str, Any]) -> _protowire.Writer:
+    out = _protowire.Writer()
     fields = SCHEMA[message]
     for name, value in obj.items():
         spec = fields[name]
         number, kind = spec["number"], spec["kind"]
         if kind == "map":
             for key, item in value.items():
-                entry = _proto.Writer()
-                entry.string_field(_proto.field_key(1, _proto.WT_LEN), key)
+                entry = _protowire.Writer()
+                entry.string_field(_protowire.field_key(1, _protowire.WT_LEN), key)
                 if spec["value"] == "double":
-                    entry.double_field(_proto.field_key(2, _proto.WT_I64), item)
+                    entry.double_field(_protowire.field_key(2, _protowire.WT_I64), item)
                 else:
                     entry.message_field(
-                        _proto.field_key(2, _proto.WT_LEN), _encode_message(spec["value"], item)
+                        _protowire.field_key(2, _protowire.WT_LEN),
+                        _encode_message(spec["value"], item),
                     )
-                out.message_field(_proto.field_key(number, _proto.WT_LEN), entry)
+                out.message_field(_protowire.field_key(number, _protowire.WT_LEN), entry)
         elif spec.get("repeated"):
             if kind == "message":
                 for item in value:
                     out.message_field(
-                        _proto.field_key(number, _proto.WT_LEN),
+                        _protowire.field_key(number, _protowire.WT_LEN),
                         _encode_message(spec["type"], item),
                     )
             else:
-                out.packed_varints_field(_proto.field_key(number, _proto.WT_LEN), value)
+                out.packed_varints_field(_protowire.field_key(number, _protowire.WT_LEN), value)
         else:
             _encode_scalar(out, spec, value)
     return out
 
 
-def _encode_scalar(out: _proto.Writer, spec: F, value: Any) -> None:
+def _encode_scalar(out: _protowire.Writer, spec: F, value: Any) -> None:
     number, kind = spec["number"], spec["kind"]
     if kind == "message":
         out.message_field(
-            _proto.field_key(number, _proto.WT_LEN), _encode_message(spec["type"], value)
+            _protowire.field_key(number, _protowire.WT_LEN), _encode_message(spec["type"], value)
         )
     elif kind == "string":
-        out.string_field(_proto.field_key(number, _proto.WT_LEN), value)
+        out.string_field(_protowire.field_key(number, _protowire.WT_LEN), value)
     elif kind == "bytes":
-        out.bytes_field(_proto.field_key(number, _proto.WT_LEN), _bytes_value(value))
+        out.bytes_field(_protowire.field_key(number, _protowire.WT_LEN), _bytes_value(value))
     elif kind == "double":
-        out.double_field(_proto.field_key(number, _proto.WT_I64), value)
+        out.double_field(_protowire.field_key(number, _protowire.WT_I64), value)
     elif kind == "enum":
         names = {name: code for code, name in ENUMS[spec["type"]].items()}
-        out.varint_field(_proto.field_key(number, _proto.WT_VARINT), names.get(value, value))
+        out.varint_field(
+            _protowire.field_key(number, _protowire.WT_VARINT), names.get(value, value)
+        )
     elif kind in _VARINT_KINDS:
-        out.varint_field(_proto.field_key(number, _proto.WT_VARINT), int(value))
+        out.varint_field(_protowire.field_key(number, _protowire.WT_VARINT), int(value))
     else:  # pragma: no cover - the schema has no other kinds
         raise AssertionError(kind)
 
@@ -249,11 +252,11 @@ def _decode_message(
     fields = SCHEMA[message]
     by_number = {spec["number"]: (name, spec) for name, spec in fields.items()}
     if "dtype" in fields:
-        for number, wire_type, a, _ in _proto.iter_fields(buf, start, end):
-            if number == fields["dtype"]["number"] and wire_type == _proto.WT_VARINT:
+        for number, wire_type, a, _ in _protowire.iter_fields(buf, start, end):
+            if number == fields["dtype"]["number"] and wire_type == _protowire.WT_VARINT:
                 dtype = ENUMS["DType"].get(a, str(a))
     out: dict[str, Any] = {}
-    for number, wire_type, a, b in _proto.iter_fields(buf, start, end):
+    for number, wire_type, a, b in _protowire.iter_fields(buf, start, end):
         if number not in by_number:
             continue
         name, spec = by_number[number]
@@ -269,23 +272,23 @@ def _decode_message(
                 out[name] = value
         elif spec.get("repeated"):
             values: list[int] = out.setdefault(name, [])
-            _proto.read_int64s(buf, wire_type, a, b, into=values, where=name)
+            _protowire.read_int64s(buf, wire_type, a, b, into=values, where=name)
         elif kind == "string":
             out[name] = buf[a:b].decode("utf-8")
         elif kind == "bytes":
             out[name] = _decode_bytes(spec["elem"], buf[a:b], dtype)
         elif kind == "double":
-            out[name] = _proto.read_double(buf, a)
+            out[name] = _protowire.read_double(buf, a)
         elif kind == "enum":
-            out[name] = ENUMS[spec["type"]].get(_proto.as_int32(a), _proto.as_int32(a))
+            out[name] = ENUMS[spec["type"]].get(_protowire.as_int32(a), _protowire.as_int32(a))
         elif kind == "bool":
             out[name] = a != 0
         elif kind == "int32":
-            out[name] = _proto.as_int32(a)
+            out[name] = _protowire.as_int32(a)
         elif kind == "int64":
-            out[name] = _proto.as_int64(a)
+            out[name] = _protowire.as_int64(a)
         elif kind == "uint32":
-            out[name] = _proto.as_uint32(a)
+            out[name] = _protowire.as_uint32(a)
         else:
             out[name] = a
     if sort_maps:
@@ -300,12 +303,12 @@ def _decode_entry(
 ) -> tuple[str, Any]:
     key = ""
     value: Any = 0.0 if spec["value"] == "double" else {}
-    for number, _wire_type, a, b in _proto.iter_fields(buf, start, end):
+    for number, _wire_type, a, b in _protowire.iter_fields(buf, start, end):
         if number == 1:
             key = buf[a:b].decode("utf-8")
         elif number == 2:
             if spec["value"] == "double":
-                value = _proto.read_double(buf, a)
+                value = _protowire.read_double(buf, a)
             else:
                 value = _decode_message(spec["value"], buf, a, b, dtype=dtype, sort_maps=sort_maps)
     return key, value

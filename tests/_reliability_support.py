@@ -37,10 +37,12 @@ from typing import Any
 
 import numpy as np
 
+from tests._clients_support import service_with
 from tinker_lite import types
 from tinker_lite._download import download, extract_archive
 from tinker_lite._http import Timeout
 from tinker_lite.local import LocalServer
+from tinker_lite.rest_client import RestClient
 from tinker_lite.service_client import ServiceClient
 
 __all__ = [
@@ -244,7 +246,7 @@ def fast_options(
     read_timeout: float | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """``_session_options`` with short retry waits (and short HTTP timeouts when asked)."""
+    """Session-holder options with short retry waits (and short HTTP timeouts when asked)."""
     options: dict[str, Any] = {"sleep": sleep if sleep is not None else FastSleep()}
     if clock is not None:
         options["clock"] = clock
@@ -259,12 +261,14 @@ def make_client(base_url: str, *, telemetry: bool = False, **options: Any) -> Se
     """A ServiceClient on ``base_url`` with :func:`fast_options` (``options`` go into them)."""
     api_key = options.pop("api_key", None)
     stall_timeout = options.pop("stall_timeout", None)
-    return ServiceClient(
+    startup_timeout = options.pop("startup_timeout", None)
+    return service_with(
+        fast_options(**options),
         api_key=api_key,
         base_url=base_url,
         telemetry=telemetry,
         stall_timeout=stall_timeout,
-        _session_options=fast_options(**options),
+        startup_timeout=startup_timeout,
     )
 
 
@@ -608,7 +612,7 @@ def run_rest(
     service: ServiceClient, setup: RestSetup, dest_dir: Path, *, sleep: Callable[[float], None]
 ) -> RestResult:
     """Workload (c): list runs and checkpoints, then download and unpack the sampler weights."""
-    rest = service.create_rest_client()
+    rest = RestClient(service)
     model_id = setup.model_id
     runs = rest.list_training_runs().result(timeout=RESULT_TIMEOUT)
     run = rest.get_training_run(model_id).result(timeout=RESULT_TIMEOUT)
@@ -706,7 +710,7 @@ def child_main() -> None:
         clock = virtual
         options = {"sleep": virtual.sleep, "clock": virtual}
     # The stall timeout comes from TINKER_LITE_STALL_TIMEOUT when the test sets it.
-    service = ServiceClient(base_url=base_url, telemetry=False, _session_options=options)
+    service = service_with(options, base_url=base_url, telemetry=False)
     trainer = service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
     pending: list[Any] = []
     if scenario == "expired_while_sampling":

@@ -1,9 +1,13 @@
-"""Shared pytest configuration: the hypothesis profiles and the path to the shared fixtures."""
+"""Shared pytest configuration: no network beyond loopback, hypothesis profiles, shared fixtures."""
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import os
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -26,3 +30,72 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.skip(f"{SHARED_DIR} is not present beside the repository")
     return SHARED_DIR
+
+
+# ---------------------------------------------------------------------------------------------
+# No network beyond loopback
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def _is_loopback_host(host: object) -> bool:
+    if host is None or host == "":
+        return True  # a passive/any address: binding, not reaching out
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if not isinstance(host, str):
+        return False
+    if host.lower().rstrip(".") in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _refuse(what: str, host: object) -> OSError:
+    return OSError(
+        errno.ENETUNREACH, f"tests never reach beyond loopback: {what} {host!r} is blocked"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse every connection and name lookup of this process beyond loopback.
+
+    ``socket.connect``/``connect_ex`` to a non-loopback address raise ``ENETUNREACH`` and
+    ``getaddrinfo`` of a name that is not loopback raises ``gaierror``, as on a machine without a
+    network; Unix sockets and everything on 127.0.0.0/8 and ::1 (the local and scripted
+    servers) work as usual. Child processes started by a test are not covered: they run without
+    this guard.
+    """
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_getaddrinfo = socket.getaddrinfo
+
+    def allowed(sock: socket.socket, address: Any) -> bool:
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return True
+        host = address[0] if isinstance(address, tuple) and address else address
+        return _is_loopback_host(host)
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if not allowed(self, address):
+            raise _refuse("connecting to", address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        if not allowed(self, address):
+            return errno.ENETUNREACH
+        return real_connect_ex(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_loopback_host(host):
+            raise socket.gaierror(
+                socket.EAI_NONAME, f"tests never reach beyond loopback: {host!r} is not looked up"
+            )
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests._clients_support import service_with
 from tinker_lite import InvalidInputError, types
 from tinker_lite._http import Transport
 from tinker_lite.local import LocalServer
@@ -50,14 +51,12 @@ def ctx() -> Iterator[Ctx]:
     server = LocalServer(config_overrides={"fwdbwd_max_chunk_bytes_count": MAX_CHUNK_BYTES})
     server.start()
     # No heartbeat during the tests: the counters must only move for the cases' own requests.
-    service = ServiceClient(
-        base_url=server.base_url, telemetry=False, _session_options={"heartbeat_interval": 3600}
-    )
+    service = service_with({"heartbeat_interval": 3600}, base_url=server.base_url, telemetry=False)
     try:
         trainer = service.create_lora_training_client(BASE_MODEL, rank=8)
         trainer.get_tokenizer()  # makes the vocabulary size known to the client
         sampler = service.create_sampling_client(base_model=BASE_MODEL)
-        yield Ctx(server, service, trainer, sampler, service.create_rest_client())
+        yield Ctx(server, service, trainer, sampler, RestClient(service))
     finally:
         service.close()
         server.stop()
@@ -186,8 +185,14 @@ CASES = [
         "pass a function",
     ),
     Case(
-        "adam-params-not-adam-params",
+        "optim-params-not-optimizer-params",
         lambda c: c.trainer.optim_step({"learning_rate": 1e-3}),  # type: ignore[arg-type]
+        "optim_params",
+        "types.AdamParams(learning_rate=1e-4)",
+    ),
+    Case(
+        "adam-params-not-adam-params",
+        lambda c: c.trainer.optim_step(adam_params={"learning_rate": 1e-3}),  # type: ignore[arg-type]
         "adam_params",
         "types.AdamParams(learning_rate=1e-4)",
     ),
@@ -238,7 +243,7 @@ CASES = [
     ),
     Case(
         "load-path-not-tinker",
-        lambda c: c.trainer.load_state("weights/step-1"),
+        lambda c: _load_state_deprecated(c.trainer, "weights/step-1"),
         "path",
         "pass the path returned by save_state",
     ),
@@ -395,8 +400,14 @@ def test_plain_http_to_a_remote_host_warns(
     monkeypatch.setattr(Transport, "_send_once", no_send)
     caplog.set_level(logging.WARNING, logger="tinker_lite")
     url = "http://tinker.example:8000"
-    client = ServiceClient(api_key=SECRET, base_url=url, _session_options={"lazy": True})
+    client = ServiceClient(api_key=SECRET, base_url=url)
     client.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(url in w and "unencrypted" in w for w in warnings), warnings
     assert sent == []
+
+
+def _load_state_deprecated(trainer: Any, path: str) -> object:
+    """``load_state``, which warns FutureWarning first (deprecated, as in the official SDK)."""
+    with pytest.warns(FutureWarning, match="load_state"):
+        return trainer.load_state(path)

@@ -171,7 +171,7 @@ def test_unexpected_error_prints_one_line_and_traceback_only_with_debug(
     def explode(ctx: cli.Context) -> int:
         raise RuntimeError("kaput")
 
-    monkeypatch.setattr(cli, "cmd_version", explode)
+    monkeypatch.setattr(cli.check, "cmd_version", explode)
     monkeypatch.delenv("TINKER_LOG", raising=False)
     code, out, err = run(capsys, "version")
     assert code == 1
@@ -191,7 +191,7 @@ def test_keyboard_interrupt_exits_130(
     def interrupted(ctx: cli.Context) -> int:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_version", interrupted)
+    monkeypatch.setattr(cli.check, "cmd_version", interrupted)
     code, _, err = run(capsys, "version")
     assert code == 130
     assert err == "tinker-lite: interrupted\n"
@@ -236,7 +236,7 @@ def test_check_exit_code_follows_the_auth_probe(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, auth: str, code: int
 ) -> None:
     probe = {"reachable": True, "auth": auth, "server": "reachable (healthz HTTP 200 in 1 ms)"}
-    monkeypatch.setattr(cli, "_probe_service", lambda *args, **kwargs: dict(probe))
+    monkeypatch.setattr(cli.check, "probe_service", lambda *args, **kwargs: dict(probe))
     got, out, _ = run(capsys, "check", "--base-url", "https://tinker.example.invalid")
     assert got == code
     assert f"Auth:        {auth}" in out
@@ -284,3 +284,86 @@ def test_cli_docs_cover_every_command_and_exit_code() -> None:
         assert f"``tinker-lite {command}" in text, command
     for code, meaning in EXIT_CODES.items():
         assert f"   * - {code}\n     - {meaning}\n" in text
+
+
+def test_every_command_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in _leaf_commands(cli.build_parser()):
+        # `local serve --help` is the server's own; its examples are on `local --help`.
+        argv = ["local"] if command == "local serve" else command.split()
+        code, out, _ = run(capsys, *argv, "--help")
+        assert code == 0, command
+        examples = out.split("examples:\n", 1)
+        assert len(examples) == 2, f"{command} --help has no examples"
+        assert f"tinker-lite {command}" in examples[1], command
+
+
+def test_help_documents_the_startup_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "run", "list", "--help")
+    assert code == 0
+    assert "--startup-timeout SECONDS" in out
+    assert "TINKER_LITE_STARTUP_TIMEOUT" in " ".join(out.split())
+    code, out, _ = run(capsys, "--help")
+    assert "TINKER_LITE_STARTUP_TIMEOUT" in out
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [
+        (1, "1 second"),
+        (90, "90 seconds"),
+        (150, "2 minutes 30 seconds"),
+        (3600, "1 hour"),
+        (5400, "1 hour 30 minutes"),
+        (7200, "2 hours"),
+        (86400, "1 day"),
+        (604800, "7 days"),
+        (90000, "1 day 1 hour"),
+        (86460, "about 1 day"),
+        (93784, "about 1 day 2 hours"),
+    ],
+)
+def test_ttl_in_words(seconds: int, words: str) -> None:
+    assert cli.checkpoint.format_duration(seconds) == words
+
+
+def test_api_reference_lists_every_public_name() -> None:
+    import tinker_lite
+    from tinker_lite import types
+
+    text = (DOCS_DIR / "api.rst").read_text()
+    missing = [
+        name
+        for name in tinker_lite.__all__
+        if name not in types.__all__
+        and name != "__version__"
+        and f"tinker_lite.{name}\n" not in text
+    ]
+    assert not missing, f"docs/api.rst does not document {missing}"
+
+
+def test_make_quiets_only_the_editable_install_notice() -> None:
+    makefile = (DOCS_DIR.parent / "Makefile").read_text()
+    installs = [line for line in makefile.splitlines() if "-e '." in line]
+    assert installs, "the Makefile no longer installs the package"
+    assert all(line.strip().startswith("$(PIP_INSTALL) ") for line in installs)
+    definition = next(line for line in makefile.splitlines() if line.startswith("PIP_INSTALL"))
+    assert '-W "ignore:Editable installation:UserWarning"' in definition
+    assert "2>/dev/null" not in makefile  # real errors and other warnings still show
+
+
+def test_check_shows_the_startup_budget_and_timeout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = {"reachable": True, "auth": "ok", "server": "reachable (healthz HTTP 200 in 1 ms)"}
+    monkeypatch.setattr(cli.check, "probe_service", lambda *args, **kwargs: dict(probe))
+    monkeypatch.setenv("TINKER_LITE_STARTUP_TIMEOUT", "2.5")
+    code, out, _ = run(capsys, "check", "--base-url", "https://x.invalid", "--timeout", "30")
+    assert code == 0
+    assert "Start-up:    2.5 s budget (--startup-timeout)" in out
+    assert "Timeout:     30 s per request (--timeout)" in out
+    code, out, _ = run(capsys, "check", "--base-url", "https://x.invalid", "--format", "json")
+    doc = json.loads(out)
+    assert (doc["startup_timeout_s"], doc["timeout_s"]) == (2.5, 60.0)
+    monkeypatch.delenv("TINKER_LITE_STARTUP_TIMEOUT")
+    code, out, _ = run(capsys, "check", "--base-url", "https://x.invalid", "--format", "json")
+    assert json.loads(out)["startup_timeout_s"] == 5.0

@@ -48,7 +48,7 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_LOG", "TINKER_LITE_JOURNAL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    monkeypatch.setattr(cli, "_sleep", lambda seconds: None)
+    monkeypatch.setattr(cli.checkpoint, "_sleep", lambda seconds: None)
 
 
 def make_run(url: str, states: int = 1, samplers: int = 1) -> dict[str, Any]:
@@ -122,7 +122,10 @@ def test_check_with_api_key_never_prints_it(
         assert "rejected (HTTP 401)" in out
         code, out, err = call(capsys, guarded, "run", "list")
         assert code == 3
-        assert err.startswith("tinker-lite: error: authentication failed")
+        assert err.startswith(
+            "tinker-lite: error: GET /api/v1/training_runs failed with HTTP 401 Unauthorized"
+        )
+        assert err.rstrip().endswith("Check the API key (TINKER_API_KEY).")
         assert len(err.splitlines()) == 1
         assert "tml-wrong-key" not in out + err
 
@@ -157,7 +160,14 @@ def test_unknown_run_is_not_found(capsys: pytest.CaptureFixture[str], url: str) 
     code, out, err = call(capsys, url, "run", "info", "no-such-run")
     assert code == 4
     assert out == ""
-    assert err.startswith("tinker-lite: error: not found")
+    # One sentence: the request once, the status, the service's own message, what to try.
+    assert err.startswith(
+        "tinker-lite: error: GET /api/v1/training_runs/no-such-run failed with HTTP 404 Not Found: "
+    )
+    assert err.count("/api/v1/training_runs/no-such-run") == 1
+    assert "{" not in err
+    assert "'detail'" not in err
+    assert err.rstrip().endswith("Check the id or tinker:// path.")
     assert len(err.splitlines()) == 1
 
 
@@ -198,8 +208,11 @@ def test_publish_unpublish_and_conflicts(capsys: pytest.CaptureFixture[str], url
 def test_set_ttl_and_remove(capsys: pytest.CaptureFixture[str], url: str) -> None:
     made = make_run(url, states=1, samplers=0)
     path = made["states"][0]
-    code, _, _ = call(capsys, url, "checkpoint", "set-ttl", path, "2h")
+    code, out, _ = call(capsys, url, "checkpoint", "set-ttl", path, "2h")
     assert code == 0
+    assert out == f"{path} expires in 2 hours\n"
+    code, out, _ = call(capsys, url, "checkpoint", "set-ttl", path, "604800")
+    assert (code, out) == (0, f"{path} expires in 7 days\n")
     _, doc = call_json(capsys, url, "checkpoint", "list", "--run", made["run_id"])
     assert doc["checkpoints"][0]["expires_at"] is not None
     code, doc = call_json(capsys, url, "checkpoint", "set-ttl", path, "never")
@@ -278,7 +291,7 @@ def test_download_refreshes_an_expired_url(
         def sleep_past_expiry(seconds: float) -> None:
             clock.now += 120.0  # the signed URL (30 s) has expired by the retry
 
-        monkeypatch.setattr(cli, "_sleep", sleep_past_expiry)
+        monkeypatch.setattr(cli.checkpoint, "_sleep", sleep_past_expiry)
         dest = tmp_path / "b.tar.gz"
         code, doc = call_json(capsys, flaky, "checkpoint", "download", path, "-o", str(dest))
         assert code == 0
@@ -326,3 +339,23 @@ def test_local_serve_passes_arguments_through(capsys: pytest.CaptureFixture[str]
     assert "--data-dir" in out
     code = main(["local", "serve", "--port", "not-a-number"])
     assert code == 2
+
+
+def test_rest_client_pages_through_every_run_and_checkpoint(url: str) -> None:
+    first = make_run(url, states=2, samplers=1)
+    second = make_run(url, states=1, samplers=0)
+    with tinker.RestClient(base_url=url, telemetry=False) as rest:
+        every_run = rest.list_all_training_runs(page_size=1, page_timeout=30)
+        ids = [r.training_run_id for r in every_run]
+        assert {first["run_id"], second["run_id"]} <= set(ids)
+        assert len(ids) == len(set(ids)) == rest.list_training_runs().result().cursor.total_count
+        listing = rest.list_all_checkpoints(page_size=2, page_timeout=30)
+        assert listing.complete, listing.reason
+        paths = {c.tinker_path for c in listing.checkpoints}
+        assert set(first["states"] + first["samplers"] + second["states"]) <= paths
+        one_run = rest.list_all_checkpoints(first["run_id"])
+        assert one_run.complete
+        assert {c.tinker_path for c in one_run.checkpoints} == set(
+            first["states"] + first["samplers"]
+        )
+        assert "complete" in repr(one_run)

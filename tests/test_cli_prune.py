@@ -12,6 +12,7 @@ import pytest
 from tinker_lite import cli, types
 from tinker_lite._errors import InternalServerError
 from tinker_lite.cli import main, plan_prune
+from tinker_lite.rest_client import CheckpointListing, RestClient
 
 BASE = dt.datetime(2025, 11, 1, tzinfo=dt.timezone.utc)
 
@@ -50,6 +51,22 @@ class FakeRest:
         self.total_override: int | None = None
         self.no_cursor = False
         self.fail_delete: set[str] = set()
+        self.page_size = 100
+
+    def list_all_checkpoints(
+        self,
+        training_run_id: str | None = None,
+        *,
+        page_size: int = 100,
+        page_timeout: float | None = None,
+    ) -> CheckpointListing:
+        """RestClient's own paging over this fake's pages (``self.page_size`` per page)."""
+        return RestClient.list_all_checkpoints(
+            self,  # type: ignore[arg-type]
+            training_run_id,
+            page_size=self.page_size,
+            page_timeout=page_timeout,
+        )
 
     def list_checkpoints(self, run_id: str) -> concurrent.futures.Future[Any]:
         items = [c for c in self.checkpoints if c.tinker_path.split("/")[2] == run_id]
@@ -128,11 +145,7 @@ def test_dry_run_deletes_nothing_and_lists_plan(
 def test_prune_all_runs_paginates_and_deletes(
     fake: FakeRest, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(
-        cli,
-        "list_all_checkpoints",
-        lambda rest, wait, run_id=None: cli_list(rest, wait, run_id),
-    )
+    fake.page_size = 3
     code = main(["checkpoint", "prune", "--keep-last", "1", "--format", "json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -145,13 +158,6 @@ def test_prune_all_runs_paginates_and_deletes(
         "tinker://run-a/weights/s4",
         "tinker://run-b/weights/s1",
     ]
-
-
-_ORIGINAL_LIST_ALL = cli.list_all_checkpoints
-
-
-def cli_list(rest: Any, wait: Any, run_id: str | None) -> cli.Listing:
-    return _ORIGINAL_LIST_ALL(rest, wait, run_id=run_id, page_size=3)
 
 
 def test_prune_one_run(fake: FakeRest, capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,11 +185,7 @@ def test_full_page_without_cursor_deletes_nothing(
     fake: FakeRest, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake.no_cursor = True
-    monkeypatch.setattr(
-        cli,
-        "list_all_checkpoints",
-        lambda rest, wait, run_id=None: cli_list(rest, wait, run_id),
-    )
+    fake.page_size = 3
     code = main(["checkpoint", "prune", "--keep-last", "1"])
     assert code == 7
     assert fake.deleted == []

@@ -72,8 +72,9 @@ def test_numpy_loss_sends_minus_the_gradient(fake: FakeTinker, trainer: Training
     assert [i["weights"]["data"] for i in inputs] == [[0.5, 1.0, 2.0], [1.0, 0.25]]
     assert [i["target_tokens"]["data"] for i in inputs] == [[302, 303, 304], [402, 403]]
     assert backward.json()["forward_backward_input"]["loss_fn"] == "cross_entropy"
-    # user metrics win over the service's
-    assert out.metrics == {"loss:sum": -1.0, "custom_metric": 7.0}
+    # As in 0.38: loss:sum is the custom loss (sum of weights here, the loss function's own
+    # "loss:sum" is replaced), the service's loss:sum (2.0 from the fake) is the surrogate's.
+    assert out.metrics == {"loss:sum": 4.75, "custom_metric": 7.0, "surrogate_loss:sum": 2.0}
 
 
 @pytest.mark.parametrize(
@@ -174,3 +175,30 @@ def test_torch_loss_uses_autograd(trainer: TrainingClient, fake: FakeTinker) -> 
     # d/dlp (w * lp**2) = 2 * w * lp = -2 * w at lp = -1, sent as weights = -grad = 2 * w
     assert backward[0]["loss_fn_inputs"]["weights"]["data"] == [1.0, 2.0, 4.0]
     assert out.metrics["torch"] == 1.0
+
+
+def _handle(session_id: str, loss_id: str | None) -> Any:
+    from tinker_lite import LossHandle
+
+    inputs = (types.CustomLossInput(name="logprobs", rank=1),)
+    return LossHandle(name="neg", inputs=inputs, session_id=session_id, graph=None, loss_id=loss_id)
+
+
+def test_an_uploaded_loss_handle_is_one_custom_forward_backward(
+    fake: FakeTinker, trainer: TrainingClient
+) -> None:
+    session_id = trainer._context.api.session_id()
+    trainer.forward_backward_custom(_data(), _handle(session_id, "loss-7")).result(timeout=30)
+    assert fake.submits("forward") == []  # the service runs the loss: no client-side pass
+    (sent,) = fake.submits("forward_backward")
+    body = sent.json()["forward_backward_input"]
+    assert (body["loss_fn"], body["loss_fn_config"]) == ("custom", {"loss_id": "loss-7"})
+
+
+def test_a_loss_handle_of_another_session_is_refused_before_sending(
+    fake: FakeTinker, trainer: TrainingClient
+) -> None:
+    with pytest.raises(InvalidInputError, match=r"loss_fn.*created in session other-session"):
+        trainer.forward_backward_custom(_data(), _handle("other-session", "loss-7"))
+    assert fake.submits("forward") == []
+    assert fake.submits("forward_backward") == []

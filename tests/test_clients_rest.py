@@ -39,7 +39,7 @@ def fake(server: ScriptedServer) -> FakeTinker:
 @pytest.fixture
 def rest(fake: FakeTinker) -> Iterator[RestClient]:
     with ServiceClient(base_url=fake.server.url, api_key=API_KEY, telemetry=False) as client:
-        yield client.create_rest_client()
+        yield RestClient(client)
 
 
 def test_listing_calls_send_limit_and_offset(fake: FakeTinker, rest: RestClient) -> None:
@@ -126,10 +126,10 @@ def test_errors_arrive_through_the_future(fake: FakeTinker, rest: RestClient) ->
 
 
 def test_a_call_racing_close_fails_with_client_closed(rest: RestClient) -> None:
-    service = rest._service
-    pool = service._rest_pool()
+    context = rest._context
+    pool = context.rest_pool()
     pool.shutdown()  # what close() does between the open check and the submit
-    future = service._run_in(pool, lambda: 1)
+    future = context.run_in(pool, lambda: 1)
     assert isinstance(future.exception(timeout=30), ClientClosedError)
 
 
@@ -184,7 +184,7 @@ def test_every_call_on_the_local_server() -> None:
         state = trainer.save_state("s").result(timeout=60).path
         weights = trainer.save_weights_for_sampler("w").result(timeout=60).path
         sampler = client.create_sampling_client(model_path=weights)
-        rest = client.create_rest_client()
+        rest = RestClient(client)
         run = rest.get_training_run(trainer.model_id).result(timeout=60)
         assert run.lora_rank == 2
         assert run.base_model == "tinker-lite/tiny-64"

@@ -126,6 +126,7 @@ def test_sampling_session_seq_id_is_shared(fake: FakeTinker, service: ServiceCli
     assert saves[0].json() == {
         "model_id": "run-0001",
         "sampling_session_seq_id": 1,
+        "kind": "snapshot",  # golden-0.38 save_weights_and_get_sampling_client
         "seq_id": 1,
         "type": "save_weights_for_sampler",
     }
@@ -293,8 +294,8 @@ def test_client_config_changes_the_in_flight_cap() -> None:
     server.start()
     try:
         with ServiceClient(base_url=server.base_url, telemetry=False) as client:
-            assert client.holder.sample_gate.limit == 8
             assert _sample_many(client, 60) <= 8
+            assert client.holder.sample_gate.limit == 8
     finally:
         server.stop()
 

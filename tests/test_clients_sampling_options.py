@@ -1,4 +1,9 @@
-"""SamplingClient.sample's further options: sent only when set, and accepted by the local server."""
+"""SamplingClient.sample's further options: sent as 0.38 sends them; the local server accepts them.
+
+0.38 sends ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and ``record_stability_info`` on
+every asample (defaults included, WIRE.md §P.1); ``target_prompt_logprobs`` and
+``prompt_logprobs_last_n`` only when set.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ OPTIONS = (
     "record_stability_info",
 )
 PROMPT = [151644, 872, 198, 9707, 11, 1879, 0]
-# 0.38 sends these on every asample; tinker_lite sends them only when set.
+# 0.38 sends these on every asample, defaults included.
 DEFAULTS_038 = {"topk_sample_logprobs": 0, "prompt_alt_tokens_k": 0, "record_stability_info": False}
 TARGETS = types.TensorData(data=[5, -1, 6, 7, -1, 8], dtype="int64", shape=[3, 2])
 
@@ -52,7 +57,7 @@ def _last_body(fake: FakeTinker) -> dict[str, Any]:
     return body
 
 
-def test_defaults_send_none_of_the_options(fake: FakeTinker, sampler: SamplingClient) -> None:
+def test_defaults_send_the_038_defaults_only(fake: FakeTinker, sampler: SamplingClient) -> None:
     prompt = types.ModelInput.from_ints(PROMPT)
     sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2)).result(timeout=30)
     sampler.sample(
@@ -64,8 +69,10 @@ def test_defaults_send_none_of_the_options(fake: FakeTinker, sampler: SamplingCl
         prompt_alt_tokens_k=0,
         prompt_logprobs_last_n=None,
     ).result(timeout=30)
-    for request in fake.submits("asample"):
-        assert not set(OPTIONS) & set(request.json())
+    bodies = [request.json() for request in fake.submits("asample")]
+    assert len(bodies) == 2
+    for body in bodies:
+        assert {key: body[key] for key in set(OPTIONS) & set(body)} == DEFAULTS_038
 
 
 @needs_golden
@@ -106,18 +113,18 @@ def test_set_options_are_sent_like_the_official_sdk(
     for key, value in kwargs.items():
         assert key in ours, key
         assert ours[key] == (_tensor_json(value) if key == "target_prompt_logprobs" else value)
-    unset = set(OPTIONS) - set(kwargs)
-    assert not unset & set(ours), "options left at their default must not be sent"
+    unset = set(OPTIONS) - set(kwargs) - set(DEFAULTS_038)
+    assert not unset & set(ours), "target_prompt_logprobs / prompt_logprobs_last_n: only when set"
+    for key, value in DEFAULTS_038.items():
+        assert ours[key] == kwargs.get(key, value), key
 
     fixture = load_golden(name, version="0.38")
-    for key, value in DEFAULTS_038.items():
-        ours.setdefault(key, value)
     ours["seq_id"] = fixture["body"]["seq_id"]  # order-dependent: this test sends fewer samples
     assert_body_matches(fixture, ours)
 
 
 def _tensor_json(tensor: types.TensorData) -> dict[str, Any]:
-    return {"data": tensor.tolist(), "dtype": tensor.dtype, "shape": tensor.shape}
+    return {"data": tensor.data, "dtype": tensor.dtype, "shape": tensor.shape}
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -14,15 +16,20 @@ from tests._clients_support import (  # noqa: F401 - fixture used by name
     FakeTinker,
     ce_datum,
     joined_threads_fixture,
+    service_with,
 )
 from tests._scripted_server import (  # noqa: F401 - fixtures used by name
+    Drop,
+    FakeClock,
     Hang,
+    Reply,
     ScriptedServer,
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite import InvalidInputError, ServiceClient, types
+from tinker_lite import APIConnectionError, InvalidInputError, ServiceClient, types
 from tinker_lite._http import ClientClosedError
+from tinker_lite.rest_client import RestClient
 
 CKPT = f"tinker://{RUN}/weights/ckpt-001"
 
@@ -37,14 +44,15 @@ def test_local_url_runs_the_offline_server(
 ) -> None:
     with ServiceClient(base_url="local://", telemetry=False) as client:
         assert client.base_url.startswith("http://127.0.0.1:")
-        names = {m.model_name for m in client.get_server_capabilities().supported_models}
+        capabilities = RestClient(client).get_server_capabilities().result(timeout=60)
+        names = {m.model_name for m in capabilities.supported_models}
         assert "tinker-lite/tiny-64" in names
         trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2)
         trainer.forward_backward([ce_datum([1, 2, 3])], "cross_entropy")
         trainer.optim_step(types.AdamParams()).result(timeout=60)
         sampler = trainer.save_weights_and_get_sampling_client()
         sampler.sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2))
-        client.create_rest_client().list_training_runs().result(timeout=60)
+        RestClient(client).list_training_runs().result(timeout=60)
     assert client.closed
     assert joined_threads() == []
 
@@ -70,6 +78,8 @@ def test_options_reach_the_session(server: ScriptedServer, monkeypatch: pytest.M
         assert client.holder.stall_timeout == 0.5
         assert client.holder.wire_format == "json"
         assert client.chunk_limits().max_datums == 128
+        assert server.requests("/api/v1/create_session") == []  # WIRE.md §P.10: on first use
+        assert client.session_id == "sess-0001"
         (created,) = server.requests("/api/v1/create_session")
         assert created.json()["user_metadata"] == {"team": "a"}
         assert created.json()["project_id"] == "p1"
@@ -167,7 +177,8 @@ def test_close_fails_pending_requests(
     hung = trainer.optim_step(types.AdamParams())
     queued = trainer.optim_step(types.AdamParams())
     server.wait_for("/api/v1/optim_step", 1)
-    closer = threading.Thread(target=client.close)
+    # wait=False: a normal close would wait for the hung request (tests/test_closing.py).
+    closer = threading.Thread(target=lambda: client.close(wait=False))
     closer.start()
     closer.join(30)
     assert not closer.is_alive()
@@ -182,3 +193,113 @@ def test_close_fails_pending_requests(
     assert len(fake.submits("optim_step")) == 1
     # The scripted server still holds the hung request; only the client's threads must be gone.
     assert [name for name in joined_threads() if name.startswith("tinker-lite")] == []
+
+
+def test_the_constructor_sends_nothing_and_rest_calls_open_no_session(
+    server: ScriptedServer,
+) -> None:
+    FakeTinker(server)
+    with _client(server, display_name="nightly") as client:
+        assert server.requests() == []  # WIRE.md §P.10: the session starts on first use
+        RestClient(client).get_server_capabilities().result(timeout=60)
+        RestClient(client).list_training_runs().result(timeout=30)
+        assert server.requests("/api/v1/create_session") == []
+        client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        (created,) = server.requests("/api/v1/create_session")
+    assert created.json()["display_name"] == "nightly"
+
+
+def test_a_positional_string_is_not_taken_for_the_api_key(server: ScriptedServer) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        ServiceClient(API_KEY, base_url=server.url)  # type: ignore[arg-type]
+    assert info.value.field == "user_metadata"
+    assert "api_key=" in str(info.value)
+    assert API_KEY not in str(info.value)
+    assert server.requests() == []
+
+
+@pytest.mark.parametrize("name", ["_session_options", "stall_timout"])
+def test_an_unknown_keyword_is_a_type_error_naming_it(server: ScriptedServer, name: str) -> None:
+    with pytest.raises(TypeError, match=name):
+        ServiceClient(base_url=server.url, api_key=API_KEY, **{name: {}})
+
+
+def test_default_headers_overrides_reach_every_request(server: ScriptedServer) -> None:
+    FakeTinker(server)
+    with _client(
+        server, default_headers={"X-A": "1", "X-B": "1"}, default_headers_overrides={"X-B": "2"}
+    ) as client:
+        RestClient(client).get_server_capabilities().result(timeout=60)
+    for request in server.requests():
+        assert (request.header("X-A"), request.header("X-B")) == ("1", "2")
+
+
+def test_startup_timeout_from_argument_environment_or_stall_timeout(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TINKER_LITE_STARTUP_TIMEOUT", raising=False)
+    with _client(server, stall_timeout=7.0) as client:
+        assert client.holder.settings.startup_timeout == 7.0
+    monkeypatch.setenv("TINKER_LITE_STARTUP_TIMEOUT", "3")
+    with _client(server) as client:
+        assert client.holder.settings.startup_timeout == 3.0
+    with _client(server, startup_timeout=1.5) as client:
+        assert client.holder.settings.startup_timeout == 1.5
+    monkeypatch.setenv("TINKER_LITE_STARTUP_TIMEOUT", "soon")
+    with pytest.raises(InvalidInputError) as info:
+        _client(server)
+    assert info.value.field == "TINKER_LITE_STARTUP_TIMEOUT"
+
+
+def test_startup_timeout_bounds_the_start_up_retries(
+    server: ScriptedServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    FakeTinker(server, client_config={})
+    server.on("POST", "/api/v1/client/config", Reply(503, {"detail": "busy"}))
+    caplog.set_level(logging.INFO, logger="tinker_lite")
+    with _client(server, startup_timeout=0.2) as client:
+        RestClient(client).get_server_capabilities().result(timeout=60)
+    # A 0.2 s budget leaves no room for the first 0.5 s back-off: one attempt, then defaults.
+    assert len(server.requests("/api/v1/client/config")) == 1
+    assert any("built-in defaults" in r.getMessage() for r in caplog.records)
+
+
+def test_until_the_service_answers_start_up_is_retried_for_startup_timeout(
+    server: ScriptedServer,
+) -> None:
+    FakeTinker(server, client_config={})
+    # The service is still starting: five connections are dropped before it answers.
+    server.on("POST", "/api/v1/client/config", *[Drop()] * 5)
+    clock = FakeClock()
+    with service_with(
+        {"sleep": clock.sleep, "clock": clock},
+        base_url=server.url,
+        api_key=API_KEY,
+        telemetry=False,
+        startup_timeout=60.0,
+    ) as client:
+        RestClient(client).get_server_capabilities().result(timeout=60)
+    assert len(server.requests("/api/v1/client/config")) == 6
+    assert sum(clock.sleeps) <= 60.0
+
+
+def test_a_service_that_never_answers_fails_after_startup_timeout() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    clock = FakeClock()
+    with (
+        service_with(
+            {"sleep": clock.sleep, "clock": clock},
+            base_url=f"http://127.0.0.1:{port}",
+            api_key=API_KEY,
+            telemetry=False,
+            startup_timeout=20.0,
+        ) as client,
+        pytest.raises(APIConnectionError, match=r"Connection refused .*client/config"),
+    ):
+        client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+    # Retried (well beyond the two HTTP retries of a start-up request) until the budget ran out.
+    assert len(clock.sleeps) > 3
+    assert 20.0 - 1.0 <= sum(clock.sleeps) <= 20.0 + 1e-6

@@ -24,6 +24,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
 )
 from tinker_lite import APIFuture, InvalidInputError, ServiceClient
 from tinker_lite.local import LocalServer
+from tinker_lite.rest_client import RestClient
 
 FINISH = f"/api/v1/sessions/{SESSION}/finish"
 needs_golden = pytest.mark.skipif(
@@ -32,8 +33,20 @@ needs_golden = pytest.mark.skipif(
 
 
 def _client(server: ScriptedServer) -> ServiceClient:
+    """A ServiceClient whose session has started (reading ``session_id`` starts it)."""
     FakeTinker(server)
-    return ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False, wire="json")
+    client = ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False, wire="json")
+    assert client.session_id == SESSION
+    return client
+
+
+def test_a_client_that_never_started_a_session_finishes_none(server: ScriptedServer) -> None:
+    FakeTinker(server)
+    with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
+        RestClient(client).get_server_capabilities().result(timeout=60)
+    # WIRE.md §P.10: REST-only use creates no session, so there is none to finish.
+    assert server.requests("/api/v1/create_session") == []
+    assert server.requests(FINISH) == []
 
 
 def _check_against_golden(name: str, recorded: Recorded) -> None:
@@ -140,7 +153,7 @@ def test_local_server_sees_each_reason(
 
         with ServiceClient(base_url=url, telemetry=False) as c3:
             success_id = c3.session_id
-            c3.get_server_capabilities()
+            RestClient(c3).get_server_capabilities().result(timeout=60)
     messages = [r.getMessage() for r in caplog.records if r.name == "tinker_lite.local"]
     assert f"session {session_id} finished: errored" in messages
     assert f"session {interrupted_id} finished: interrupted" in messages

@@ -20,14 +20,14 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     server_fixture,
 )
 from tinker_lite import (
+    APIFuture,
     BadRequestError,
     InvalidInputError,
     ServiceClient,
     TrainingClient,
-    _proto,
     types,
 )
-from tinker_lite.local import LocalServer
+from tinker_lite.local import LocalServer, _codecs
 
 
 @pytest.fixture
@@ -205,7 +205,7 @@ def test_protobuf_wire_when_the_service_has_a_client_config(server: ScriptedServ
     submits = fake.submits("forward_backward", "forward")
     assert [r.path for r in submits] == ["/api/v1/forward_backward"] * 2
     assert {r.header("Content-Type") for r in submits} == {"application/x-protobuf"}
-    decoded = [_proto.decode_forward_backward_request(r.body) for r in submits]
+    decoded = [_codecs.decode_forward_backward_request(r.body) for r in submits]
     assert [(d.seq_id, d.forward_only, len(d.data)) for d in decoded] == [
         (1, False, 3),
         (2, True, 1),
@@ -284,11 +284,12 @@ def test_empty_batch_sends_nothing(fake: FakeTinker, trainer: TrainingClient) ->
         (lambda t: t.forward_backward([ce_datum([1, 2])], "mse"), "loss_fn"),
         (lambda t: t.forward_backward([ce_datum([1, 2])], "ppo"), "data[0].loss_fn_inputs"),
         (lambda t: t.forward([[1, 2]], "cross_entropy"), "data[0]"),
-        (lambda t: t.optim_step({"learning_rate": 1e-4}), "adam_params"),
+        (lambda t: t.optim_step({"learning_rate": 1e-4}), "optim_params"),
+        (lambda t: t.optim_step(adam_params={"learning_rate": 1e-4}), "adam_params"),
         (lambda t: t.save_state("a/b"), "name"),
         (lambda t: t.save_state(""), "name"),
         (lambda t: t.save_weights_for_sampler("x/y"), "name"),
-        (lambda t: t.load_state("/tmp/ckpt"), "path"),
+        (lambda t: _load_state_deprecated(t, "/tmp/ckpt"), "path"),
         (lambda t: t.create_sampling_client("tinker://run-0001/weights/ckpt"), "model_path"),
     ],
 )
@@ -377,8 +378,10 @@ def test_save_load_and_restore_on_the_local_server(local_url: str) -> None:
         trainer.optim_step(types.AdamParams(learning_rate=1e-2))
         state = trainer.save_state("state-1").result(timeout=60)
         assert state.path.endswith("/weights/state-1")
-        assert trainer.load_state(state.path).result(timeout=60).path == state.path
-        assert trainer.load_state_with_optimizer(state.path).result(timeout=60) is not None
+        assert _load_state_deprecated(trainer, state.path).result(timeout=60).path == state.path
+        with pytest.warns(FutureWarning, match="load_state"):
+            loaded = trainer.load_state_with_optimizer(state.path)
+        assert loaded.result(timeout=60) is not None
         before = trainer.forward([datum], "cross_entropy").result(timeout=60).metrics
         restored = client.create_training_client_from_state(state.path)
         assert restored.model_id != trainer.model_id
@@ -386,3 +389,11 @@ def test_save_load_and_restore_on_the_local_server(local_url: str) -> None:
         assert after["loss:sum"] == pytest.approx(before["loss:sum"], rel=1e-5)
         with_opt = client.create_training_client_from_state_with_optimizer(state.path)
         assert with_opt.get_info().lora_rank == 4
+
+
+def _load_state_deprecated(
+    trainer: TrainingClient, path: str
+) -> APIFuture[types.LoadWeightsResponse]:
+    """``load_state``, which warns FutureWarning first (deprecated, as in the official SDK)."""
+    with pytest.warns(FutureWarning, match="load_state"):
+        return trainer.load_state(path)

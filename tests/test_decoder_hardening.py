@@ -28,16 +28,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinker_lite import _proto, _wire, types
+from tinker_lite._api import Requestor, json_result
+from tinker_lite._api import decode_forward_backward as _decode_forward_backward
+from tinker_lite._api import decode_sample as _decode_sample
 from tinker_lite._chunking import combine_outputs
 from tinker_lite._errors import TinkerError
-from tinker_lite._futures import Poller
 from tinker_lite._http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout, Transport
+from tinker_lite._poller import Poller
+from tinker_lite._poller import json_decoder as _json_decoder
 from tinker_lite._retry import parse_retry_after
 from tinker_lite._session import SessionHolder, jwt_expiry
 from tinker_lite.rest_client import RestClient
-from tinker_lite.sampling_client import _decode_sample
-from tinker_lite.service_client import _json_decoder
-from tinker_lite.training_client import _decode_forward_backward, _decode_json
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -292,7 +293,7 @@ def test_result_decoders_handed_to_the_poller(body: bytes, protobuf: bool, cls: 
     resp = _response(body, PROTOBUF if protobuf else JSON)
     _typed_only(lambda: _decode_forward_backward(resp))
     _typed_only(lambda: _decode_sample(resp))
-    _typed_only(lambda: _decode_json(cls)(resp))
+    _typed_only(lambda: json_result(cls)(resp))
     _typed_only(lambda: _json_decoder(cls)(resp))
 
 
@@ -352,7 +353,7 @@ def test_jwt_expiry_of_any_token(token: str) -> None:
 def test_archive_url_answers(
     holder: SessionHolder, status: int, headers: dict[str, str], body: bytes
 ) -> None:
-    rest = RestClient(cast(Any, SimpleNamespace(holder=holder)))
+    rest = RestClient._on_context(cast(Any, SimpleNamespace(api=Requestor(holder))))
     resp = HttpResponse(status, headers, body)
     _typed_only(lambda: rest._archive_url(resp))
 
@@ -400,7 +401,7 @@ def test_poller_resolves_any_answer(body: bytes, status: int, protobuf: bool, de
     decode: Mapping[str, Callable[[HttpResponse], Any]] = {
         "forward_backward": _decode_forward_backward,
         "sample": _decode_sample,
-        "optim_step": _decode_json(types.OptimStepResponse),
+        "optim_step": json_result(types.OptimStepResponse),
     }
     transport = _OneAnswer(_response(body, PROTOBUF if protobuf else JSON, status))
     poller = Poller(

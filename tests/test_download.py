@@ -28,9 +28,9 @@ from tinker_lite._download import (
     download,
     extract_archive,
     part_path,
-    retry_after_seconds,
 )
 from tinker_lite._progress import Progress
+from tinker_lite._retry import DEFAULT_RETRY_POLICY
 
 
 def make_archive(files: dict[str, bytes]) -> bytes:
@@ -191,14 +191,36 @@ def test_503_honours_retry_after_seconds(server: ArchiveServer, tmp_path: Path) 
     assert sleeps.calls == [7.0, 2.0]
 
 
-def test_retry_after_http_date_and_cap() -> None:
+def test_retry_after_http_date_and_bounds() -> None:
+    # WIRE.md §5.1, one rule for every loop: Retry-After when 0 < delay <= 60 s, else back-off.
     now = 1_000_000.0
     date = email.utils.formatdate(now + 12, usegmt=True)
-    assert retry_after_seconds(date, now=now) == pytest.approx(12.0)
-    assert retry_after_seconds("3600", now=now) == 60.0
-    assert retry_after_seconds("-4", now=now) == 0.0
-    assert retry_after_seconds("soon", now=now) is None
-    assert retry_after_seconds(None, now=now) is None
+    delay = DEFAULT_RETRY_POLICY.download_delay
+    assert delay(1, {"Retry-After": date}, now=now) == pytest.approx(12.0)
+    assert delay(3, {"Retry-After": "3600"}, now=now) == 4.0
+    assert delay(1, {"Retry-After": "-4"}, now=now) == 1.0
+    assert delay(2, {"Retry-After": "soon"}, now=now) == 2.0
+    assert delay(9, None, now=now) == 30.0
+
+
+def test_gives_up_before_the_stall_timeout_without_progress(
+    server: ArchiveServer, tmp_path: Path
+) -> None:
+    server.script = [("status", 503, {})] * 10
+    elapsed = [0.0]
+
+    def sleep(seconds: float) -> None:
+        elapsed[0] += seconds
+
+    with pytest.raises(InternalServerError):
+        download(
+            server.url(),
+            tmp_path / "a.tgz",
+            sleep=sleep,
+            clock=lambda: elapsed[0],
+            stall_timeout=10.0,
+        )
+    assert elapsed[0] == 7.0  # 1 + 2 + 4; the next 8 s wait would end past 10 s
 
 
 @pytest.mark.parametrize(

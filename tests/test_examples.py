@@ -171,3 +171,28 @@ def test_cron_job_exit_code_on_rejected_key(
     err = capsys.readouterr().err
     assert err.startswith("nightly job failed (exit 3)")
     assert "tml-wrong" not in err
+
+
+@pytest.mark.parametrize("handover", ["handle", "pickle"])
+def test_rl_processes_hand_the_sampler_to_worker_processes(handover: str) -> None:
+    # Run as a script: spawned workers import the example by its path (as __mp_main__).
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
+    env.update(TINKER_TELEMETRY="0", TINKER_LITE_PROGRESS="0")
+    argv = ["--iterations", "2", "--workers", "2", "--group-size", "3", "--handover", handover]
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES_DIR / "rl_processes.py"), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = re.findall(r"samples (\d+) from (\d+) worker processes", done.stdout)
+    assert len(lines) == 2
+    for samples, workers in lines:
+        assert int(samples) == 4 * 3
+        assert 1 <= int(workers) <= 2

@@ -1,21 +1,29 @@
-"""The layering of STYLE.md, checked with ``ast`` over the modules present in the package.
+"""The layering of STYLE.md and docs/architecture.rst, checked with ``ast``.
 
+The package is parsed once (module-level cache). Imports inside ``if TYPE_CHECKING:`` are
+annotations only; every other import, lazy ones inside functions included, runs.
+
+* no import cycle at run time anywhere in the package (a module importing its own package's
+  ``__init__`` aside), so the client modules form no circle;
+* no client reaches back up to ``service_client`` (the factory on top) at run time;
+* client modules are imported only by ``__init__``, the CLI and other client modules;
+* the context and the requestor never import a client; the transport never imports a client or
+  the local server; ``_http`` knows no codec (no ``_wire``, ``_proto`` or ``types``);
 * ``types`` imports only the standard library, attrs, numpy and ``tinker_lite._errors``;
-* ``_wire`` never imports HTTP code;
-* nothing under ``tinker_lite/local`` imports a client or transport module;
-* client modules are imported only by ``__init__``, ``cli`` and other client modules;
+  ``_wire`` never imports HTTP code; ``tinker_lite/local`` never imports a client or transport
+  module;
 * ``import tinker_lite`` does not load torch, transformers, pydantic, httpx or asyncio.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tinker_lite"
@@ -26,23 +34,44 @@ CLIENT_MODULES = frozenset(
         "tinker_lite.training_client",
         "tinker_lite.sampling_client",
         "tinker_lite.rest_client",
-        "tinker_lite._chunking",
+        "tinker_lite.admin_client",
+        "tinker_lite._rest_common",
+        "tinker_lite.auth",
         "tinker_lite.tokenizer",
-        # Batch validation composes the chunking plan: it belongs to the client layer.
+        # Batch validation checks what a client is given: it belongs to the client layer.
         "tinker_lite._validate",
     }
 )
+CONNECTION_MODULES = frozenset({"tinker_lite._context", "tinker_lite._api"})
 TRANSPORT_MODULES = frozenset(
     {
         "tinker_lite._http",
         "tinker_lite._retry",
         "tinker_lite._futures",
+        "tinker_lite._poller",
         "tinker_lite._session",
+        "tinker_lite._settings",
+        "tinker_lite._auth",
+        "tinker_lite._startup",
+        "tinker_lite._heartbeat",
+        "tinker_lite._sample_gate",
         "tinker_lite.telemetry",
     }
 )
+# Modules the clients build on that are not clients themselves (shared helpers).
+CLIENT_IMPORTERS = frozenset({"tinker_lite", "tinker_lite.cli"})
 HTTP_LIBRARIES = frozenset({"requests", "urllib3", "httpx", "http", "aiohttp", "tenacity"})
+CODECS = frozenset({"tinker_lite._wire", "tinker_lite._proto", "tinker_lite.types"})
 HEAVY_OR_FORBIDDEN = ("torch", "transformers", "pydantic", "httpx", "asyncio")
+
+
+@dataclass(frozen=True)
+class Imports:
+    """What one module imports: at run time, and in total (``TYPE_CHECKING`` blocks included)."""
+
+    runtime: frozenset[str]
+    every: frozenset[str]
+    top_level: frozenset[str]
 
 
 def _module_name(path: Path) -> str:
@@ -52,31 +81,70 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module a file imports (at any depth: lazy imports inside functions count)."""
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _imports(path: Path) -> Imports:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    package = (
-        _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
-    )
-    found: set[str] = set()
-    for node in ast.walk(tree):
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    runtime: set[str] = set()
+    typing_only: set[str] = set()
+    top_level: set[str] = set()
+
+    def names_of(node: ast.Import | ast.ImportFrom) -> set[str]:
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                module = ".".join([*base, node.module] if node.module else base)
-            else:
-                module = node.module or ""
-            found.add(module)
-            # `from tinker_lite import types` imports the submodule.
-            found.update(f"{module}.{alias.name}" for alias in node.names)
-    return found
+            return {alias.name for alias in node.names}
+        if node.level:
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1]
+            module = ".".join([*base, node.module] if node.module else base)
+        else:
+            module = node.module or ""
+        # `from tinker_lite import types` imports the submodule.
+        return {module} | {f"{module}.{alias.name}" for alias in node.names}
+
+    def visit(statements: list[ast.stmt], *, annotations_only: bool, depth: int) -> None:
+        # Imports are statements: only statement bodies are walked, never expressions.
+        for node in statements:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found = names_of(node)
+                (typing_only if annotations_only else runtime).update(found)
+                if depth == 0 and not annotations_only:
+                    top_level.update(found)
+                continue
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                visit(node.body, annotations_only=True, depth=depth)
+                visit(node.orelse, annotations_only=annotations_only, depth=depth)
+                continue
+            nested = depth + isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            bodies: list[list[ast.stmt]] = [
+                getattr(node, field, [])
+                for field in ("body", "orelse", "finalbody")
+                if isinstance(getattr(node, field, None), list)
+            ]
+            bodies += [handler.body for handler in getattr(node, "handlers", [])]
+            bodies += [case.body for case in getattr(node, "cases", [])]
+            for body in bodies:
+                visit(body, annotations_only=annotations_only, depth=nested)
+
+    visit(tree.body, annotations_only=False, depth=0)
+    return Imports(frozenset(runtime), frozenset(runtime | typing_only), frozenset(top_level))
 
 
-def _package_files() -> dict[str, set[str]]:
+@functools.cache
+def _graph() -> dict[str, Imports]:
+    """Every module of the package and its imports (parsed once per test session)."""
     return {_module_name(path): _imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _internal(imported: frozenset[str]) -> set[str]:
+    """The package's own modules among ``imported``."""
+    known = set(_graph()) | CLIENT_MODULES | TRANSPORT_MODULES | CONNECTION_MODULES
+    return {name for name in imported if name in known}
 
 
 def _top(name: str) -> str:
@@ -87,102 +155,169 @@ def _is_stdlib(name: str) -> bool:
     return _top(name) in sys.stdlib_module_names or name == "__future__"
 
 
-def _internal(imported: set[str]) -> set[str]:
-    known = set(_package_files())
-    return {
-        name for name in imported if name in known or name in CLIENT_MODULES | TRANSPORT_MODULES
+def _in_types(module: str) -> bool:
+    return module == "tinker_lite.types" or module.startswith("tinker_lite.types.")
+
+
+def test_the_package_has_no_runtime_import_cycle() -> None:
+    graph = {
+        module: {
+            target
+            for target in _internal(imports.runtime)
+            # A module importing its own package's __init__ is how packages work.
+            if target != module and not module.startswith(target + ".")
+        }
+        for module, imports in _graph().items()
     }
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def walk(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                walk(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module)
+    assert not cycles, "runtime import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_client_reaches_back_up_to_the_service_client() -> None:
+    for module, imports in _graph().items():
+        if module in CLIENT_MODULES - {"tinker_lite.service_client"}:
+            assert "tinker_lite.service_client" not in imports.runtime, module
+
+
+def test_clients_are_imported_only_by_init_cli_and_clients() -> None:
+    for module, imports in _graph().items():
+        if (
+            module in CLIENT_MODULES
+            or module in CLIENT_IMPORTERS
+            or module.startswith("tinker_lite.cli.")
+        ):
+            continue
+        bad = sorted(_internal(imports.runtime) & CLIENT_MODULES)
+        assert not bad, f"{module} imports client modules {bad}"
+
+
+def test_context_and_requestor_never_import_clients() -> None:
+    for module in CONNECTION_MODULES:
+        imports = _graph()[module]
+        bad = sorted(_internal(imports.every) & CLIENT_MODULES)
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_transport_never_imports_clients_connection_or_local() -> None:
+    for module in TRANSPORT_MODULES & set(_graph()):
+        bad = sorted(
+            name
+            for name in _graph()[module].runtime
+            if name in CLIENT_MODULES or name.startswith("tinker_lite.local")
+        )
+        bad += sorted(_internal(_graph()[module].every) & CONNECTION_MODULES)
+        assert not bad, f"{module} imports {bad}"
+
+
+# What a client may still name from below the requestor: the answer type it reads a redirect
+# from, and the pool of the sampling 429 loop (to move to Requestor.submit_sample).
+CLIENT_TRANSPORT_NAMES = frozenset({"tinker_lite._http.HttpResponse"})
+
+
+def test_clients_speak_to_the_requestor_not_the_transport() -> None:
+    below = ("tinker_lite._http", "tinker_lite._retry", "tinker_lite._session", "tinker_lite._wire")
+    for module in CLIENT_MODULES:
+        # Annotations (TYPE_CHECKING imports) may name anything.
+        imports = _graph()[module].runtime
+        bad = sorted(
+            name
+            for name in imports
+            if name.startswith(below) and name not in below and name not in CLIENT_TRANSPORT_NAMES
+        )
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_http_knows_no_codec() -> None:
+    imports = _graph()["tinker_lite._http"].every
+    bad = sorted(name for name in imports if name in CODECS or _in_types(name))
+    assert not bad, f"_http imports {bad}"
 
 
 def test_types_imports_only_stdlib_attrs_numpy_and_errors() -> None:
-    imported = _imports(PACKAGE / "types.py")
-    allowed_internal = {"tinker_lite._errors"}
-    bad = sorted(
-        name
-        for name in imported
-        if not _is_stdlib(name)
-        and _top(name) not in {"attrs", "numpy"}
-        and name not in allowed_internal
-        and not name.startswith("tinker_lite._errors.")
-        and name != "torch"
-    )
-    assert not bad, f"types.py imports {bad}"
-    # torch only inside TensorData.to_torch, never at module level.
-    assert _lazy_only(PACKAGE / "types.py", "torch")
-
-
-def _lazy_only(path: Path, module: str) -> bool:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.Import) and any(a.name == module for a in node.names):
-            return False
-    return True
+    for module, imports in _graph().items():
+        if not _in_types(module):
+            continue
+        bad = sorted(
+            name
+            for name in imports.runtime
+            if not _is_stdlib(name)
+            and _top(name) not in {"attrs", "numpy"}
+            and name != "torch"
+            and not _in_types(name)
+            and not name.startswith("tinker_lite._errors")
+            and name != "tinker_lite"
+        )
+        assert not bad, f"{module} imports {bad}"
+        # torch only inside TensorData.to_torch, never at module level.
+        assert "torch" not in imports.top_level, f"{module} imports torch at module level"
 
 
 def test_wire_never_imports_http_code() -> None:
-    imported = _imports(PACKAGE / "_wire.py")
+    imports = _graph()["tinker_lite._wire"].every
     bad = sorted(
         name
-        for name in imported
-        if _top(name) in HTTP_LIBRARIES or name in CLIENT_MODULES | TRANSPORT_MODULES
+        for name in imports
+        if _top(name) in HTTP_LIBRARIES
+        or name in CLIENT_MODULES | TRANSPORT_MODULES | CONNECTION_MODULES
     )
     assert not bad, f"_wire.py imports {bad}"
 
 
 def test_local_never_imports_clients_or_transport() -> None:
-    for module, imported in _package_files().items():
+    forbidden = CLIENT_MODULES | TRANSPORT_MODULES | CONNECTION_MODULES
+    for module, imports in _graph().items():
         if not module.startswith("tinker_lite.local"):
             continue
-        bad = sorted(_internal(imported) & (CLIENT_MODULES | TRANSPORT_MODULES))
-        bad += sorted(name for name in imported if name == "tinker_lite.cli")
+        bad = sorted(_internal(imports.every) & forbidden)
+        bad += sorted(name for name in imports.every if name.startswith("tinker_lite.cli"))
         assert not bad, f"{module} imports {bad}"
 
 
-def test_clients_are_imported_only_by_init_cli_and_clients() -> None:
-    allowed = CLIENT_MODULES | {"tinker_lite", "tinker_lite.cli"}
-    for module, imported in _package_files().items():
-        if module in allowed:
-            continue
-        bad = sorted(_internal(imported) & CLIENT_MODULES)
-        assert not bad, f"{module} imports client modules {bad}"
-
-
-def test_transport_never_imports_clients_or_local() -> None:
-    for module in TRANSPORT_MODULES:
-        path = PACKAGE / f"{module.rsplit('.', 1)[1]}.py"
-        if not path.exists():
-            continue
-        imported = _imports(path)
-        bad = sorted(
-            name
-            for name in imported
-            if name in CLIENT_MODULES or name.startswith("tinker_lite.local")
-        )
-        assert not bad, f"{module} imports {bad}"
-
-
-def test_import_graph_parser_resolves_relative_imports(tmp_path: Path) -> None:
-    assert "tinker_lite._errors" in _imports(PACKAGE / "types.py")
+def test_the_parser_sees_relative_lazy_and_type_checking_imports() -> None:
+    assert "tinker_lite._errors" in _graph()["tinker_lite._http"].runtime
     assert _module_name(PACKAGE / "local" / "x.py") == "tinker_lite.local.x"
+    context = _graph()["tinker_lite._context"]
+    # Imported lazily inside a method: it runs, but not at module level.
+    assert "tinker_lite.local" in context.runtime
+    assert "tinker_lite.local" not in context.top_level
+    api = _graph()["tinker_lite._api"]
+    # Imported under TYPE_CHECKING only: an annotation, not a runtime edge.
+    assert "tinker_lite._session" in api.every
+    assert "tinker_lite._session" not in api.runtime
 
 
-def _run(code: str) -> str:
+def test_import_does_not_load_heavy_modules() -> None:
+    # Cumulative in one interpreter: each import adds to what the previous ones loaded.
+    statements = ("import tinker_lite", "import tinker_lite.types", "import tinker_lite._wire")
+    code = (
+        "import sys\n"
+        f"for statement in {statements!r}:\n"
+        "    exec(statement)\n"
+        f"    loaded = [m for m in {HEAVY_OR_FORBIDDEN!r} if m in sys.modules]\n"
+        "    print(statement + '|' + ','.join(loaded))\n"
+    )
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=False
     )
     assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-@pytest.mark.parametrize(
-    "statement",
-    ["import tinker_lite", "import tinker_lite.types", "import tinker_lite._wire"],
-)
-def test_import_does_not_load_heavy_modules(statement: str) -> None:
-    code = (
-        f"import sys\n{statement}\n"
-        f"print(','.join(m for m in {HEAVY_OR_FORBIDDEN!r} if m in sys.modules))\n"
-    )
-    assert _run(code).strip() == ""
+    loaded = dict(line.split("|") for line in result.stdout.strip().splitlines())
+    assert loaded == dict.fromkeys(statements, "")

@@ -59,8 +59,12 @@ def test_every_training_operation_is_journaled_with_its_seq_id_and_tokens(
     trainer.forward_backward(data, "cross_entropy").result(timeout=30)
     trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=30)
     trainer.save_state("ckpt").result(timeout=30)
-    trainer.load_state("tinker://run-0001/weights/ckpt").result(timeout=30)
-    trainer.load_state_with_optimizer("tinker://run-0001/weights/ckpt").result(timeout=30)
+    with pytest.warns(FutureWarning, match="load_state"):
+        loaded = trainer.load_state("tinker://run-0001/weights/ckpt")
+    loaded.result(timeout=30)
+    with pytest.warns(FutureWarning, match="load_state"):
+        loaded = trainer.load_state_with_optimizer("tinker://run-0001/weights/ckpt")
+    loaded.result(timeout=30)
     trainer.save_weights_for_sampler("s1").result(timeout=30)
 
     entries = read_journal(journal_path)

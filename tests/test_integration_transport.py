@@ -10,6 +10,7 @@ import requests
 import urllib3
 import urllib3.connection
 
+from tests._clients_support import service_with
 from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     API_KEY,
     FakeClock,
@@ -19,7 +20,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite import APIConnectionError, APITimeoutError, InternalServerError, ServiceClient
+from tinker_lite import APIConnectionError, APITimeoutError, InternalServerError
 from tinker_lite._http import PoolKind, Timeout, Transport, classify_failure
 from tinker_lite._retry import RetryPolicy, send_with_retries
 from tinker_lite.cli import EXIT_CONNECTION
@@ -138,13 +139,13 @@ def test_max_retries_bounds_the_http_retries_of_a_service_client(server: Scripte
     server.default("POST", "/api/v1/create_session", Reply(503, {"detail": "busy"}))
     clock = FakeClock()
     with pytest.raises(InternalServerError):
-        ServiceClient(
+        service_with(
+            {"sleep": clock.sleep},
             base_url=server.url,
             api_key=API_KEY,
             telemetry=False,
             max_retries=1,
-            _session_options={"sleep": clock.sleep},
-        )
+        ).create_sampling_client(base_model="Qwen/Qwen3-8B")
     assert len(server.requests("/api/v1/create_session")) == 2
 
 

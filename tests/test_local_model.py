@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from tinker_lite.local import kernels
 from tinker_lite.local import model as lm
 from tinker_lite.local._build_tokenizer import build_tokenizer_json
 from tinker_lite.local.model import DatumArrays, TinyLM, UserInputError
@@ -296,16 +297,19 @@ def test_blocked_matrix_products_match_plain_matmul() -> None:
     a = rng.standard_normal((1000, 64))
     b = rng.standard_normal((64, 300))
     c = rng.standard_normal((1000, 300))
-    np.testing.assert_allclose(lm._mm(a, b), a @ b, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(lm._mm(c, b.T), c @ b.T, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(lm._mm_tn(a, c), a.T @ c, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(lm._mm_tn(a[:5], c[:5]), a[:5].T @ c[:5], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(kernels.mm(a, b), a @ b, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(kernels.mm(c, b.T), c @ b.T, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(kernels.mm_tn(a, c), a.T @ c, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(kernels.mm_tn(a[:5], c[:5]), a[:5].T @ c[:5], rtol=1e-10, atol=1e-10)
     x = rng.standard_normal((2, 3, 301, 16))
     y = rng.standard_normal((2, 3, 16, 301))
-    np.testing.assert_allclose(lm._bmm(x, y), x @ y, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(kernels.bmm(x, y), x @ y, rtol=1e-10, atol=1e-10)
     xy = x @ y
     np.testing.assert_allclose(
-        lm._bmm(xy.transpose(0, 1, 3, 2), x), xy.transpose(0, 1, 3, 2) @ x, rtol=1e-10, atol=1e-10
+        kernels.bmm(xy.transpose(0, 1, 3, 2), x),
+        xy.transpose(0, 1, 3, 2) @ x,
+        rtol=1e-10,
+        atol=1e-10,
     )
 
 

@@ -184,7 +184,7 @@ def test_client_config_overrides_and_defaults() -> None:
         assert config["new_flag"] is True
         assert config["parallel_fwdbwd_chunks"] is True
         dynamic = api.ok("/api/v1/client/dynamic_config", {"sdk_version": "0.38.0"})
-        assert dynamic == {"refresh_interval_sec": 300.0}
+        assert dynamic["refresh_interval_sec"] == 300.0
         assert api.post("/api/v1/auth/token", {}).status_code == 404
         api.close()
 
@@ -219,7 +219,12 @@ def test_sessions_capabilities_telemetry_and_stats(api: Api) -> None:
     listed = api.get("/api/v1/sessions", params={"limit": 100, "offset": 0}).json()
     assert session_id in listed["sessions"]
     detail = api.get(f"/api/v1/sessions/{session_id}").json()
-    assert detail == {"training_run_ids": [model_id], "sampler_ids": []}
+    assert detail == {
+        "training_run_ids": [model_id],
+        "sampler_ids": [],
+        "user_metadata": {},
+        "display_name": None,
+    }
     finish = api.post(
         f"/api/v1/sessions/{session_id}/finish", {"reason": {"type": "success"}, "detail": None}
     )

@@ -17,6 +17,7 @@ import pytest
 
 from tests._proto_support import generated_module
 from tinker_lite import _proto, types
+from tinker_lite.local import _codecs
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -232,7 +233,7 @@ def test_request_hand_encoded_parses_with_generated_classes(pb: ModuleType, case
 def test_request_generated_bytes_decode_by_hand(pb: ModuleType, case_name: str) -> None:
     case = REQUEST_CASES[case_name]
     body = _pb_request(pb, case).SerializeToString()
-    request = _proto.decode_forward_backward_request(body)
+    request = _codecs.decode_forward_backward_request(body)
     assert request.model_id == case["model_id"]
     assert request.seq_id == case["seq_id"]
     assert request.loss_fn == case["loss_fn"]
@@ -260,7 +261,7 @@ def test_request_sparse_csr_tensors_decode_to_dense(pb: ModuleType) -> None:
         tensor.sparse_csr.col_indices = cols.astype("<i8").tobytes()
         tensor.dtype = dtype
         tensor.shape.extend(dense.shape)
-    (datum,) = _proto.decode_forward_backward_request(message.SerializeToString()).data
+    (datum,) = _codecs.decode_forward_backward_request(message.SerializeToString()).data
     assert datum.loss_fn_inputs["weights"] == types.TensorData.from_numpy(dense_weights)
     assert datum.loss_fn_inputs["target_tokens"] == types.TensorData.from_numpy(dense_targets)
 
@@ -273,7 +274,7 @@ def test_request_empty_sparse_tensor_decodes_to_zeros(pb: ModuleType) -> None:
     tensor.sparse_csr.crow_indices = np.zeros(3, "<i8").tobytes()
     tensor.dtype = pb.DTYPE_FLOAT32
     tensor.shape.extend([2, 4])
-    (datum,) = _proto.decode_forward_backward_request(message.SerializeToString()).data
+    (datum,) = _codecs.decode_forward_backward_request(message.SerializeToString()).data
     assert datum.loss_fn_inputs["weights"] == types.TensorData.from_numpy(
         np.zeros((2, 4), np.float32)
     )
@@ -290,7 +291,7 @@ def test_request_int32_and_bfloat16_tensors_are_widened(pb: ModuleType) -> None:
     floats = np.array([1.5, -0.25], np.float32)
     weights.dense = (floats.view(np.uint32) >> 16).astype("<u2").tobytes()
     weights.dtype = pb.DTYPE_BFLOAT16
-    (datum,) = _proto.decode_forward_backward_request(message.SerializeToString()).data
+    (datum,) = _codecs.decode_forward_backward_request(message.SerializeToString()).data
     assert datum.loss_fn_inputs["target_tokens"] == types.TensorData(
         data=np.array([5, 6]), dtype="int64"
     )
@@ -305,7 +306,7 @@ def test_request_provenance_spans_and_override_dimensions_are_skipped(pb: Module
     span.prompt_tokens.length = 3
     message.data[0].loss_fn_input_spans.add().sampled_tokens.offset = 2
     message.data[0].model_input[1].image.override_dimensions.width = 32
-    request = _proto.decode_forward_backward_request(message.SerializeToString())
+    request = _codecs.decode_forward_backward_request(message.SerializeToString())
     assert request.data == case["data"]
 
 
@@ -372,15 +373,14 @@ def _outputs_from_pb(pb: ModuleType, message: Any) -> list[dict[str, Any]]:
 
 def _outputs_plain(out: types.ForwardBackwardOutput) -> list[dict[str, Any]]:
     return [
-        {name: (t.data.tolist(), t.shape) for name, t in outputs.items()}
-        for outputs in out.loss_fn_outputs
+        {name: (t.data, t.shape) for name, t in outputs.items()} for outputs in out.loss_fn_outputs
     ]
 
 
 @pytest.mark.parametrize("case_name", list(OUTPUT_CASES))
 def test_output_hand_encoded_parses_with_generated_classes(pb: ModuleType, case_name: str) -> None:
     out = OUTPUT_CASES[case_name]
-    message = pb.ForwardBackwardOutput.FromString(_proto.encode_forward_backward_output(out))
+    message = pb.ForwardBackwardOutput.FromString(_codecs.encode_forward_backward_output(out))
     assert message.loss_fn_output_type == out.loss_fn_output_type
     assert dict(message.metrics) == out.metrics
     assert _outputs_from_pb(pb, message) == _outputs_plain(out)
@@ -390,7 +390,7 @@ def test_output_hand_encoded_parses_with_generated_classes(pb: ModuleType, case_
 def test_output_generated_bytes_decode_by_hand(pb: ModuleType, case_name: str) -> None:
     out = OUTPUT_CASES[case_name]
     # Re-serialize with the generated classes (their own map order and field layout).
-    message = pb.ForwardBackwardOutput.FromString(_proto.encode_forward_backward_output(out))
+    message = pb.ForwardBackwardOutput.FromString(_codecs.encode_forward_backward_output(out))
     decoded = _proto.decode_forward_backward_output(message.SerializeToString())
     assert decoded == out
 
@@ -483,18 +483,18 @@ def _sample_plain(resp: types.SampleResponse) -> dict[str, Any]:
 @pytest.mark.parametrize("case_name", list(SAMPLE_CASES))
 def test_sample_hand_encoded_parses_with_generated_classes(pb: ModuleType, case_name: str) -> None:
     resp = SAMPLE_CASES[case_name]
-    message = pb.SampleResponse.FromString(_proto.encode_sample_response(resp))
+    message = pb.SampleResponse.FromString(_codecs.encode_sample_response(resp))
     assert _sample_from_pb(pb, message) == _sample_plain(resp)
 
 
 @pytest.mark.parametrize("case_name", list(SAMPLE_CASES))
 def test_sample_generated_bytes_decode_by_hand(pb: ModuleType, case_name: str) -> None:
     resp = SAMPLE_CASES[case_name]
-    message = pb.SampleResponse.FromString(_proto.encode_sample_response(resp))
+    message = pb.SampleResponse.FromString(_codecs.encode_sample_response(resp))
     assert _proto.decode_sample_response(message.SerializeToString()) == resp
 
 
-def test_sample_generated_newer_fields_are_ignored(pb: ModuleType) -> None:
+def test_sample_generated_038_fields_are_decoded(pb: ModuleType) -> None:
     message = pb.SampleResponse(prompt_cache_hit_tokens=12)
     seq = message.sequences.add(stop_reason=pb.STOP_REASON_LENGTH)
     seq.tokens = np.array([9, 8], "<i4").tobytes()
@@ -506,16 +506,22 @@ def test_sample_generated_newer_fields_are_ignored(pb: ModuleType) -> None:
     message.target_prompt_logprobs.dense = np.array([-1.0], "<f4").tobytes()
     message.target_prompt_logprobs.dtype = pb.DTYPE_FLOAT32
     message.prompt_alt_tokens.tokens.dense = np.array([1], "<i8").tobytes()
+    message.prompt_alt_tokens.tokens.dtype = pb.DTYPE_INT64
+    message.prompt_alt_tokens.tokens.shape.extend([1, 1])
+    message.prompt_alt_tokens.logprobs.dense = np.array([-2.0], "<f4").tobytes()
+    message.prompt_alt_tokens.logprobs.dtype = pb.DTYPE_FLOAT32
+    message.prompt_alt_tokens.logprobs.shape.extend([1, 1])
     message.prompt_logprobs = np.array([math.nan, -3.5], "<f4").tobytes()
     resp = _proto.decode_sample_response(message.SerializeToString())
-    assert resp == types.SampleResponse(
-        sequences=[
-            types.SampledSequence(
-                stop_reason=types.StopReason.LENGTH, tokens=[9, 8], logprobs=[-0.5, -0.25]
-            )
-        ],
-        prompt_logprobs=[None, -3.5],
-    )
+    assert resp.sequences[0].tokens == [9, 8]
+    assert resp.sequences[0].topk_logprobs == [[(9, -0.5)], [(8, -0.25)]]
+    assert resp.prompt_logprobs == [None, -3.5]
+    assert resp.prompt_cache_hit_tokens == 12
+    assert resp.target_prompt_logprobs is not None
+    assert resp.target_prompt_logprobs.to_numpy().tolist() == [-1.0]
+    assert resp.prompt_alt_tokens is not None
+    assert resp.prompt_alt_tokens.tokens.to_numpy().tolist() == [[1]]
+    assert resp.prompt_alt_tokens.logprobs.to_numpy().tolist() == [[-2.0]]
 
 
 def test_generated_module_compiled_from_the_schema_file(pb: ModuleType) -> None:

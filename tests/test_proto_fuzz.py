@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests._proto_support import encode_decoded
 from tinker_lite import _proto, types
 from tinker_lite._errors import WireFormatError
+from tinker_lite.local import _codecs
 
 FUZZ = settings(
     max_examples=50,
@@ -103,7 +104,7 @@ def _output_seeds() -> list[bytes]:
             ]
         },
     )
-    return [_proto.encode_forward_backward_output(out), bf16]
+    return [_codecs.encode_forward_backward_output(out), bf16]
 
 
 def _sample_seeds() -> list[bytes]:
@@ -117,11 +118,11 @@ def _sample_seeds() -> list[bytes]:
         prompt_logprobs=[None, -1.0, -2.0],
         topk_prompt_logprobs=[None, [(4, -0.5), (5, -1.0)], [(6, -0.25)]],
     )
-    return [_proto.encode_sample_response(resp)]
+    return [_codecs.encode_sample_response(resp)]
 
 
 DECODERS: dict[str, tuple[Callable[[bytes], Any], list[bytes]]] = {
-    "request": (_proto.decode_forward_backward_request, _request_seeds()),
+    "request": (_codecs.decode_forward_backward_request, _request_seeds()),
     "output": (_proto.decode_forward_backward_output, _output_seeds()),
     "sample": (_proto.decode_sample_response, _sample_seeds()),
 }

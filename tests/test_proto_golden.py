@@ -26,6 +26,7 @@ from tests._proto_support import (
     golden_proto_fixtures,
 )
 from tinker_lite import _proto, types
+from tinker_lite.local import _codecs
 
 GOLDEN = golden_proto_fixtures()
 IDS = [name for name, _ in GOLDEN]
@@ -106,7 +107,7 @@ def test_map_order_does_not_matter_up_to_canonical_form(name: str, fixture: dict
 @pytest.mark.parametrize(("name", "fixture"), GOLDEN, ids=IDS)
 def test_server_decoder_reads_golden(name: str, fixture: dict[str, Any]) -> None:
     decoded = fixture["body_decoded"]
-    request = _proto.decode_forward_backward_request(golden_message_bytes(fixture))
+    request = _codecs.decode_forward_backward_request(golden_message_bytes(fixture))
     assert request.model_id == decoded.get("model_id", "")
     assert request.seq_id == decoded.get("seq_id", 0)
     assert request.loss_fn == decoded.get("loss_fn", "")

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from tests._proto_support import decode_to_dict, encode_decoded
-from tinker_lite import _proto, types
+from tinker_lite import _proto, _protowire, types
 from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite.local import _codecs
 
 # ---------------------------------------------------------------------------------------------
 # Primitives
@@ -33,37 +34,37 @@ from tinker_lite._errors import InvalidInputError, WireFormatError
     ],
 )
 def test_varint_encoding(value: int, encoded: bytes) -> None:
-    assert _proto.encode_varint(value) == encoded
-    decoded, end = _proto.read_varint(encoded, 0, len(encoded))
+    assert _protowire.encode_varint(value) == encoded
+    decoded, end = _protowire.read_varint(encoded, 0, len(encoded))
     assert end == len(encoded)
-    assert _proto.as_int64(decoded) == value
+    assert _protowire.as_int64(decoded) == value
 
 
 def test_varint_round_trip_over_bit_lengths() -> None:
     for bits in range(63):
         for value in (1 << bits, (1 << bits) - 1, -(1 << bits), -(1 << 63)):
-            encoded = _proto.encode_varint(value)
-            decoded, _ = _proto.read_varint(encoded, 0, len(encoded))
-            assert _proto.as_int64(decoded) == value
+            encoded = _protowire.encode_varint(value)
+            decoded, _ = _protowire.read_varint(encoded, 0, len(encoded))
+            assert _protowire.as_int64(decoded) == value
 
 
 def test_int32_views_of_varints() -> None:
-    assert _proto.as_int32(_proto.read_varint(_proto.encode_varint(-5), 0, 10)[0]) == -5
-    assert _proto.as_int32(2**32 + 7) == 7
-    assert _proto.as_uint32(2**32 + 7) == 7
-    assert _proto.as_int32(2**31) == -(2**31)
+    assert _protowire.as_int32(_protowire.read_varint(_protowire.encode_varint(-5), 0, 10)[0]) == -5
+    assert _protowire.as_int32(2**32 + 7) == 7
+    assert _protowire.as_uint32(2**32 + 7) == 7
+    assert _protowire.as_int32(2**31) == -(2**31)
 
 
 @pytest.mark.parametrize("data", [b"", b"\x80", b"\xff\xff", b"\x80" * 10 + b"\x01"])
 def test_bad_varints_raise_wire_format_error(data: bytes) -> None:
     with pytest.raises(WireFormatError, match="varint"):
-        _proto.read_varint(data, 0, len(data))
+        _protowire.read_varint(data, 0, len(data))
 
 
 def test_field_keys() -> None:
-    assert _proto.field_key(1, _proto.WT_LEN) == b"\x0a"
-    assert _proto.field_key(3, _proto.WT_VARINT) == b"\x18"
-    assert _proto.field_key(16, _proto.WT_I64) == b"\x81\x01"
+    assert _protowire.field_key(1, _protowire.WT_LEN) == b"\x0a"
+    assert _protowire.field_key(3, _protowire.WT_VARINT) == b"\x18"
+    assert _protowire.field_key(16, _protowire.WT_I64) == b"\x81\x01"
 
 
 def test_iter_fields_yields_every_wire_type() -> None:
@@ -77,10 +78,10 @@ def test_iter_fields_yields_every_wire_type() -> None:
         + b"\x2b\x08\x01\x2c"  # 5: group holding 1: varint 1
         + b"\x30\x00"  # 6: varint 0
     )
-    fields = list(_proto.iter_fields(body, 0, len(body)))
+    fields = list(_protowire.iter_fields(body, 0, len(body)))
     assert [(f, wt) for f, wt, _, _ in fields] == [(1, 0), (2, 1), (3, 2), (4, 5), (5, 3), (6, 0)]
     assert fields[0][2] == 150
-    assert _proto.read_double(body, fields[1][2]) == 2.5
+    assert _protowire.read_double(body, fields[1][2]) == 2.5
     assert body[fields[2][2] : fields[2][3]] == b"abc"
 
 
@@ -101,28 +102,28 @@ def test_iter_fields_yields_every_wire_type() -> None:
 )
 def test_iter_fields_rejects_malformed_bytes(body: bytes, match: str) -> None:
     with pytest.raises(WireFormatError, match=match):
-        list(_proto.iter_fields(body, 0, len(body)))
+        list(_protowire.iter_fields(body, 0, len(body)))
 
 
 def test_packed_and_unpacked_repeated_int64_are_both_read() -> None:
     values: list[int] = []
-    packed = _proto.encode_varint(3) + _proto.encode_varint(-1)
-    _proto.read_int64s(packed, _proto.WT_LEN, 0, len(packed), into=values, where="shape")
-    _proto.read_int64s(b"", _proto.WT_VARINT, 9, 0, into=values, where="shape")
+    packed = _protowire.encode_varint(3) + _protowire.encode_varint(-1)
+    _protowire.read_int64s(packed, _protowire.WT_LEN, 0, len(packed), into=values, where="shape")
+    _protowire.read_int64s(b"", _protowire.WT_VARINT, 9, 0, into=values, where="shape")
     assert values == [3, -1, 9]
     with pytest.raises(WireFormatError, match="shape"):
-        _proto.read_int64s(b"", _proto.WT_I64, 0, 0, into=values, where="shape")
+        _protowire.read_int64s(b"", _protowire.WT_I64, 0, 0, into=values, where="shape")
 
 
 def test_writer_joins_pieces_once() -> None:
-    inner = _proto.Writer()
-    inner.varint_field(_proto.field_key(1, _proto.WT_VARINT), 5)
-    inner.array_field(_proto.field_key(2, _proto.WT_LEN), np.array([1, 2], "<i4"))
-    outer = _proto.Writer()
-    outer.string_field(_proto.field_key(1, _proto.WT_LEN), "é")
-    outer.message_field(_proto.field_key(2, _proto.WT_LEN), inner)
-    outer.packed_varints_field(_proto.field_key(3, _proto.WT_LEN), [1, 300])
-    outer.double_field(_proto.field_key(4, _proto.WT_I64), 0.5)
+    inner = _protowire.Writer()
+    inner.varint_field(_protowire.field_key(1, _protowire.WT_VARINT), 5)
+    inner.array_field(_protowire.field_key(2, _protowire.WT_LEN), np.array([1, 2], "<i4"))
+    outer = _protowire.Writer()
+    outer.string_field(_protowire.field_key(1, _protowire.WT_LEN), "é")
+    outer.message_field(_protowire.field_key(2, _protowire.WT_LEN), inner)
+    outer.packed_varints_field(_protowire.field_key(3, _protowire.WT_LEN), [1, 300])
+    outer.double_field(_protowire.field_key(4, _protowire.WT_I64), 0.5)
     body = outer.getvalue()
     assert outer.size == len(body)
     assert body == (
@@ -201,14 +202,14 @@ def test_request_layout_follows_the_schema() -> None:
 def test_request_defaults_are_not_written() -> None:
     body = _encode(model_id="", seq_id=0, data=[], loss_fn="", loss_fn_config={})
     assert body == b""
-    assert _proto.decode_forward_backward_request(body) == _proto.ProtoForwardBackwardRequest(
+    assert _codecs.decode_forward_backward_request(body) == _codecs.ProtoForwardBackwardRequest(
         model_id="", seq_id=0, data=[], loss_fn="", loss_fn_config=None, forward_only=False
     )
 
 
 def test_request_config_values_keep_their_kind() -> None:
     config = {"clip": np.float32(0.5), "n": 3, "zero": 0.0, "mode": "sampler", "nan": math.nan}
-    request = _proto.decode_forward_backward_request(_encode(loss_fn_config=config))
+    request = _codecs.decode_forward_backward_request(_encode(loss_fn_config=config))
     assert request.loss_fn_config is not None
     assert request.loss_fn_config["clip"] == 0.5
     assert request.loss_fn_config["n"] == 3.0
@@ -272,7 +273,7 @@ def test_request_seq_id_outside_int32_is_rejected() -> None:
 
 
 def test_request_negative_seq_id_round_trips() -> None:
-    assert _proto.decode_forward_backward_request(_encode(seq_id=-3)).seq_id == -3
+    assert _codecs.decode_forward_backward_request(_encode(seq_id=-3)).seq_id == -3
 
 
 def test_request_round_trip_through_the_server_decoder() -> None:
@@ -287,7 +288,7 @@ def test_request_round_trip_through_the_server_decoder() -> None:
             },
         ),
     ]
-    request = _proto.decode_forward_backward_request(
+    request = _codecs.decode_forward_backward_request(
         _encode(data=data, loss_fn_config={"beta": 0.1}, forward_only=True)
     )
     assert request.data == data
@@ -303,7 +304,7 @@ def test_request_decoder_merges_config_maps_v2_first() -> None:
             "loss_fn_config_v2": {"b": {"text": "two"}, "c": {"number": 3.0}},
         },
     )
-    config = _proto.decode_forward_backward_request(body).loss_fn_config
+    config = _codecs.decode_forward_backward_request(body).loss_fn_config
     assert config == {"a": 1.0, "b": "two", "c": 3.0}
 
 
@@ -380,14 +381,14 @@ def test_request_decoder_merges_config_maps_v2_first() -> None:
 def test_request_decoder_rejects_invalid_content(decoded: dict[str, Any], match: str) -> None:
     body = encode_decoded("ForwardBackwardRequest", decoded)
     with pytest.raises(WireFormatError, match=match):
-        _proto.decode_forward_backward_request(body)
+        _codecs.decode_forward_backward_request(body)
 
 
 def test_request_decoder_rejects_wrong_wire_types() -> None:
     with pytest.raises(WireFormatError, match="model_id"):
-        _proto.decode_forward_backward_request(b"\x08\x01")  # model_id as a varint
+        _codecs.decode_forward_backward_request(b"\x08\x01")  # model_id as a varint
     with pytest.raises(WireFormatError, match="seq_id"):
-        _proto.decode_forward_backward_request(b"\x12\x00")  # seq_id as bytes
+        _codecs.decode_forward_backward_request(b"\x12\x00")  # seq_id as bytes
 
 
 def test_decoders_skip_unknown_fields() -> None:
@@ -395,27 +396,27 @@ def test_decoders_skip_unknown_fields() -> None:
         b"\xf8\x07\x01" + b"\x82\x08\x02hi" + b"\x8d\x08\x00\x00\x00\x00" + b"\x8b\x08\x8c\x08"
     )
     body = _encode(loss_fn_config={"a": 1.0})
-    assert _proto.decode_forward_backward_request(unknown + body) == (
-        _proto.decode_forward_backward_request(body)
+    assert _codecs.decode_forward_backward_request(unknown + body) == (
+        _codecs.decode_forward_backward_request(body)
     )
     out = types.ForwardBackwardOutput(
         loss_fn_output_type="T", loss_fn_outputs=[], metrics={"loss:sum": 1.0}
     )
     assert (
-        _proto.decode_forward_backward_output(unknown + _proto.encode_forward_backward_output(out))
+        _proto.decode_forward_backward_output(unknown + _codecs.encode_forward_backward_output(out))
         == out
     )
     resp = types.SampleResponse(sequences=[])
-    assert _proto.decode_sample_response(unknown + _proto.encode_sample_response(resp)) == resp
+    assert _proto.decode_sample_response(unknown + _codecs.encode_sample_response(resp)) == resp
 
 
 def test_decoders_accept_bytearray_and_memoryview() -> None:
     body = _encode()
-    expected = _proto.decode_forward_backward_request(body)
-    assert _proto.decode_forward_backward_request(bytearray(body)) == expected
-    assert _proto.decode_forward_backward_request(memoryview(body)) == expected
+    expected = _codecs.decode_forward_backward_request(body)
+    assert _codecs.decode_forward_backward_request(bytearray(body)) == expected
+    assert _codecs.decode_forward_backward_request(memoryview(body)) == expected
     with pytest.raises(WireFormatError):
-        _proto.decode_forward_backward_request("text")  # type: ignore[arg-type]
+        _codecs.decode_forward_backward_request("text")  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,7 +440,7 @@ def test_output_round_trip_and_layout() -> None:
         ],
         metrics={"loss:sum": 6.0},
     )
-    body = _proto.encode_forward_backward_output(out)
+    body = _codecs.encode_forward_backward_output(out)
     assert _proto.decode_forward_backward_output(body) == out
     decoded = decode_to_dict("ForwardBackwardOutput", body)
     assert decoded["loss_fn_outputs"] == [
@@ -490,10 +491,10 @@ def test_output_bfloat16_is_widened_and_int32_reported_as_int64() -> None:
     )
     (outputs,) = _proto.decode_forward_backward_output(body).loss_fn_outputs
     assert outputs["lp"].dtype == "float32"
-    assert outputs["lp"].data.tolist() == [1.0, -0.5, 3.0]
+    assert outputs["lp"].data == [1.0, -0.5, 3.0]
     assert outputs["ids"].dtype == "int64"
     assert outputs["ids"].shape == [1, 3]
-    assert outputs["ids"].data.tolist() == [7, -8, 9]
+    assert outputs["ids"].data == [7, -8, 9]
 
 
 def test_output_empty_record_stands_for_empty_outputs() -> None:
@@ -549,7 +550,7 @@ def test_output_encoder_splits_records_by_signature() -> None:
         ],
         metrics={},
     )
-    body = _proto.encode_forward_backward_output(out)
+    body = _codecs.encode_forward_backward_output(out)
     records = decode_to_dict("ForwardBackwardOutput", body)["loss_fn_outputs"]
     assert [r["num_datums"] for r in records] == [2, 1, 1]
     decoded = _proto.decode_forward_backward_output(body)
@@ -583,7 +584,7 @@ def test_sample_round_trip() -> None:
         prompt_logprobs=[None, -1.0],
         topk_prompt_logprobs=[None, [(4, -0.5), (0, -1.0)]],
     )
-    body = _proto.encode_sample_response(resp)
+    body = _codecs.encode_sample_response(resp)
     assert _proto.decode_sample_response(body) == resp
     decoded = decode_to_dict("SampleResponse", body)
     assert decoded["topk_prompt_logprobs"] == {
@@ -640,14 +641,14 @@ def test_sample_decoder_rejects_inconsistent_arrays(decoded: dict[str, Any]) -> 
 def test_sample_encoder_rejects_unknown_stop_reason_and_big_tokens() -> None:
     odd = types.SampledSequence(stop_reason=types.StopReason("aborted"), tokens=[1])
     with pytest.raises(WireFormatError, match="stop_reason"):
-        _proto.encode_sample_response(types.SampleResponse(sequences=[odd]))
+        _codecs.encode_sample_response(types.SampleResponse(sequences=[odd]))
     big = types.SampledSequence(stop_reason=types.StopReason.STOP, tokens=[2**31])
     with pytest.raises(WireFormatError, match="int32"):
-        _proto.encode_sample_response(types.SampleResponse(sequences=[big]))
+        _codecs.encode_sample_response(types.SampleResponse(sequences=[big]))
     for row in ([(2**31, -0.5)], [(1, "x")], [(1, -0.5, 2)]):
         topk = types.SampleResponse(sequences=[], topk_prompt_logprobs=[None, row])
         with pytest.raises(WireFormatError, match=r"topk_prompt_logprobs\[1\].*int32 token"):
-            _proto.encode_sample_response(topk)
+            _codecs.encode_sample_response(topk)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -660,7 +661,7 @@ def test_content_type() -> None:
 
 
 def test_zstd_helpers_follow_availability(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_proto, "_zstd", lambda: None)
+    monkeypatch.setattr(_protowire, "_zstd", lambda: None)
     assert _proto.zstd_available() is False
     with pytest.raises(WireFormatError, match="zstandard"):
         _proto.compress(b"x")
@@ -675,3 +676,40 @@ def test_zstd_round_trip_when_installed() -> None:
     assert _proto.decompress(_proto.compress(body)) == body
     with pytest.raises(WireFormatError):
         _proto.decompress(b"not zstd")
+
+
+def test_sample_outcome_round_trips_the_038_fields() -> None:
+    response = types.SampleResponse(
+        sequences=[
+            types.SampledSequence(stop_reason="length", tokens=[5, 6], logprobs=[-1.0, -2.0]),
+            types.SampledSequence(stop_reason="stop", tokens=[7], logprobs=[-0.5]),
+        ],
+        prompt_logprobs=[None, -1.5, -2.5],
+    )
+    outcome = _codecs.SampleOutcome(
+        response,
+        sequence_ids=["r:0", "r:1"],
+        sequence_topk=[[[(5, -1.0), (9, -1.25)], [(6, -2.0)]], None],
+        target_prompt_logprobs=np.array([[-1.5, 0.0], [-2.5, -3.0]], dtype=np.float32),
+        alt_tokens=np.array([[1, 2], [3, 4]], dtype=np.int64),
+        alt_logprobs=np.array([[-0.25, -0.5], [-0.75, -1.0]], dtype=np.float32),
+        prompt_cache_hit_tokens=2,
+    )
+    decoded = _proto.decode_sample_response(_codecs.encode_sample_outcome(outcome))
+    assert decoded.sequences[0].topk_logprobs == [[(5, -1.0), (9, -1.25)], [(6, -2.0)]]
+    assert decoded.sequences[1].topk_logprobs is None
+    assert decoded.prompt_cache_hit_tokens == 2
+    assert decoded.target_prompt_logprobs is not None
+    assert decoded.target_prompt_logprobs.to_numpy().tolist() == [[-1.5, 0.0], [-2.5, -3.0]]
+    alt = decoded.prompt_alt_tokens
+    assert alt is not None
+    assert alt.tokens.dtype == "int64"
+    assert alt.tokens.to_numpy().tolist() == [[1, 2], [3, 4]]
+    assert alt.logprobs.to_numpy().tolist() == [[-0.25, -0.5], [-0.75, -1.0]]
+    as_json = outcome.to_json()
+    assert as_json["sequences"][0]["topk_logprobs"] == [[[5, -1.0], [9, -1.25]], [[6, -2.0]]]
+    assert as_json["prompt_alt_tokens"]["tokens"] == {
+        "data": [1, 2, 3, 4],
+        "dtype": "int64",
+        "shape": [2, 2],
+    }

@@ -17,6 +17,7 @@ its own, promptly.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -31,7 +32,6 @@ import pytest
 
 from tests._reliability_support import (
     BASE_MODEL,
-    LAYER_A_BACKOFF_S,
     LORA_RANK,
     LORA_SEED,
     READY_MARKER,
@@ -60,6 +60,7 @@ from tinker_lite import (
 from tinker_lite._download import download
 from tinker_lite._futures import FutureTimeoutError
 from tinker_lite.local import LocalServer
+from tinker_lite.rest_client import RestClient
 from tinker_lite.service_client import ServiceClient
 
 # How long a future that is not expected to hang may take to resolve in these tests.
@@ -135,7 +136,8 @@ def test_submit_5xx_forever() -> None:
         assert "POST /api/v1/forward_backward" in str(error)
         assert SUBMIT_BUDGET_S - 35 <= timer.client <= SUBMIT_BOUND_S
         assert not isinstance(behind.value, FutureTimeoutError), "optim_step hung"
-        assert "seq_id 1" in str(behind.value), str(behind.value)
+        # The chunk sent first (golden-0.38: the first chunk goes out last) names the gap.
+        assert re.search(r"seq_id [12] \(POST /api/v1/forward_backward\)", str(behind.value))
         assert applied_seq_ids(server, trainer.model_id) == [0]
         assert_no_new_client_threads(threads)
     _record(
@@ -179,21 +181,27 @@ def test_connection_refused_forever() -> None:
 
 
 def test_connection_refused_at_start() -> None:
-    """p3: nothing listens when the client starts: APIConnectionError naming create_session."""
+    """p3: nothing listens when the client starts: APIConnectionError naming client/config."""
     clock = VirtualClock()
-    # client/config: 2 HTTP retries, then built-in defaults; create_session: 10 HTTP retries.
-    bound = 0.5 + 1.0 + LAYER_A_BACKOFF_S
+    # Until the service has answered once, client/config is retried for startup_timeout.
+    startup = 30.0
+    bound = startup + 1.0
     with scenario() as (server, threads):
         server.pause_listening()
         timer = Timer(clock)
+        # WIRE.md §P.10: nothing is sent until first use; the training client starts the session.
+        service = make_client(
+            server.base_url, sleep=clock.sleep, clock=clock, startup_timeout=startup
+        )
         timer.start()
         with pytest.raises(APIConnectionError) as caught:
-            make_client(server.base_url, sleep=clock.sleep, clock=clock)
+            service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK)
         timer.stop()
+        service.close()
         error = caught.value
         assert "Connection refused" in str(error)
-        assert "/api/v1/create_session" in str(error)
-        assert timer.client <= bound
+        assert "/api/v1/client/config" in str(error)
+        assert startup <= timer.client <= bound
         assert_no_new_client_threads(threads)
     _record(
         "p3",
@@ -378,7 +386,7 @@ def test_rest_5xx_forever() -> None:
     clock = VirtualClock()
     with scenario("path=/api/v1/training_runs,status=500") as (server, threads):
         with make_client(server.base_url, sleep=clock.sleep, clock=clock) as service:
-            rest = service.create_rest_client()
+            rest = RestClient(service)
             timer = Timer(clock)
             timer.start()
             with pytest.raises(InternalServerError) as caught:
@@ -406,7 +414,7 @@ def test_download_5xx_forever(tmp_path: Path) -> None:
     with scenario() as (server, threads):
         with make_client(server.base_url) as service:
             setup = setup_rest(service)
-            rest = service.create_rest_client()
+            rest = RestClient(service)
             url = rest.get_checkpoint_archive_url(setup.model_id, "sampler_weights/final")
             archive_url = url.result(timeout=PROMPT_S).url
         server.set_faults("path=/_local/download/*,status=503")

@@ -174,6 +174,7 @@ def test_heartbeat_failing_for_three_minutes(
         with stopwatch() as elapsed:
             service = make_client(server.base_url, clock=driver.clock, heartbeat_wait=driver.wait)
             try:
+                assert service.session_id is not None  # the heartbeat starts with the session
                 assert driver.wait_until_waiting()
                 for _ in range(9):  # 90 s of failing heartbeats
                     assert driver.tick()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from _scripted_server import FakeClock
 
-from tinker_lite._session import THROTTLE_WARNING_INTERVAL_S, SampleGate
+from tests._scripted_server import FakeClock
+from tinker_lite._sample_gate import THROTTLE_WARNING_INTERVAL_S, SampleGate
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.server
 import logging
+import os
 import pickle
 import re
 import shutil
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from urllib3.exceptions import InsecureRequestWarning
 
+from tests._clients_support import service_with
 from tests._reliability_support import FastSleep, fast_options, setup_rest, sft_batch
 from tinker_lite import (
     APIConnectionError,
@@ -41,6 +43,7 @@ from tinker_lite import (
 from tinker_lite._download import download
 from tinker_lite._http import user_agent
 from tinker_lite.local import LocalServer
+from tinker_lite.rest_client import RestClient
 from tinker_lite.service_client import ServiceClient
 
 API_KEY = "tml-SECRET-abc123"
@@ -109,17 +112,17 @@ def test_no_credential_in_anything_a_full_run_emits(
         errors.append(caught.value)
 
     try:
-        service = ServiceClient(
+        service = service_with(
+            fast_options(telemetry_flush_interval=0.05, heartbeat_interval=0.05),
             api_key=API_KEY,
             base_url=url,
             telemetry=True,
             journal=tmp_path / "run.jsonl",
-            _session_options=fast_options(telemetry_flush_interval=0.05, heartbeat_interval=0.05),
         )
         try:
             holder = service.holder
-            assert holder.uses_jwt
             trainer = service.create_lora_training_client(BASE_MODEL, rank=8, seed=1)
+            assert holder.uses_jwt
             fb = trainer.forward_backward(sft_batch(0), "cross_entropy")
             expired = trainer.optim_step(types.AdamParams(learning_rate=1e-2))
             out = fb.result(timeout=30)
@@ -129,7 +132,7 @@ def test_no_credential_in_anything_a_full_run_emits(
             # A bad checkpoint path (400 from the service) and a request failed by the service.
             expect(
                 BadRequestError,
-                lambda: trainer.load_state("tinker://missing/weights/x").result(timeout=30),
+                lambda: _load_state_deprecated(trainer, "tinker://missing/weights/x"),
             )
             bad_token = types.Datum(
                 model_input=types.ModelInput.from_ints([1, 2, 3]),
@@ -147,14 +150,17 @@ def test_no_credential_in_anything_a_full_run_emits(
             ]
             sample_results = [s.result(timeout=30) for s in samples]
             setup = setup_rest(service)
-            rest = service.create_rest_client()
+            rest = RestClient(service)
             runs = rest.list_training_runs().result(timeout=30)
             checkpoints = rest.list_checkpoints(setup.model_id).result(timeout=30)
             archive = rest.get_checkpoint_archive_url(setup.model_id, "sampler_weights/final")
             archive_url = archive.result(timeout=30)
             download(archive_url.url, tmp_path / "final.tar.gz", sleep=FastSleep())
             expect(InvalidInputError, lambda: ServiceClient(api_key=f"{API_KEY} ", base_url=url))
-            expect(AuthenticationError, lambda: ServiceClient(api_key=WRONG_KEY, base_url=url))
+            expect(
+                AuthenticationError,
+                lambda: _first_use(ServiceClient(api_key=WRONG_KEY, base_url=url)),
+            )
             telemetry = holder.telemetry
             assert telemetry is not None
             for error in errors:
@@ -222,7 +228,9 @@ def test_no_credential_in_anything_a_full_run_emits(
 def test_tls_verification_is_on_by_default() -> None:
     with LocalServer() as url, ServiceClient(base_url=url, telemetry=False) as service:
         assert service.holder.settings.verify is True
-        assert service.holder.transport._verify is True
+        # Verified with requests' default trust store, or the CA bundle the environment names.
+        bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+        assert service.holder.transport._verify == (bundle or True)
         assert all(session.verify is True for _, session in service.holder.transport.sessions())
 
 
@@ -286,10 +294,19 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         thread.join(5)
 
 
+def _first_use(service: ServiceClient) -> None:
+    """Start ``service``'s connection (WIRE.md §P.10: nothing is sent before), then close it."""
+    with service:
+        RestClient(service).get_server_capabilities().result(timeout=60)
+
+
 def test_an_untrusted_certificate_is_refused(tls_server: tuple[str, Path]) -> None:
     url, _ = tls_server
-    with pytest.raises(APIConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
-        ServiceClient(api_key=API_KEY, base_url=url, _session_options=fast_options())
+    with (
+        service_with(fast_options(), api_key=API_KEY, base_url=url) as service,
+        pytest.raises(APIConnectionError, match="CERTIFICATE_VERIFY_FAILED"),
+    ):
+        service.create_lora_training_client(BASE_MODEL)
 
 
 def test_a_ca_bundle_or_verify_false_reaches_the_endpoint(
@@ -298,14 +315,27 @@ def test_a_ca_bundle_or_verify_false_reaches_the_endpoint(
     url, cert = tls_server
     caplog.set_level(logging.WARNING, logger="tinker_lite")
     # The handshake succeeds; the endpoint answers 404 to create_session.
-    with pytest.raises(NotFoundError):
-        ServiceClient(api_key=API_KEY, base_url=url, verify=str(cert))
+    with (
+        pytest.raises(NotFoundError),
+        ServiceClient(api_key=API_KEY, base_url=url, verify=str(cert)) as service,
+    ):
+        service.create_lora_training_client(BASE_MODEL)
     assert not caplog.records
     # urllib3 warns about every unverified request too.
-    with pytest.warns(InsecureRequestWarning), pytest.raises(NotFoundError):
-        ServiceClient(api_key=API_KEY, base_url=url, verify=False)
+    with (
+        pytest.warns(InsecureRequestWarning),
+        pytest.raises(NotFoundError),
+        ServiceClient(api_key=API_KEY, base_url=url, verify=False) as service,
+    ):
+        service.create_lora_training_client(BASE_MODEL)
     warnings = [
         r.getMessage() for r in caplog.records if "verification is disabled" in r.getMessage()
     ]
     assert len(warnings) == 1
     assert url in warnings[0]
+
+
+def _load_state_deprecated(trainer: Any, path: str) -> object:
+    """``load_state``, which warns FutureWarning first (deprecated, as in the official SDK)."""
+    with pytest.warns(FutureWarning, match="load_state"):
+        return trainer.load_state(path).result(timeout=30)

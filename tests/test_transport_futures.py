@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from _scripted_server import (  # noqa: F401 - fixtures are used by name
+
+from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     DropMidBody,
     FakeClock,
@@ -23,7 +24,6 @@ from _scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-
 from tinker_lite import _wire, types
 from tinker_lite._errors import (
     APIResponseValidationError,
@@ -34,16 +34,9 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
-from tinker_lite._futures import (
-    APIFuture,
-    FutureTimeoutError,
-    Poller,
-    QueueStateLogger,
-    chain,
-    combine,
-    default_queue_reason,
-)
+from tinker_lite._futures import APIFuture, FutureTimeoutError, chain, combine
 from tinker_lite._http import ClientClosedError, HttpResponse, Timeout, Transport
+from tinker_lite._poller import Poller, QueueStateLogger, default_queue_reason
 
 RETRIEVE = "/api/v1/retrieve_future"
 WALL = 1_700_000_000.0
@@ -53,6 +46,16 @@ def try_again(request_id: str = "req-1", state: str = "active", **extra: Any) ->
     return Reply(
         200, {"type": "try_again", "request_id": request_id, "queue_state": state, **extra}
     )
+
+
+def held(action: Any, clock: FakeClock, seconds: float = 1.5) -> Respond:
+    """``action``, answered after the service held the poll ``seconds`` (on the fake clock)."""
+
+    def respond(_: Recorded) -> Any:
+        clock.advance(seconds)
+        return action
+
+    return Respond(respond)
 
 
 def decode_optim(resp: HttpResponse) -> types.OptimStepResponse:
@@ -108,12 +111,13 @@ def poller(make_poller: Callable[..., Poller]) -> Poller:
 def test_try_again_repolls_at_once_with_the_golden_headers(
     server: ScriptedServer, poller: Poller, clock: FakeClock
 ) -> None:
+    # WIRE.md §P.6: a try_again after a held poll (long-poll) is followed at once.
     server.on(
         "POST",
         RETRIEVE,
-        try_again(),
-        try_again(),
-        try_again(),
+        held(try_again(), clock),
+        held(try_again(), clock),
+        held(try_again(), clock),
         Reply(200, {"metrics": {"loss:sum": 1.5}}),
     )
     future = poller.poll("req-1", "OptimStep", decode_optim, created_at=clock() - 0.25)
@@ -123,8 +127,9 @@ def test_try_again_repolls_at_once_with_the_golden_headers(
     assert len(polls) == 4
     assert clock.sleeps == []
     for i, poll in enumerate(polls):
-        assert poll.json() == {"request_id": "req-1", "allow_metadata_only": False}
-        assert poll.body == b'{"request_id":"req-1","allow_metadata_only":false}'
+        # WIRE.md §P.6: a metadata-only answer stays allowed until the service has given one.
+        assert poll.json() == {"request_id": "req-1", "allow_metadata_only": True}
+        assert poll.body == b'{"request_id":"req-1","allow_metadata_only":true}'
         assert poll.header("X-Tinker-Request-Iteration") == str(i)
         assert poll.header("X-Tinker-Request-Type") == "OptimStep"
         assert poll.header("X-Stainless-Raw-Response") == "raw"
@@ -183,7 +188,7 @@ def test_extra_headers_and_accept(server: ScriptedServer, poller: Poller, clock:
     assert poll.header("x-sdk-method") == "SamplingClient.sample"
 
 
-def test_metadata_only_answer_is_repolled(
+def test_metadata_only_answer_is_fetched_with_a_second_poll(
     server: ScriptedServer, poller: Poller, clock: FakeClock
 ) -> None:
     server.on(
@@ -193,7 +198,8 @@ def test_metadata_only_answer_is_repolled(
         Reply(200, {"metrics": {}}),
     )
     assert poller.poll("req-1", "OptimStep", decode_optim, created_at=clock()).result(10)
-    assert [p.json()["allow_metadata_only"] for p in server.requests(RETRIEVE)] == [False, False]
+    # WIRE.md §P.6 (0.38): the first poll allows the metadata-only answer, the next one not.
+    assert [p.json()["allow_metadata_only"] for p in server.requests(RETRIEVE)] == [True, False]
 
 
 # -- queue states ---------------------------------------------------------------------------
@@ -206,10 +212,10 @@ def test_408_with_each_queue_state_repolls_at_once(
     server.on(
         "POST",
         RETRIEVE,
-        Reply(408, {"queue_state": state, "queue_state_reason": "because"}),
-        Reply(408, {"queue_state": state}),
-        Reply(408, body=b"not json"),
-        try_again(state=state),
+        held(Reply(408, {"queue_state": state, "queue_state_reason": "because"}), clock),
+        held(Reply(408, {"queue_state": state}), clock),
+        held(Reply(408, body=b"not json"), clock),
+        held(try_again(state=state), clock),
         Reply(200, {"metrics": {}}),
     )
     seen: list[tuple[str, str | None]] = []
@@ -304,6 +310,29 @@ def test_410_with_resubmit_polls_the_new_request(
     polls = server.requests(RETRIEVE)
     assert [p.json()["request_id"] for p in polls] == ["req-1", "req-2"]
     assert [p.header("X-Tinker-Request-Iteration") for p in polls] == ["0", "0"]
+
+
+def test_a_resubmitted_request_is_polled_from_the_start(
+    server: ScriptedServer, poller: Poller, clock: FakeClock
+) -> None:
+    # WIRE.md §P.6: a new request's first poll allows the metadata-only answer again.
+    server.on(
+        "POST",
+        RETRIEVE,
+        Reply(200, {"status": "complete_metadata", "response_payload_size": 12}),
+        Reply(410, {}),
+        Reply(200, {"sequences": []}),
+    )
+    future = poller.poll(
+        "req-1", "Sample", decode_json, created_at=clock(), resubmit=lambda: "req-2"
+    )
+    assert future.result(timeout=10) == {"sequences": []}
+    polls = [p.json() for p in server.requests(RETRIEVE)]
+    assert [(p["request_id"], p["allow_metadata_only"]) for p in polls] == [
+        ("req-1", True),
+        ("req-1", False),
+        ("req-2", True),
+    ]
 
 
 def test_resubmits_are_bounded(
@@ -423,7 +452,14 @@ def test_dropped_connection_and_read_timeout_back_off(
     make_poller: Callable[..., Poller], server: ScriptedServer, clock: FakeClock
 ) -> None:
     poller = make_poller(poll_timeout=Timeout(connect=1.0, read=0.2))
-    server.on("POST", RETRIEVE, DropMidBody(), Hang(), try_again(), Reply(200, {"metrics": {}}))
+    server.on(
+        "POST",
+        RETRIEVE,
+        DropMidBody(),
+        Hang(),
+        held(try_again(), clock),
+        Reply(200, {"metrics": {}}),
+    )
     poller.poll("req-1", "OptimStep", decode_optim, created_at=clock()).result(10)
     assert clock.sleeps == [1.0, 2.0]
     assert len(server.requests(RETRIEVE)) == 4
@@ -453,11 +489,12 @@ def test_stall_timeout_fails_with_request_id_state_and_elapsed(
 def test_caller_timeout_raises_a_rich_timeout_error(
     server: ScriptedServer, poller: Poller, clock: FakeClock
 ) -> None:
-    server.on("POST", RETRIEVE, Reply(408, {"queue_state": "paused_rate_limit"}))
+    server.on("POST", RETRIEVE, held(Reply(408, {"queue_state": "paused_rate_limit"}), clock))
     server.default("POST", RETRIEVE, Hang())
-    future = poller.poll("req-2", "Sample", decode_json, created_at=clock())
+    start = clock()
+    future = poller.poll("req-2", "Sample", decode_json, created_at=start)
     server.wait_for(RETRIEVE, 2)
-    clock.advance(12.5)
+    clock.advance(12.5 - (clock() - start))
     with pytest.raises(FutureTimeoutError) as info:
         future.result(timeout=0.01)
     err = info.value

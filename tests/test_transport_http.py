@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from _scripted_server import (  # noqa: F401 - fixtures are used by name
+
+from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Drop,
     DropMidBody,
@@ -20,7 +21,7 @@ from _scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-
+from tinker_lite._decoding import decode_json
 from tinker_lite._errors import (
     APIConnectionError,
     APIResponseValidationError,
@@ -28,6 +29,7 @@ from tinker_lite._errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    BillingError,
     ConflictError,
     InternalServerError,
     InvalidInputError,
@@ -48,7 +50,6 @@ from tinker_lite._http import (
     PoolKind,
     Timeout,
     Transport,
-    decode_json_body,
     is_loopback_url,
     path_param,
     raise_for_status,
@@ -219,7 +220,7 @@ def test_one_session_per_pool_without_urllib3_retries() -> None:
         (500, InternalServerError),
         (503, InternalServerError),
         (302, APIStatusError),
-        (402, APIStatusError),
+        (402, BillingError),
     ],
 )
 def test_raise_for_status_maps_each_status(status: int, cls: type[APIStatusError]) -> None:
@@ -231,7 +232,9 @@ def test_raise_for_status_maps_each_status(status: int, cls: type[APIStatusError
     assert err.status_code == status
     assert err.body == {"detail": "nope"}
     assert err.request_id == "req-1"
-    assert str(err) == f"Error code: {status} - {{'detail': 'nope'}} (request req-1)"
+    assert str(err).startswith(f"The service answered HTTP {status}")
+    assert ": nope (request id req-1)." in str(err)
+    assert "{" not in str(err)
 
 
 def test_raise_for_status_passes_2xx_and_keeps_text_bodies() -> None:
@@ -297,7 +300,7 @@ def test_truncated_json_body_is_a_wire_format_error(
     with pytest.raises(WireFormatError):
         resp.json()
     with pytest.raises(APIResponseValidationError) as info:
-        decode_json_body(resp, what="get_j")
+        decode_json(resp, what="get_j")
     assert isinstance(info.value.__cause__, WireFormatError)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import email.utils
+import logging
 from collections.abc import Iterator, Mapping
 
 import pytest
-from _scripted_server import (  # noqa: F401 - fixtures are used by name
+
+from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Drop,
     FakeClock,
@@ -16,7 +18,6 @@ from _scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-
 from tinker_lite._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -30,10 +31,13 @@ from tinker_lite._retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
     RetryPolicy,
+    StallWatch,
+    exponential_backoff,
     is_retryable_error,
     operation_delay,
     parse_retry_after,
     send_with_retries,
+    wait_until,
     with_operation_retries,
 )
 
@@ -114,6 +118,83 @@ def test_operation_delay() -> None:
     assert [operation_delay(n, remaining=1e9) for n in range(8)] == [1, 2, 4, 8, 16, 30, 30, 30]
     assert operation_delay(5, remaining=3.5) == 3.5
     assert operation_delay(0, remaining=-1) == 0.0
+
+
+def test_one_backoff_formula_serves_every_loop() -> None:
+    policy = RetryPolicy()
+    assert [exponential_backoff(n, initial=0.5, cap=10.0) for n in range(6)] == [
+        0.5,
+        1,
+        2,
+        4,
+        8,
+        10,
+    ]
+    assert exponential_backoff(2, initial=1.0, cap=30.0, jitter=0.25, rand=0.5) == 3.5
+    assert exponential_backoff(10_000, initial=1.0, cap=30.0) == 30.0  # no overflow
+    # Polls (WIRE.md §P.6): min(2**n, 30) with jitter, or Retry-After when honoured.
+    assert [policy.poll_delay(k, rand=0.0, now=WALL) for k in range(1, 8)] == [
+        1,
+        2,
+        4,
+        8,
+        16,
+        30,
+        30,
+    ]
+    assert policy.poll_delay(1, {"Retry-After": "7"}, rand=0.9, now=WALL) == 7.0
+    assert policy.poll_delay(1, {"Retry-After": "600"}, rand=0.0, now=WALL) == 1.0
+    # Downloads: min(2**n, 30), the same Retry-After rule.
+    assert [policy.download_delay(k, now=WALL) for k in (1, 2, 3, 6, 9)] == [1, 2, 4, 30, 30]
+    assert policy.max_total_delay() == 65.5  # 0.5+1+2+4+8 + 10*5
+
+
+def test_try_again_pacing_and_the_429_window() -> None:
+    policy = RetryPolicy()
+    # WIRE.md §P.6: a held poll (long-poll) is followed at once; fast answers are paced.
+    assert policy.pace_delay(answered_in=1.0, fast_answers=0) == 0.0
+    assert policy.pace_delay(answered_in=30.0, fast_answers=3) == 0.0
+    assert [policy.pace_delay(0.002, n) for n in range(1, 8)] == [
+        0.1,
+        0.2,
+        0.4,
+        0.8,
+        1.0,
+        1.0,
+        1.0,
+    ]
+    # WIRE.md §P.8: Retry-After when 0 < delay <= 60 s, else 1 s.
+    assert policy.throttle_delay({"Retry-After": "2.5"}, now=WALL) == 2.5
+    assert policy.throttle_delay({"Retry-After": "61"}, now=WALL) == 1.0
+    assert policy.throttle_delay(None, now=WALL) == 1.0
+    assert RetryPolicy(throttle_default=0.25).throttle_delay({}, now=WALL) == 0.25
+
+
+def test_stall_watch_measures_silence_and_leaves_out_parked_time() -> None:
+    clock = FakeClock()
+    watch = StallWatch(10.0, clock)
+    clock.advance(4.0)
+    assert watch.remaining() == 6.0
+    watch.park()
+    clock.advance(100.0)
+    watch.unpark()
+    assert watch.silent_for() == 4.0
+    watch.answered()
+    assert watch.remaining() == 10.0
+    clock.advance(10.0)
+    assert watch.expired()
+
+
+def test_wait_until_never_sleeps_past_the_deadline() -> None:
+    clock = FakeClock()
+    window_end = clock() + 3.0
+    watch = StallWatch(5.0, clock)
+    assert wait_until(lambda: window_end - clock(), sleep=clock.sleep, deadline=watch)
+    assert clock.sleeps == [3.0]
+    window_end = clock() + 3.0  # 2 s of the deadline left: give up without sleeping
+    assert not wait_until(lambda: window_end - clock(), sleep=clock.sleep, deadline=watch)
+    assert clock.sleeps == [3.0]
+    assert not wait_until(lambda: 1.0, sleep=lambda s: True)  # an interrupted wait
 
 
 def test_retryable_errors() -> None:
@@ -222,6 +303,29 @@ def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: Transport) 
     )
     _send(transport, clock)
     assert len(server.requests("/api/v1/optim_step")) == 3
+
+
+def test_first_invisible_retry_is_a_warning_naming_what_and_until_when(
+    server: ScriptedServer, transport: Transport, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(503), Reply(502), Reply(200, {}))
+    clock = FakeClock()
+    with caplog.at_level(logging.DEBUG, logger="tinker_lite.retry"):
+        _send(transport, clock)
+    records = [r for r in caplog.records if r.name == "tinker_lite.retry"]
+    assert [r.levelno for r in records] == [logging.WARNING, logging.DEBUG]
+    first = records[0].getMessage()
+    assert "POST /api/v1/optim_step failed (HTTP 503)" in first
+    assert "retrying in 0.5 s, for up to 66 s more, until" in first
+
+
+def test_429_retries_are_not_warnings(
+    server: ScriptedServer, transport: Transport, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.on("POST", "/api/v1/optim_step", Reply(429), Reply(200, {}))
+    with caplog.at_level(logging.DEBUG, logger="tinker_lite.retry"):
+        _send(transport, FakeClock())
+    assert [r.levelno for r in caplog.records if r.name == "tinker_lite.retry"] == [logging.DEBUG]
 
 
 def test_client_errors_are_not_retried(server: ScriptedServer, transport: Transport) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _scripted_server import (  # noqa: F401 - fixtures are used by name
+
+from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     FakeClock,
     Hang,
@@ -22,7 +23,6 @@ from _scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-
 from tinker_lite import types
 from tinker_lite._errors import (
     AuthenticationError,
@@ -43,6 +43,7 @@ from tinker_lite._session import (
 CONFIG = "/api/v1/client/config"
 TOKEN = "/api/v1/auth/token"
 CREATE = "/api/v1/create_session"
+DYNAMIC = "/api/v1/client/dynamic_config"
 HEARTBEAT = "/api/v1/session_heartbeat"
 TELEMETRY = "/api/v1/telemetry"
 FINISH = "/api/v1/sessions/sess-1/finish"
@@ -63,13 +64,19 @@ def script_service(
     session: dict[str, Any] | None = None,
 ) -> None:
     server.default("POST", CONFIG, config or Reply(200, {"proto_write_fwdbwd": False}))
+    server.default("POST", DYNAMIC, Reply(200, {"refresh_interval_sec": 300.0}))
     server.default("POST", CREATE, Reply(200, session or {"session_id": "sess-1"}))
     server.default("POST", HEARTBEAT, Reply(200, {"type": "session_heartbeat"}))
     server.default("POST", TELEMETRY, Reply(200, {"status": "accepted"}))
     server.default("POST", FINISH, Reply(204))
 
 
-_OUR_THREADS = ("tinker-lite-poll", "tinker-lite-heartbeat", "tinker-lite-telemetry")
+_OUR_THREADS = (
+    "tinker-lite-poll",
+    "tinker-lite-heartbeat",
+    "tinker-lite-telemetry",
+    "tinker-lite-dynamic-config",
+)
 
 
 def new_transport_threads(before: set[threading.Thread]) -> list[str]:
@@ -234,8 +241,8 @@ def test_startup_sends_client_config_then_create_session(
             user_metadata={"run": "r1"}, tags=["t1"], project_id="proj-1", sdk_version="0.38.0"
         )
     assert holder.session_id == "sess-1"
-    assert [r.path for r in server.requests()][:2] == [CONFIG, CREATE]
-    config, create = server.requests()[:2]
+    assert [r.path for r in server.requests()][:3] == [CONFIG, DYNAMIC, CREATE]
+    config, _, create = server.requests()[:3]
     assert config.body == b'{"sdk_version":"0.38.0"}'
     assert create.json() == {
         "tags": ["t1"],
@@ -296,9 +303,9 @@ def test_session_less_and_lazy_holders(
     assert server.requests() == []
     rest = make_holder(create_session=False)
     assert rest.session_id is None
-    assert [r.path for r in server.requests()] == [CONFIG]
+    assert [r.path for r in server.requests()] == [CONFIG, DYNAMIC]
     assert lazy.session_id == "sess-1"
-    assert [r.path for r in server.requests()] == [CONFIG, CONFIG, CREATE]
+    assert [r.path for r in server.requests()] == [CONFIG, DYNAMIC, CONFIG, DYNAMIC, CREATE]
     rest.close()
     assert server.requests(FINISH) == []
 
@@ -339,11 +346,12 @@ def test_jwt_exchange_refresh_before_expiry_and_after_401(
     wall = [WALL]
     holder = make_holder(wall_clock=lambda: wall[0])
     assert holder.uses_jwt
-    config, token, create = server.requests()[:3]
-    assert (config.path, token.path, create.path) == (CONFIG, TOKEN, CREATE)
+    config, token, dynamic, create = server.requests()[:4]
+    assert (config.path, token.path, dynamic.path, create.path) == (CONFIG, TOKEN, DYNAMIC, CREATE)
     assert config.header("X-API-Key") == API_KEY
     assert token.header("X-API-Key") == API_KEY
     assert token.body == b"{}"
+    assert dynamic.header("X-API-Key") == first
     assert create.header("X-API-Key") == first
 
     # Within 5 minutes of `exp` the JWT is refreshed before the request is sent.
@@ -622,7 +630,7 @@ def test_close_during_startup_starts_no_thread(
 
     monkeypatch.setattr(holder, "_create_session", create_then_close)
     with pytest.raises(ClientClosedError):
-        holder.ensure_started()
+        holder.ensure_session()
     assert new_transport_threads(before) == []
 
 
@@ -719,8 +727,8 @@ def test_startup_poll_and_close_match_the_golden_requests(
         request = sent[path or golden["path"]]
         assert request.method == golden["method"]
         if "retrieve_future" in name:
-            # tinker_lite never asks for metadata-only answers (allow_metadata_only: false).
-            assert request.json() == {**golden["body"], "allow_metadata_only": False}
+            # WIRE.md §P.6: the first poll allows a metadata-only answer, as 0.38's does.
+            assert request.json() == golden["body"]
         elif "heartbeat" in name:
             assert request.json() == {**golden["body"], "session_id": "sess-1"}
         else:

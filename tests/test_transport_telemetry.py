@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from _scripted_server import (  # noqa: F401 - fixtures are used by name
+
+from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     FakeClock,
     Hang,
@@ -19,7 +20,6 @@ from _scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-
 from tinker_lite._errors import (
     BadRequestError,
     InternalServerError,

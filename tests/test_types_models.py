@@ -42,13 +42,16 @@ def test_model_input_empty_append_and_append_int_return_new_objects() -> None:
     assert one.to_ints() == [4]
     assert empty.length == 0
     two = one.append_int(5)
-    assert two.chunks == [types.EncodedTextChunk(tokens=[4, 5])]
+    # A new one-token chunk each time, as both official SDKs do (not merged into the last one).
+    assert two.chunks == [types.EncodedTextChunk(tokens=[4]), types.EncodedTextChunk(tokens=[5])]
+    assert two.to_ints() == [4, 5]
+    assert one.chunks == [types.EncodedTextChunk(tokens=[4])]
     image = types.ImageChunk(data=b"\x89PNG", format="png", expected_tokens=3)
     with_image = two.append(image)
     assert with_image.length == 5
     assert two.length == 2
     three = with_image.append_int(9)
-    assert len(three.chunks) == 3
+    assert len(three.chunks) == 4
     assert three.length == 6
 
 
@@ -99,21 +102,23 @@ def test_from_numpy_coerces_dtype(source: type, expected: str) -> None:
     td = types.TensorData.from_numpy(arr)
     assert td.dtype == expected
     assert td.shape == [2, 3]
-    assert td.data.dtype == (np.float32 if expected == "float32" else np.int64)
-    assert td.data.ndim == 1
-    assert td.data.flags.c_contiguous
-    np.testing.assert_array_equal(td.to_numpy(), arr.astype(td.data.dtype))
+    dtype = np.float32 if expected == "float32" else np.int64
+    assert td.to_numpy().dtype == dtype
+    assert td.data == arr.astype(dtype).reshape(-1).tolist()  # flat, as in the official SDK
+    assert td.tolist() == arr.astype(dtype).tolist()  # nested to the shape
+    np.testing.assert_array_equal(td.to_numpy(), arr.astype(dtype))
 
 
 def test_tensor_data_accepts_lists_and_keeps_values_safe() -> None:
     td = types.TensorData(data=[0.1, 1, 2.5], dtype="float32")
     assert td.shape is None
     assert td.tolist() == pytest.approx([0.1, 1.0, 2.5])
-    assert td.data.dtype == np.float32
+    assert td.to_numpy().dtype == np.float32
     assert types.TensorData(data=[1.0, 2.0], dtype="int64").tolist() == [1, 2]
     nested = types.TensorData(data=[[1, 2], [3, 4]], dtype="int64")
     assert nested.shape == [2, 2]
-    assert nested.tolist() == [1, 2, 3, 4]
+    assert nested.data == [1, 2, 3, 4]
+    assert nested.tolist() == [[1, 2], [3, 4]]
     source = np.array([1.0, 2.0], dtype=np.float32)
     td2 = types.TensorData.from_numpy(source)
     source[0] = 99.0  # the model holds its own copy
@@ -121,8 +126,8 @@ def test_tensor_data_accepts_lists_and_keeps_values_safe() -> None:
     out = td2.to_numpy()
     out[0] = 5.0  # ... and hands out copies
     assert td2.tolist() == [1.0, 2.0]
-    with pytest.raises(ValueError, match="read-only"):
-        td2.data[0] = 3.0
+    td2.data[0] = 3.0  # a fresh list each time: the tensor does not change
+    assert td2.tolist() == [1.0, 2.0]
 
 
 def test_tensor_data_equality() -> None:
@@ -254,6 +259,9 @@ def test_enums_carry_wire_values() -> None:
         "ppo",
         "cispo",
         "dro",
+        "gspo",
+        "stable_reinforce",
+        "custom",
     ]
     assert types.check_loss_fn(types.LossFnType.PPO) == "ppo"
     assert types.QueueState("Paused_Capacity") is types.QueueState.PAUSED_CAPACITY
@@ -262,8 +270,9 @@ def test_enums_carry_wire_values() -> None:
 def test_parameter_defaults_and_normalisation() -> None:
     adam = types.AdamParams()
     assert (adam.learning_rate, adam.beta1, adam.beta2, adam.eps) == (1e-4, 0.9, 0.95, 1e-12)
-    assert adam.weight_decay is None
-    assert adam.grad_clip_norm is None
+    # WIRE.md §P.1: 0.38 defaults (and sends) both as 0.0.
+    assert adam.weight_decay == 0.0
+    assert adam.grad_clip_norm == 0.0
     assert types.AdamParams(learning_rate=1).learning_rate == 1.0
     assert type(types.AdamParams(learning_rate=1).learning_rate) is float
     params = types.SamplingParams(stop=("a", "b"))
@@ -278,7 +287,7 @@ def test_official_sdk_shaped_results() -> None:
     seq = types.SampledSequence(stop_reason=types.StopReason.LENGTH, tokens=[1, 2])
     assert seq.stop_reason == "length"
     assert seq.logprobs is None
-    assert attrs.fields_dict(types.SaveWeightsForSamplerResponse).keys() == {"path"}
+    assert attrs.fields_dict(types.SaveWeightsForSamplerResponse).keys() == {"path", "type"}
     out = types.ForwardBackwardOutput(
         loss_fn_output_type="ArrayRecord",
         loss_fn_outputs=[{"logprobs": types.TensorData(data=[-1.0], dtype="float32")}],

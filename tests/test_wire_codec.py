@@ -52,16 +52,18 @@ def test_compact_utf8_no_nulls_with_type_discriminators(encoder: str) -> None:
         == (
             '{"session_id":"sess-ü","model_seq_id":0,"base_model":"Qwen/Qwen3-8B",'
             '"lora_config":{"rank":32,"train_unembed":true,"train_mlp":true,"train_attn":true},'
-            '"type":"create_model"}'
+            '"optimizer_config":{"type":"adamw"},"type":"create_model"}'
         ).encode()
     )
 
 
-def test_optim_step_key_order_and_optional_adam_fields(encoder: str) -> None:
+def test_optim_step_key_order_and_full_adam_params(encoder: str) -> None:
+    # WIRE.md §P.1 / golden-0.38 optim_step_default: weight_decay and grad_clip_norm are sent.
     request = types.OptimStepRequest(model_id="m", seq_id=3, adam_params=types.AdamParams())
     assert _wire.dumps(request) == (
         b'{"model_id":"m","seq_id":3,"type":"optim_step","adam_params":'
-        b'{"learning_rate":0.0001,"beta1":0.9,"beta2":0.95,"eps":1e-12}}'
+        b'{"learning_rate":0.0001,"beta1":0.9,"beta2":0.95,"eps":1e-12,'
+        b'"weight_decay":0.0,"grad_clip_norm":0.0}}'
     )
 
 
@@ -251,7 +253,7 @@ def test_forward_backward_output_decodes_tensors_to_numpy() -> None:
     out = _wire.decode(json.dumps(body).encode(), types.ForwardBackwardOutput)
     tensor = out.loss_fn_outputs[3]["logprobs"]
     assert isinstance(tensor, types.TensorData)
-    assert tensor.data.dtype == np.float32
+    assert tensor.to_numpy().dtype == np.float32
     np.testing.assert_array_equal(tensor.to_numpy(), logprobs)
     assert out.metrics == {"loss:sum": 3.5, "count": 4.0}
 
@@ -273,12 +275,12 @@ def test_sparse_tensor_is_densified() -> None:
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"sparse_col_indices": [2, 0, 7]}, "inconsistent sparse CSR indices"),
-        ({"sparse_crow_indices": [0, 3, 1]}, "inconsistent sparse CSR indices"),
-        ({"sparse_crow_indices": [0, 2**70, 3]}, "numeric data and indices"),
+        ({"sparse_col_indices": [2, 0, 7]}, "column index 7 is out of range"),
+        ({"sparse_crow_indices": [0, 3, 1]}, "sparse_crow_indices"),
+        ({"sparse_crow_indices": [0, 2**70, 3]}, "sparse_crow_indices: must hold integers"),
         ({"sparse_col_indices": None}, "needs 'sparse_col_indices'"),
         ({"shape": [2, "3"]}, "2-D shape"),
-        ({"shape": [-2, 3]}, "negative dimension"),
+        ({"shape": [-2, 3]}, "shape: must be >= 0"),
         ({"shape": [1 << 20, 1 << 20]}, "too large"),
     ],
 )

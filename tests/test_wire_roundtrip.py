@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import string
+import sys
+import types as pytypes
+import typing
 from datetime import datetime, timezone
 from typing import Any
 
@@ -164,6 +167,10 @@ SEQUENCE = st.builds(
     stop_reason=st.sampled_from(list(types.StopReason)),
     tokens=st.lists(st.integers(0, 2**31), max_size=5),
     logprobs=opt(st.lists(FLOAT, max_size=5)),
+    topk_logprobs=opt(
+        st.lists(opt(st.lists(st.tuples(st.integers(0, 10**6), FLOAT), max_size=3)), max_size=3)
+    ),
+    sequence_id=opt(ID),
 )
 
 STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
@@ -203,7 +210,10 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         base_model=NAME,
         user_metadata=opt(META),
         lora_config=opt(LORA),
-        optimizer_config=opt(st.just({"type": "adamw"})),
+        # None is not sent and reads back as the AdamW default, so it is not drawn.
+        optimizer_config=st.sampled_from(
+            [{"type": "adamw"}, {"type": "dimuon", "version": 1}, {"type": "future", "x": 1}]
+        ),
     ),
     types.GetInfoRequest: st.builds(types.GetInfoRequest, model_id=ID),
     types.UnloadModelRequest: st.builds(types.UnloadModelRequest, model_id=ID),
@@ -222,7 +232,7 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         path=opt(NAME),
         seq_id=opt(SEQ),
         ttl_seconds=opt(st.integers(1, 10**6)),
-        overwrite=opt(st.booleans()),
+        overwrite=st.booleans(),
     ),
     types.LoadWeightsRequest: st.builds(
         types.LoadWeightsRequest,
@@ -237,7 +247,7 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         model_id=ID,
         path=NAME,
         sampling_session_seq_id=opt(SEQ),
-        kind=opt(st.just("snapshot")),
+        kind=st.sampled_from(["snapshot", "inflight"]),
         seq_id=opt(SEQ),
         ttl_seconds=opt(st.integers(1, 10**6)),
     ),
@@ -257,7 +267,7 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         record_stability_info=opt(st.booleans()),
     ),
     types.FutureRetrieveRequest: st.builds(
-        types.FutureRetrieveRequest, request_id=ID, allow_metadata_only=opt(st.booleans())
+        types.FutureRetrieveRequest, request_id=ID, allow_metadata_only=st.booleans()
     ),
     types.ClientConfigRequest: st.builds(types.ClientConfigRequest, sdk_version=NAME),
     types.SessionFinishReason: st.builds(
@@ -290,7 +300,12 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         session_id=ID,
         process_uuid=st.uuids().map(str),
     ),
-    types.UntypedAPIFuture: st.builds(types.UntypedAPIFuture, request_id=ID, model_id=opt(ID)),
+    types.UntypedAPIFuture: st.builds(
+        types.UntypedAPIFuture,
+        request_id=ID,
+        model_id=opt(ID),
+        sample_sequence_ids=opt(st.lists(ID, max_size=3)),
+    ),
     types.TryAgainResponse: st.builds(
         types.TryAgainResponse,
         request_id=ID,
@@ -358,7 +373,11 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         topk_prompt_logprobs=opt(
             st.lists(opt(st.lists(st.tuples(st.integers(0, 10**6), FLOAT), max_size=3)), max_size=3)
         ),
+        target_prompt_logprobs=opt(TENSOR),
+        prompt_cache_hit_tokens=st.integers(0, 2**31),
+        prompt_alt_tokens=opt(st.builds(types.PromptAltTokens, tokens=TENSOR, logprobs=TENSOR)),
     ),
+    types.PromptAltTokens: st.builds(types.PromptAltTokens, tokens=TENSOR, logprobs=TENSOR),
     types.SupportedModel: st.builds(
         types.SupportedModel, model_name=opt(NAME), max_context_length=opt(SEQ)
     ),
@@ -374,8 +393,11 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         fwdbwd_max_chunk_len=st.integers(1, 4096),
         billing_exception_max_pause_duration_sec=st.floats(0, 1e5),
     ),
-    types.DynamicConfigResponse: st.builds(
-        types.DynamicConfigResponse, refresh_interval_sec=st.floats(0, 1e4)
+    types.ClientDynamicConfigResponse: st.builds(
+        types.ClientDynamicConfigResponse,
+        refresh_interval_sec=st.floats(0, 1e4),
+        sample_cancel_enabled=st.booleans(),
+        sample_cancel_max_batch_size=st.integers(1, 1024),
     ),
     types.AuthTokenResponse: st.builds(types.AuthTokenResponse, jwt=ID),
     types.Cursor: CURSOR,
@@ -440,6 +462,129 @@ STRATEGIES: dict[type, st.SearchStrategy[Any]] = {
         types.ParsedCheckpointTinkerPath.from_tinker_path
     ),
 }
+
+
+def _strategy_for(tp: Any) -> st.SearchStrategy[Any]:
+    """A strategy for a field type of the 0.38 records (values JSON carries exactly)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, pytypes.UnionType):
+        return st.one_of([st.none() if a is type(None) else _strategy_for(a) for a in args])
+    if origin is typing.Literal:
+        return st.sampled_from(args)
+    if origin is list:
+        return st.lists(_strategy_for(args[0]) if args else TEXT, max_size=3)
+    if origin is dict:
+        value = _strategy_for(args[1]) if args and args[1] is not Any else META.map(dict)
+        return st.dictionaries(NAME, value, max_size=3) if args and args[1] is not Any else value
+    if attrs.has(tp):
+        return _auto(tp)
+    simple: dict[Any, st.SearchStrategy[Any]] = {
+        str: ID,
+        int: SEQ,
+        float: FLOAT,
+        bool: st.booleans(),
+        datetime: WHEN,
+        bytes: st.binary(min_size=1, max_size=8),
+        Any: TEXT,
+    }
+    return simple[tp]
+
+
+def _auto(cls: type, **overrides: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``st.builds(cls)`` with every init field drawn from its annotation."""
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    fields = {
+        field.alias or field.name: (
+            overrides[field.name] if field.name in overrides else _strategy_for(hints[field.name])
+        )
+        for field in attrs.fields(cls)
+        if field.init
+    }
+    return st.builds(cls, **fields)
+
+
+# The 0.38 records tinker_lite has no client method for yet: checked field by field.
+for _record in (
+    types.AccessibleSearchOwner,
+    types.ActiveSessionStatusQuery,
+    types.AdamOptimizerConfig,
+    types.AuditLogEntry,
+    types.AuditLogResponse,
+    types.BillingUsageEvent,
+    types.BillingUsageResponse,
+    types.BillingUsageSession,
+    types.CancelledSessionStatusQuery,
+    types.CheckpointBillingEvent,
+    types.ClientFinishedSessionStatusQuery,
+    types.ClientSessionFinishErrored,
+    types.ClientSessionFinishInterrupted,
+    types.ClientSessionFinishSuccess,
+    types.ClientSessionFinished,
+    types.CopyWeightsResponse,
+    types.CreateCustomLossResponse,
+    types.CurrentCheckpointStorageUsageItem,
+    types.CurrentCheckpointStorageUsageResponse,
+    types.CustomLossGraph,
+    types.CustomLossNode,
+    types.DimuonOptimizerConfig,
+    types.ExternalWeightsUrlsResponse,
+    types.FailedSessionStatusQuery,
+    types.FutureFailed,
+    types.FutureFinished,
+    types.FuturesRetrieveResponse,
+    types.GetBillingUsageRequest,
+    types.GetCurrentCheckpointStorageUsageRequest,
+    types.JoinSamplingSessionResponse,
+    types.OwnSearchOwner,
+    types.SamplingPrefillBillingEvent,
+    types.SamplingSampleBillingEvent,
+    types.SaveWeightsExternalResponse,
+    types.SaveWeightsExternalResponseInternal,
+    types.SessionActive,
+    types.SessionCancelled,
+    types.SessionFailed,
+    types.SessionFailedRequestReason,
+    types.SessionFailedSamplingSessionReason,
+    types.SessionFailedTrainingRunReason,
+    types.SessionSearchCursor,
+    types.SessionSearchResponse,
+    types.SessionSummary,
+    types.StorageBillingEvent,
+    types.TrainingBillingEvent,
+    types.UserSearchOwner,
+    types.WhoamiResponse,
+    types.DmelChunk,
+):
+    STRATEGIES[_record] = _auto(_record)
+STRATEGIES.update(
+    {
+        types.CopyWeightsRequest: _auto(
+            types.CopyWeightsRequest,
+            source_path=TINKER_PATH,
+            ttl_seconds=opt(st.integers(1, 10**6)),
+        ),
+        types.CustomLossInput: _auto(types.CustomLossInput),
+        types.CreateCustomLossRequest: _auto(types.CreateCustomLossRequest),
+        types.DimuonParams: _auto(
+            types.DimuonParams,
+            learning_rate=st.floats(0, 1),
+            grad_clip_norm=st.floats(0, 10),
+            beta1=st.floats(0, 0.99),
+        ),
+        types.FuturesRetrieveRequest: _auto(
+            types.FuturesRetrieveRequest, timeout=opt(st.floats(0, 60))
+        ),
+        types.SamplingSessionFuturesTarget: _auto(types.SamplingSessionFuturesTarget),
+        types.PromptProvenanceSpan: _auto(types.PromptProvenanceSpan),
+        types.SampledProvenanceSpan: _auto(types.SampledProvenanceSpan),
+        types.SaveWeightsExternalRequest: _auto(
+            types.SaveWeightsExternalRequest, ttl_seconds=opt(st.integers(1, 10**6))
+        ),
+        types.SessionSearchRequest: _auto(types.SessionSearchRequest, limit=st.integers(1, 100)),
+        types.TelemetryBatch: _auto(types.TelemetryBatch, events=st.lists(EVENT, max_size=2)),
+    }
+)
 
 WIRE_MODELS = [
     getattr(types, name) for name in types.__all__ if attrs.has(getattr(types, name, None))

@@ -11,6 +11,7 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tinker_lite import _logging
 from tinker_lite._errors import (
     APIConnectionError,
     APIError,
@@ -19,7 +20,12 @@ from tinker_lite._errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    BillingError,
+    ClientClosedError,
     ConflictError,
+    DownloadError,
+    ExperimentalWarning,
+    FutureTimeoutError,
     InternalServerError,
     InvalidInputError,
     NotFoundError,
@@ -29,41 +35,64 @@ from tinker_lite._errors import (
     RequestErrorCategory,
     RequestFailedError,
     TinkerError,
+    TokenizerUnavailableError,
     UnprocessableEntityError,
+    UnsafeArchiveError,
+    WireFormatError,
 )
 from tinker_lite._version import __version__
 
 if TYPE_CHECKING:
-    from tinker_lite import types
+    from tinker_lite import auth, types
     from tinker_lite._chunking import ChunkLimits
     from tinker_lite._futures import APIFuture
+    from tinker_lite._loss_handle import LossHandle, PerDatumLossFn
     from tinker_lite._progress import Progress, gather
+    from tinker_lite._request_options import RequestOptions, Timeout
     from tinker_lite._validate import ValidationReport, validate
+    from tinker_lite.admin_client import AdminClient
     from tinker_lite.rest_client import RestClient
-    from tinker_lite.sampling_client import SamplingClient
+    from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
     from tinker_lite.service_client import ServiceClient
-    from tinker_lite.training_client import TrainingClient
+    from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
     from tinker_lite.types import (
+        AdamOptimizerConfig,
         AdamParams,
         Checkpoint,
+        CheckpointType,
         Datum,
+        DimuonOptimizerConfig,
+        DimuonParams,
+        DmelChunk,
         EncodedTextChunk,
         ForwardBackwardOutput,
         ImageAssetPointerChunk,
         ImageChunk,
         LoraConfig,
         LossFnType,
+        ModelID,
         ModelInput,
         ModelInputChunk,
+        OptimParams,
+        OptimStepRequest,
+        OptimStepResponse,
+        ParsedCheckpointTinkerPath,
+        PromptProvenanceSpan,
+        SampledProvenanceSpan,
         SampledSequence,
+        SampleRequest,
         SampleResponse,
         SamplingParams,
         StopReason,
         TensorData,
+        TensorDtype,
         TrainingRun,
     )
 
-logging.getLogger(__name__).addHandler(logging.NullHandler())
+logging.getLogger(__name__).addHandler(_logging.UnconfiguredWarningsHandler())
+_logging.setup_logging()  # TINKER_LOG=debug|info, as the official SDK reads it
+
+__title__ = "tinker_lite"
 
 __all__ = [
     "APIConnectionError",
@@ -72,44 +101,75 @@ __all__ = [
     "APIResponseValidationError",
     "APIStatusError",
     "APITimeoutError",
+    "AdamOptimizerConfig",
     "AdamParams",
+    "AdminClient",
     "AuthenticationError",
+    "BackcompatSamplingClientFuture",
+    "BackcompatTrainingClientFuture",
     "BadRequestError",
+    "BillingError",
     "Checkpoint",
+    "CheckpointType",
     "ChunkLimits",
+    "ClientClosedError",
     "ConflictError",
     "Datum",
+    "DimuonOptimizerConfig",
+    "DimuonParams",
+    "DmelChunk",
+    "DownloadError",
     "EncodedTextChunk",
+    "ExperimentalWarning",
     "ForwardBackwardOutput",
+    "FutureTimeoutError",
     "ImageAssetPointerChunk",
     "ImageChunk",
     "InternalServerError",
     "InvalidInputError",
     "LoraConfig",
     "LossFnType",
+    "LossHandle",
+    "ModelID",
     "ModelInput",
     "ModelInputChunk",
     "NotFoundError",
+    "OptimParams",
+    "OptimStepRequest",
+    "OptimStepResponse",
+    "ParsedCheckpointTinkerPath",
+    "PerDatumLossFn",
     "PermissionDeniedError",
     "Progress",
     "PromiseExpiredError",
+    "PromptProvenanceSpan",
     "RateLimitError",
     "RequestErrorCategory",
     "RequestFailedError",
+    "RequestOptions",
     "RestClient",
+    "SampleRequest",
     "SampleResponse",
+    "SampledProvenanceSpan",
     "SampledSequence",
     "SamplingClient",
     "SamplingParams",
     "ServiceClient",
     "StopReason",
     "TensorData",
+    "TensorDtype",
+    "Timeout",
     "TinkerError",
+    "TokenizerUnavailableError",
     "TrainingClient",
     "TrainingRun",
     "UnprocessableEntityError",
+    "UnsafeArchiveError",
     "ValidationReport",
+    "WireFormatError",
+    "__title__",
     "__version__",
+    "auth",
     "gather",
     "types",
     "validate",
@@ -118,10 +178,18 @@ __all__ = [
 # Public name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY: dict[str, str] = {
     "APIFuture": "tinker_lite._futures",
+    # Defined with APIFuture for now; every other exception class lives in _errors.
     "RestClient": "tinker_lite.rest_client",
+    "AdminClient": "tinker_lite.admin_client",
+    "LossHandle": "tinker_lite._loss_handle",
+    "PerDatumLossFn": "tinker_lite._loss_handle",
+    "RequestOptions": "tinker_lite._request_options",
+    "Timeout": "tinker_lite._request_options",
     "SamplingClient": "tinker_lite.sampling_client",
     "ServiceClient": "tinker_lite.service_client",
     "TrainingClient": "tinker_lite.training_client",
+    "BackcompatSamplingClientFuture": "tinker_lite.sampling_client",
+    "BackcompatTrainingClientFuture": "tinker_lite.training_client",
     "Progress": "tinker_lite._progress",
     "gather": "tinker_lite._progress",
     "ChunkLimits": "tinker_lite._chunking",
@@ -129,22 +197,36 @@ _LAZY: dict[str, str] = {
     "validate": "tinker_lite._validate",
     **dict.fromkeys(
         (
+            "AdamOptimizerConfig",
             "AdamParams",
             "Checkpoint",
+            "CheckpointType",
             "Datum",
+            "DimuonOptimizerConfig",
+            "DimuonParams",
+            "DmelChunk",
             "EncodedTextChunk",
             "ForwardBackwardOutput",
             "ImageAssetPointerChunk",
             "ImageChunk",
             "LoraConfig",
             "LossFnType",
+            "ModelID",
             "ModelInput",
             "ModelInputChunk",
+            "OptimParams",
+            "OptimStepRequest",
+            "OptimStepResponse",
+            "ParsedCheckpointTinkerPath",
+            "PromptProvenanceSpan",
+            "SampledProvenanceSpan",
+            "SampleRequest",
             "SampleResponse",
             "SampledSequence",
             "SamplingParams",
             "StopReason",
             "TensorData",
+            "TensorDtype",
             "TrainingRun",
         ),
         "tinker_lite.types",
@@ -153,8 +235,8 @@ _LAZY: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    if name == "types":
-        return importlib.import_module("tinker_lite.types")
+    if name in ("types", "auth"):
+        return importlib.import_module(f"tinker_lite.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tinker_lite' has no attribute {name!r}")

@@ -88,7 +88,7 @@ def datum_byte_estimate(datum: types.Datum) -> int:
         else:
             total += len(chunk.location)
     for tensor in datum.loss_fn_inputs.values():
-        total += tensor.data.nbytes
+        total += tensor.size * tensor._numpy.itemsize  # sent dense, also when sparse
     return total
 
 

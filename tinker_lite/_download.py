@@ -4,14 +4,14 @@
 verified, so ``dest`` either does not exist or is complete. An interrupted download (a dropped
 connection, a killed process) resumes from the ``.part`` file with an HTTP ``Range`` request. A
 signed URL that has expired (403, 404 or 410) is replaced once through the ``refresh_url``
-callback; 408, 409, 425, 429 and 5xx answers are retried with back-off, honouring
-``Retry-After``. The signed URL is fetched without Tinker credentials (WIRE.md §3.10).
+callback; 408, 409, 425, 429 and 5xx answers are retried with the back-off of the
+:class:`~tinker_lite._retry.RetryPolicy`, honouring ``Retry-After``, until ``max_attempts``
+failures in a row or ``stall_timeout`` seconds without progress. The signed URL is fetched
+without Tinker credentials (WIRE.md §3.10).
 """
 
 from __future__ import annotations
 
-import email.utils
-import math
 import os
 import tarfile
 import time
@@ -25,11 +25,14 @@ import urllib3
 from tinker_lite._errors import (
     APIConnectionError,
     APIStatusError,
+    DownloadError,
     TinkerError,
+    UnsafeArchiveError,
     status_error_class,
 )
 from tinker_lite._http import classify_failure
 from tinker_lite._progress import Progress
+from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
     "DownloadError",
@@ -38,22 +41,12 @@ __all__ = [
     "download",
     "extract_archive",
     "part_path",
-    "retry_after_seconds",
 ]
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 EXPIRED_URL_STATUSES = frozenset({403, 404, 410})
-MAX_RETRY_AFTER_S = 60.0
-MAX_BACKOFF_S = 30.0
+DEFAULT_STALL_TIMEOUT_S = 300.0
 _CHUNK_SIZE = 1 << 16
-
-
-class DownloadError(TinkerError):
-    """A download could not be completed or verified (size mismatch, bad archive)."""
-
-
-class UnsafeArchiveError(DownloadError):
-    """An archive member would be written outside the extraction directory."""
 
 
 @dataclass(frozen=True)
@@ -71,32 +64,6 @@ def part_path(dest: str | os.PathLike[str]) -> Path:
     """The temporary file a download of ``dest`` writes to: ``<dest>.part``."""
     dest_path = Path(dest)
     return dest_path.with_name(dest_path.name + ".part")
-
-
-def retry_after_seconds(value: str | None, *, now: float) -> float | None:
-    """Read a ``Retry-After`` header (seconds or an HTTP date) as a delay in seconds.
-
-    Returns ``None`` when the header is missing or unreadable; the delay is capped at
-    :data:`MAX_RETRY_AFTER_S` so a server cannot park a cron job for hours.
-    """
-    if not value:
-        return None
-    text = value.strip()
-    try:
-        delay = float(text)
-    except ValueError:
-        try:
-            moment = email.utils.parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        delay = moment.timestamp() - now
-    if math.isnan(delay):
-        return None
-    return min(max(delay, 0.0), MAX_RETRY_AFTER_S)
-
-
-def _backoff(failures: int) -> float:
-    return float(min(2 ** max(failures - 1, 0), MAX_BACKOFF_S))
 
 
 def _header_int(text: str | None) -> int | None:
@@ -160,14 +127,18 @@ def download(
     chunk_size: int = _CHUNK_SIZE,
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], float] = time.time,
+    clock: Callable[[], float] = time.monotonic,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
+    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
 ) -> DownloadResult:
     """Download ``url`` to ``dest``, resuming from ``<dest>.part`` when one is there.
 
     ``refresh_url`` returns a fresh signed URL when the current one is refused as expired; it
     is called at most once between two successful reads. Retryable failures (408, 409, 425,
     429, 5xx, dropped connections) are retried up to ``max_attempts`` times in a row without
-    progress, waiting ``Retry-After`` (at most 60 s) or 1, 2, 4 ... 30 s. ``sleep`` and ``now``
-    are injectable for tests.
+    progress, waiting ``Retry-After`` (when 0 < delay <= 60 s) or 1, 2, 4 ... 30 s, and never past
+    ``stall_timeout`` seconds without progress. ``sleep``, ``now`` (wall clock) and ``clock``
+    (monotonic) are injectable for tests.
 
     Raises :class:`FileExistsError` when ``dest`` exists and ``overwrite`` is false, an
     :class:`~tinker_lite.APIStatusError` subclass for a final HTTP error,
@@ -189,13 +160,19 @@ def download(
     refreshed_since_progress = False
     total: int | None = None
     current_url = url
+    stall = StallWatch(stall_timeout, clock)
 
-    def fail_or_wait(error: TinkerError, delay: float | None) -> None:
+    def fail_or_wait(
+        error: TinkerError, resp: requests.Response | None = None, *, at_once: bool = False
+    ) -> None:
         nonlocal failures
         failures += 1
-        if failures >= max_attempts:
+        headers = resp.headers if resp is not None else None
+        delay = 0.0 if at_once else policy.download_delay(failures, headers, now=now())
+        if failures >= max_attempts or delay > stall.remaining():
             raise error
-        sleep(delay if delay is not None else _backoff(failures))
+        if delay > 0:
+            sleep(delay)
 
     try:
         while True:
@@ -216,8 +193,7 @@ def download(
                     APIConnectionError(
                         f"{what} failed after {failures + 1} attempts: connection "
                         f"{classify_failure(exc)} ({type(exc).__name__})"
-                    ),
-                    None,
+                    )
                 )
                 continue
             with resp:
@@ -235,12 +211,13 @@ def download(
                         total = range_total
                         break
                     _truncate(part)
-                    fail_or_wait(DownloadError("the server refused to resume; restarting"), 0.0)
+                    fail_or_wait(
+                        DownloadError("the server refused to resume; restarting"), at_once=True
+                    )
                     continue
                 if status in RETRY_STATUSES or status >= 500:
-                    delay = retry_after_seconds(resp.headers.get("Retry-After"), now=now())
                     fail_or_wait(
-                        _status_error(resp, f"{what} failed after {failures + 1} attempts"), delay
+                        _status_error(resp, f"{what} failed after {failures + 1} attempts"), resp
                     )
                     continue
                 if status not in (200, 206):
@@ -251,7 +228,9 @@ def download(
                     if first != offset:
                         # The server answered a different range: start over from byte 0.
                         _truncate(part)
-                        fail_or_wait(DownloadError("unexpected Content-Range; restarting"), 0.0)
+                        fail_or_wait(
+                            DownloadError("unexpected Content-Range; restarting"), at_once=True
+                        )
                         continue
                     total = range_total
                     mode = "ab"
@@ -280,6 +259,7 @@ def download(
                     os.fsync(out.fileno())
                 if written:
                     failures = 0
+                    stall.answered()
                     refreshed_since_progress = False
                 size = _size(part)
                 if total is None and interrupted is None:
@@ -291,7 +271,7 @@ def download(
                     _truncate(part)
                     fail_or_wait(
                         DownloadError(f"received {size} bytes, more than the expected {total}"),
-                        0.0,
+                        at_once=True,
                     )
                     continue
                 reason = f": {interrupted}" if interrupted is not None else ""
@@ -299,8 +279,7 @@ def download(
                     APIConnectionError(
                         f"download interrupted at {size}/{total if total is not None else '?'} "
                         f"bytes{reason}"
-                    ),
-                    None,
+                    )
                 )
     finally:
         if owns_session:

@@ -10,6 +10,7 @@ This module imports only the standard library, so every other layer may import i
 
 from __future__ import annotations
 
+import concurrent.futures
 import enum
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +23,12 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "BillingError",
+    "ClientClosedError",
     "ConflictError",
+    "DownloadError",
+    "ExperimentalWarning",
+    "FutureTimeoutError",
     "InternalServerError",
     "InvalidInputError",
     "NotFoundError",
@@ -32,15 +38,24 @@ __all__ = [
     "RequestErrorCategory",
     "RequestFailedError",
     "TinkerError",
+    "TokenizerUnavailableError",
     "UnprocessableEntityError",
+    "UnsafeArchiveError",
     "WireFormatError",
     "status_error_class",
 ]
 
 
 class RequestErrorCategory(str, enum.Enum):
-    """Who is at fault for a failed asynchronous request (wire values are lower case)."""
+    """Who is at fault for a failed asynchronous request (wire values are lower case).
 
+    The members have the official names (``User``, ``Server``, ``Unknown``); the upper-case
+    names are aliases of them.
+    """
+
+    Unknown = "unknown"
+    Server = "server"
+    User = "user"
     UNKNOWN = "unknown"
     SERVER = "server"
     USER = "user"
@@ -98,6 +113,9 @@ class WireFormatError(TinkerError, ValueError):
 
 class APIError(TinkerError):
     """An error talking to the service: ``message``, plus ``body`` and ``request_id`` when known."""
+
+    request: str | None = None
+    """The request that failed, as ``"METHOD /path"``, when known."""
 
     def __init__(
         self,
@@ -192,6 +210,17 @@ class AuthenticationError(APIStatusError):
     """HTTP 401: the API key (or JWT) is missing, wrong or expired."""
 
 
+class BillingError(APIStatusError):
+    """HTTP 402: the account has a billing problem (e.g. billing is not set up)."""
+
+
+class ExperimentalWarning(FutureWarning):
+    """Emitted by an API that may change or be removed in any release (as in the official SDK).
+
+    Silence it with ``warnings.filterwarnings("ignore", category=tinker_lite.ExperimentalWarning)``.
+    """
+
+
 class PermissionDeniedError(APIStatusError):
     """HTTP 403: the credentials do not grant access to this resource."""
 
@@ -230,6 +259,7 @@ class PromiseExpiredError(APIStatusError):
 _STATUS_CLASSES: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,
+    402: BillingError,
     403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
@@ -268,3 +298,187 @@ class RequestFailedError(TinkerError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class ClientClosedError(APIConnectionError):
+    """The client was closed; nothing more can be sent with it (never retried)."""
+
+    def __init__(self, message: str = "The client is closed.", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+
+
+class FutureTimeoutError(APITimeoutError, concurrent.futures.TimeoutError):
+    """``result(timeout=...)`` expired; the request itself continues on the service.
+
+    Catchable as :class:`~tinker_lite.APITimeoutError` and as the standard
+    :class:`concurrent.futures.TimeoutError` (what the official SDK raises there).
+    """
+
+
+class TokenizerUnavailableError(TinkerError, LookupError):
+    """The tokenizer could not be found locally nor fetched; the message says how to provide it."""
+
+    def __init__(self, tokenizer_id: str, reason: str) -> None:
+        self.tokenizer_id = tokenizer_id
+        self.reason = reason
+        super().__init__(f"tokenizer {tokenizer_id!r} is unavailable: {reason}")
+
+
+class DownloadError(TinkerError):
+    """A download could not be completed or verified (size mismatch, bad archive)."""
+
+
+class UnsafeArchiveError(DownloadError):
+    """An archive member would be written outside the extraction directory."""
+
+
+# ---------------------------------------------------------------------------------------------
+# How errors read: one sentence for every error, built from its parts
+
+
+_MESSAGE_KEYS = ("detail", "message", "error", "msg", "reason")
+_MAX_SERVICE_MESSAGE = 500
+
+_STATUS_HINTS: dict[int, str] = {
+    400: "Check the arguments of the call.",
+    401: "Check the API key (TINKER_API_KEY).",
+    403: "Check that the API key grants access to this resource.",
+    404: "Check the id or tinker:// path.",
+    409: "Check the resource's current state; the call conflicts with it.",
+    410: "Retry the call if sending it again is safe.",
+    422: "Check the arguments of the call.",
+    429: "The service is rate limiting; try again later.",
+}
+
+
+def service_message(body: object) -> str | None:
+    """The service's own words in an error body (``detail``, ``message``, ``error``), or None.
+
+    Never a Python repr: a JSON object is searched for its message keys (nested objects and
+    FastAPI's list of validation problems included); a text body is used as it is.
+    """
+    text = _message_of(body, depth=0)
+    if not text:
+        return None
+    text = " ".join(text.split())
+    if len(text) > _MAX_SERVICE_MESSAGE:
+        text = text[:_MAX_SERVICE_MESSAGE] + "..."
+    return text
+
+
+def _message_of(body: object, depth: int) -> str | None:
+    if depth > 3 or body is None:
+        return None
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str):
+        return body.strip() or None
+    if isinstance(body, Mapping):
+        for key in _MESSAGE_KEYS:
+            found = _message_of(body.get(key), depth + 1)
+            if found:
+                return found
+        return None
+    if isinstance(body, list | tuple):
+        parts = [_problem_of(item, depth + 1) for item in body]
+        return "; ".join(p for p in parts if p) or None
+    if isinstance(body, bool | int | float):
+        return str(body)
+    return None
+
+
+def _problem_of(item: object, depth: int) -> str | None:
+    # FastAPI 422: {"loc": ["body", "limit"], "msg": "...", "type": "..."}
+    if isinstance(item, Mapping) and isinstance(item.get("loc"), list | tuple):
+        where = ".".join(str(part) for part in item["loc"] if part != "body")
+        message = _message_of(item, depth)
+        return f"{where}: {message}" if where and message else message
+    return _message_of(item, depth)
+
+
+def status_phrase(status_code: int) -> str:
+    """``"404 Not Found"``; just the number for a status without a standard reason phrase."""
+    import http
+
+    try:
+        return f"{status_code} {http.HTTPStatus(status_code).phrase}"
+    except ValueError:
+        return str(status_code)
+
+
+def format_status_error(
+    status_code: int,
+    body: object = None,
+    *,
+    request: str | None = None,
+    request_id: str | None = None,
+) -> str:
+    """One sentence for an error answer: the request, the status, the service's message, the id.
+
+    E.g. ``GET /api/v1/training_runs/x failed with HTTP 404 Not Found: Training run not found
+    (request id r-1). Check the id or tinker:// path.``
+    """
+    what = f"{request} failed with" if request else "The service answered"
+    text = f"{what} HTTP {status_phrase(status_code)}"
+    message = service_message(body)
+    if message:
+        text += f": {message}"
+    if request_id:
+        text += f" (request id {request_id})"
+    text = text.rstrip(".") + "."
+    hint = _STATUS_HINTS.get(status_code)
+    if hint is None and status_code >= 500:
+        hint = "A fault on the service side; try again later."
+    return _redacted(f"{text} {hint}" if hint else text)
+
+
+def describe_error(exc: BaseException) -> str:
+    """Say what failed, where, and what to try, in plain words (no dict repr, no API key).
+
+    Every tinker_lite error renders through here; ``tinker-lite`` prints it after
+    ``error:``. A status error from a response is rebuilt from its parts (the request, the
+    status, the service's message, the request id); other errors carry their own sentence, to
+    which the status, the request id and what to try are added when they are not said yet.
+    """
+    if isinstance(exc, APIStatusError) and (exc.request is not None or not exc.message.strip()):
+        return format_status_error(
+            exc.status_code, exc.body, request=exc.request, request_id=exc.request_id
+        )
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, APIStatusError) and str(exc.status_code) not in text:
+        text = f"{text.rstrip('.')} (HTTP {status_phrase(exc.status_code)})."
+    request_id = getattr(exc, "request_id", None)
+    if isinstance(request_id, str) and request_id and request_id not in text:
+        text = f"{text.rstrip('.')} (request id {request_id})."
+    hint = _hint(exc)
+    if hint:
+        text = f"{text.rstrip('.')}. {hint}"
+    elif not isinstance(exc, TinkerError | OSError):
+        text = f"{type(exc).__name__}: {text}"
+    return _redacted(text)
+
+
+def _hint(exc: BaseException) -> str | None:
+    if isinstance(exc, APIStatusError):
+        if exc.status_code >= 500:
+            return "A fault on the service side; try again later."
+        return _STATUS_HINTS.get(exc.status_code)
+    if isinstance(exc, RequestFailedError):
+        if exc.category == RequestErrorCategory.USER:
+            return "Fix the request's input before sending it again."
+        if exc.category == RequestErrorCategory.SERVER:
+            return "A fault on the service side; try again later."
+    if isinstance(exc, APIResponseValidationError):
+        return (
+            "Check that the base URL points at a Tinker service and that tinker-lite is up to date."
+        )
+    return None
+
+
+def _redacted(text: str) -> str:
+    # The transport registers every credential it sends; this module imports no transport.
+    import sys
+
+    http_module = sys.modules.get("tinker_lite._http")
+    redact = getattr(http_module, "redact", None)
+    return redact(text) if callable(redact) else text

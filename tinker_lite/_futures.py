@@ -1,4 +1,4 @@
-"""Futures of asynchronous requests, and the poller that resolves them via ``retrieve_future``.
+"""Futures of asynchronous requests (:class:`APIFuture`), and how to combine them.
 
 :class:`APIFuture` is a :class:`concurrent.futures.Future`: ``result(timeout)``,
 ``exception(timeout)``, ``done()``, ``cancelled()``, ``running()``, ``cancel()`` and
@@ -6,103 +6,40 @@
 ``as_completed`` accept it. Differences: a ``result(timeout=...)`` that expires raises
 :class:`FutureTimeoutError` (both :class:`~tinker_lite.APITimeoutError`, carrying the request id,
 the last queue state and the elapsed time, and :class:`concurrent.futures.TimeoutError`); the
-request keeps going on the service and ``result()`` may be called again. ``cancel()`` succeeds
-while the future is pending and stops its polling; the service may still execute the request.
+request keeps going on the service and ``result()`` may be called again (when the service
+answers polls at once, polling pauses until then: WIRE.md §P.7, no hot poll is left behind).
+``cancel()`` succeeds while the future is pending and stops its polling; the service may still
+execute the request.
 
-:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements):
-re-poll at once after ``try_again`` and 408 (the service long-polls); back off
-``min(2**n, 30)`` s with jitter after 5xx, 429 and connection errors; 410 re-submits when a
-``resubmit`` callback is given (sampling) and raises :class:`~tinker_lite.PromiseExpiredError`
-otherwise; ``{"error", "category"}`` raises :class:`~tinker_lite.RequestFailedError`; any other
-4xx raises its :class:`~tinker_lite.APIStatusError` subclass. A future fails with
-:class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
-``stall_timeout`` seconds (WIRE.md §P.7).
-
-Threading contract
-------------------
-* One :class:`Poller` per session holder. It owns a bounded pool of daemon threads, started on
-  demand (at most ``max_workers``) and ended after ``idle_timeout`` seconds without work. Pending
-  requests wait in one FIFO queue; a thread takes one, sends one poll (the service may hold it
-  for a while: long-poll), then puts it back at the end of the queue unless it is resolved
-  (round-robin). So a thousand pending futures use at most ``max_workers`` threads; with fewer
-  threads than pending futures, a ready result waits for a thread to come free. A session
-  holder sets ``max_workers`` to the sampling in-flight cap + 32 (or its ``poll_threads=``),
-  i.e. to the concurrency the user can actually reach.
-* A ``resubmit`` callback (after a 410) runs on the polling thread; at most ``max_resubmits``
-  (10) re-submissions per future, then :class:`~tinker_lite.PromiseExpiredError`.
-* Back-off sleeps after errors happen on the polling thread (the service is failing anyway);
-  they end at once when the poller closes.
-* A result is delivered the moment its poll is answered: the polling thread decodes it and
-  completes the future, which wakes ``result()`` through a condition variable (no sleep loops).
-* Done-callbacks run on the polling thread that completes the future (or at once in the thread
-  that adds them to a completed future); they must not block for long.
-* If a polling thread dies unexpectedly, the future it was working on fails with that error and
-  a replacement thread is started for the others; if none can be started, every queued future
-  fails. :meth:`Poller.close` fails every pending future with
-  :class:`~tinker_lite._http.ClientClosedError` and joins its threads.
-* Every public method of :class:`APIFuture` and :class:`Poller` is safe to call from any thread.
+The poller that resolves these futures lives in :mod:`tinker_lite._poller`.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
-import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from tinker_lite import _wire, types
-from tinker_lite._errors import (
-    APIConnectionError,
-    APIError,
-    APIResponseValidationError,
-    APITimeoutError,
-    InvalidInputError,
-    PromiseExpiredError,
-    RequestErrorCategory,
-    RequestFailedError,
-    TinkerError,
-)
-from tinker_lite._http import (
-    JSON,
-    RETRIEVE_FUTURE_TIMEOUT,
-    ClientClosedError,
-    HttpResponse,
-    PoolKind,
-    Timeout,
-    Transport,
-    raise_for_status,
-    redact,
-)
-from tinker_lite._retry import parse_retry_after
+from tinker_lite._async import AwaitableFuture, ReadyAwaitable
+from tinker_lite._errors import FutureTimeoutError
 
 __all__ = [
     "APIFuture",
     "FutureTimeoutError",
-    "Poller",
-    "QueueStateLogger",
     "ReadyClient",
     "chain",
     "combine",
-    "default_queue_reason",
-    "json_decoder",
 ]
-
-logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-RETRIEVE_FUTURE_PATH = "/api/v1/retrieve_future"
-
-
 C = TypeVar("C", bound="ReadyClient")
 
 
-class ReadyClient:
+class ReadyClient(ReadyAwaitable):
     """A client that also stands in for an already-resolved future of itself.
 
     For code written against SDKs whose client-creation methods return a future of the client:
@@ -121,19 +58,29 @@ class ReadyClient:
         return True
 
 
-class FutureTimeoutError(APITimeoutError, concurrent.futures.TimeoutError):
-    """``result(timeout=...)`` expired; the request itself continues on the service.
-
-    Catchable as :class:`~tinker_lite.APITimeoutError` and as the standard
-    :class:`concurrent.futures.TimeoutError` (what the official SDK raises there).
-    """
-
-
 # ---------------------------------------------------------------------------------------------
 # APIFuture
 
 
-class APIFuture(concurrent.futures.Future[T]):
+_RESULT_FIELD_NAMES: frozenset[str] | None = None
+
+
+def _result_field_names() -> frozenset[str]:
+    """Public attribute names of the result types (``*Response``, ``*Output``) of ``types``."""
+    global _RESULT_FIELD_NAMES
+    if _RESULT_FIELD_NAMES is None:
+        from tinker_lite import types
+
+        names: set[str] = set()
+        for type_name in getattr(types, "__all__", ()):
+            cls = getattr(types, type_name, None)
+            if isinstance(cls, type) and type_name.endswith(("Response", "Output")):
+                names.update(n for n in dir(cls) if not n.startswith("_"))
+        _RESULT_FIELD_NAMES = frozenset(names)
+    return _RESULT_FIELD_NAMES
+
+
+class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     """The eventual result of an asynchronous request (see the module docstring)."""
 
     def __init__(
@@ -151,6 +98,11 @@ class APIFuture(concurrent.futures.Future[T]):
         self._queue_state: str | None = None
         self._sources: tuple[concurrent.futures.Future[Any], ...] = ()
         self._cancel_hook: Callable[[], None] | None = None
+        # Set by the poller: called with True when someone starts waiting, with False when the
+        # last waiter's timeout expired (WIRE.md §P.7: no hot poll is left behind).
+        self._demand_hook: Callable[[bool], None] | None = None
+        self._demand_lock = threading.Lock()
+        self._waiting = 0
 
     # -- identity ----------------------------------------------------------------------------
 
@@ -188,19 +140,29 @@ class APIFuture(concurrent.futures.Future[T]):
         Raises the request's error if it failed, :class:`FutureTimeoutError` when ``timeout``
         expires first, :class:`concurrent.futures.CancelledError` if cancelled.
         """
+        self._wait_begins()
+        expired = False
         try:
             return super().result(timeout)
         except concurrent.futures.TimeoutError as e:
             if self._is_stored(e):
                 raise
+            expired = True
             raise self._timeout_error(timeout) from None
+        finally:
+            self._wait_ends(expired=expired)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Return the request's error (``None`` on success), waiting up to ``timeout`` seconds."""
+        self._wait_begins()
+        expired = False
         try:
             return super().exception(timeout)
         except concurrent.futures.TimeoutError:
+            expired = True
             raise self._timeout_error(timeout) from None
+        finally:
+            self._wait_ends(expired=expired)
 
     def running(self) -> bool:
         """Whether the request is still pending (submitted and not yet resolved)."""
@@ -268,7 +230,12 @@ class APIFuture(concurrent.futures.Future[T]):
         cancels ``source`` (and stops its polling), also when it was cancelled before this call.
         Done-callbacks added to ``source`` before this call run before this future completes.
         """
-        self._sources = (source,)
+        with self._demand_lock:
+            waiting = self._waiting
+            self._sources = (source,)
+        if isinstance(source, APIFuture):
+            for _ in range(waiting):
+                source._wait_begins()
 
         def deliver(done: concurrent.futures.Future[T]) -> None:
             if done.cancelled():
@@ -297,7 +264,49 @@ class APIFuture(concurrent.futures.Future[T]):
             f"<APIFuture request_id={self.request_id!r} type={self.request_type!r} state={state}>"
         )
 
+    if not TYPE_CHECKING:  # a __getattr__ would hide every misspelt attribute from mypy
+
+        def __getattr__(self, name: str) -> Any:
+            # Called only for names the future lacks. A result's field read on the future
+            # itself (``training.forward_backward(...).metrics``) is told to call .result()
+            # first; private and protocol names (pickle, copy, hasattr) get the plain error.
+            message = f"'{type(self).__name__}' object has no attribute {name!r}"
+            if not name.startswith("_") and name in _result_field_names():
+                message += (
+                    f"; it is the future of a result: call .result() first (.result().{name})"
+                )
+            raise AttributeError(message, name=name, obj=self)
+
     # -- internals ---------------------------------------------------------------------------
+
+    def _wait_begins(self) -> None:
+        """Someone waits on this future (and so on its sources): polling must go on."""
+        if self.done():
+            return
+        with self._demand_lock:
+            self._waiting += 1
+            sources = self._sources
+        hook = self._demand_hook
+        if hook is not None:
+            hook(True)
+        for source in sources:
+            if isinstance(source, APIFuture):
+                source._wait_begins()
+
+    def _wait_ends(self, *, expired: bool) -> None:
+        """A wait ended; when it expired and nobody else waits, a hot poll may stop."""
+        with self._demand_lock:
+            if self._waiting == 0:
+                return
+            self._waiting -= 1
+            idle = expired and self._waiting == 0
+            sources = self._sources
+        hook = self._demand_hook
+        if idle and hook is not None and not self.done():
+            hook(False)
+        for source in sources:
+            if isinstance(source, APIFuture):
+                source._wait_ends(expired=expired)
 
     def _is_stored(self, exc: BaseException) -> bool:
         return self.done() and not self.cancelled() and super().exception(0) is exc
@@ -319,6 +328,15 @@ class APIFuture(concurrent.futures.Future[T]):
             what += f" ({self.request_type})"
         state = self.queue_state
         elapsed = self.elapsed
+        if rid is None:
+            # Nothing has reached the service yet: no id, no queue, nothing continues there.
+            kind = f"the {self.request_type} request" if self.request_type else "the request"
+            return FutureTimeoutError(
+                f"Timed out after {timeout}s before {kind} was accepted by the service "
+                f"({elapsed:.1f}s since it was made; it is still being sent or waits for an "
+                "earlier request). Call result() again to keep waiting.",
+                elapsed=elapsed,
+            )
         return FutureTimeoutError(
             f"Timed out after {timeout}s waiting for {what}; {elapsed:.1f}s since it was "
             f"submitted; last queue state: {state or 'not reported'}. The request continues on "
@@ -385,670 +403,3 @@ def chain(future: concurrent.futures.Future[T], fn: Callable[[T], R]) -> APIFutu
     """A future of ``fn(future.result())`` (errors pass through unchanged)."""
     request_type = future.request_type if isinstance(future, APIFuture) else None
     return combine([future], lambda values: fn(values[0]), request_type=request_type)
-
-
-# ---------------------------------------------------------------------------------------------
-# Queue-state logging (WIRE.md §12, later wording)
-
-QueueKind = Literal["training", "sampling", "model_creation", "request"]
-
-
-def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
-    """The reason logged for a paused queue state when the service sends none (WIRE.md §12)."""
-    if state == "paused_rate_limit":
-        if kind in ("training", "model_creation"):
-            return "concurrent training clients rate limit hit"
-        if kind == "sampling":
-            return "concurrent sampler weights limit hit"
-        return "rate limit hit"
-    if state == "paused_capacity":
-        return "Tinker backend is running short on capacity, please wait"
-    return "unknown"
-
-
-class QueueStateLogger:
-    """An ``on_queue_state`` callback: logs a WARNING at most once per ``interval`` while paused.
-
-    The message is ``{prefix} for {identifier} is paused. Reason: {reason}.`` with the
-    service's ``queue_state_reason`` when given, else :func:`default_queue_reason`.
-    """
-
-    def __init__(
-        self,
-        prefix: str,
-        identifier: object,
-        *,
-        kind: QueueKind = "request",
-        interval: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-        log: logging.Logger | None = None,
-    ) -> None:
-        self.prefix = prefix
-        self.identifier = identifier
-        self.kind: QueueKind = kind
-        self._interval = interval
-        self._clock = clock
-        self._log = log or logger
-        self._lock = threading.Lock()
-        self._last_logged: float | None = None
-
-    def __call__(self, state: str, reason: str | None) -> None:
-        if state == "active":
-            return
-        now = self._clock()
-        with self._lock:
-            if self._last_logged is not None and now - self._last_logged < self._interval:
-                return
-            self._last_logged = now
-        text = (reason or default_queue_reason(state, self.kind)).rstrip(".")
-        self._log.warning(
-            "%s for %s is paused. Reason: %s.", self.prefix, self.identifier, redact(text)
-        )
-
-
-# ---------------------------------------------------------------------------------------------
-# The poller
-
-
-def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
-    """A :meth:`Poller.poll` decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
-
-
-class _PollTask:
-    """The polling state of one pending request (touched by one thread at a time)."""
-
-    __slots__ = (
-        "accept",
-        "created_at",
-        "decode",
-        "failures",
-        "future",
-        "headers",
-        "iteration",
-        "last_answer",
-        "on_queue_state",
-        "registered_at",
-        "request_id",
-        "request_type",
-        "resubmit",
-        "resubmits",
-        "stall_timeout",
-    )
-
-    def __init__(
-        self,
-        future: APIFuture[Any],
-        request_id: str,
-        request_type: str,
-        decode: Callable[[HttpResponse], Any],
-        *,
-        accept: str,
-        headers: Mapping[str, str],
-        resubmit: Callable[[], str] | None,
-        on_queue_state: Callable[[str, str | None], None],
-        created_at: float,
-        now: float,
-        stall_timeout: float,
-    ) -> None:
-        self.future = future
-        self.request_id = request_id
-        self.request_type = request_type
-        self.decode = decode
-        self.accept = accept
-        self.headers = dict(headers)
-        self.resubmit = resubmit
-        self.on_queue_state = on_queue_state
-        self.created_at = created_at
-        self.registered_at = now
-        self.last_answer = now
-        self.stall_timeout = stall_timeout
-        self.iteration = 0
-        self.failures = 0
-        self.resubmits = 0
-
-    def describe(self) -> str:
-        return f"request {self.request_id} ({self.request_type})"
-
-
-class Poller:
-    """Resolves :class:`APIFuture` objects by polling ``retrieve_future`` on a bounded pool.
-
-    ``clock`` (monotonic seconds) measures stalls and the round-trip header; ``created_at``
-    given to :meth:`poll` must come from the same clock. ``sleep`` performs back-off waits
-    (default: a wait that ends early when the poller closes) and ``rand`` draws the jitter; tests
-    inject both.
-    """
-
-    def __init__(
-        self,
-        transport: Transport,
-        *,
-        max_workers: int = 32,
-        stall_timeout: float = 300.0,
-        poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] | None = None,
-        rand: Callable[[], float] = random.random,
-        wall_clock: Callable[[], float] = time.time,
-        idle_timeout: float = 30.0,
-        max_resubmits: int = 10,
-        thread_name: str = "tinker-lite-poll",
-    ) -> None:
-        if max_workers < 1:
-            raise InvalidInputError("max_workers", f"must be >= 1, got {max_workers}")
-        self._transport = transport
-        self._max_workers = max_workers
-        self._stall_timeout = stall_timeout
-        self._poll_timeout = poll_timeout
-        self._clock = clock
-        self._closing = threading.Event()
-        self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
-        self._rand = rand
-        self._wall_clock = wall_clock
-        self._idle_timeout = idle_timeout
-        self._max_resubmits = max_resubmits
-        self._thread_name = thread_name
-        self._cond = threading.Condition()
-        self._ready: collections.deque[_PollTask] = collections.deque()
-        self._live: set[_PollTask] = set()
-        self._threads: set[threading.Thread] = set()
-        self._idle = 0
-        self._starting = 0  # threads started that have not yet looked at the queue
-        self._spawned = 0
-        self._default_loggers: dict[str, QueueStateLogger] = {}
-
-    def __repr__(self) -> str:
-        return (
-            f"Poller(pending={len(self._live)}, threads={len(self._threads)}, "
-            f"max_workers={self._max_workers}, closed={self._closing.is_set()})"
-        )
-
-    # -- configuration -----------------------------------------------------------------------
-
-    @property
-    def max_workers(self) -> int:
-        """The most polling threads this poller runs at once."""
-        return self._max_workers
-
-    def set_max_workers(self, value: int) -> None:
-        """Change the thread cap (e.g. to the sampling concurrency the user asked for)."""
-        if value < 1:
-            raise InvalidInputError("max_workers", f"must be >= 1, got {value}")
-        with self._cond:
-            self._max_workers = value
-            while self._should_spawn_locked():
-                if not self._spawn_locked():
-                    break
-
-    @property
-    def stall_timeout(self) -> float:
-        """Seconds without any answer after which a future fails (WIRE.md §P.7)."""
-        return self._stall_timeout
-
-    @property
-    def thread_count(self) -> int:
-        """Polling threads alive now."""
-        with self._cond:
-            return len(self._threads)
-
-    @property
-    def pending_count(self) -> int:
-        """Futures not yet resolved."""
-        with self._cond:
-            return len(self._live)
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closing.is_set()
-
-    # -- polling -----------------------------------------------------------------------------
-
-    def poll(
-        self,
-        request_id: str,
-        request_type: str,
-        decode: Callable[[HttpResponse], T],
-        *,
-        created_at: float,
-        resubmit: Callable[[], str] | None = None,
-        accept: str = JSON,
-        on_queue_state: Callable[[str, str | None], None] | None = None,
-        headers: Mapping[str, str] | None = None,
-        stall_timeout: float | None = None,
-    ) -> APIFuture[T]:
-        """Start polling ``request_id`` and return its future.
-
-        ``request_type`` is sent as ``X-Tinker-Request-Type`` (``CreateModel``, ``Forward``,
-        ``ForwardBackward``, ``OptimStep``, ``SaveWeights``, ``LoadWeights``,
-        ``SaveWeightsForSampler``, ``Sample``); ``decode`` turns the final 200 answer (JSON or
-        protobuf) into the result; ``created_at`` is when the caller started the operation
-        (this poller's clock), reported in ``X-Tinker-Create-Promise-Roundtrip-Time``;
-        ``resubmit`` (sampling) re-sends the request after a 410 and returns the new request
-        id; ``accept`` is the ``Accept`` header of the polls; ``on_queue_state(state, reason)``
-        is called with every queue state the service reports; ``headers`` are added to every
-        poll (e.g. ``x-sdk-method``).
-        """
-        now = self._clock()
-        future: APIFuture[T] = APIFuture(request_id, request_type=request_type, clock=self._clock)
-        callback = on_queue_state or self._default_logger(request_type)
-        task = _PollTask(
-            future,
-            request_id,
-            request_type,
-            decode,
-            accept=accept,
-            headers=headers or {},
-            resubmit=resubmit,
-            on_queue_state=callback,
-            created_at=created_at,
-            now=now,
-            stall_timeout=self._stall_timeout if stall_timeout is None else stall_timeout,
-        )
-        future._cancel_hook = lambda: self._forget(task)
-        with self._cond:
-            if self._closing.is_set():
-                future.try_set_exception(
-                    ClientClosedError(f"The client is closed; cannot wait for {task.describe()}.")
-                )
-                return future
-            self._live.add(task)
-            self._enqueue_locked(task)
-        return future
-
-    def _default_logger(self, request_type: str) -> QueueStateLogger:
-        with self._cond:
-            found = self._default_loggers.get(request_type)
-            if found is None:
-                kind: QueueKind = (
-                    "sampling"
-                    if request_type == "Sample"
-                    else "model_creation"
-                    if request_type == "CreateModel"
-                    else "training"
-                )
-                found = QueueStateLogger(
-                    f"{request_type} request", "this client", kind=kind, clock=self._clock
-                )
-                self._default_loggers[request_type] = found
-            return found
-
-    def _forget(self, task: _PollTask) -> None:
-        with self._cond:
-            self._live.discard(task)
-
-    # -- worker management -------------------------------------------------------------------
-
-    def _should_spawn_locked(self) -> bool:
-        return (
-            len(self._ready) > self._idle + self._starting
-            and len(self._threads) < self._max_workers
-            and not self._closing.is_set()
-        )
-
-    def _enqueue_locked(self, task: _PollTask) -> None:
-        self._ready.append(task)
-        if self._should_spawn_locked():
-            self._spawn_locked()
-        self._cond.notify()
-
-    def _spawn_locked(self) -> bool:
-        self._spawned += 1
-        thread = threading.Thread(
-            target=self._worker, name=f"{self._thread_name}-{self._spawned}", daemon=True
-        )
-        self._threads.add(thread)
-        self._starting += 1
-        try:
-            thread.start()
-        except RuntimeError as e:
-            self._threads.discard(thread)
-            self._starting -= 1
-            if not self._threads:
-                self._fail_queued_locked(
-                    APIConnectionError(f"Could not start a thread to poll for results: {e}")
-                )
-            return False
-        return True
-
-    def _fail_queued_locked(self, error: BaseException) -> None:
-        while self._ready:
-            task = self._ready.popleft()
-            self._live.discard(task)
-            task.future.try_set_exception(error)
-
-    def _next_task(self) -> _PollTask | None:
-        with self._cond:
-            while True:
-                if self._closing.is_set():
-                    return None
-                while self._ready:
-                    task = self._ready.popleft()
-                    if not task.future.done():
-                        return task
-                    self._live.discard(task)
-                self._idle += 1
-                try:
-                    notified = self._cond.wait(self._idle_timeout)
-                finally:
-                    self._idle -= 1
-                if not notified and not self._ready:
-                    return None
-
-    def _worker(self) -> None:
-        me = threading.current_thread()
-        task: _PollTask | None = None
-        with self._cond:
-            self._starting -= 1
-        try:
-            while True:
-                task = self._next_task()
-                if task is None:
-                    return
-                try:
-                    self._step(task)
-                except Exception as e:
-                    self._finish(task, error=_unexpected(task, e))
-                task = None
-        except BaseException as e:
-            # WIRE.md §P.7: a dying thread resolves the future it was working on.
-            logger.error("A polling thread died: %s: %s", type(e).__name__, redact(str(e)))
-            if task is not None:
-                error = TinkerError(
-                    f"The thread polling {task.describe()} died: {type(e).__name__}: "
-                    f"{redact(str(e))}"
-                )
-                error.__cause__ = e
-                self._finish(task, error=error)
-        finally:
-            with self._cond:
-                self._threads.discard(me)
-                if self._should_spawn_locked():
-                    self._spawn_locked()
-
-    # -- one poll ----------------------------------------------------------------------------
-
-    def _finish(
-        self, task: _PollTask, *, value: Any = None, error: BaseException | None = None
-    ) -> None:
-        with self._cond:
-            self._live.discard(task)
-        if error is not None:
-            task.future.try_set_exception(error)
-        else:
-            task.future.try_set_result(value)
-
-    def _requeue(self, task: _PollTask) -> None:
-        with self._cond:
-            if self._closing.is_set() or task.future.done():
-                self._live.discard(task)
-                if not task.future.done():
-                    task.future.try_set_exception(
-                        ClientClosedError(
-                            f"The client was closed before {task.describe()} completed."
-                        )
-                    )
-                return
-            self._enqueue_locked(task)
-
-    def _step(self, task: _PollTask) -> None:
-        iteration = task.iteration
-        task.iteration += 1
-        headers = {
-            "Accept": task.accept,
-            "X-Tinker-Request-Iteration": str(iteration),
-            "X-Tinker-Request-Type": task.request_type,
-            "X-Stainless-Raw-Response": "raw",
-        }
-        if iteration == 0:
-            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
-            roundtrip = max(0.0, task.registered_at - task.created_at)
-            headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(roundtrip)
-        headers.update(task.headers)
-        body = _wire.dumps(
-            types.FutureRetrieveRequest(request_id=task.request_id, allow_metadata_only=False)
-        )
-        remaining = task.stall_timeout - (self._clock() - task.last_answer)
-        read = min(self._poll_timeout.read, max(remaining, 1.0))
-        timeout = Timeout(connect=min(self._poll_timeout.connect, read), read=read)
-        try:
-            resp = self._transport.send(
-                PoolKind.RETRIEVE_PROMISE,
-                "POST",
-                RETRIEVE_FUTURE_PATH,
-                body=body,
-                headers=headers,
-                timeout=timeout,
-            )
-        except ClientClosedError as e:
-            self._finish(task, error=e)
-            return
-        except APIConnectionError as e:
-            self._back_off(task, f"{type(e).__name__}: {e}", e, None)
-            return
-        status = resp.status
-        if 200 <= status < 300:
-            self._answered(task)
-            self._handle_ok(task, resp)
-        elif status == 408:
-            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
-            self._answered(task)
-            self._note_queue_state(task, _json_object(resp))
-            self._requeue(task)
-        elif status == 410:
-            self._answered(task)
-            self._handle_expired(task, resp)
-        elif status == 429 or status >= 500:
-            self._back_off(task, f"HTTP {status}", None, resp)
-        else:
-            try:
-                raise_for_status(resp, request_id=task.request_id)
-            except APIError as e:
-                self._finish(task, error=e)
-                return
-            self._finish(  # pragma: no cover - raise_for_status raised for every non-2xx
-                task, error=APIError(f"Unexpected HTTP {status}", request_id=task.request_id)
-            )
-
-    def _answered(self, task: _PollTask) -> None:
-        task.last_answer = self._clock()
-        task.failures = 0
-
-    def _handle_ok(self, task: _PollTask, resp: HttpResponse) -> None:
-        if not resp.is_protobuf:
-            try:
-                data = resp.json()
-            except Exception as e:
-                self._finish(
-                    task,
-                    error=_validation_error(task, resp, f"the body is not valid JSON ({e})", e),
-                )
-                return
-            if isinstance(data, dict):
-                if data.get("type") == "try_again":
-                    self._note_queue_state(task, data)
-                    self._requeue(task)
-                    return
-                if "error" in data:
-                    self._finish(task, error=_request_failed(task, data))
-                    return
-                if data.get("status") == "complete_metadata":
-                    # WIRE.md §13.4: tinker_lite never asks for metadata-only answers; re-poll.
-                    self._requeue(task)
-                    return
-        try:
-            value = task.decode(resp)
-        except (APIError, RequestFailedError) as e:
-            self._finish(task, error=e)
-        except Exception as e:
-            self._finish(task, error=_validation_error(task, resp, str(e), e))
-        else:
-            self._finish(task, value=value)
-
-    def _note_queue_state(self, task: _PollTask, data: Mapping[str, Any] | None) -> None:
-        if not data:
-            return
-        state = data.get("queue_state")
-        if not isinstance(state, str) or not state:
-            return
-        reason = data.get("queue_state_reason")
-        task.future._queue_state = state
-        try:
-            task.on_queue_state(state, reason if isinstance(reason, str) and reason else None)
-        except Exception:
-            logger.debug("on_queue_state callback failed", exc_info=True)
-
-    def _handle_expired(self, task: _PollTask, resp: HttpResponse) -> None:
-        if task.resubmit is None or task.resubmits >= self._max_resubmits:
-            body: object = _json_object(resp) or resp.text(2000)
-            more = (
-                f" after {task.resubmits} re-submissions"
-                if task.resubmit is not None
-                else ". It is not re-sent automatically (its seq_id may already have been "
-                "applied); retry the call if that is safe"
-            )
-            self._finish(
-                task,
-                error=PromiseExpiredError(
-                    f"Promise expired for {task.describe()}: the service no longer holds its "
-                    f"result (HTTP 410){more}.",
-                    status_code=410,
-                    body=body,
-                    request_id=task.request_id,
-                    headers=dict(resp.headers),
-                ),
-            )
-            return
-        # WIRE.md §4.3: sampling re-runs the request (a new request id, a new seq_id).
-        logger.info("%s expired on the service (HTTP 410); re-submitting it", task.describe())
-        task.resubmits += 1
-        started = self._clock()
-        try:
-            new_id = task.resubmit()
-        except Exception as e:
-            self._finish(task, error=e)
-            return
-        now = self._clock()
-        task.request_id = new_id
-        task.future.request_id = new_id
-        task.created_at = started
-        task.registered_at = now
-        task.last_answer = now
-        task.iteration = 0
-        self._requeue(task)
-
-    def _back_off(
-        self,
-        task: _PollTask,
-        problem: str,
-        error: BaseException | None,
-        resp: HttpResponse | None,
-    ) -> None:
-        task.failures += 1
-        now = self._clock()
-        silent_for = now - task.last_answer
-        if silent_for >= task.stall_timeout:
-            state = task.future._queue_state
-            timeout_error = APITimeoutError(
-                f"No answer from the service for {silent_for:.0f}s while waiting for "
-                f"{task.describe()} (stall timeout {task.stall_timeout:g}s; last problem: "
-                f"{redact(problem)}; last queue state: {state or 'not reported'}).",
-                request_id=task.request_id,
-                queue_state=state,
-                elapsed=now - task.registered_at,
-            )
-            if error is not None:
-                timeout_error.__cause__ = error
-            self._finish(task, error=timeout_error)
-            return
-        # WIRE.md §P.6: min(2**n, 30) s with jitter after 5xx, 429 and connection errors.
-        n = task.failures - 1
-        delay = min(2.0 ** min(n, 16), 30.0) * (1.0 - 0.25 * self._rand())
-        if resp is not None:
-            asked = parse_retry_after(resp.headers, now=self._wall_clock())
-            if asked is not None and 0 < asked <= 60:
-                delay = asked
-        delay = max(0.0, min(delay, task.stall_timeout - silent_for))
-        logger.debug("Polling %s again in %.2fs after %s", task.describe(), delay, problem)
-        if delay > 0:
-            self._sleep(delay)
-        self._requeue(task)
-
-    # -- shutdown ----------------------------------------------------------------------------
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Fail every pending future, abort polls in flight and join the threads. Idempotent."""
-        with self._cond:
-            self._closing.set()
-            tasks = list(self._live)
-            self._live.clear()
-            self._ready.clear()
-            threads = list(self._threads)
-            self._cond.notify_all()
-        for task in tasks:
-            task.future.try_set_exception(
-                ClientClosedError(f"The client was closed before {task.describe()} completed.")
-            )
-        self._transport.abort([PoolKind.RETRIEVE_PROMISE])
-        deadline = time.monotonic() + timeout
-        me = threading.current_thread()
-        for thread in threads:
-            if thread is me:
-                continue
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
-
-
-def _unexpected(task: _PollTask, exc: Exception) -> BaseException:
-    if isinstance(exc, TinkerError):
-        return exc
-    logger.error("Polling %s failed unexpectedly", task.describe(), exc_info=exc)
-    error = TinkerError(
-        f"Polling {task.describe()} failed: {type(exc).__name__}: {redact(str(exc))}"
-    )
-    error.__cause__ = exc
-    return error
-
-
-def _json_object(resp: HttpResponse) -> dict[str, Any] | None:
-    try:
-        data = resp.json()
-    except Exception:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _request_failed(task: _PollTask, data: dict[str, Any]) -> RequestFailedError:
-    try:
-        failed = _wire.structure(data, types.RequestFailedResponse)
-        message, category = str(failed.error), RequestErrorCategory.parse(failed.category)
-    except Exception:
-        message = str(data.get("error"))
-        category = RequestErrorCategory.parse(data.get("category"))
-    text = redact(message)
-    logger.debug("%s failed (%s): %s", task.describe(), category.value, text)
-    return RequestFailedError(
-        f"Request failed: {text} ({task.describe()}, category {category.value})",
-        request_id=task.request_id,
-        category=category,
-        details=data,
-    )
-
-
-def _validation_error(
-    task: _PollTask, resp: HttpResponse, problem: str, cause: BaseException
-) -> APIResponseValidationError:
-    error = APIResponseValidationError(
-        f"Could not read the result of {task.describe()}: {redact(problem)}",
-        body=resp.text(2000) if not resp.is_protobuf else None,
-        request_id=task.request_id,
-        status_code=resp.status,
-    )
-    error.__cause__ = cause
-    return error

@@ -14,6 +14,9 @@ submits (WIRE.md §P.9). :meth:`Transport.close` aborts requests still in flight
 shut down, so blocked threads return at once with :class:`ClientClosedError`) and closes every
 pooled connection.
 
+Size: about 700 lines, because translating every ``requests`` / ``urllib3`` / socket failure
+into a tinker_lite exception is the transport's one job and is kept in one place.
+
 The API key is read through the ``auth`` callable at each request and is never logged, never put
 in a ``repr`` and never copied into an exception message (:func:`redact` removes every registered
 credential from texts built from server answers).
@@ -24,9 +27,11 @@ from __future__ import annotations
 import enum
 import http.client
 import ipaddress
+import json
 import logging
 import platform
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -43,15 +48,16 @@ import urllib3.connectionpool
 import urllib3.exceptions
 from requests.structures import CaseInsensitiveDict
 
-from tinker_lite import _wire
 from tinker_lite._errors import (
     APIConnectionError,
-    APIResponseValidationError,
     APITimeoutError,
+    ClientClosedError,
     InvalidInputError,
-    TinkerError,
+    WireFormatError,
+    format_status_error,
     status_error_class,
 )
+from tinker_lite._proxies import pin_environment, send_pinned
 from tinker_lite._version import __version__
 
 __all__ = [
@@ -67,7 +73,7 @@ __all__ = [
     "PoolKind",
     "Timeout",
     "Transport",
-    "decode_json_body",
+    "is_certificate_error",
     "is_loopback_url",
     "new_idempotency_key",
     "path_param",
@@ -130,13 +136,6 @@ HEARTBEAT_TIMEOUT = Timeout(connect=5.0, read=10.0)
 TELEMETRY_TIMEOUT = Timeout(connect=5.0, read=5.0)
 
 
-class ClientClosedError(APIConnectionError):
-    """The client was closed; nothing more can be sent with it (never retried)."""
-
-    def __init__(self, message: str = "The client is closed.", **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-
-
 # ---------------------------------------------------------------------------------------------
 # Credentials never reach a message
 
@@ -171,7 +170,7 @@ def redact(text: str) -> str:
 class HttpResponse:
     """One HTTP answer: status, case-insensitive headers and the whole body."""
 
-    __slots__ = ("_json", "_json_error", "body", "elapsed", "headers", "status")
+    __slots__ = ("_json", "_json_error", "_json_loads", "body", "elapsed", "headers", "status")
 
     def __init__(
         self,
@@ -180,6 +179,7 @@ class HttpResponse:
         body: bytes,
         *,
         elapsed: float = 0.0,
+        json_loads: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.status = status
         self.headers: CaseInsensitiveDict[str] = (
@@ -189,6 +189,7 @@ class HttpResponse:
         self.elapsed = elapsed
         self._json: Any = _UNSET
         self._json_error: Exception | None = None
+        self._json_loads = json_loads if json_loads is not None else _stdlib_json_loads
 
     @property
     def content_type(self) -> str:
@@ -212,7 +213,7 @@ class HttpResponse:
             if self._json_error is not None:
                 raise self._json_error
             try:
-                self._json = _wire.loads(self.body)
+                self._json = self._json_loads(self.body)
             except Exception as e:
                 self._json_error = e
                 raise
@@ -231,6 +232,14 @@ class HttpResponse:
 
 
 _UNSET: Any = object()
+
+
+def _stdlib_json_loads(body: bytes) -> Any:
+    """Parse JSON with the standard library (a transport may be given a faster parser)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise WireFormatError(f"body is not valid JSON ({e}): {body[:80]!r}") from e
 
 
 def _body_for_message(resp: HttpResponse) -> object:
@@ -254,37 +263,18 @@ def raise_for_status(
     if 200 <= resp.status < 300:
         return
     body = _body_for_message(resp)
-    shown = body if isinstance(body, str) else repr(body)
-    if len(shown) > _MAX_BODY_IN_MESSAGE:
-        shown = shown[:_MAX_BODY_IN_MESSAGE] + "..."
     rid = request_id or resp.request_id
-    message = f"Error code: {resp.status} - {redact(shown)}"
-    if what:
-        message += f" on {what}"
-    if rid:
-        message += f" (request {rid})"
+    message = format_status_error(resp.status, body, request=what, request_id=rid)
     cls = status_error_class(resp.status)
-    raise cls(
+    error = cls(
         message,
         status_code=resp.status,
         body=body,
         request_id=rid,
         headers=dict(resp.headers),
     )
-
-
-def decode_json_body(resp: HttpResponse, *, what: str, request_id: str | None = None) -> Any:
-    """Parse a direct answer's JSON body; APIResponseValidationError if it is not JSON."""
-    try:
-        return resp.json()
-    except TinkerError as e:
-        raise APIResponseValidationError(
-            f"The service answered {what} with a body that is not valid JSON "
-            f"(status {resp.status}, {len(resp.body)} bytes): {redact(str(e))}",
-            body=resp.text(_MAX_BODY_IN_MESSAGE),
-            request_id=request_id,
-            status_code=resp.status,
-        ) from e
+    error.request = what
+    raise error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +418,20 @@ def _nested_errors(exc: BaseException) -> Iterator[BaseException]:
         stack.extend(item for item in nested if isinstance(item, BaseException))
 
 
+def _unreachable_message(exc: BaseException, where: str, request: str) -> str:
+    """A plain sentence for a connect that failed: the OS's reason, never urllib3's chain."""
+    errors = list(_nested_errors(exc))
+    if any(isinstance(e, socket.gaierror) for e in errors):
+        host = where.rsplit(":", 1)[0]
+        return (
+            f"Cannot resolve the host name {host} ({request}): check the base URL "
+            "(--base-url / TINKER_BASE_URL) and the network's DNS."
+        )
+    reasons = [e.strerror for e in errors if isinstance(e, OSError) and e.strerror]
+    reason = reasons[0] if reasons else "no connection could be made"
+    return f"Cannot connect to {where} ({request}): {reason}; check the base URL and the network."
+
+
 FailureKind = Literal["refused", "unreachable", "timeout", "other"]
 
 
@@ -453,6 +457,14 @@ def classify_failure(exc: BaseException) -> FailureKind:
     return "other"
 
 
+def is_certificate_error(exc: BaseException) -> bool:
+    """Whether a failed attempt (or the error it caused) rejected the server's TLS certificate.
+
+    A rejected certificate is a setting to fix (``verify=``), not a service that is starting.
+    """
+    return any(isinstance(e, ssl.SSLCertVerificationError) for e in _nested_errors(exc))
+
+
 def _host_port(url: str) -> str:
     """``host:port`` of ``url`` (never its user info)."""
     parts = urllib.parse.urlsplit(url)
@@ -476,7 +488,9 @@ class Transport:
     returns the current credential (API key or JWT) sent as ``X-API-Key`` (omitted when empty).
     When ``reauth`` is given, a 401 answer to a request authenticated through ``auth`` calls
     ``reauth(rejected_credential)``; if it returns true the request is sent once more with the
-    new credential (WIRE.md §13.2, JWT refresh).
+    new credential (WIRE.md §13.2, JWT refresh). ``json_loads`` parses JSON bodies for
+    :meth:`HttpResponse.json` (default: the standard library; it must raise
+    :class:`~tinker_lite.WireFormatError` on a bad body).
     """
 
     def __init__(
@@ -488,8 +502,10 @@ class Transport:
         pool_sizes: Mapping[PoolKind, int] | None = None,
         verify: bool | str = True,
         reauth: Callable[[str], bool] | None = None,
+        json_loads: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.base_url = _validate_base_url(base_url)
+        self._json_loads = json_loads
         self._auth = auth
         self._reauth = reauth
         self._verify = verify
@@ -520,6 +536,8 @@ class Transport:
             session.mount("https://", adapter)
             self._trackers[kind] = tracker
             self._sessions[kind] = session
+            # Proxies, CA bundle and netrc read once per pool, not on every request.
+            self._verify = pin_environment(session, self.base_url, verify)
 
     def __repr__(self) -> str:
         return f"Transport(base_url={self.base_url!r}, closed={self._closed})"
@@ -616,12 +634,13 @@ class Transport:
         session = self._sessions[pool]
         started = time.monotonic()
         try:
-            r = session.request(
+            r = send_pinned(
+                session,
                 method,
                 self.url(path),
                 data=body,
-                params=dict(query) if query else None,
-                headers=dict(headers),
+                params=query,
+                headers=headers,
                 timeout=(timeout.connect, timeout.read),
                 allow_redirects=allow_redirects,
                 verify=self._verify,
@@ -671,14 +690,14 @@ class Transport:
                     "there; check the base URL and that the service is running."
                 ) from e
             if kind == "unreachable":
-                raise APIConnectionError(
-                    f"Connection to {where} failed ({method} {path}): {detail}"
-                ) from e
+                raise APIConnectionError(_unreachable_message(e, where, f"{method} {path}")) from e
             raise APIConnectionError(f"Connection error on {method} {path}: {detail}") from e
         elapsed = time.monotonic() - started
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s %s -> %s in %.1f ms", method, path, status, elapsed * 1000)
-        return HttpResponse(status, response_headers, content, elapsed=elapsed)
+        return HttpResponse(
+            status, response_headers, content, elapsed=elapsed, json_loads=self._json_loads
+        )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
         """Shut down the sockets of ``pools`` (default: all), failing requests in flight."""

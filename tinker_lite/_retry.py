@@ -1,4 +1,11 @@
-"""The retry policy of tinker_lite: one HTTP retry layer and one operation-level layer.
+"""The one retry and deadline policy of tinker_lite, and the retry loops that follow it.
+
+:class:`RetryPolicy` is a frozen value whose pure methods decide every wait of the client: HTTP
+retries (Layer A), operation retries of submits (Layer B), poll back-off and ``try_again``
+pacing (:mod:`tinker_lite._poller`), the sampling 429 window (:mod:`tinker_lite._sample_gate`)
+and download retries (:mod:`tinker_lite._download`). :class:`StallWatch` measures the one
+deadline of a request's life (WIRE.md §P.7): the time since the service last answered anything
+useful, from the submit through its retries, back-off sleeps and polls.
 
 Layer A (:func:`send_with_retries`, WIRE.md §5.1 as fixed by §P.4) retries one HTTP call on
 408/409/429/5xx answers and connection errors, obeys ``x-should-retry``, honours
@@ -11,20 +18,27 @@ while the error is retryable and less than 5 minutes have passed it sleeps ``min
 calls again with the *same* request (same body, same ``seq_id``); each call gets a new
 idempotency key.
 
-The decisions (:meth:`RetryPolicy.should_retry`, :func:`parse_retry_after`,
-:meth:`RetryPolicy.delay`) are pure functions. Sleeping, randomness and clocks are injected so
-tests run instantly. This is the only module that imports tenacity; no tenacity type or exception
+The first retry the caller cannot see (connection refused, DNS failure, 5xx) of a logical
+request is logged at WARNING, naming what is retried and until when (WIRE.md §P.7); later ones at
+DEBUG. The decisions are pure functions; sleeping, randomness and clocks are injected so tests
+run instantly. This is the only module that imports tenacity; no tenacity type or exception
 leaves it.
+
+Size: about 720 lines, because the policy and the loops that obey it are the one retry job,
+kept together so that tenacity stays in a single module.
 """
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import logging
 import math
 import random
+import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -41,17 +55,25 @@ from tinker_lite._http import (
     Transport,
     new_idempotency_key,
     raise_for_status,
+    redact,
 )
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
     "NO_RETRIES",
+    "RetryNotice",
     "RetryPolicy",
+    "StallWatch",
+    "announce_retry",
+    "cut_timeout",
+    "exponential_backoff",
+    "is_invisible_failure",
     "is_retryable_error",
     "is_retryable_status",
     "operation_delay",
     "parse_retry_after",
     "send_with_retries",
+    "wait_until",
     "with_operation_retries",
 ]
 
@@ -113,9 +135,30 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float
     return value if math.isfinite(value) else None
 
 
+def exponential_backoff(
+    retries_taken: int, *, initial: float, cap: float, jitter: float = 0.0, rand: float = 0.0
+) -> float:
+    """``min(initial * 2**n, cap)`` less up to ``jitter`` of it (``rand`` in [0, 1)).
+
+    The one back-off formula of the client: HTTP retries, operation retries, polls, try_again
+    pacing and downloads differ only in their arguments.
+    """
+    base = min(initial * 2.0 ** min(max(retries_taken, 0), 1000), cap)
+    return max(0.0, base * (1.0 - jitter * rand))
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The frozen Layer-A retry policy (WIRE.md §P.4); every decision is a pure method.
+    """The frozen retry and deadline policy (WIRE.md §P.4-P.8); every decision is a pure method.
+
+    Layer A (HTTP, §P.4): ``max_retries`` retries of 408/409/429/5xx and connection errors,
+    ``min(initial_delay * 2**n, max_delay)`` with ``jitter``, or the service's ``Retry-After``
+    when ``0 < delay <= max_retry_after``. Layer B (submits, §5.2): ``min(2**n,
+    operation_max_delay)`` for up to ``operation_budget_s``. Polls (§P.6): ``min(2**n,
+    poll_max_delay)`` with jitter after 5xx, 429 and connection errors; a ``try_again`` answered
+    in under ``pace_below_s`` is paced ``pace_initial`` doubling to ``pace_max``. Sampling 429s
+    (§P.8): ``Retry-After`` when honoured, else ``throttle_default``. Downloads: ``min(2**n,
+    download_max_delay)``.
 
     ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
     back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
@@ -131,6 +174,14 @@ class RetryPolicy:
     max_retry_after: float = 60.0
     retry_statuses: frozenset[int] = field(default=RETRYABLE_STATUSES)
     budget_s: float | None = None
+    operation_budget_s: float = 300.0
+    operation_max_delay: float = 30.0
+    poll_max_delay: float = 30.0
+    pace_below_s: float = 1.0
+    pace_initial: float = 0.1
+    pace_max: float = 1.0
+    throttle_default: float = 1.0
+    download_max_delay: float = 30.0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
@@ -161,10 +212,7 @@ class RetryPolicy:
         """``timeout`` cut to what is left of the budget after ``elapsed_s`` seconds."""
         if self.budget_s is None:
             return timeout
-        left = max(self.budget_s - elapsed_s, MIN_ATTEMPT_TIMEOUT)
-        if timeout.connect <= left and timeout.read <= left:
-            return timeout
-        return Timeout(connect=min(timeout.connect, left), read=min(timeout.read, left))
+        return cut_timeout(timeout, self.budget_s - elapsed_s)
 
     def should_retry(self, status: int, headers: Mapping[str, str] | None = None) -> bool:
         """Whether an error answer is retried (``x-should-retry`` first, then the status)."""
@@ -176,6 +224,19 @@ class RetryPolicy:
             return False
         return status in self.retry_statuses or status >= 500
 
+    def honoured_retry_after(
+        self, headers: Mapping[str, str] | None, *, now: float
+    ) -> float | None:
+        """The wait the service asks for, when it is honoured; ``None`` otherwise.
+
+        ``now`` is the wall clock in epoch seconds (for an HTTP-date ``Retry-After``).
+        """
+        # WIRE.md §5.1: retry-after is honoured only when 0 < delay <= 60 s.
+        asked = parse_retry_after(headers, now=now)
+        if asked is not None and 0 < asked <= self.max_retry_after:
+            return asked
+        return None
+
     def delay(
         self,
         retries_taken: int,
@@ -184,16 +245,78 @@ class RetryPolicy:
         rand: float,
         now: float,
     ) -> float:
-        """Seconds to sleep before retry number ``retries_taken`` (0-based).
+        """Layer A: seconds to sleep before HTTP retry number ``retries_taken`` (0-based).
 
         ``rand`` is a uniform draw in [0, 1) and ``now`` the wall clock in epoch seconds.
         """
-        # WIRE.md §5.1: retry-after is honoured only when 0 < delay <= 60 s, without jitter.
-        asked = parse_retry_after(headers, now=now)
-        if asked is not None and 0 < asked <= self.max_retry_after:
+        asked = self.honoured_retry_after(headers, now=now)
+        if asked is not None:
             return asked
-        base = min(self.initial_delay * 2.0 ** min(retries_taken, 1000), self.max_delay)
-        return max(0.0, base * (1.0 - self.jitter * rand))
+        return exponential_backoff(
+            retries_taken,
+            initial=self.initial_delay,
+            cap=self.max_delay,
+            jitter=self.jitter,
+            rand=rand,
+        )
+
+    def max_total_delay(self, retries_taken: int = 0) -> float:
+        """Layer A: the longest back-off left after ``retries_taken`` retries (no Retry-After)."""
+        return sum(
+            exponential_backoff(n, initial=self.initial_delay, cap=self.max_delay)
+            for n in range(retries_taken, self.max_retries)
+        )
+
+    def operation_delay(self, retries_taken: int, *, remaining: float) -> float:
+        """Layer B: the sleep before operation retry ``retries_taken`` (0-based), within budget."""
+        wait = exponential_backoff(retries_taken, initial=1.0, cap=self.operation_max_delay)
+        return max(0.0, min(wait, remaining))
+
+    def poll_delay(
+        self,
+        failures: int,
+        headers: Mapping[str, str] | None = None,
+        *,
+        rand: float,
+        now: float,
+    ) -> float:
+        """Polls: the back-off after ``failures`` failed polls in a row (WIRE.md §P.6)."""
+        asked = self.honoured_retry_after(headers, now=now)
+        if asked is not None:
+            return asked
+        return exponential_backoff(
+            failures - 1, initial=1.0, cap=self.poll_max_delay, jitter=self.jitter, rand=rand
+        )
+
+    def pace_delay(self, answered_in: float, fast_answers: int) -> float:
+        """Polls: the pause before the next poll after a ``try_again`` or 408.
+
+        ``answered_in`` is how long the service held the poll; ``fast_answers`` how many answers
+        in a row (this one included) came in under ``pace_below_s``. A held poll (long-poll) is
+        followed at once; fast answers are paced so that no future polls in a hot loop.
+        """
+        if answered_in >= self.pace_below_s or fast_answers < 1:
+            return 0.0
+        return exponential_backoff(fast_answers - 1, initial=self.pace_initial, cap=self.pace_max)
+
+    def throttle_delay(self, headers: Mapping[str, str] | None, *, now: float) -> float:
+        """Sampling 429: the length of the shared back-off window (WIRE.md §P.8)."""
+        asked = self.honoured_retry_after(headers, now=now)
+        return self.throttle_default if asked is None else asked
+
+    def download_delay(
+        self, failures: int, headers: Mapping[str, str] | None = None, *, now: float
+    ) -> float:
+        """Downloads: the wait after the ``failures``-th failure in a row (1-based)."""
+        asked = self.honoured_retry_after(headers, now=now)
+        if asked is not None:
+            return asked
+        return exponential_backoff(failures - 1, initial=1.0, cap=self.download_max_delay)
+
+    @staticmethod
+    def time_left(silent_for: float, stall_timeout: float) -> float:
+        """Seconds left before a request silent for ``silent_for`` s stalls (may be <= 0)."""
+        return stall_timeout - silent_for
 
 
 # The shortest timeout an attempt made at the end of a retry budget still gets.
@@ -201,6 +324,184 @@ MIN_ATTEMPT_TIMEOUT = 0.1
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
 NO_RETRIES = RetryPolicy(max_retries=0)
+
+
+def cut_timeout(timeout: Timeout, left: float) -> Timeout:
+    """``timeout`` with its connect and read parts cut to ``left`` seconds (at least a moment)."""
+    left = max(left, MIN_ATTEMPT_TIMEOUT)
+    if timeout.connect <= left and timeout.read <= left:
+        return timeout
+    return Timeout(connect=min(timeout.connect, left), read=min(timeout.read, left))
+
+
+class StallWatch:
+    """The deadline of one request's life: no useful answer for ``stall_timeout`` s (§P.7).
+
+    Started when the request is submitted; :meth:`answered` restarts it whenever the service
+    answers something useful (accepted the submit, a result, ``try_again``, 408, 410). Time
+    spent parked (nobody waiting, nothing sent) does not count. ``sleep`` is how waits within
+    this life sleep (it may return true when interrupted, as ``Event.wait`` does). Used by one
+    thread at a time.
+    """
+
+    __slots__ = ("_clock", "_parked_at", "last_answer", "sleep", "stall_timeout")
+
+    def __init__(
+        self,
+        stall_timeout: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] = time.sleep,
+    ) -> None:
+        self.stall_timeout = stall_timeout
+        self._clock = clock
+        self.sleep = sleep
+        self.last_answer = clock()
+        self._parked_at: float | None = None
+
+    def answered(self) -> None:
+        """The service answered something useful now."""
+        self.last_answer = self._clock()
+
+    def silent_for(self) -> float:
+        """Seconds since the last useful answer (or the start)."""
+        return self._clock() - self.last_answer
+
+    def remaining(self) -> float:
+        """Seconds left before the request stalls (<= 0: it has)."""
+        return RetryPolicy.time_left(self.silent_for(), self.stall_timeout)
+
+    def expired(self) -> bool:
+        """Whether the stall timeout has passed."""
+        return self.remaining() <= 0
+
+    def park(self) -> None:
+        """Stop counting (nothing is being asked of the service)."""
+        if self._parked_at is None:
+            self._parked_at = self._clock()
+
+    def unpark(self) -> None:
+        """Count again, leaving out the time spent parked."""
+        if self._parked_at is not None:
+            self.last_answer += self._clock() - self._parked_at
+            self._parked_at = None
+
+
+def wait_until(
+    remaining: Callable[[], float],
+    *,
+    sleep: Callable[[float], object],
+    deadline: StallWatch | None = None,
+) -> bool:
+    """Sleep until ``remaining()`` is 0; False (at once) when ``deadline`` would pass first.
+
+    ``sleep(s)`` may return true to say the wait was interrupted (e.g. ``Event.wait``): the
+    result is then False too.
+    """
+    while True:
+        left = remaining()
+        if left <= 0:
+            return True
+        if deadline is not None and deadline.remaining() < left:
+            return False
+        if sleep(left) is True:
+            return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Telling the caller about retries it cannot see (WIRE.md §P.7)
+
+
+def is_invisible_failure(error: BaseException | None, status: int | None = None) -> bool:
+    """Whether a failure is one the caller cannot see: connection errors and 5xx answers."""
+    if status is not None:
+        return status >= 500
+    if isinstance(error, ClientClosedError):
+        return False
+    if isinstance(error, APIStatusError):
+        return error.status_code >= 500
+    return isinstance(error, APIConnectionError)
+
+
+class RetryNotice:
+    """Whether the first retry of one logical request was announced already."""
+
+    __slots__ = ("warned",)
+
+    def __init__(self) -> None:
+        self.warned = False
+
+
+_CURRENT_NOTICE: contextvars.ContextVar[RetryNotice | None] = contextvars.ContextVar(
+    "tinker_lite_retry_notice", default=None
+)
+_NOTICE_LOCK = threading.Lock()
+
+
+@contextmanager
+def _one_notice() -> Iterator[RetryNotice]:
+    """The notice of the logical request running in this context (shared by nested layers)."""
+    current = _CURRENT_NOTICE.get()
+    if current is not None:
+        yield current
+        return
+    notice = RetryNotice()
+    token = _CURRENT_NOTICE.set(notice)
+    try:
+        yield notice
+    finally:
+        _CURRENT_NOTICE.reset(token)
+
+
+@contextmanager
+def _notice_in_force(notice: RetryNotice) -> Iterator[None]:
+    """Make ``notice`` the current request's notice again (a later phase of the same request)."""
+    token = _CURRENT_NOTICE.set(notice)
+    try:
+        yield
+    finally:
+        _CURRENT_NOTICE.reset(token)
+
+
+def _wall_time(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def announce_retry(
+    what: str,
+    problem: str,
+    *,
+    delay: float,
+    until_s: float | None,
+    wall_now: float,
+    invisible: bool,
+    notice: RetryNotice | None = None,
+) -> None:
+    """Log one retry: the first invisible one of a request at WARNING, every other at DEBUG.
+
+    ``what`` names the request, ``problem`` the failure, ``until_s`` how many more seconds it
+    may be retried (``None``: no time bound) and ``wall_now`` the wall clock (epoch seconds).
+    """
+    if notice is None:
+        notice = _CURRENT_NOTICE.get() or RetryNotice()
+    with _NOTICE_LOCK:
+        first = invisible and not notice.warned
+        if first:
+            notice.warned = True
+    level = logging.WARNING if first else logging.DEBUG
+    if not logger.isEnabledFor(level):
+        return
+    if until_s is None:
+        until = "with no time bound"
+    else:
+        until = f"for up to {until_s:.0f} s more, until {_wall_time(wall_now + until_s)}"
+    logger.log(
+        level,
+        "%s failed (%s); retrying in %.1f s, %s.",
+        what,
+        redact(problem).rstrip("."),
+        delay,
+        until,
+    )
 
 
 class _RetryableStatus(Exception):
@@ -262,63 +563,81 @@ def send_with_retries(
         return policy.delay(state.attempt_number - 1, answer_headers, rand=rand(), now=wall_clock())
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
-        if not logger.isEnabledFor(logging.DEBUG):
-            return
         outcome = state.outcome
         error = outcome.exception() if outcome is not None else None
-        reason = (
-            f"HTTP {error.response.status}"
-            if isinstance(error, _RetryableStatus)
-            else type(error).__name__
-        )
+        status = error.response.status if isinstance(error, _RetryableStatus) else None
         delay = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.debug(
-            "Retrying %s %s in %.2fs after %s (retry %d of %d)",
-            method,
-            path,
-            delay,
-            reason,
-            state.attempt_number,
-            policy.max_retries,
+        if policy.budget_s is not None:
+            until_s: float | None = policy.budget_s - (clock() - started)
+        else:
+            until_s = delay + policy.max_total_delay(state.attempt_number)
+        announce_retry(
+            f"{method} {path}",
+            f"HTTP {status}" if status is not None else _describe_error(error),
+            delay=delay,
+            until_s=until_s,
+            wall_now=wall_clock(),
+            invisible=is_invisible_failure(error, status),
+            notice=notice,
         )
 
-    out_of_budget = _StopBeforeBudget(policy.budget_s, started, clock)
+    def send_attempt(retry_count: int) -> HttpResponse:
+        attempt_headers = dict(base_headers)
+        attempt_headers["x-stainless-retry-count"] = str(retry_count)
+        answer = transport.send(
+            pool,
+            method,
+            path,
+            body=body,
+            content_type=content_type,
+            query=query,
+            headers=attempt_headers,
+            timeout=policy.attempt_timeout(timeout, clock() - started),
+            allow_redirects=allow_redirects,
+        )
+        if (
+            not (200 <= answer.status < 300)
+            and answer.status not in accept_status
+            and policy.should_retry(answer.status, answer.headers)
+        ):
+            raise _RetryableStatus(answer)
+        return answer
+
     resp: HttpResponse | None = None
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_any(tenacity.stop_after_attempt(policy.max_retries + 1), out_of_budget),
-        wait=wait,
-        retry=tenacity.retry_if_exception(_retryable_attempt_error),
-        sleep=_as_tenacity_sleep(sleep),
-        before_sleep=before_sleep,
-        reraise=True,
-    )
-    try:
-        for attempt in retrying:
-            with attempt:
-                attempt_headers = dict(base_headers)
-                attempt_headers["x-stainless-retry-count"] = str(
-                    attempt.retry_state.attempt_number - 1
-                )
-                resp = transport.send(
-                    pool,
-                    method,
-                    path,
-                    body=body,
-                    content_type=content_type,
-                    query=query,
-                    headers=attempt_headers,
-                    timeout=policy.attempt_timeout(timeout, clock() - started),
-                    allow_redirects=allow_redirects,
-                )
-                if (
-                    not (200 <= resp.status < 300)
-                    and resp.status not in accept_status
-                    and policy.should_retry(resp.status, resp.headers)
-                ):
-                    raise _RetryableStatus(resp)
-    except _RetryableStatus as e:
-        raise_for_status(e.response, request_id=request_id, what=f"{method} {path}")
-        raise AssertionError("unreachable") from None  # pragma: no cover
+    with _one_notice() as notice:
+        # Most requests succeed at once: tenacity is set up only after a first failure, whose
+        # error its first attempt raises again (so every later decision is unchanged).
+        try:
+            first = send_attempt(0)
+        except Exception as e:
+            if not _retryable_attempt_error(e):
+                raise
+            first_error: Exception = e
+        else:
+            if first.status not in accept_status:
+                raise_for_status(first, request_id=request_id, what=f"{method} {path}")
+            return first
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_any(
+                tenacity.stop_after_attempt(policy.max_retries + 1),
+                _StopBeforeBudget(policy.budget_s, started, clock),
+            ),
+            wait=wait,
+            retry=tenacity.retry_if_exception(_retryable_attempt_error),
+            sleep=_as_tenacity_sleep(sleep),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    number = attempt.retry_state.attempt_number - 1
+                    if number == 0:
+                        raise first_error
+                    resp = send_attempt(number)
+        except _RetryableStatus as e:
+            raise_for_status(e.response, request_id=request_id, what=f"{method} {path}")
+            raise AssertionError("unreachable") from None  # pragma: no cover
     if resp is None:  # pragma: no cover - tenacity always runs one attempt
         raise AssertionError("no attempt was made")
     if resp.status not in accept_status:
@@ -358,43 +677,60 @@ def is_retryable_error(exc: BaseException) -> bool:
 
 
 def operation_delay(retries_taken: int, *, remaining: float) -> float:
-    """Layer-B sleep before retry ``retries_taken`` (0-based): ``min(2**n, 30)``, within budget."""
-    return max(0.0, min(2.0 ** min(retries_taken, 64), 30.0, remaining))
+    """Layer-B sleep of the default policy (see :meth:`RetryPolicy.operation_delay`)."""
+    return DEFAULT_RETRY_POLICY.operation_delay(retries_taken, remaining=remaining)
 
 
 def with_operation_retries(
     fn: Callable[[], T],
     *,
-    budget_s: float = 300.0,
+    budget_s: float | None = None,
     sleep: Callable[[float], object] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     is_retryable: Callable[[BaseException], bool] = is_retryable_error,
     describe: str = "request",
+    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    wall_clock: Callable[[], float] = time.time,
 ) -> T:
     """Call ``fn`` until it succeeds, fails for good, or ``budget_s`` seconds have passed.
 
-    ``fn`` must re-send the *same* request (WIRE.md §P.4: a training request keeps its
-    ``seq_id``). The last error is raised unchanged.
+    ``budget_s`` defaults to the policy's ``operation_budget_s`` (5 minutes). ``fn`` must re-send
+    the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``). The last error
+    is raised unchanged. The HTTP retries inside ``fn`` share this call's retry notice: the
+    first invisible retry of the whole operation is logged at WARNING, once.
     """
+    budget = policy.operation_budget_s if budget_s is None else budget_s
     started = clock()
+    with _one_notice() as notice:
+        # Most operations succeed at once: tenacity is set up only after a first failure,
+        # whose error its first attempt raises again (so every later decision is unchanged).
+        try:
+            return fn()
+        except Exception as e:
+            if not is_retryable(e):
+                raise
+            first_error: Exception = e
+    replay = _replaying(first_error, fn)
 
     def stop(state: tenacity.RetryCallState) -> bool:
-        return clock() - started >= budget_s
+        return clock() - started >= budget
 
     def wait(state: tenacity.RetryCallState) -> float:
-        return operation_delay(state.attempt_number - 1, remaining=budget_s - (clock() - started))
+        return policy.operation_delay(
+            state.attempt_number - 1, remaining=budget - (clock() - started)
+        )
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         outcome = state.outcome
         error = outcome.exception() if outcome is not None else None
         delay = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.info(
-            "Retrying %s in %.1fs after %s (%.0fs of the %.0fs budget used)",
+        announce_retry(
             describe,
-            delay,
             _describe_error(error),
-            clock() - started,
-            budget_s,
+            delay=delay,
+            until_s=budget - (clock() - started),
+            wall_now=wall_clock(),
+            invisible=is_invisible_failure(error),
         )
 
     retrying = tenacity.Retrying(
@@ -405,12 +741,28 @@ def with_operation_retries(
         before_sleep=before_sleep,
         reraise=True,
     )
-    return retrying(fn)
+    with _notice_in_force(notice):
+        return retrying(replay)
+
+
+def _replaying(error: BaseException, fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn``, except that its first call raises ``error`` (an attempt already made)."""
+    pending = [error]
+
+    def call() -> T:
+        if pending:
+            raise pending.pop()
+        return fn()
+
+    return call
 
 
 def _describe_error(error: BaseException | None) -> str:
     if isinstance(error, APIStatusError):
         return f"HTTP {error.status_code}"
+    if isinstance(error, APIConnectionError):
+        text = str(error)
+        return text if len(text) <= 300 else text[:297] + "..."
     if error is None:
         return "an error"
     return type(error).__name__

@@ -163,7 +163,7 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
         expected_dtype = types.LOSS_FN_INPUT_DTYPES.get(key)
         if expected_dtype is not None and tensor.dtype != expected_dtype:
             raise InvalidInputError(field, f"must be {expected_dtype}, got {tensor.dtype}")
-        values = tensor.data
+        values = tensor._dense_flat()
         if tensor.dtype == "float32" and values.size and not bool(np.isfinite(values).all()):
             bad = int(np.flatnonzero(~np.isfinite(values))[0])
             raise InvalidInputError(

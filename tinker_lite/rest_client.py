@@ -1,43 +1,61 @@
 """RestClient: training runs, checkpoints, sessions and samplers (WIRE.md §3.9-§3.12, §13.5).
 
 Every method returns an :class:`~tinker_lite.APIFuture` at once, like the official RestClient;
-the request runs on the ServiceClient's REST threads with HTTP and operation-level retries.
-``RestClient(api_key=..., base_url=...)`` without a ServiceClient opens its own session-less
-connection (client config, no ``create_session``; golden-0.38 README), started on first use.
+the request runs on the connection's REST threads with HTTP and operation-level retries.
+``RestClient(api_key=..., base_url=...)`` without a ServiceClient builds its own session-less
+client context (client config, no ``create_session``; golden-0.38 README), started on first use.
 ``tinker://`` paths are parsed by :meth:`types.ParsedCheckpointTinkerPath.from_tinker_path`, whose
 errors say which kinds exist: ``tinker://<run>/weights/<name>`` (a training state: loadable with
 ``load_state`` / ``create_training_client_from_state``) and
 ``tinker://<run>/sampler_weights/<name>`` (sampleable and downloadable).
 
 Threading contract: every method may be called from any thread.
+
+Size (over the house's ~600 lines): the official RestClient surface, one short method per REST
+call (about thirty-five), each a call of the requestor.
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
+import os
 import urllib.parse
-from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta, timezone
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+import uuid
+from collections.abc import Mapping
+from datetime import date, datetime, timedelta, timezone
+from typing import Literal, TypeVar
 
 from tinker_lite import types
-from tinker_lite._errors import APIResponseValidationError, InvalidInputError
+from tinker_lite._api import ACCESS_SCOPES, REDIRECT_STATUSES
+from tinker_lite._async import with_async_twins
+from tinker_lite._decoding import parse_model
+from tinker_lite._deprecation import deprecated
+from tinker_lite._errors import (
+    APIError,
+    APIResponseValidationError,
+    APITimeoutError,
+    ClientClosedError,
+    ExperimentalWarning,
+    InvalidInputError,
+)
 from tinker_lite._futures import APIFuture
-from tinker_lite._http import JSON, HttpResponse, PoolKind, path_param
+from tinker_lite._http import HttpResponse
+from tinker_lite._rest_common import RestOnlyClient
+from tinker_lite.admin_client import AdminClient, AuditEventType
 
-if TYPE_CHECKING:
-    from tinker_lite.service_client import ServiceClient
-
-__all__ = ["RestClient", "parse_tinker_path"]
+__all__ = ["CheckpointListing", "RestClient", "parse_tinker_path"]
 
 T = TypeVar("T")
 
-_API = "/api/v1"
+logger = logging.getLogger("tinker_lite.rest_client")
+
+ENV_PROJECT_ID = "TINKER_PROJECT_ID"
+# How often a trace export that is still being built is asked again (as the official SDK).
+_TRACE_EXPORT_POLL_INTERVAL = 5.0
+
 # WIRE.md §3.10: without an Expires header the signed URL is assumed valid for 15 minutes.
 _DEFAULT_ARCHIVE_VALIDITY = timedelta(minutes=15)
-_REDIRECTS = (301, 302, 303, 307, 308)
-ACCESS_SCOPES = ("owned", "accessible")
 
 
 def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
@@ -48,15 +66,30 @@ def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
     return types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
 
 
+def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
+    """The identity in a JWT's claims; a principal that is not a user has an empty ``email``
+    claim, reported as ``None`` (as the official SDK does)."""
+    subject, org = claims.get("sub"), claims.get("org_id")
+    if not isinstance(subject, str) or org is None:
+        raise APIResponseValidationError(
+            "the access token carries no identity claims (sub, org_id)", body=dict(claims)
+        )
+    email = claims.get("email")
+    return types.WhoamiResponse(
+        user_urn=subject,
+        org_urn=f"tml:organization:{org}",
+        email=email if isinstance(email, str) and email else None,
+    )
+
+
 def _check_id(field: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInputError(field, f"must be a non-empty string, got {value!r}")
     return value
 
 
-def _segment(field: str, value: object) -> str:
-    """``value`` checked as a non-empty id and escaped as one path segment."""
-    return path_param(_check_id(field, value), keep_slash=False)
+def _check_optional_id(field: str, value: object) -> str | None:
+    return None if value is None else _check_id(field, value)
 
 
 def _check_checkpoint_id(value: object) -> str:
@@ -78,15 +111,15 @@ def _check_page(limit: object, offset: object) -> tuple[int, int]:
     return int(limit), int(offset)  # type: ignore[call-overload]
 
 
-def _scope_query(access_scope: object) -> dict[str, str]:
-    """WIRE.md §13.5: ``access_scope`` as a query parameter (``None``: not sent)."""
-    if access_scope is None:
-        return {}
-    if not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES:
+def _check_scope(access_scope: object) -> str | None:
+    """WIRE.md §13.5: ``access_scope`` is sent as a query parameter (``None``: not sent)."""
+    if access_scope is not None and (
+        not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES
+    ):
         raise InvalidInputError(
             "access_scope", f"must be 'owned' or 'accessible', got {access_scope!r}"
         )
-    return {"access_scope": access_scope}
+    return access_scope
 
 
 def _parse_expires(value: str | None, now: datetime) -> datetime:
@@ -102,168 +135,52 @@ def _parse_expires(value: str | None, now: datetime) -> datetime:
     return now + _DEFAULT_ARCHIVE_VALIDITY
 
 
-class RestClient:
+@with_async_twins
+class RestClient(RestOnlyClient):
     """Reads and manages training runs, checkpoints, sessions and samplers.
 
-    ``RestClient(service)`` (what :meth:`ServiceClient.create_rest_client` returns) shares the
-    ServiceClient's connection and session. ``RestClient(api_key=..., base_url=...)`` opens a
-    connection of its own without creating a session; ``base_url="local://"`` starts the
-    offline local server, like :class:`ServiceClient`. The keyword-only options ``verify``,
-    ``default_headers``, ``max_retries``, ``stall_timeout`` and ``telemetry`` mean what they
-    mean for :class:`ServiceClient`. Close it with :meth:`close` or use ``with``.
+    ``RestClient(service_client)`` shares the ServiceClient's connection (as the deprecated
+    :meth:`ServiceClient.create_rest_client` does). ``RestClient(base_url=..., api_key=...)``
+    builds a connection of its own that never creates a session; ``base_url="local://"``
+    starts the offline local server, like :class:`ServiceClient`. The keyword-only options
+    ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``
+    and ``telemetry`` mean what they mean for :class:`ServiceClient`. Close it with
+    :meth:`close` or use ``with``.
     """
-
-    def __init__(
-        self,
-        service: ServiceClient | None = None,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        verify: bool | str = True,
-        default_headers: Mapping[str, str] | None = None,
-        max_retries: int | None = None,
-        stall_timeout: float | None = None,
-        telemetry: bool | None = None,
-        _session_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        self._owns_service = service is None
-        if service is None:
-            # Imported here: service_client imports this module lazily as well.
-            from tinker_lite.service_client import ServiceClient
-
-            options = dict(_session_options or {})
-            # golden-0.38 README: a REST-only client creates no session and sends nothing
-            # until its first call.
-            options.update(create_session=False, lazy=True)
-            service = ServiceClient(
-                api_key=api_key,
-                base_url=base_url,
-                verify=verify,
-                default_headers=default_headers,
-                max_retries=max_retries,
-                stall_timeout=stall_timeout,
-                telemetry=telemetry,
-                _session_options=options,
-            )
-        else:
-            given = {
-                "api_key": api_key is not None,
-                "base_url": base_url is not None,
-                "verify": verify is not True,
-                "default_headers": default_headers is not None,
-                "max_retries": max_retries is not None,
-                "stall_timeout": stall_timeout is not None,
-                "telemetry": telemetry is not None,
-                "_session_options": _session_options is not None,
-            }
-            conflicting = [name for name, set_ in given.items() if set_]
-            if conflicting:
-                raise InvalidInputError(
-                    conflicting[0],
-                    "cannot be combined with a ServiceClient, which has its own settings",
-                    "pass either the ServiceClient or the connection settings",
-                )
-        self._service = service
-        self._holder = service.holder
-
-    def __repr__(self) -> str:
-        return f"RestClient(base_url={self._holder.base_url!r})"
-
-    def close(self) -> None:
-        """Close the connection this RestClient opened itself (idempotent).
-
-        Stops its threads and a local server it started. A RestClient created from a
-        ServiceClient leaves that ServiceClient open: close the ServiceClient instead.
-        """
-        if self._owns_service:
-            self._service.close()
-
-    def __enter__(self) -> RestClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    # -- plumbing --------------------------------------------------------------------------------
-
-    def _call(
-        self,
-        method: str,
-        path: str,
-        parse: Callable[[HttpResponse], T],
-        *,
-        sdk_method: str,
-        query: Mapping[str, str] | None = None,
-        body_obj: object | None = None,
-        body: bytes | None = None,
-    ) -> APIFuture[T]:
-        pool = self._service._rest_pool()
-
-        def run() -> T:
-            resp = self._holder.submit(
-                PoolKind.TRAIN,
-                method,
-                path,
-                body_obj=body_obj,
-                body=body,
-                content_type=None if method == "GET" else JSON,
-                query=query,
-                sdk_method=sdk_method,
-            )
-            return parse(resp)
-
-        return self._service._run_in(pool, run, request_type=sdk_method)
-
-    def _parser(self, cls: type[T]) -> Callable[[HttpResponse], T]:
-        def parse(resp: HttpResponse) -> T:
-            return self._holder.parse(resp, cls)
-
-        return parse
-
-    @staticmethod
-    def _ignore(resp: HttpResponse) -> None:
-        return None
-
-    @staticmethod
-    def _checkpoint_path(training_run_id: str, checkpoint_id: str, suffix: str = "") -> str:
-        run = _segment("training_run_id", training_run_id)
-        # WIRE.md §1.1: the checkpoint id keeps its '/' (two path segments).
-        checkpoint = path_param(_check_checkpoint_id(checkpoint_id))
-        return f"{_API}/training_runs/{run}/checkpoints/{checkpoint}{suffix}"
 
     # -- service -----------------------------------------------------------------------------------
 
     def get_server_capabilities(self) -> APIFuture[types.GetServerCapabilitiesResponse]:
         """Return the base models the service supports."""
+        method = "RestClient.get_server_capabilities"
         return self._call(
-            "GET",
-            f"{_API}/get_server_capabilities",
-            self._parser(types.GetServerCapabilitiesResponse),
-            sdk_method="RestClient.get_server_capabilities",
+            lambda: self._api.get_server_capabilities(sdk_method=method), sdk_method=method
         )
 
     # -- training runs ---------------------------------------------------------------------------
 
     def list_training_runs(
-        self, limit: int = 20, offset: int = 0, access_scope: str | None = "owned"
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        access_scope: str | None = "owned",
+        project_id: str | None = None,
     ) -> APIFuture[types.TrainingRunsResponse]:
         """List training runs, newest first (``limit`` and ``offset`` page through them).
 
         ``access_scope``: ``"owned"`` (yours) or ``"accessible"`` (also those shared with you);
-        ``None`` leaves the parameter out, for services that predate it.
+        ``None`` leaves the parameter out, for services that predate it. ``project_id`` lists
+        the runs of one project only.
         """
         limit, offset = _check_page(limit, offset)
+        scope = _check_scope(access_scope)
+        project = _check_optional_id("project_id", project_id)
+        method = "RestClient.list_training_runs"
         return self._call(
-            "GET",
-            f"{_API}/training_runs",
-            self._parser(types.TrainingRunsResponse),
-            query={"limit": str(limit), "offset": str(offset), **_scope_query(access_scope)},
-            sdk_method="RestClient.list_training_runs",
+            lambda: self._api.list_training_runs(
+                limit, offset, scope, sdk_method=method, project_id=project
+            ),
+            sdk_method=method,
         )
 
     def get_training_run(
@@ -273,13 +190,11 @@ class RestClient:
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        run = _segment("training_run_id", training_run_id)
+        run = _check_id("training_run_id", training_run_id)
+        scope = _check_scope(access_scope)
+        method = "RestClient.get_training_run"
         return self._call(
-            "GET",
-            f"{_API}/training_runs/{run}",
-            self._parser(types.TrainingRun),
-            query=_scope_query(access_scope),
-            sdk_method="RestClient.get_training_run",
+            lambda: self._api.get_training_run(run, scope, sdk_method=method), sdk_method=method
         )
 
     def get_training_run_by_tinker_path(
@@ -294,25 +209,20 @@ class RestClient:
         self, tinker_path: str
     ) -> APIFuture[types.WeightsInfoResponse]:
         """Return what a checkpoint holds: base model and LoRA settings."""
-        request = types.WeightsInfoRequest(tinker_path=tinker_path)
+        types.WeightsInfoRequest(tinker_path=tinker_path)
+        method = "RestClient.get_weights_info_by_tinker_path"
         return self._call(
-            "POST",
-            f"{_API}/weights_info",
-            self._parser(types.WeightsInfoResponse),
-            body_obj=request,
-            sdk_method="RestClient.get_weights_info_by_tinker_path",
+            lambda: self._api.weights_info(tinker_path, sdk_method=method), sdk_method=method
         )
 
     # -- checkpoints -----------------------------------------------------------------------------
 
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of one training run."""
-        run = _segment("training_run_id", training_run_id)
+        run = _check_id("training_run_id", training_run_id)
+        method = "RestClient.list_checkpoints"
         return self._call(
-            "GET",
-            f"{_API}/training_runs/{run}/checkpoints",
-            self._parser(types.CheckpointsListResponse),
-            sdk_method="RestClient.list_checkpoints",
+            lambda: self._api.list_checkpoints(run, sdk_method=method), sdk_method=method
         )
 
     def list_user_checkpoints(
@@ -320,67 +230,103 @@ class RestClient:
     ) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of all your training runs, newest first."""
         limit, offset = _check_page(limit, offset)
+        method = "RestClient.list_user_checkpoints"
         return self._call(
-            "GET",
-            f"{_API}/checkpoints",
-            self._parser(types.CheckpointsListResponse),
-            query={"limit": str(limit), "offset": str(offset)},
-            sdk_method="RestClient.list_user_checkpoints",
+            lambda: self._api.list_user_checkpoints(limit, offset, sdk_method=method),
+            sdk_method=method,
+        )
+
+    def _checkpoint_call(
+        self,
+        http_method: Literal["DELETE", "POST", "PUT"],
+        training_run_id: str,
+        checkpoint_id: str,
+        action: Literal["", "publish", "ttl"],
+        *,
+        sdk_method: str,
+        body_obj: object | None = None,
+    ) -> APIFuture[None]:
+        run = _check_id("training_run_id", training_run_id)
+        checkpoint = _check_checkpoint_id(checkpoint_id)
+        return self._call(
+            lambda: self._api.checkpoint_action(
+                http_method, run, checkpoint, action, sdk_method=sdk_method, body_obj=body_obj
+            ),
+            sdk_method=sdk_method,
         )
 
     def delete_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Delete a checkpoint (``checkpoint_id`` like ``weights/<name>``)."""
-        return self._call(
-            "DELETE",
-            self._checkpoint_path(training_run_id, checkpoint_id),
-            self._ignore,
-            sdk_method="RestClient.delete_checkpoint",
+        return self._checkpoint_call(
+            "DELETE", training_run_id, checkpoint_id, "", sdk_method="RestClient.delete_checkpoint"
         )
 
     def delete_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Delete the checkpoint at a ``tinker://`` path."""
         parsed = parse_tinker_path(tinker_path)
-        return self.delete_checkpoint(parsed.training_run_id, parsed.checkpoint_id)
+        # golden-0.38: a *_from_tinker_path call is named after itself in x-sdk-method.
+        return self._checkpoint_call(
+            "DELETE",
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            "",
+            sdk_method="RestClient.delete_checkpoint_from_tinker_path",
+        )
 
     def publish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint public (anyone may load or sample it); 409 if it already is."""
-        return self._call(
+        return self._checkpoint_call(
             "POST",
-            self._checkpoint_path(training_run_id, checkpoint_id, "/publish"),
-            self._ignore,
+            training_run_id,
+            checkpoint_id,
+            "publish",
             sdk_method="RestClient.publish_checkpoint",
         )
 
     def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path public."""
         parsed = parse_tinker_path(tinker_path)
-        return self.publish_checkpoint(parsed.training_run_id, parsed.checkpoint_id)
+        return self._checkpoint_call(
+            "POST",
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            "publish",
+            sdk_method="RestClient.publish_checkpoint_from_tinker_path",
+        )
 
     def unpublish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint private again; 409 if it is not public."""
-        return self._call(
+        return self._checkpoint_call(
             "DELETE",
-            self._checkpoint_path(training_run_id, checkpoint_id, "/publish"),
-            self._ignore,
+            training_run_id,
+            checkpoint_id,
+            "publish",
             sdk_method="RestClient.unpublish_checkpoint",
         )
 
     def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path private."""
         parsed = parse_tinker_path(tinker_path)
-        return self.unpublish_checkpoint(parsed.training_run_id, parsed.checkpoint_id)
+        return self._checkpoint_call(
+            "DELETE",
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            "publish",
+            sdk_method="RestClient.unpublish_checkpoint_from_tinker_path",
+        )
 
     def set_checkpoint_ttl(
         self, training_run_id: str, checkpoint_id: str, ttl_seconds: int | None
     ) -> APIFuture[None]:
         """Expire a checkpoint ``ttl_seconds`` from now (``None`` keeps it forever)."""
         request = types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds)
-        return self._call(
+        return self._checkpoint_call(
             "PUT",
-            self._checkpoint_path(training_run_id, checkpoint_id, "/ttl"),
-            self._ignore,
-            body_obj=request,
+            training_run_id,
+            checkpoint_id,
+            "ttl",
             sdk_method="RestClient.set_checkpoint_ttl",
+            body_obj=request,
         )
 
     def set_checkpoint_ttl_from_tinker_path(
@@ -388,7 +334,14 @@ class RestClient:
     ) -> APIFuture[None]:
         """Set the time-to-live of the checkpoint at a ``tinker://`` path."""
         parsed = parse_tinker_path(tinker_path)
-        return self.set_checkpoint_ttl(parsed.training_run_id, parsed.checkpoint_id, ttl_seconds)
+        return self._checkpoint_call(
+            "PUT",
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            "ttl",
+            sdk_method="RestClient.set_checkpoint_ttl_from_tinker_path",
+            body_obj=types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds),
+        )
 
     def get_checkpoint_archive_url(
         self, training_run_id: str, checkpoint_id: str
@@ -399,47 +352,47 @@ class RestClient:
         ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent). A JSON
         answer ``{"url", "expires"}`` is accepted too.
         """
-        path = self._checkpoint_path(training_run_id, checkpoint_id, "/archive")
-        pool = self._service._rest_pool()
+        return self._archive_call(
+            training_run_id, checkpoint_id, method="RestClient.get_checkpoint_archive_url"
+        )
 
-        def run() -> types.CheckpointArchiveUrlResponse:
-            # WIRE.md §3.10: redirects are read, never followed (the URL is signed, no API key).
-            resp = self._holder.request(
-                PoolKind.TRAIN,
-                "GET",
-                path,
-                content_type=None,
-                accept_status=_REDIRECTS,
-                allow_redirects=False,
-                sdk_method="RestClient.get_checkpoint_archive_url",
-            )
+    def _archive_call(
+        self, training_run_id: str, checkpoint_id: str, *, method: str
+    ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
+        run = _check_id("training_run_id", training_run_id)
+        checkpoint = _check_checkpoint_id(checkpoint_id)
+
+        def run_archive() -> types.CheckpointArchiveUrlResponse:
+            resp = self._api.checkpoint_archive(run, checkpoint, sdk_method=method)
             return self._archive_url(resp)
 
-        return self._service._run_in(
-            pool, run, request_type="RestClient.get_checkpoint_archive_url"
-        )
+        return self._call(run_archive, sdk_method=method)
 
     def get_checkpoint_archive_url_from_tinker_path(
         self, tinker_path: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """Return a signed download URL for the checkpoint at a ``tinker://`` path."""
         parsed = parse_tinker_path(tinker_path)
-        return self.get_checkpoint_archive_url(parsed.training_run_id, parsed.checkpoint_id)
+        return self._archive_call(
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            method="RestClient.get_checkpoint_archive_url_from_tinker_path",
+        )
 
     def _archive_url(self, resp: HttpResponse) -> types.CheckpointArchiveUrlResponse:
         now = datetime.now(timezone.utc)
-        if resp.status in _REDIRECTS:
+        if resp.status in REDIRECT_STATUSES:
             location = resp.headers.get("Location")
             if not location:
                 raise APIResponseValidationError(
                     f"the archive request was answered {resp.status} without a Location header",
                     status_code=resp.status,
                 )
-            url = urllib.parse.urljoin(self._holder.base_url, location)
+            url = urllib.parse.urljoin(self._api.base_url, location)
             return types.CheckpointArchiveUrlResponse(
                 url=url, expires=_parse_expires(resp.headers.get("Expires"), now)
             )
-        answer = self._holder.parse(resp, types.CheckpointArchiveUrlResponse)
+        answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
         expires = answer.expires
         if expires.tzinfo is None:
             expires = expires.replace(tzinfo=timezone.utc)
@@ -452,12 +405,11 @@ class RestClient:
     ) -> APIFuture[types.ListSessionsResponse]:
         """List session ids (``access_scope`` as for :meth:`list_training_runs`)."""
         limit, offset = _check_page(limit, offset)
+        scope = _check_scope(access_scope)
+        method = "RestClient.list_sessions"
         return self._call(
-            "GET",
-            f"{_API}/sessions",
-            self._parser(types.ListSessionsResponse),
-            query={"limit": str(limit), "offset": str(offset), **_scope_query(access_scope)},
-            sdk_method="RestClient.list_sessions",
+            lambda: self._api.list_sessions(limit, offset, scope, sdk_method=method),
+            sdk_method=method,
         )
 
     def get_session(
@@ -467,21 +419,322 @@ class RestClient:
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        session = _segment("session_id", session_id)
+        session = _check_id("session_id", session_id)
+        scope = _check_scope(access_scope)
+        method = "RestClient.get_session"
         return self._call(
-            "GET",
-            f"{_API}/sessions/{session}",
-            self._parser(types.GetSessionResponse),
-            query=_scope_query(access_scope),
-            sdk_method="RestClient.get_session",
+            lambda: self._api.get_session(session, scope, sdk_method=method), sdk_method=method
         )
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
         """Return a sampler's base model and model path (its id is the sampling session id)."""
-        sampler = _segment("sampler_id", sampler_id)
+        sampler = _check_id("sampler_id", sampler_id)
+        method = "RestClient.get_sampler"
         return self._call(
-            "GET",
-            f"{_API}/samplers/{sampler}",
-            self._parser(types.GetSamplerResponse),
-            sdk_method="RestClient.get_sampler",
+            lambda: self._api.get_sampler(sampler, sdk_method=method), sdk_method=method
         )
+
+    def assign_session_project(self, session_id: str, project_id: str) -> APIFuture[None]:
+        """Move a session, with its training runs and samplers, into a project.
+
+        A session cannot be moved out of a project once placed; the service answers 403 when
+        the project is not yours to use and 404 for an unknown session.
+        """
+        session = _check_id("session_id", session_id)
+        project = _check_id("project_id", project_id)
+        method = "RestClient.assign_session_project"
+        return self._call(
+            lambda: self._api.assign_session_project(session, project, sdk_method=method),
+            sdk_method=method,
+        )
+
+    def export_session_trace(self, session_id: str) -> APIFuture[str]:
+        """Export a session's timeline as a Perfetto trace; the future gives its download URL.
+
+        The service builds the trace (or reuses an up-to-date one); while it is being built the
+        export is asked again every 5 s, for at most the stall timeout. The signed URL needs no
+        credentials and expires after about an hour. A failed build raises
+        :class:`~tinker_lite.APIError` with the service's reason.
+        """
+        session = _check_id("session_id", session_id)
+        method = "RestClient.export_session_trace"
+
+        def run_export() -> str:
+            watch = self._api.stall_watch()
+            first = True
+            while True:
+                answer = self._api.session_trace_export(session, sdk_method=method)
+                if answer.status == "ready" and answer.url:
+                    return answer.url
+                if answer.status != "pending":
+                    reason = answer.error or "the service gave no URL"
+                    raise APIError(f"Trace export failed for session {session}: {reason}")
+                if first:
+                    logger.warning(
+                        "Building the trace export of session %s (this may take a while)", session
+                    )
+                    first = False
+                if watch.remaining() <= _TRACE_EXPORT_POLL_INTERVAL:
+                    raise APITimeoutError(
+                        f"The trace export of session {session} was still being built after "
+                        f"{watch.stall_timeout:g} s; call export_session_trace again later"
+                    )
+                if watch.sleep(_TRACE_EXPORT_POLL_INTERVAL):
+                    raise ClientClosedError("The client was closed during the trace export.")
+
+        return self._call(run_export, sdk_method=method)
+
+    def whoami(self) -> APIFuture[types.WhoamiResponse]:
+        """Who the credential in use belongs to: user URN, organization URN and email.
+
+        Read from the claims of the JWT this connection already holds: no request is sent
+        beyond the connection's start-up. A service with JWT auth disabled gives no identity to
+        a plain API key: the future then fails with :class:`~tinker_lite.APIError` saying so.
+        """
+
+        def run_whoami() -> types.WhoamiResponse:
+            claims = self._api.identity_claims()
+            if claims is None:
+                raise APIError(
+                    "whoami requires JWT auth, but the server has it disabled and the "
+                    "credential is a plain API key."
+                )
+            return _whoami_from_claims(claims)
+
+        return self._call(run_whoami, sdk_method="RestClient.whoami")
+
+    @deprecated(
+        "RestClient.search_sessions is experimental: it may change or be removed in any "
+        "release without a deprecation period.",
+        category=ExperimentalWarning,
+    )
+    def search_sessions(
+        self, request: types.SessionSearchRequest
+    ) -> APIFuture[types.SessionSearchResponse]:
+        """Search your organization's sessions, newest first (experimental, as officially).
+
+        Page through them by passing each response's ``next_cursor`` as the next request's
+        ``cursor``.
+        """
+        if not isinstance(request, types.SessionSearchRequest):
+            raise InvalidInputError(
+                "request",
+                f"must be a types.SessionSearchRequest, got {type(request).__name__}",
+                "e.g. types.SessionSearchRequest(display_name='nightly')",
+            )
+        method = "RestClient.search_sessions"
+        return self._call(
+            lambda: self._api.search_sessions(request, sdk_method=method), sdk_method=method
+        )
+
+    # -- weights ---------------------------------------------------------------------------------
+
+    def get_external_weights_urls(
+        self, tinker_path: str
+    ) -> APIFuture[types.ExternalWeightsUrlsResponse]:
+        """Signed download URLs, one per file, of an external-weights checkpoint.
+
+        ``tinker_path`` is what ``save_weights_external`` returned
+        (``tinker://<run>/external_weights/<name>``); the URLs are valid until ``expires``.
+        """
+        parsed = parse_tinker_path(tinker_path)
+        if not parsed.checkpoint_id.startswith("external_weights/"):
+            raise InvalidInputError(
+                "tinker_path",
+                f"must be an external weights checkpoint, got {parsed.tinker_path!r}",
+                "tinker://<training_run_id>/external_weights/<name>, from save_weights_external",
+            )
+        method = "RestClient.get_external_weights_urls"
+        return self._call(
+            lambda: self._api.external_weights_urls(
+                parsed.training_run_id, parsed.checkpoint_id, sdk_method=method
+            ),
+            sdk_method=method,
+        )
+
+    def copy_weights(
+        self,
+        path: str,
+        destination_project_id: str | None = None,
+        *,
+        ttl_seconds: int | None = None,
+        weights_access_token: str | None = None,
+    ) -> APIFuture[str]:
+        """Copy a checkpoint into a project; the future gives the copy's ``tinker://`` path.
+
+        Storage is shared with the source; the copy keeps the checkpoint's kind and belongs to
+        a new training run that cannot be trained on. ``destination_project_id`` defaults to
+        ``TINKER_PROJECT_ID``; ``ttl_seconds`` (3600 s to 10 years, ``None``: no expiry);
+        ``weights_access_token`` reads weights of another account. The request carries one
+        idempotency key on every re-send, so the service copies once.
+        """
+        project = destination_project_id
+        if project is None:
+            project = os.environ.get(ENV_PROJECT_ID) or None
+        if project is None:
+            raise InvalidInputError(
+                "destination_project_id",
+                "is required",
+                f"pass destination_project_id or set {ENV_PROJECT_ID}",
+            )
+        request = types.CopyWeightsRequest(
+            source_path=path, destination_project_id=project, ttl_seconds=ttl_seconds
+        )
+        if weights_access_token is not None:
+            _check_id("weights_access_token", weights_access_token)
+        return self._copy(request, weights_access_token, sdk_method="RestClient.copy_weights")
+
+    def _copy(
+        self,
+        request: types.CopyWeightsRequest,
+        weights_access_token: str | None,
+        *,
+        sdk_method: str,
+    ) -> APIFuture[str]:
+        key = str(uuid.uuid4())
+
+        def run_copy() -> str:
+            answer = self._api.copy_weights(
+                request,
+                sdk_method=sdk_method,
+                idempotency_key=key,
+                weights_access_token=weights_access_token,
+            )
+            logger.info("Copied %s to %s", request.source_path, answer.tinker_path)
+            return answer.tinker_path
+
+        return self._call(run_copy, sdk_method=sdk_method)
+
+    # -- admin (deprecated here: AdminClient) ----------------------------------------------------
+
+    def _admin(self) -> AdminClient:
+        return AdminClient._on_context(self._context)
+
+    @deprecated(
+        "RestClient.get_audit_log() is deprecated as in the official SDK; use "
+        "AdminClient.get_audit_log(), constructed like RestClient."
+    )
+    def get_audit_log(
+        self, event_type: AuditEventType = "all", day: date | None = None
+    ) -> APIFuture[types.AuditLogResponse]:
+        """Deprecated: :meth:`AdminClient.get_audit_log`."""
+        return self._admin().get_audit_log(event_type, day)
+
+    @deprecated(
+        "RestClient.get_billing_usage() is deprecated as in the official SDK; use "
+        "AdminClient.get_billing_usage(), constructed like RestClient."
+    )
+    def get_billing_usage(
+        self, starting_on: datetime | str, ending_before: datetime | str
+    ) -> APIFuture[types.BillingUsageResponse]:
+        """Deprecated: :meth:`AdminClient.get_billing_usage`."""
+        return self._admin().get_billing_usage(starting_on, ending_before)
+
+    @deprecated(
+        "RestClient.get_current_checkpoint_storage_usage() is deprecated as in the official "
+        "SDK; use AdminClient.get_current_checkpoint_storage_usage(), constructed like "
+        "RestClient."
+    )
+    def get_current_checkpoint_storage_usage(
+        self, project_id: str | None = None
+    ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
+        """Deprecated: :meth:`AdminClient.get_current_checkpoint_storage_usage`."""
+        return self._admin().get_current_checkpoint_storage_usage(project_id)
+
+    # -- every page ------------------------------------------------------------------------------
+
+    def list_all_training_runs(
+        self,
+        access_scope: str | None = "owned",
+        *,
+        page_size: int = 100,
+        page_timeout: float | None = None,
+    ) -> list[types.TrainingRun]:
+        """Every training run, newest first, paging through :meth:`list_training_runs`.
+
+        Waits for each page (at most ``page_timeout`` seconds each; every page's request has
+        the usual retries and bounds). A run that shows up twice while paging is kept once.
+        """
+        runs: list[types.TrainingRun] = []
+        seen: set[str] = set()
+        offset = 0
+        while True:
+            page = self.list_training_runs(
+                limit=page_size, offset=offset, access_scope=access_scope
+            ).result(page_timeout)
+            batch = list(page.training_runs)
+            for run in batch:
+                if run.training_run_id not in seen:
+                    seen.add(run.training_run_id)
+                    runs.append(run)
+            offset += len(batch)
+            if not batch or offset >= page.cursor.total_count:
+                return runs
+
+    def list_all_checkpoints(
+        self,
+        training_run_id: str | None = None,
+        *,
+        page_size: int = 100,
+        page_timeout: float | None = None,
+    ) -> CheckpointListing:
+        """Every checkpoint of one training run, or of all yours, and whether that is all.
+
+        The user's checkpoints are paged until the cursor's total is reached. The listing is
+        marked incomplete (``complete`` false, ``reason`` says why) when the pages do not add up
+        to the total (the set changed while paging), a page repeats a checkpoint, or a cursor
+        is missing where one is needed to know the end: never delete on such a listing.
+        ``page_timeout`` as for :meth:`list_all_training_runs`.
+        """
+        if training_run_id is not None:
+            single = self.list_checkpoints(training_run_id).result(page_timeout)
+            items = list(single.checkpoints)
+            cursor = single.cursor
+            if cursor is not None and cursor.total_count > len(items):
+                reason = f"the run listing returned {len(items)} of {cursor.total_count}"
+                return CheckpointListing(items, complete=False, reason=reason)
+            return CheckpointListing(items)
+        items = []
+        seen: set[str] = set()
+        offset = 0
+        while True:
+            page = self.list_user_checkpoints(limit=page_size, offset=offset).result(page_timeout)
+            batch = list(page.checkpoints)
+            for checkpoint in batch:
+                if checkpoint.tinker_path in seen:
+                    reason = "a checkpoint appeared twice while paging"
+                    return CheckpointListing(items, complete=False, reason=reason)
+                seen.add(checkpoint.tinker_path)
+            items.extend(batch)
+            offset += len(batch)
+            cursor = page.cursor
+            if cursor is None:
+                if len(batch) >= page_size:
+                    reason = "the service sent a full page without a cursor"
+                    return CheckpointListing(items, complete=False, reason=reason)
+                return CheckpointListing(items)
+            if not batch or offset >= cursor.total_count:
+                if len(items) != cursor.total_count:
+                    reason = (
+                        f"got {len(items)} checkpoints but the service counts {cursor.total_count}"
+                    )
+                    return CheckpointListing(items, complete=False, reason=reason)
+                return CheckpointListing(items)
+
+
+class CheckpointListing:
+    """Checkpoints gathered over every page, and whether the listing is known to be complete."""
+
+    __slots__ = ("checkpoints", "complete", "reason")
+
+    def __init__(
+        self, checkpoints: list[types.Checkpoint], *, complete: bool = True, reason: str = ""
+    ) -> None:
+        self.checkpoints = checkpoints
+        self.complete = complete
+        self.reason = reason
+        """Why the listing is incomplete (empty when complete)."""
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else f"incomplete: {self.reason}"
+        return f"CheckpointListing({len(self.checkpoints)} checkpoints, {state})"

@@ -8,13 +8,19 @@ client config may change it) and one 429 back-off window shared by every Samplin
 to the same service with the same key (``Retry-After`` when given, else 1 s).
 
 Threading contract: a SamplingClient may be shared by any number of threads. It pickles: a copy
-unpickled in this process reuses the open ServiceClient with the same base URL; elsewhere a new
-ServiceClient is opened on first use (credentials from the environment) and closed at exit.
+unpickled in this process reuses the open connection (client context) with the same base URL;
+elsewhere a new context is built (credentials from the environment; the session starts on first
+use) and closed at exit.
+
+Size (just over the house's ~600 lines): the official SamplingClient surface plus its ordered
+seq_ids, 429 window and pickling, one job.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
+import json
 import logging
 import random
 import threading
@@ -24,43 +30,43 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import _wire, types
-from tinker_lite._errors import APIResponseValidationError, InvalidInputError
-from tinker_lite._futures import APIFuture, QueueStateLogger, ReadyClient, chain
-from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind, path_param
+from tinker_lite._api import ASAMPLE_PATH, decode_sample
+from tinker_lite._async import with_async_twins
+from tinker_lite._context import ClientContext, find_live_context
+from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
+from tinker_lite._futures import APIFuture, ReadyClient, chain
+from tinker_lite._poller import QueueStateLogger
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
+    from tinker_lite._http import HttpResponse
+    from tinker_lite._pending import PendingRequest
     from tinker_lite._session import SampleGate
-    from tinker_lite.service_client import ServiceClient
 
-__all__ = ["SamplingClient"]
+__all__ = ["SamplingClient", "check_record_stability_info"]
 
 logger = logging.getLogger("tinker_lite.sampling_client")
 
-ASAMPLE_PATH = "/api/v1/asample"
-_BACKPRESSURE_HEADERS = {"X-Tinker-Sampling-Backpressure": "1"}
 # How often a submit waiting for an in-flight place checks whether the client was closed.
 _GATE_CHECK_INTERVAL = 0.25
+# WIRE.md §13.4: a cloned sampler's seq_ids start at cloned_sampler_id * CLONE_STRIDE.
+CLONE_STRIDE = 1_000_000_000
+# The fields of a sampler handle, in the order _restore_sampling_client takes them.
+_HANDLE_KEYS = ("base_url", "sampling_session_id", "model_path", "base_model")
 
 
-def _unless_zero(value: int) -> int | None:
-    """``None`` (not sent) for the default 0; anything else is validated by SampleRequest."""
-    if type(value) is int and value == 0:
-        return None
+def check_record_stability_info(value: object) -> bool:
+    """The ``record_stability_info`` argument, checked before anything is sent."""
+    if not isinstance(value, bool):
+        raise InvalidInputError(
+            "record_stability_info", f"must be True or False, got {value!r}", "the default is False"
+        )
     return value
 
 
-def _decode_sample(resp: HttpResponse) -> types.SampleResponse:
-    # WIRE.md §P.10: decode whichever content type the service answered with.
-    if resp.is_protobuf:
-        from tinker_lite import _proto
-
-        return _proto.decode_sample_response(resp.body)
-    return _wire.structure(resp.json(), types.SampleResponse)
-
-
+@with_async_twins
 class SamplingClient(ReadyClient):
     """Samples from one sampling session (a base model or saved sampler weights).
 
@@ -71,20 +77,25 @@ class SamplingClient(ReadyClient):
 
     def __init__(
         self,
-        service: ServiceClient,
+        context: ClientContext,
         sampling_session_id: str,
         *,
         model_path: str | None = None,
         base_model: str | None = None,
-        first_seq_id: int = 0,
+        cloned_sampler_id: int | None = 0,
+        record_stability_info: bool = False,
     ) -> None:
-        self._service = service
-        self._holder = service.holder
+        self._context = context
+        self._api = context.api
         self.sampling_session_id = sampling_session_id
         self.model_path = model_path
         self.base_model = base_model
+        self.record_stability_info = bool(record_stability_info)
         self._seq_lock = threading.Lock()
-        self._next_seq_id = first_seq_id
+        # WIRE.md §13.4: a copy numbers its samples from cloned_sampler_id * 1e9 (the service
+        # reads the clone from seq_id // 1e9); None until the copy joins the session.
+        self._cloned_sampler_id = cloned_sampler_id
+        self._next_seq_id = CLONE_STRIDE * (cloned_sampler_id or 0)
         self._queue_logger = QueueStateLogger(
             "Sampling", model_path or sampling_session_id, kind="sampling"
         )
@@ -98,10 +109,92 @@ class SamplingClient(ReadyClient):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Credentials are never pickled; the copy finds (or opens) a ServiceClient by base URL.
+        # Credentials are never pickled; the copy finds (or builds) a context by base URL.
         return (
             _restore_sampling_client,
-            (self._holder.base_url, self.sampling_session_id, self.model_path, self.base_model),
+            (self._api.base_url, self.sampling_session_id, self.model_path, self.base_model),
+        )
+
+    def get_sampler_handle(self) -> str:
+        """A string that names this client's sampler, for another process (no pickle).
+
+        Every :meth:`from_sampler_handle` call on it, in any process and any number of times,
+        makes a new client of the same sampler. The handle carries no credentials.
+        """
+        state = {
+            "base_url": self._api.base_url,
+            "sampling_session_id": self.sampling_session_id,
+            "model_path": self.model_path,
+            "base_model": self.base_model,
+        }
+        payload = json.dumps(state, separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(payload).decode("ascii")
+
+    @staticmethod
+    def from_sampler_handle(handle: str, *, api_key: str | None = None) -> SamplingClient:
+        """A new SamplingClient of the sampler named by ``handle`` (see get_sampler_handle).
+
+        It authenticates with ``api_key``, else with this process's credentials
+        (``TINKER_API_KEY``), as ``ServiceClient()`` does.
+        """
+        try:
+            state = json.loads(base64.urlsafe_b64decode(handle.encode("ascii")))
+            args = tuple(state[key] for key in _HANDLE_KEYS)
+        except Exception as e:
+            raise InvalidInputError(
+                "handle",
+                f"is not a sampler handle ({type(e).__name__})",
+                "pass the string SamplingClient.get_sampler_handle() returned",
+            ) from e
+        if not all(isinstance(value, str | None) for value in args) or not args[1]:
+            raise InvalidInputError("handle", "names no sampler", "pass a get_sampler_handle()")
+        return _restore_sampling_client(*args, api_key=api_key)
+
+    @classmethod
+    def _create(
+        cls,
+        context: ClientContext,
+        model_path: str | None,
+        base_model: str | None,
+        *,
+        sdk_method: str,
+        record_stability_info: bool = False,
+    ) -> SamplingClient:
+        """Create a sampling session (starting the session if needed) and its client.
+
+        For saved weights (``model_path``), 0.38 then reads the sampler (``GET samplers/{id}``,
+        golden-0.38): its base model names the tokenizer. A 0.4.1-era service (no client
+        config) has no such endpoint and is not asked.
+        """
+        if (model_path is None) == (base_model is None):
+            raise InvalidInputError(
+                "model_path/base_model",
+                "both are set" if model_path is not None else "neither is set",
+                "pass exactly one: model_path='tinker://<run>/sampler_weights/<name>' or "
+                "base_model='...'",
+            )
+        check_record_stability_info(record_stability_info)
+        if model_path is not None:
+            _check_sampleable(model_path)
+        elif not isinstance(base_model, str) or not base_model:
+            raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
+        api = context.api
+        request = types.CreateSamplingSessionRequest(
+            session_id=api.session_id(),
+            sampling_session_seq_id=api.next_sampling_session_seq_id(),
+            base_model=base_model,
+            model_path=model_path,
+        )
+        created = api.create_sampling_session(request, sdk_method=sdk_method)
+        if model_path is not None and api.service_is_current:
+            sampler = api.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
+            base_model = sampler.base_model or None
+        return cls(
+            context,
+            created.sampling_session_id,
+            model_path=model_path,
+            base_model=base_model,
+            record_stability_info=record_stability_info,
         )
 
     # -- sampling --------------------------------------------------------------------------------
@@ -123,39 +216,123 @@ class SamplingClient(ReadyClient):
         ``include_prompt_logprobs`` adds the logprob of every prompt token (the first is None);
         ``topk_prompt_logprobs`` adds the top-k alternatives at each prompt position.
 
-        The service's further options are sent only when set to something other than their
-        default: ``topk_sample_logprobs`` (top-k alternatives at each sampled position),
-        ``target_prompt_logprobs`` (an int64 TensorData of token ids whose logprobs to return
-        at each prompt position), ``prompt_alt_tokens_k`` and ``prompt_logprobs_last_n``
-        (prompt logprobs for the last n positions only). The offline local server accepts
-        them and ignores them: its answers never carry those extra results.
+        The service's further options: ``topk_sample_logprobs`` (top-k alternatives at each
+        sampled position), ``target_prompt_logprobs`` (an int64 TensorData of token ids whose
+        logprobs to return at each prompt position), ``prompt_alt_tokens_k`` and
+        ``prompt_logprobs_last_n`` (prompt logprobs for the last n positions only). As in 0.38
+        (WIRE.md §P.1), ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and the client's
+        ``record_stability_info`` are always sent; the other two only when set. The offline
+        local server computes all of them.
         """
+        return self._sample(
+            prompt,
+            num_samples,
+            sampling_params,
+            include_prompt_logprobs,
+            topk_prompt_logprobs,
+            topk_sample_logprobs,
+            target_prompt_logprobs,
+            prompt_alt_tokens_k,
+            prompt_logprobs_last_n,
+            sdk_method="SamplingClient.sample",
+        )
+
+    def _sample(  # noqa: PLR0917 - the arguments of sample(), in its order
+        self,
+        prompt: types.ModelInput,
+        num_samples: int,
+        sampling_params: types.SamplingParams,
+        include_prompt_logprobs: bool,
+        topk_prompt_logprobs: int,
+        topk_sample_logprobs: int,
+        target_prompt_logprobs: types.TensorData | None,
+        prompt_alt_tokens_k: int,
+        prompt_logprobs_last_n: int | None,
+        *,
+        sdk_method: str,
+    ) -> APIFuture[types.SampleResponse]:
+        """:meth:`sample`, sent in the name of ``sdk_method`` (its ``x-sdk-method``)."""
         created_at = time.monotonic()
         request = self._build(
             prompt, num_samples, sampling_params, include_prompt_logprobs, topk_prompt_logprobs
         )
-        # Sent only when set: a default value leaves the key out of the body.
+        # WIRE.md §P.1: 0.38 always sends these three, defaults included.
         request = attrs.evolve(
             request,
-            topk_sample_logprobs=_unless_zero(topk_sample_logprobs),
+            topk_sample_logprobs=topk_sample_logprobs,
             target_prompt_logprobs=target_prompt_logprobs,
-            prompt_alt_tokens_k=_unless_zero(prompt_alt_tokens_k),
+            prompt_alt_tokens_k=prompt_alt_tokens_k,
             prompt_logprobs_last_n=prompt_logprobs_last_n,
+            record_stability_info=self.record_stability_info,
         )
-        pool = self._service._sample_pool()
-        request = attrs.evolve(request, seq_id=self._take_seq_id())
+        pool = self._context.sample_pool()
         out: APIFuture[types.SampleResponse] = APIFuture(request_type="Sample")
+        if self._cloned_sampler_id is None:
+            try:
+                self._join()
+            except Exception as e:
+                self._deliver(APIFuture.failed(e), out, request, created_at)
+                return out
+        request = attrs.evolve(request, seq_id=self._take_seq_id())
+
+        def fail(error: BaseException) -> None:
+            self._deliver(APIFuture.failed(error), out, request, created_at)
+
+        # Registered for close(): finished on a normal close, counted if dropped.
+        pending = self._context.pending.track("sample", out, on_drop=fail)
         try:
-            pool.submit(self._run, request, out, created_at)
+            pool.submit(self._run, request, out, created_at, pending, sdk_method)
         except RuntimeError:
-            closed = ClientClosedError("The ServiceClient is closed.")
-            self._deliver(APIFuture.failed(closed), out, request, created_at)
+            if pending.claim():
+                fail(ClientClosedError("The ServiceClient is closed."))
         return out
 
-    def compute_logprobs(self, prompt: types.ModelInput) -> APIFuture[list[float | None]]:
-        """Return the logprob of each prompt token under the model (the first is None)."""
-        future = self.sample(
-            prompt, 1, types.SamplingParams(max_tokens=1), include_prompt_logprobs=True
+    def _join(self) -> None:
+        """Give this copy its clone number, once, before its first sample (WIRE.md §13.4).
+
+        With ``sample_join_sampling_session`` the service allocates it
+        (``join_sampling_session``); otherwise it is random, far from the original's 0.
+        """
+        with self._seq_lock:
+            if self._cloned_sampler_id is not None:
+                return
+            if self._api.client_flags().sample_join_sampling_session:
+                clone = self._api.join_sampling_session(
+                    self.sampling_session_id, sdk_method="SamplingClient.sample"
+                )
+            else:
+                clone = random.randrange(1, CLONE_STRIDE)
+            self._cloned_sampler_id = clone
+            self._next_seq_id = CLONE_STRIDE * clone
+
+    def compute_logprobs(
+        self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
+    ) -> APIFuture[list[float | None]]:
+        """Return the logprob of each prompt token under the model (the first is None).
+
+        With ``prompt_logprobs_last_n=N`` only the last N tokens are scored (the earlier
+        entries are None), which lets the service reuse its cache for the prefix; N must be
+        between 1 and ``len(prompt) - 1``.
+        """
+        if prompt_logprobs_last_n is not None and (
+            type(prompt_logprobs_last_n) is not int or prompt_logprobs_last_n < 1
+        ):
+            raise InvalidInputError(
+                "prompt_logprobs_last_n",
+                f"must be an int >= 1 or None, got {prompt_logprobs_last_n!r}",
+                "None scores the whole prompt",
+            )
+        future = self._sample(
+            prompt,
+            1,
+            types.SamplingParams(max_tokens=1),
+            True,
+            0,
+            0,
+            None,
+            0,
+            prompt_logprobs_last_n,
+            sdk_method="SamplingClient.compute_logprobs",
         )
 
         def prompt_logprobs(response: types.SampleResponse) -> list[float | None]:
@@ -167,20 +344,42 @@ class SamplingClient(ReadyClient):
 
         return chain(future, prompt_logprobs)
 
+    def get_base_model(self) -> str:
+        """Return the base model this sampler runs, e.g. ``"Qwen/Qwen3-8B"``.
+
+        Known at creation for a base-model sampler; for saved weights it is read once from
+        the service (``GET /samplers/<id>``) and kept.
+        """
+        if self.base_model is None:
+            found = self._api.get_sampler(
+                self.sampling_session_id, sdk_method="SamplingClient.get_base_model"
+            ).base_model
+            self.base_model = found
+        return self.base_model
+
+    def on_queue_state_change(
+        self, queue_state: types.QueueState, queue_state_reason: str | None
+    ) -> None:
+        """Called with the service's queue state while a sample of this client waits.
+
+        Logs a WARNING at most once a minute while sampling is paused (not when ``active``),
+        with the service's reason or a default one. Override it to react otherwise.
+        """
+        self._queue_logger(str(queue_state), queue_state_reason)
+
+    def _queue_state_noted(self, state: str, reason: str | None) -> None:
+        """The poller's queue-state callback: hands it to :meth:`on_queue_state_change`."""
+        self.on_queue_state_change(types.QueueState(state), reason)
+
     def get_tokenizer(self) -> Tokenizer:
         """Return the tokenizer of the sampled model (resolved from the sampler's base model)."""
         with self._tokenizer_lock:
             if self._tokenizer is None:
                 base_model = self.base_model
                 if base_model is None:
-                    resp = self._holder.submit(
-                        PoolKind.TRAIN,
-                        "GET",
-                        f"/api/v1/samplers/{path_param(self.sampling_session_id)}",
-                        content_type=None,
-                        sdk_method="SamplingClient.get_tokenizer",
-                    )
-                    base_model = self._holder.parse(resp, types.GetSamplerResponse).base_model
+                    base_model = self._api.get_sampler(
+                        self.sampling_session_id, sdk_method="SamplingClient.get_tokenizer"
+                    ).base_model
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
             return self._tokenizer
 
@@ -223,17 +422,28 @@ class SamplingClient(ReadyClient):
     # -- background work -------------------------------------------------------------------------
 
     def _run(
-        self, request: types.SampleRequest, out: APIFuture[types.SampleResponse], created_at: float
+        self,
+        request: types.SampleRequest,
+        out: APIFuture[types.SampleResponse],
+        created_at: float,
+        pending: PendingRequest,
+        sdk_method: str = "SamplingClient.sample",
     ) -> None:
         """Take an in-flight place, submit (waiting out 429s), then hand polling to the poller."""
-        gate = self._holder.sample_gate
+        gate = self._api.sample_gate
         if not self._acquire(gate):
-            closed = ClientClosedError("The ServiceClient was closed before the sample was sent.")
-            self._deliver(APIFuture.failed(closed), out, request, created_at)
+            if pending.claim():
+                closed = ClientClosedError(
+                    "The ServiceClient was closed before the sample was sent."
+                )
+                self._deliver(APIFuture.failed(closed), out, request, created_at)
+            return
+        if not pending.claim():
+            gate.release()  # dropped by close(): its future already holds a ClientClosedError
             return
         current = [request]
         try:
-            request_id = self._submit(request)
+            request_id = self._submit(request, sdk_method)
         except BaseException as e:
             gate.release()
             self._deliver(APIFuture.failed(e), out, request, created_at)
@@ -242,20 +452,54 @@ class SamplingClient(ReadyClient):
         def resubmit() -> str:
             # WIRE.md §P.5: a re-run after HTTP 410 takes a new seq_id.
             current[0] = attrs.evolve(current[0], seq_id=self._take_seq_id())
-            return self._submit(current[0])
+            return self._submit(current[0], sdk_method)
 
-        accept = PROTOBUF if self._holder.wire_format == "protobuf" else JSON
-        inner = self._holder.poller.poll(
-            request_id,
-            "Sample",
-            _decode_sample,
-            created_at=created_at,
-            resubmit=resubmit,
-            accept=accept,
-            on_queue_state=self._queue_logger,
+        # Without a journal the poller resolves the caller's own future: one future a sample.
+        journal = self._context.journal is not None
+        target: APIFuture[types.SampleResponse] = (
+            APIFuture(request_id, request_type="Sample") if journal else out
         )
-        inner.add_done_callback(lambda _: gate.release())
-        self._deliver(inner, out, request, created_at)
+        target.request_id = request_id
+        try:
+            batch = self._context.batch_poller()
+        except BaseException as e:
+            # Nothing may escape into the executor: the caller's future carries the error.
+            gate.release()
+            self._deliver(APIFuture.failed(e), out, request, created_at)
+            return
+        poller = self._api.poller if batch is None else batch.fetcher
+
+        def fetch() -> object:
+            return poller.poll(
+                target.request_id or request_id,
+                "Sample",
+                decode_sample,
+                created_at=created_at,
+                resubmit=resubmit,
+                accept=self._api.result_accept,
+                on_queue_state=self._queue_state_noted,
+                headers=self._api.sdk_headers(sdk_method),
+                future=target,
+                # WIRE.md §P.6: a result retrieve_futures reported complete is fetched whole.
+                metadata_only=batch is None,
+            )
+
+        if batch is None:
+            target.add_done_callback(lambda _: gate.release())
+            fetch()
+        else:
+            session, clone = self.sampling_session_id, self._cloned_sampler_id or 0
+
+            def retrieved(done: object) -> None:
+                gate.release()
+                rid = target.request_id
+                if rid is not None:
+                    batch.mark_retrieved(session, clone, rid)
+
+            target.add_done_callback(retrieved)
+            batch.wait(session, clone, target, fetch)
+        if journal:
+            self._deliver(target, out, request, created_at)
 
     def _deliver(
         self,
@@ -271,75 +515,104 @@ class SamplingClient(ReadyClient):
             return prompt_tokens + sum(len(seq.tokens) for seq in response.sequences)
 
         # Watched first: the journal line is written before ``out`` completes.
-        self._service._journal_watch(source, "sample", tokens=tokens, started=created_at)
+        self._context.journal_watch(source, "sample", tokens=tokens, started=created_at)
         out.forward_from(source)
 
     def _acquire(self, gate: SampleGate) -> bool:
-        closing = self._service._closing_event
+        closing = self._context.closing
         while not gate.acquire(timeout=_GATE_CHECK_INTERVAL):
             if closing.is_set():
                 return False
         return True
 
-    def _submit(self, request: types.SampleRequest) -> str:
-        """POST asample with the request's fixed seq_id until accepted; 429s wait in the window."""
-        gate = self._holder.sample_gate
-        closing = self._service._closing_event
+    def _submit(
+        self, request: types.SampleRequest, sdk_method: str = "SamplingClient.sample"
+    ) -> str:
+        """POST asample with the request's fixed seq_id until accepted; 429s wait in the window.
+
+        The stall timeout bounds the whole loop (WIRE.md §P.7): HTTP and operation retries,
+        429 waits and re-sends alike; a service that keeps answering 429 for that long raises
+        :class:`~tinker_lite.RateLimitError`.
+        """
+        gate = self._api.sample_gate
+        closing = self._context.closing
+        life = self._api.stall_watch()
         body = _wire.dumps(request)
+        throttled: HttpResponse | None = None
         while True:
-            remaining = gate.backoff_remaining()
-            while remaining > 0:
-                if closing.wait(remaining):
-                    raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
-                remaining = gate.backoff_remaining()
-            resp = self._holder.submit(
-                PoolKind.SAMPLE,
-                "POST",
-                ASAMPLE_PATH,
-                body=body,
-                headers=_BACKPRESSURE_HEADERS,
-                accept_status=(429,),
-                sdk_method="SamplingClient.sample",
-            )
+            gate.wait_backoff(life.sleep, deadline=life)
+            if closing.is_set():
+                raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
+            if throttled is not None and gate.backoff_remaining() > 0:
+                # WIRE.md §P.7: the back-off would outlast the stall timeout.
+                self._api.raise_refused(
+                    throttled,
+                    what=f"POST {ASAMPLE_PATH} (held back by HTTP 429 for "
+                    f"{life.silent_for():.0f} s; stall timeout {life.stall_timeout:g} s)",
+                )
+            resp = self._api.submit_sample(request, sdk_method=sdk_method, deadline=life, body=body)
             if resp.status == 429:
                 # WIRE.md §P.8: backpressure, not an error; every sampler waits, then re-sends.
+                throttled = resp
                 delay = gate.note_429(resp.headers)
                 logger.debug("asample answered 429; backing off %.2fs", delay)
                 continue
             gate.note_accepted()
-            return self._holder.parse(resp, types.UntypedAPIFuture, what="asample").request_id
+            return self._api.submitted_request_id(resp, what="asample")
 
 
-_owned_clients: list[ServiceClient] = []
+_owned_contexts: list[ClientContext] = []
 _owned_lock = threading.Lock()
 
 
 def _close_owned() -> None:
     with _owned_lock:
-        clients = list(_owned_clients)
-        _owned_clients.clear()
-    for client in clients:
-        client.close()
+        contexts = list(_owned_contexts)
+        _owned_contexts.clear()
+    for context in contexts:
+        context.close()
 
 
 def _restore_sampling_client(
-    base_url: str, sampling_session_id: str, model_path: str | None, base_model: str | None
+    base_url: str,
+    sampling_session_id: str,
+    model_path: str | None,
+    base_model: str | None,
+    *,
+    api_key: str | None = None,
 ) -> SamplingClient:
-    from tinker_lite.service_client import ServiceClient, find_live_client
-
-    service = find_live_client(base_url)
-    if service is None:
+    """An unpickled (or handed-over) copy: it joins the session before its first sample."""
+    context = None if api_key is not None else find_live_context(base_url)
+    if context is None:
         with _owned_lock:
-            service = ServiceClient(base_url=base_url)
-            if not _owned_clients:
+            context = ClientContext(base_url=base_url, api_key=api_key)
+            if not _owned_contexts:
                 atexit.register(_close_owned)
-            _owned_clients.append(service)
-    # WIRE.md §13.4 (0.12.0): a copy starts its seq_ids far from the original's.
-    first = random.randrange(1, 10**9) * 10**9
+            _owned_contexts.append(context)
     return SamplingClient(
-        service,
+        context,
         sampling_session_id,
         model_path=model_path,
         base_model=base_model,
-        first_seq_id=first,
+        cloned_sampler_id=None,
     )
+
+
+def _check_sampleable(model_path: str) -> None:
+    """Reject a path that cannot be sampled (WIRE.md §3.12; SERVER.md §7)."""
+    types.check_tinker_path("model_path", model_path)
+    try:
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(model_path)
+    except InvalidInputError:
+        return  # another path format: let the service decide
+    if parsed.checkpoint_type == "training":
+        raise InvalidInputError(
+            "model_path",
+            f"{model_path!r} is a training state (weights/...), which cannot be sampled",
+            "save with save_weights_for_sampler(name) and sample from the "
+            "tinker://<run>/sampler_weights/<name> path it returns",
+        )
+
+
+BackcompatSamplingClientFuture = SamplingClient
+"""The official name of what ``create_sampling_client()`` returns: here the client itself."""

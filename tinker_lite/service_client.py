@@ -1,95 +1,100 @@
-"""ServiceClient: the entry point that creates training, sampling and REST clients.
+"""ServiceClient: the factory that creates training, sampling and REST clients.
 
-``ServiceClient()`` opens a session with the service (WIRE.md §10, §P.10: client config, then
-``create_session`` and a heartbeat every 10 s); every client it creates shares that session, its
-connection pools and its counters (WIRE.md §6.1). Close it (or use ``with``) to end the session
+``ServiceClient()`` sends nothing: the connection starts on first use (WIRE.md §P.10,
+golden-0.38): REST calls read the client config only; creating a training or sampling client
+also creates the session (``create_session``, then a heartbeat every 10 s). Every client it
+creates shares one :class:`~tinker_lite._context.ClientContext`: session, connection pools,
+executors, counters and journal (WIRE.md §6.1). Close it (or use ``with``) to end the session
 and stop every background thread.
 
 ``base_url="local://"`` (or ``TINKER_BASE_URL=local://``) starts an offline
 :class:`tinker_lite.local.LocalServer` in this process, backed by a tiny numpy model, and stops
 it on :meth:`ServiceClient.close`.
 
-Threading contract: every method may be called from any thread. A ServiceClient owns one
-single-thread executor per TrainingClient (``tinker-lite-train``; submits in ``seq_id`` order),
-one wide executor for sampling submits shared by its SamplingClients (``tinker-lite-sample``),
-one small executor for REST calls (``tinker-lite-rest``), and the session holder's poller,
-heartbeat and telemetry threads. :meth:`close` stops and joins all of them.
+Threading contract: every method may be called from any thread (see :mod:`tinker_lite._context`
+for the threads a connection owns).
 """
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import inspect
 import logging
 import os
 import threading
 import time
-import weakref
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from tinker_lite import types
-from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
+from tinker_lite._api import CONSOLE_URL
+from tinker_lite._async import with_async_twins
+from tinker_lite._chunking import ChunkLimits
+from tinker_lite._context import (
+    DEFAULT_SAMPLE_WORKERS,
+    FINISH_REASONS,
+    LOCAL_BASE_URL,
+    ClientContext,
+    FinishReason,
+)
+from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures import APIFuture
-from tinker_lite._futures import json_decoder as _json_decoder
-from tinker_lite._http import ClientClosedError, PoolKind, path_param
 from tinker_lite._journal import Journal
-from tinker_lite._retry import DEFAULT_RETRY_POLICY
-from tinker_lite._session import ENV_BASE_URL, FinishReason, SessionHolder
+from tinker_lite._loss_handle import (
+    LossHandle,
+    PerDatumLossFn,
+    encode_graph,
+    loss_inputs,
+    trace_loss,
+)
+from tinker_lite.rest_client import RestClient
+from tinker_lite.sampling_client import SamplingClient
+from tinker_lite.training_client import TrainingClient
 
 if TYPE_CHECKING:
-    from tinker_lite.rest_client import RestClient
-    from tinker_lite.sampling_client import SamplingClient
-    from tinker_lite.training_client import TrainingClient
+    from tinker_lite._session import SessionHolder
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 
 logger = logging.getLogger("tinker_lite.service_client")
 
-T = TypeVar("T")
-
-LOCAL_BASE_URL = "local://"
-
-CREATE_MODEL_PATH = "/api/v1/create_model"
-CREATE_SAMPLING_SESSION_PATH = "/api/v1/create_sampling_session"
-CAPABILITIES_PATH = "/api/v1/get_server_capabilities"
-WEIGHTS_INFO_PATH = "/api/v1/weights_info"
-
-FINISH_REASONS = ("success", "errored", "interrupted")
-
-DEFAULT_SAMPLE_WORKERS = 64
-DEFAULT_REST_WORKERS = 4
-
-# Live ServiceClients of this process, so an unpickled SamplingClient finds its session.
-_LIVE: weakref.WeakSet[ServiceClient] = weakref.WeakSet()
-_LIVE_LOCK = threading.Lock()
+# The Tinker Console, where sessions, runs and checkpoints are shown.
 
 
-def _is_local(url: str | None) -> bool:
-    return url is not None and url.strip().lower().startswith(LOCAL_BASE_URL)
+class _CustomLosses:
+    """The custom losses one session made, by traced key, and the next upload's number."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_key: dict[str, LossHandle] = {}
+        self.next_seq_id = 0
 
 
+@with_async_twins
 class ServiceClient:
     """Connects to the Tinker service and creates training, sampling and REST clients.
 
+    The official 0.38 signature: ``user_metadata`` is attached to the session, ``project_id``
+    (default ``TINKER_PROJECT_ID``) picks the project, ``display_name`` names the session;
     ``api_key`` defaults to ``TINKER_API_KEY`` (an explicit argument wins), ``base_url`` to
-    ``TINKER_BASE_URL`` or the public service; ``"local://"`` runs the offline local server in
-    this process. ``user_metadata`` is attached to the session and ``project_id`` (default
-    ``TINKER_PROJECT_ID``) picks the project.
+    ``TINKER_BASE_URL`` or the public service (``"local://"`` runs the offline local server in
+    this process); ``default_headers_overrides`` are added to every request.
 
-    Keyword-only options: ``stall_timeout`` (seconds without any answer before a pending
-    request fails; default 300, or ``TINKER_LITE_STALL_TIMEOUT``), ``wire`` (``"auto"``:
-    protobuf forward/forward_backward when the service publishes a client config, JSON
-    otherwise; or force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a CA
-    bundle path), ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default
-    ``TINKER_TAGS``), ``default_headers`` (added to every request), ``sample_workers``
-    (threads submitting sample requests), ``max_retries`` (HTTP retries of one request after
-    a connection error or a 408/409/429/5xx answer; default 10, start-up requests at most 2)
-    and ``journal``.
+    tinker_lite's keyword-only options: ``stall_timeout`` (seconds without any answer before a
+    pending request fails; default 300, or ``TINKER_LITE_STALL_TIMEOUT``), ``startup_timeout``
+    (how long a connection that cannot be made, refused, DNS or TLS handshake failure, is
+    retried before the service has answered once; default: the stall timeout, or
+    ``TINKER_LITE_STARTUP_TIMEOUT``), ``wire`` (``"auto"``: protobuf
+    forward/forward_backward when the service publishes a client config, JSON otherwise; or
+    force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a CA bundle path),
+    ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default ``TINKER_TAGS``),
+    ``default_headers`` (added to every request), ``sample_workers`` (threads submitting sample
+    requests, default 16: raise it for many very short samples on a distant service),
+    ``max_retries`` (HTTP retries of one request after a connection error or a 408/409/429/5xx
+    answer; default 10, start-up requests at most 2) and ``journal``. Any other keyword raises
+    :class:`TypeError` naming it.
 
     ``journal`` (a file path; default ``TINKER_LITE_JOURNAL``, unset: no journal) turns on
     the run journal: every completed operation of the clients created here (``create_model``,
@@ -100,12 +105,15 @@ class ServiceClient:
 
     def __init__(
         self,
-        api_key: str | None = None,
-        base_url: str | None = None,
         user_metadata: Mapping[str, Any] | None = None,
         project_id: str | None = None,
         *,
+        display_name: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        default_headers_overrides: Mapping[str, str] | None = None,
         stall_timeout: float | None = None,
+        startup_timeout: float | None = None,
         wire: str = "auto",
         verify: bool | str = True,
         telemetry: bool | None = None,
@@ -114,149 +122,96 @@ class ServiceClient:
         sample_workers: int = DEFAULT_SAMPLE_WORKERS,
         max_retries: int | None = None,
         journal: str | os.PathLike[str] | Journal | None = None,
-        _session_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
-        if isinstance(sample_workers, bool) or not isinstance(sample_workers, int):
-            raise InvalidInputError("sample_workers", f"must be an int, got {sample_workers!r}")
-        if sample_workers < 1:
-            raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
-        self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._closed = False
-        self._sample_workers = sample_workers
-        self._sample_executor: ThreadPoolExecutor | None = None
-        self._rest_executor: ThreadPoolExecutor | None = None
-        self._train_executors: list[ThreadPoolExecutor] = []
-        self._local_server: Any = None
-        self._journal = Journal.resolve(journal)
-        options = dict(_session_options or {})
-        # A session-less client (``create_session=False``) backs a standalone RestClient.
-        self._session_less = options.get("create_session", True) is False
-        if max_retries is not None:
-            policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
-            options["retry_policy"] = dataclasses.replace(policy, max_retries=max_retries)
-        requested_url = base_url if base_url else os.environ.get(ENV_BASE_URL)
-        if _is_local(requested_url):
-            base_url = self._start_local_server()
-        try:
-            self._holder = SessionHolder(
-                api_key=api_key,
-                base_url=base_url,
-                user_metadata=user_metadata,
-                project_id=project_id,
-                stall_timeout=stall_timeout,
-                wire=wire,
-                verify=verify,
-                telemetry=telemetry,
-                tags=tags,
-                default_headers=default_headers,
-                **options,
+        if kwargs:
+            unknown = ", ".join(sorted(kwargs))
+            raise TypeError(f"ServiceClient() got an unexpected keyword argument: {unknown}")
+        if isinstance(user_metadata, str):
+            # The value may be an API key passed in the old tinker_lite order: never echo it.
+            raise InvalidInputError(
+                "user_metadata",
+                "got a string; the first positional argument is user_metadata (the official "
+                "0.38 order), not the API key",
+                "pass the key as ServiceClient(api_key=...)",
             )
-        except BaseException:
-            self._stop_local_server()
-            raise
-        with _LIVE_LOCK:
-            _LIVE.add(self)
-        _ensure_exit_hook()
-        # WIRE.md §P.12: an unclosed client is closed at interpreter exit (a started local
-        # server is stopped and its temporary data removed).
-        ref = weakref.ref(self)
-        self._atexit_hook: Callable[[], None] = lambda: _close_at_exit(ref)
-        atexit.register(self._atexit_hook)
+        if isinstance(project_id, Mapping):
+            raise InvalidInputError("project_id", "must be a string, got a mapping")
+        headers = {**(default_headers or {}), **(default_headers_overrides or {})}
+        self._context = ClientContext(
+            api_key=api_key,
+            base_url=base_url,
+            user_metadata=user_metadata,
+            project_id=project_id,
+            display_name=display_name,
+            stall_timeout=stall_timeout,
+            startup_timeout=startup_timeout,
+            wire=wire,
+            verify=verify,
+            telemetry=telemetry,
+            tags=tags,
+            default_headers=headers or None,
+            sample_workers=sample_workers,
+            max_retries=max_retries,
+            journal=journal,
+        )
 
-    def _start_local_server(self) -> str:
-        # Imported here: the client modules never import the local server at module level.
-        from tinker_lite.local import server as local_server
-
-        server = local_server.LocalServer()
-        url = server.start()
-        self._local_server = server
-        logger.info("Started the offline local server at %s", url)
-        return url
-
-    def _stop_local_server(self) -> None:
-        server, self._local_server = self._local_server, None
-        if server is not None:
-            server.stop()
+    @classmethod
+    def _on_context(cls, context: ClientContext) -> ServiceClient:
+        """A ServiceClient over an existing context (tests inject clocks this way)."""
+        service = cls.__new__(cls)
+        service._context = context
+        return service
 
     def __repr__(self) -> str:
-        return f"ServiceClient(base_url={self._holder.base_url!r}, closed={self._closed})"
+        return f"ServiceClient(base_url={self._context.base_url!r}, closed={self.closed})"
 
     # -- properties ------------------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
-        return self._holder.base_url
+        return self._context.base_url
 
     @property
     def session_id(self) -> str | None:
-        """The id of this client's session on the service."""
-        return self._holder.session_id
+        """The id of this client's session on the service (started on first use)."""
+        return self._context.holder.session_id
 
     @property
     def journal(self) -> Journal | None:
         """The run journal completed operations are recorded in (``None``: off)."""
-        return self._journal
-
-    def _journal_watch(
-        self,
-        future: APIFuture[Any],
-        kind: str,
-        *,
-        seq_id: int | None = None,
-        tokens: int | Callable[[Any], int | None] | None = None,
-        model_id: str | None = None,
-        started: float | None = None,
-        defer: Callable[[Callable[[], None]], None] | None = None,
-    ) -> None:
-        """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
-        journal = self._journal
-        if journal is not None:
-            journal.watch(
-                future,
-                kind,
-                seq_id=seq_id,
-                tokens=tokens,
-                model_id=model_id,
-                started=started,
-                defer=defer,
-            )
+        return self._context.journal
 
     @property
     def holder(self) -> SessionHolder:
         """The session holder shared by this client's training, sampling and REST clients."""
-        return self._holder
+        return self._context.holder
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._closed
+        return self._context.closed
 
     def chunk_limits(self) -> ChunkLimits:
         """Forward/forward_backward chunk limits: the service's client config, else WIRE.md §6.4."""
-        if self._holder.client_config_from_server:
-            config = self._holder.client_config
-            return ChunkLimits(
-                max_datums=max(1, config.fwdbwd_max_chunk_len),
-                max_numbers=None,
-                max_bytes=max(1, config.fwdbwd_max_chunk_bytes_count),
-            )
-        return DEFAULT_LIMITS
+        return self._context.api.chunk_limits()
 
     # -- service calls ---------------------------------------------------------------------------
 
+    @deprecated(
+        "ServiceClient.get_server_capabilities() is deprecated as in the official SDK; use "
+        "RestClient(...).get_server_capabilities(), which needs no ServiceClient."
+    )
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
-        """Return the base models the service supports."""
-        self._check_open()
-        resp = self._holder.submit(
-            PoolKind.TRAIN,
-            "GET",
-            CAPABILITIES_PATH,
-            content_type=None,
-            sdk_method="ServiceClient.get_server_capabilities",
+        """Deprecated: the base models the service supports (no session is created).
+
+        Use :meth:`RestClient.get_server_capabilities`.
+        """
+        self._context.check_open()
+        return self._context.api.get_server_capabilities(
+            sdk_method="ServiceClient.get_server_capabilities"
         )
-        return self._holder.parse(resp, types.GetServerCapabilitiesResponse)
 
     def create_lora_training_client(  # noqa: PLR0917 - the official positional signature
         self,
@@ -267,13 +222,25 @@ class ServiceClient:
         train_attn: bool = True,
         train_unembed: bool = True,
         user_metadata: Mapping[str, str] | None = None,
+        optimizer: types.OptimizerConfig | None = None,
     ) -> TrainingClient:
         """Create a LoRA training run on ``base_model`` and return its TrainingClient.
 
         Blocks until the service has created the model. ``rank`` must be a positive int; at
         least one of ``train_mlp`` / ``train_attn`` / ``train_unembed`` must be true.
+        ``optimizer`` fixes the run's optimizer (:class:`types.AdamOptimizerConfig`, the
+        default, or :class:`types.DimuonOptimizerConfig`); it is sent as ``optimizer_config``.
         """
-        self._check_open()
+        self._context.check_open()
+        if optimizer is not None and not isinstance(
+            optimizer, (types.AdamOptimizerConfig, types.DimuonOptimizerConfig)
+        ):
+            raise InvalidInputError(
+                "optimizer",
+                f"must be a types.AdamOptimizerConfig or types.DimuonOptimizerConfig, got "
+                f"{type(optimizer).__name__}",
+                "e.g. optimizer=types.DimuonOptimizerConfig()",
+            )
         lora = types.LoraConfig(
             rank=rank,
             seed=seed,
@@ -281,98 +248,105 @@ class ServiceClient:
             train_mlp=train_mlp,
             train_attn=train_attn,
         )
-        return self._create_training_client(
+        return TrainingClient._create(
+            self._context,
             base_model,
             lora,
             user_metadata=dict(user_metadata) if user_metadata is not None else None,
             sdk_method="ServiceClient.create_lora_training_client",
+            optimizer=optimizer,
         )
-
-    def _create_training_client(
-        self,
-        base_model: str,
-        lora: types.LoraConfig,
-        *,
-        user_metadata: dict[str, Any] | None,
-        sdk_method: str,
-    ) -> TrainingClient:
-        from tinker_lite.training_client import TrainingClient
-
-        if not isinstance(base_model, str) or not base_model:
-            raise InvalidInputError(
-                "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
-            )
-        session_id = self._holder.session_id
-        if session_id is None:  # pragma: no cover - a ServiceClient always has a session
-            raise InvalidInputError("session", "this client has no session")
-        # WIRE.md §6.1: the number is taken before create_model is sent; a failure consumes it.
-        model_seq_id = self._holder.next_model_seq_id()
-        request = types.CreateModelRequest(
-            session_id=session_id,
-            model_seq_id=model_seq_id,
-            base_model=base_model,
-            user_metadata=user_metadata,
-            lora_config=lora,
-        )
-        created_at = time.monotonic()
-        source: APIFuture[types.CreateModelResponse]
-        try:
-            # WIRE.md §5.7: create_model gets HTTP retries only (no operation-level re-send).
-            resp = self._holder.request(
-                PoolKind.TRAIN, "POST", CREATE_MODEL_PATH, body_obj=request, sdk_method=sdk_method
-            )
-            submitted = self._holder.parse(resp, types.UntypedAPIFuture, what="create_model")
-        except Exception as e:
-            source = APIFuture.failed(e)
-        else:
-            source = self._holder.poller.poll(
-                submitted.request_id,
-                "CreateModel",
-                _json_decoder(types.CreateModelResponse),
-                created_at=created_at,
-            )
-        # Watched first: the journal line is written before the result is returned.
-        self._journal_watch(
-            source,
-            "create_model",
-            seq_id=0,
-            model_id=None,
-            started=created_at,
-        )
-        future: APIFuture[types.CreateModelResponse] = APIFuture(request_type="CreateModel")
-        future.forward_from(source)
-        model_id = future.result().model_id
-        return TrainingClient(self, model_id, base_model=base_model, lora_config=lora)
 
     def create_training_client_from_state(
-        self, path: str, user_metadata: Mapping[str, str] | None = None
+        self,
+        path: str,
+        base_model: str | None = None,
+        user_metadata: Mapping[str, str] | None = None,
+        weights_access_token: str | None = None,
+        optimizer: types.OptimizerConfig | None = None,
     ) -> TrainingClient:
         """Create a training run from a saved state (``tinker://<run>/weights/<name>``).
 
-        The new run has the checkpoint's base model and LoRA settings and starts from its
-        weights; the optimizer state starts fresh (see
-        :meth:`create_training_client_from_state_with_optimizer`). Blocks until loaded.
+        The new run starts from the checkpoint's weights with a fresh optimizer state
+        (``optimizer``: the optimizer of the new run, default AdamW; see
+        :meth:`create_training_client_from_state_with_optimizer`). ``base_model`` overrides the
+        checkpoint's (it must be compatible with it); ``weights_access_token`` reads a
+        checkpoint of another account. One ``load_weights`` creates the model (golden-0.38).
+        Blocks until loaded.
         """
-        return self._from_state(path, user_metadata, optimizer=False)
+        return self._from_state(
+            path,
+            base_model,
+            user_metadata,
+            weights_access_token,
+            optimizer,
+            optimizer_state=False,
+        )
 
     def create_training_client_from_state_with_optimizer(
-        self, path: str, user_metadata: Mapping[str, str] | None = None
+        self,
+        path: str,
+        base_model: str | None = None,
+        user_metadata: Mapping[str, str] | None = None,
+        weights_access_token: str | None = None,
     ) -> TrainingClient:
         """Like :meth:`create_training_client_from_state`, restoring the optimizer state too."""
-        return self._from_state(path, user_metadata, optimizer=True)
+        return self._from_state(
+            path, base_model, user_metadata, weights_access_token, None, optimizer_state=True
+        )
 
     def _from_state(
-        self, path: str, user_metadata: Mapping[str, str] | None, *, optimizer: bool
+        self,
+        path: str,
+        base_model: str | None,
+        user_metadata: Mapping[str, str] | None,
+        weights_access_token: str | None,
+        optimizer_config: types.OptimizerConfig | None,
+        *,
+        optimizer_state: bool,
     ) -> TrainingClient:
-        self._check_open()
+        self._context.check_open()
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)
         method = (
             "ServiceClient.create_training_client_from_state_with_optimizer"
-            if optimizer
+            if optimizer_state
             else "ServiceClient.create_training_client_from_state"
         )
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
-        info = self._weights_info(parsed.tinker_path, method)
+        if self._context.api.service_is_current:
+            return TrainingClient._create_from_state(
+                self._context,
+                parsed.tinker_path,
+                optimizer=optimizer_state,
+                optimizer_config=optimizer_config,
+                base_model=base_model,
+                user_metadata=caller_metadata,
+                weights_access_token=weights_access_token,
+                sdk_method=method,
+            )
+        return self._from_state_legacy(
+            parsed, base_model, caller_metadata, optimizer_state=optimizer_state, method=method
+        )
+
+    def _from_state_legacy(
+        self,
+        parsed: types.ParsedCheckpointTinkerPath,
+        base_model: str | None,
+        caller_metadata: dict[str, str] | None,
+        *,
+        optimizer_state: bool,
+        method: str,
+    ) -> TrainingClient:
+        """A 0.4.1-era service (no ``client/config``) cannot create a model from a load: read
+        the checkpoint's settings, ``create_model``, then ``load_weights`` (WIRE.md §6.2)."""
+        api = self._context.api
+        try:
+            info: types.WeightsInfoResponse | None = api.weights_info(
+                parsed.tinker_path, sdk_method=method
+            )
+        except NotFoundError:
+            logger.debug("weights_info answered 404; reading the training run instead")
+            info = None
         if info is not None:
             lora = types.LoraConfig(
                 rank=info.lora_rank or 32,
@@ -380,185 +354,178 @@ class ServiceClient:
                 train_mlp=True if info.train_mlp is None else info.train_mlp,
                 train_attn=True if info.train_attn is None else info.train_attn,
             )
-            base_model, metadata = info.base_model, caller_metadata
+            source_model, metadata = info.base_model, caller_metadata
         else:
             # WIRE.md §6.2 (0.4.1): read the run; its metadata is merged with the caller's.
-            run = self._get_training_run(parsed.training_run_id, method)
+            run = api.get_training_run(parsed.training_run_id, sdk_method=method)
             lora = types.LoraConfig(rank=run.lora_rank or 32)
-            base_model = run.base_model
+            source_model = run.base_model
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
-        client = self._create_training_client(
-            base_model, lora, user_metadata=metadata, sdk_method=method
+        # the restored optimizer state needs a run of the checkpoint's optimizer family
+        restored = info.optimizer_config if optimizer_state and info is not None else None
+        client = TrainingClient._create(
+            self._context,
+            base_model or source_model,
+            lora,
+            user_metadata=metadata,
+            sdk_method=method,
+            optimizer=restored,
         )
         try:
             client._load(
                 parsed.tinker_path,
-                optimizer=optimizer,
+                optimizer=optimizer_state,
                 sdk_method=method,
-                kind="load_state_with_optimizer" if optimizer else "load_state",
+                kind="load_state_with_optimizer" if optimizer_state else "load_state",
             ).result()
         except BaseException:
             client._shutdown()
             raise
         return client
 
-    def _weights_info(self, tinker_path: str, sdk_method: str) -> types.WeightsInfoResponse | None:
-        try:
-            resp = self._holder.submit(
-                PoolKind.TRAIN,
-                "POST",
-                WEIGHTS_INFO_PATH,
-                body_obj=types.WeightsInfoRequest(tinker_path=tinker_path),
-                sdk_method=sdk_method,
-            )
-        except NotFoundError:
-            logger.debug("weights_info answered 404; reading the training run instead")
-            return None
-        return self._holder.parse(resp, types.WeightsInfoResponse)
-
-    def _get_training_run(self, run_id: str, sdk_method: str) -> types.TrainingRun:
-        resp = self._holder.submit(
-            PoolKind.TRAIN,
-            "GET",
-            f"/api/v1/training_runs/{path_param(run_id)}",
-            content_type=None,
-            sdk_method=sdk_method,
-        )
-        return self._holder.parse(resp, types.TrainingRun)
-
     def create_sampling_client(
         self,
         model_path: str | None = None,
         base_model: str | None = None,
         retry_config: object | None = None,
+        record_stability_info: bool = False,
     ) -> SamplingClient:
         """Create a sampler for saved weights (``model_path``) or a base model (``base_model``).
 
         Exactly one of the two must be given; ``model_path`` is a
         ``tinker://<run>/sampler_weights/<name>`` path from ``save_weights_for_sampler``.
+        ``record_stability_info`` is sent with every sample request of the client.
         ``retry_config`` is accepted for compatibility; retries follow WIRE.md §P.
         """
         del retry_config
-        self._check_open()
-        return self._create_sampling_client(
-            model_path, base_model, sdk_method="ServiceClient.create_sampling_client"
+        self._context.check_open()
+        return SamplingClient._create(
+            self._context,
+            model_path,
+            base_model,
+            sdk_method="ServiceClient.create_sampling_client",
+            record_stability_info=record_stability_info,
         )
 
-    def _create_sampling_client(
-        self, model_path: str | None, base_model: str | None, *, sdk_method: str
-    ) -> SamplingClient:
-        from tinker_lite.sampling_client import SamplingClient
-
-        if (model_path is None) == (base_model is None):
-            raise InvalidInputError(
-                "model_path/base_model",
-                "both are set" if model_path is not None else "neither is set",
-                "pass exactly one: model_path='tinker://<run>/sampler_weights/<name>' or "
-                "base_model='...'",
-            )
-        if model_path is not None:
-            _check_sampleable(model_path)
-        elif not isinstance(base_model, str) or not base_model:
-            raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
-        session_id = self._holder.session_id
-        if session_id is None:  # pragma: no cover - a ServiceClient always has a session
-            raise InvalidInputError("session", "this client has no session")
-        request = types.CreateSamplingSessionRequest(
-            session_id=session_id,
-            sampling_session_seq_id=self._holder.next_sampling_session_seq_id(),
-            base_model=base_model,
-            model_path=model_path,
-        )
-        # WIRE.md §5.7: create_sampling_session gets HTTP retries only.
-        resp = self._holder.request(
-            PoolKind.SESSION,
-            "POST",
-            CREATE_SAMPLING_SESSION_PATH,
-            body_obj=request,
-            sdk_method=sdk_method,
-        )
-        created = self._holder.parse(resp, types.CreateSamplingSessionResponse)
-        return SamplingClient(
-            self,
-            created.sampling_session_id,
-            model_path=model_path,
-            base_model=base_model,
-        )
-
+    @deprecated(
+        "ServiceClient.create_rest_client() is deprecated as in the official SDK; construct "
+        "RestClient(base_url=..., api_key=...) directly (or RestClient(service_client))."
+    )
     def create_rest_client(self) -> RestClient:
-        """Return a RestClient for runs, checkpoints, sessions and samplers."""
-        from tinker_lite.rest_client import RestClient
+        """Deprecated: a RestClient on this client's connection.
 
-        self._check_open()
-        return RestClient(self)
+        Construct :class:`RestClient` directly instead.
+        """
+        return self._rest_client()
 
-    # -- executors (used by the clients) ----------------------------------------------------------
+    def _rest_client(self) -> RestClient:
+        self._context.check_open()
+        return RestClient._on_context(self._context)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("The ServiceClient is closed.")
+    def copy_weights(
+        self,
+        path: str,
+        *,
+        ttl_seconds: int | None = None,
+        weights_access_token: str | None = None,
+    ) -> APIFuture[str]:
+        """Copy weights into this client's project; the future gives the copy's path.
 
-    def _new_train_executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            self._check_open()
-            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinker-lite-train")
-            self._train_executors.append(executor)
-            return executor
+        The project is ``project_id`` (or ``TINKER_PROJECT_ID``); see
+        :meth:`RestClient.copy_weights` for the other arguments. No session is started.
+        """
+        return self._rest_client().copy_weights(
+            path,
+            self._context.api.project_id,
+            ttl_seconds=ttl_seconds,
+            weights_access_token=weights_access_token,
+        )
 
-    def _sample_pool(self) -> ThreadPoolExecutor:
-        with self._lock:
-            self._check_open()
-            if self._sample_executor is None:
-                self._sample_executor = ThreadPoolExecutor(
-                    max_workers=self._sample_workers, thread_name_prefix="tinker-lite-sample"
+    def create_custom_loss(
+        self, fn: PerDatumLossFn, input_ranks: Mapping[str, types.CustomLossInputRank]
+    ) -> APIFuture[LossHandle]:
+        """Make a custom loss for ``TrainingClient.forward_backward_custom``; its handle.
+
+        ``fn`` runs once per datum (the losses are summed): it takes ``logprobs`` first, then
+        one tensor per ``loss_fn_inputs`` key it reads, and returns ``(loss, metrics)`` with
+        metrics keyed ``custom/<name>:sum`` or ``custom/<name>:mean``. ``input_ranks`` gives
+        each parameter's rank (0: scalar, 1: ``[T]``, 2: ``[T, K]``). The loss is traced with
+        ``torch.fx`` (torch is needed) and may use torch and math only. Where the service runs
+        custom losses (client config ``custom_loss_server_side``) it is uploaded and the handle
+        carries its ``loss_id``; a service without the endpoint fails the future with its
+        answer (e.g. :class:`~tinker_lite.NotFoundError`). Otherwise it runs client-side. Each
+        loss is made once per session; its handle works with this session's clients only.
+        """
+        self._context.check_open()
+        inputs = loss_inputs(fn, input_ranks)
+        api = self._context.api
+        handle = trace_loss(fn, inputs, api.session_id())
+        state = self.__dict__.setdefault("_custom_losses", _CustomLosses())
+        with state.lock:
+            existing = state.by_key.get(handle.key)
+            if existing is not None:
+                raise InvalidInputError(
+                    "fn",
+                    f"this session already made {existing.name!r} with the same traced loss",
+                    "reuse its LossHandle",
                 )
-            return self._sample_executor
+            state.by_key[handle.key] = handle
+            seq_id = state.next_seq_id
+            state.next_seq_id += 1
+        if not api.custom_loss_server_side():
+            return APIFuture.completed(handle)
+        request = types.CreateCustomLossRequest(
+            session_id=handle.session_id,
+            custom_loss_seq_id=seq_id,
+            name=handle.name,
+            inputs=list(handle.inputs),
+            graph=encode_graph(handle),
+        )
+        created = api.create_custom_loss(
+            request, sdk_method="ServiceClient.create_custom_loss", created_at=time.monotonic()
+        )
+        out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")
 
-    def _rest_pool(self) -> ThreadPoolExecutor:
-        with self._lock:
-            self._check_open()
-            if self._rest_executor is None:
-                self._rest_executor = ThreadPoolExecutor(
-                    max_workers=DEFAULT_REST_WORKERS, thread_name_prefix="tinker-lite-rest"
-                )
-            return self._rest_executor
-
-    def _run_in(
-        self, pool: ThreadPoolExecutor, fn: Callable[[], T], *, request_type: str | None = None
-    ) -> APIFuture[T]:
-        """Run ``fn`` on ``pool``; its result or error is delivered to the returned future."""
-        out: APIFuture[T] = APIFuture(request_type=request_type)
-
-        def run() -> None:
-            if out.cancelled():
-                return
-            try:
-                value = fn()
-            except BaseException as e:
-                out.try_set_exception(e)
+        def deliver(done: Future[types.CreateCustomLossResponse]) -> None:
+            error = done.exception()
+            if error is not None:
+                out.try_set_exception(error)
             else:
-                out.try_set_result(value)
+                out.try_set_result(dataclasses.replace(handle, loss_id=done.result().loss_id))
 
-        try:
-            pool.submit(run)
-        except RuntimeError:
-            out.try_set_exception(ClientClosedError("The ServiceClient is closed."))
+        created.add_done_callback(deliver)
         return out
 
-    @property
-    def _closing_event(self) -> threading.Event:
-        return self._closing
+    def get_console_url(self) -> str:
+        """The Tinker Console page of this client's session (of all sessions before it starts).
+
+        Sends nothing: a session that has not started yet is not started for this.
+        """
+        session_id = self._context.api.started_session_id
+        if session_id is None:
+            return f"{CONSOLE_URL}/sessions"
+        return f"{CONSOLE_URL}/sessions/{session_id}"
 
     # -- shutdown --------------------------------------------------------------------------------
 
-    def close(self, status: str = "success", detail: str | None = None) -> APIFuture[None]:
-        """End the session, fail pending requests and stop every thread (idempotent).
+    def close(
+        self, status: str = "success", detail: str | None = None, *, wait: bool = True
+    ) -> APIFuture[None]:
+        """Finish what was queued, end the session and stop every thread (idempotent).
 
         ``status`` tells the service how the session ended: ``"success"``, ``"errored"`` or
         ``"interrupted"`` (the official SDK's argument name); ``detail`` is an optional
-        explanation. Stops the heartbeat, flushes
-        telemetry, sends ``POST /api/v1/sessions/{id}/finish`` (WIRE.md §P.12), then joins the
-        polling, submit and REST threads and stops the local server if one was started.
+        explanation. New calls are refused at once. With ``wait=True`` (tinker_lite's
+        keyword-only extra; like ``ThreadPoolExecutor.shutdown(wait=True)``) every training
+        request, sample and REST call already queued is sent and its result awaited, logging
+        at INFO what it waits for; it gives up once none has completed for the stall timeout.
+        ``wait=False`` waits for nothing. What is left is dropped: requests never sent fail with
+        :class:`~tinker_lite.ClientClosedError`, and one WARNING names each dropped request by
+        kind and ``seq_id`` and those already sent (they may still complete on the service).
+        Then the heartbeat stops, telemetry is flushed, ``POST /api/v1/sessions/{id}/finish``
+        is sent (WIRE.md §P.12), the polling, submit and REST threads are joined and the local
+        server is stopped if one was started. Ctrl-C while waiting drops the rest, ends the
+        session as interrupted and re-raises.
 
         Returns a future that is already complete when ``close`` returns, so code that calls
         ``.result()`` on it works as well as code that ignores it. Closing again sends nothing.
@@ -570,24 +537,9 @@ class ServiceClient:
             )
         if detail is not None and not isinstance(detail, str):
             raise InvalidInputError("detail", f"must be a string or None, got {detail!r}")
-        with self._lock:
-            if self._closed:
-                return APIFuture.completed(None)
-            self._closed = True
-            executors = list(self._train_executors)
-            for pool in (self._sample_executor, self._rest_executor):
-                if pool is not None:
-                    executors.append(pool)
-        self._closing.set()
-        atexit.unregister(self._atexit_hook)
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-        try:
-            self._holder.close(cast(FinishReason, status), detail, sdk_method="ServiceClient.close")
-        finally:
-            for executor in executors:
-                executor.shutdown(wait=True)
-            self._stop_local_server()
+        if not isinstance(wait, bool):
+            raise InvalidInputError("wait", f"must be True or False, got {wait!r}")
+        self._context.close(cast(FinishReason, status), detail, wait=wait)
         return APIFuture.completed(None)
 
     def __enter__(self) -> ServiceClient:
@@ -596,99 +548,22 @@ class ServiceClient:
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
     ) -> None:
-        """Close with ``"success"``, ``"errored"`` (an exception) or ``"interrupted"``.
+        """Leaving normally finishes what was queued (``close()``); an exception drops it.
 
-        ``KeyboardInterrupt`` and other exceptions that are not :class:`Exception` subclasses
-        (``SystemExit``) end the session as interrupted.
+        An exception ends the session as ``"errored"``; ``KeyboardInterrupt`` and other
+        exceptions that are not :class:`Exception` subclasses (``SystemExit``) as
+        ``"interrupted"``. Either way nothing more is sent: what was queued and not yet sent is
+        dropped with a WARNING that names it (see :meth:`close`).
         """
         if exc_type is None:
-            reason = "success"
-        elif issubclass(exc_type, Exception):
-            reason = "errored"
-        else:
-            reason = "interrupted"
-        self.close(reason)
-
-
-def _hide_private_parameters(function: Callable[..., Any]) -> None:
-    """Leave ``_``-prefixed parameters out of the signature ``help()`` and the API docs show."""
-    signature = inspect.signature(function)
-    public = [p for p in signature.parameters.values() if not p.name.startswith("_")]
-    setattr(function, "__signature__", signature.replace(parameters=public))  # noqa: B010
-
-
-# ``_session_options`` (session-holder settings for tinker-lite and tests) is not public API.
-_hide_private_parameters(ServiceClient.__init__)
-
-_exit_hook_registered = False
-
-
-def _close_live_clients() -> None:
-    with _LIVE_LOCK:
-        clients = list(_LIVE)
-    for client in clients:
-        try:
-            client.close()
-        except Exception:  # pragma: no cover - never fail interpreter exit
-            logger.debug("closing at exit failed", exc_info=True)
-
-
-def _ensure_exit_hook() -> None:
-    """Close live clients before the interpreter waits for worker threads at exit.
-
-    concurrent.futures joins its worker threads in threading's exit hooks, which run before
-    ``atexit``: a submit thread still retrying against a failing service would keep the
-    process alive for minutes after an uncaught error. Closing first makes them return at once.
-    """
-    global _exit_hook_registered
-    with _LIVE_LOCK:
-        if _exit_hook_registered:
+            self.close("success")
             return
-        _exit_hook_registered = True
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:  # pragma: no cover - CPython >= 3.9 has it
-        return
-    try:
-        register(_close_live_clients)
-    except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
-        logger.debug("could not register the exit hook", exc_info=True)
-
-
-def _close_at_exit(ref: weakref.ref[ServiceClient]) -> None:
-    client = ref()
-    if client is not None:
-        try:
-            client.close()
-        except Exception:  # pragma: no cover - never fail interpreter exit
-            logger.debug("closing at exit failed", exc_info=True)
-
-
-def _check_sampleable(model_path: str) -> None:
-    """Reject a path that cannot be sampled (WIRE.md §3.12; SERVER.md §7)."""
-    types.check_tinker_path("model_path", model_path)
-    try:
-        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(model_path)
-    except InvalidInputError:
-        return  # another path format: let the service decide
-    if parsed.checkpoint_type == "training":
-        raise InvalidInputError(
-            "model_path",
-            f"{model_path!r} is a training state (weights/...), which cannot be sampled",
-            "save with save_weights_for_sampler(name) and sample from the "
-            "tinker://<run>/sampler_weights/<name> path it returns",
+        reason: FinishReason = "errored" if issubclass(exc_type, Exception) else "interrupted"
+        self._context.close(
+            reason,
+            wait=False,
+            why=f"{exc_type.__name__} left the 'with ServiceClient' block",
         )
-
-
-def find_live_client(base_url: str) -> ServiceClient | None:
-    """Return an open ServiceClient of this process connected to ``base_url``, if any."""
-    wanted = base_url.rstrip("/")
-    with _LIVE_LOCK:
-        for client in list(_LIVE):
-            if client._session_less or client.closed:
-                continue
-            if client.base_url.rstrip("/") == wanted:
-                return client
-    return None

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tinker_lite._errors import TinkerError
+from tinker_lite._errors import TokenizerUnavailableError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -51,15 +51,6 @@ _UNSUPPORTED_PREFIXES = ("moonshotai/Kimi",)
 
 _cache: dict[str, Tokenizer] = {}
 _cache_lock = threading.Lock()
-
-
-class TokenizerUnavailableError(TinkerError, LookupError):
-    """The tokenizer could not be found locally nor fetched; the message says how to provide it."""
-
-    def __init__(self, tokenizer_id: str, reason: str) -> None:
-        self.tokenizer_id = tokenizer_id
-        self.reason = reason
-        super().__init__(f"tokenizer {tokenizer_id!r} is unavailable: {reason}")
 
 
 def resolve_tokenizer_id(model_name: str | None, tokenizer_id: str | None = None) -> str:

@@ -15,71 +15,84 @@ futures at once and both requests reach the service back to back.
 
 Threading contract: every method may be called from any thread; calls made from several threads
 are sent in the order the calls were made.
+
+Size (over the house's ~600 lines): the official 0.38 TrainingClient surface, about twenty
+public methods, over one ordered submit queue; request encoding lives in :mod:`_api` and the
+custom-loss gradients in :mod:`_custom_loss`, so what remains is one job.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import logging
-import math
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 import numpy as np
-import numpy.typing as npt
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._api import CONSOLE_URL, TrainingRequest
+from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import combine_outputs
+from tinker_lite._context import ClientContext
+from tinker_lite._custom_loss import (
+    CustomLossFn,
+    check_loss_type_input,
+    custom_gradients,
+    logprobs_of,
+    merge_metrics,
+)
+from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIConnectionError,
     APIError,
     APIResponseValidationError,
     APIStatusError,
+    ClientClosedError,
     InvalidInputError,
-    TinkerError,
 )
-from tinker_lite._futures import APIFuture, QueueStateLogger, ReadyClient, chain, combine
-from tinker_lite._futures import json_decoder as _decode_json
-from tinker_lite._http import JSON, PROTOBUF, ClientClosedError, HttpResponse, PoolKind
+from tinker_lite._futures import APIFuture, ReadyClient, chain, combine
 from tinker_lite._journal import SeqOrder
+from tinker_lite._loss_handle import LossHandle
+from tinker_lite._poller import QueueStateLogger
 from tinker_lite._validate import validate
+from tinker_lite.sampling_client import SamplingClient, check_record_stability_info
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from tinker_lite.sampling_client import SamplingClient
-    from tinker_lite.service_client import ServiceClient
+    from tinker_lite._pending import PendingRequest
 
 __all__ = ["CustomLossFn", "TrainingClient"]
 
 logger = logging.getLogger("tinker_lite.training_client")
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-# loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
-CustomLossFn = Callable[[list[types.Datum], list[Any]], Any]
+"""Where the Tinker Console lives (training runs are under ``/training_runs/<id>``)."""
 
-_FORWARD_PATH = "/api/v1/forward"
-_FORWARD_BACKWARD_PATH = "/api/v1/forward_backward"
+_OPTIM_PARAMS = (types.AdamParams, types.DimuonParams)
+_MAX_AGE_RECIPIENTS = 10
+_LOAD_STATE_DEPRECATION = (
+    "TrainingClient.load_state*() is deprecated (as in the official SDK) and will not be "
+    "supported by future Tinker SDK versions: create a new training client from the "
+    "checkpoint with ServiceClient.create_training_client_from_state() or "
+    "ServiceClient.create_training_client_from_state_with_optimizer()."
+)
 
 
 @attrs.frozen
 class _Submission:
-    """One training request, encoded at call time, waiting for its turn."""
+    """One encoded training request and the public method that sent it."""
 
-    path: str
-    body: bytes
-    content_type: str
-    request_type: str
-    decode: Callable[[HttpResponse], Any]
-    accept: str = JSON
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    sdk_method: str | None = None
-    tokens: int | None = None  # input tokens of a forward/forward_backward chunk (journal)
+    request: TrainingRequest
+    sdk_method: str
 
 
 @attrs.frozen
@@ -91,15 +104,7 @@ class _Operation:
     created_at: float
 
 
-def _decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
-    # WIRE.md §P.10: decode whichever content type the service answered with.
-    if resp.is_protobuf:
-        from tinker_lite import _proto
-
-        return _proto.decode_forward_backward_output(resp.body)
-    return _wire.structure(resp.json(), types.ForwardBackwardOutput)
-
-
+@with_async_twins
 class TrainingClient(ReadyClient):
     """Trains one LoRA model: forward/backward passes, optimizer steps, checkpoints, sampling.
 
@@ -109,18 +114,20 @@ class TrainingClient(ReadyClient):
 
     def __init__(
         self,
-        service: ServiceClient,
+        context: ClientContext,
         model_id: str,
         *,
         base_model: str | None = None,
         lora_config: types.LoraConfig | None = None,
+        info: types.GetInfoResponse | None = None,
     ) -> None:
-        self._service = service
-        self._holder = service.holder
+        self._context = context
+        self._api = context.api
         self.model_id = model_id
+        self._info = info
         self._base_model = base_model
         self._lora_config = lora_config
-        self._executor = service._new_train_executor()
+        self._executor = context.new_train_executor()
         self._order_lock = threading.Lock()
         # (seq_id, path, error) of a submit the service may never have received; read and
         # written only on the executor's single thread.
@@ -136,31 +143,154 @@ class TrainingClient(ReadyClient):
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
+    @classmethod
+    def _create(
+        cls,
+        context: ClientContext,
+        base_model: str,
+        lora: types.LoraConfig,
+        *,
+        user_metadata: dict[str, Any] | None,
+        sdk_method: str,
+        optimizer: types.OptimizerConfig | None = None,
+    ) -> TrainingClient:
+        """Create the model on the service (starting the session if needed) and its client."""
+        if not isinstance(base_model, str) or not base_model:
+            raise InvalidInputError(
+                "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
+            )
+        api = context.api
+        session_id = api.session_id()
+        # WIRE.md §6.1: the number is taken before create_model is sent; a failure consumes it.
+        request = types.CreateModelRequest(
+            session_id=session_id,
+            model_seq_id=api.next_model_seq_id(),
+            base_model=base_model,
+            user_metadata=user_metadata,
+            lora_config=lora,
+            **({} if optimizer is None else {"optimizer_config": optimizer}),
+        )
+        created_at = time.monotonic()
+        source = api.create_model(request, sdk_method=sdk_method, created_at=created_at)
+        # Watched first: the journal line is written before the result is returned.
+        context.journal_watch(source, "create_model", seq_id=0, started=created_at)
+        future: APIFuture[types.CreateModelResponse] = APIFuture(request_type="CreateModel")
+        future.forward_from(source)
+        model_id = future.result().model_id
+        return cls._created(
+            context, model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
+        )
+
+    @classmethod
+    def _create_from_state(
+        cls,
+        context: ClientContext,
+        path: str,
+        *,
+        optimizer: bool,
+        optimizer_config: object | None,
+        base_model: str | None,
+        user_metadata: dict[str, Any] | None,
+        weights_access_token: str | None,
+        sdk_method: str,
+    ) -> TrainingClient:
+        """Create a model from a saved state with one ``load_weights`` (golden-0.38).
+
+        The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` /
+        ``seq_id``: the service creates the model ``<session_id>:train:<model_seq_id>`` from the
+        checkpoint, so the new client's first request has ``seq_id`` 1.
+        """
+        api = context.api
+        session_id = api.session_id()
+        model_seq_id = api.next_model_seq_id()
+        request = types.LoadWeightsRequest(
+            session_id=session_id,
+            model_seq_id=model_seq_id,
+            base_model=base_model,
+            user_metadata=user_metadata,
+            path=path,
+            optimizer=optimizer,
+            optimizer_config=optimizer_config,
+            weights_access_token=weights_access_token,
+        )
+        created_at = time.monotonic()
+        source = api.load_weights_creating_model(
+            request, sdk_method=sdk_method, created_at=created_at
+        )
+        context.journal_watch(source, "create_model", seq_id=0, started=created_at)
+        future: APIFuture[types.LoadWeightsResponse] = APIFuture(request_type="LoadWeights")
+        future.forward_from(source)
+        future.result()
+        # golden-0.38: the service names the model after the session and the number.
+        model_id = f"{session_id}:train:{model_seq_id}"
+        client = cls._created(context, model_id, base_model=None, lora=None, sdk_method=sdk_method)
+        if client._info is not None:
+            client._base_model = client._info.model_data.model_name or client._info.model_name
+        return client
+
+    @classmethod
+    def _created(
+        cls,
+        context: ClientContext,
+        model_id: str,
+        *,
+        base_model: str | None,
+        lora: types.LoraConfig | None,
+        sdk_method: str,
+    ) -> TrainingClient:
+        """The client of a model the service has just created: 0.38 reads its info once."""
+        info = context.api.get_info(model_id, sdk_method=sdk_method)
+        return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+
     # -- sequencing ------------------------------------------------------------------------------
 
     def _schedule(
-        self, builds: Sequence[Callable[[int], _Submission]], *, created_at: float, kind: str
+        self,
+        builds: Sequence[Callable[[int], _Submission]],
+        *,
+        created_at: float,
+        kind: str,
+        first_last: bool = False,
     ) -> list[APIFuture[Any]]:
         """Reserve one request id per build (in call order) and queue the submits.
 
         ``kind`` names the operation in the run journal (the public method's name).
+        ``first_last`` queues the first submit after the others (their ``seq_id`` stay in call
+        order); the futures are returned in ``seq_id`` order either way.
         """
         with self._order_lock:
-            self._service._check_open()
+            self._context.check_open()
             first_seq = self._next_request_id + 1
             # Encoded before any id is consumed: an encoding error leaves no gap in seq_ids.
             submissions = [build(first_seq + index) for index, build in enumerate(builds)]
             self._next_request_id += len(submissions)
-            futures: list[APIFuture[Any]] = []
-            for index, submission in enumerate(submissions):
-                out: APIFuture[Any] = APIFuture(request_type=submission.request_type)
+            futures: list[APIFuture[Any]] = [
+                APIFuture(request_type=submission.request.request_type)
+                for submission in submissions
+            ]
+            order = list(range(len(submissions)))
+            if first_last and len(order) > 1:
+                order = [*order[1:], 0]
+            for index in order:
+                submission, out = submissions[index], futures[index]
                 op = _Operation(kind, first_seq + index, created_at)
+                # Registered for close(): finished on a normal close, named if dropped.
+                pending = self._context.pending.track(
+                    kind,
+                    out,
+                    owner=f"training run {self.model_id}",
+                    seq_id=op.seq_id,
+                    on_drop=functools.partial(
+                        self._deliver_error, out=out, submission=submission, op=op
+                    ),
+                )
                 try:
-                    self._executor.submit(self._send, submission, out, op)
+                    self._executor.submit(self._send, submission, out, op, pending)
                 except RuntimeError:
-                    closed = ClientClosedError("The ServiceClient is closed.")
-                    self._deliver(APIFuture.failed(closed), out, submission, op)
-                futures.append(out)
+                    if pending.claim():
+                        self._deliver_error(
+                            ClientClosedError("The ServiceClient is closed."), out, submission, op
+                        )
         return futures
 
     def _deliver(
@@ -173,56 +303,58 @@ class TrainingClient(ReadyClient):
         """
         # Watched first: the line is written (or queued behind an earlier seq_id still
         # pending) before ``out`` completes.
-        self._service._journal_watch(
+        self._context.journal_watch(
             source,
             op.kind,
             seq_id=op.seq_id,
-            tokens=submission.tokens,
+            tokens=submission.request.tokens,
             model_id=self.model_id,
             started=op.created_at,
             defer=self._journal_order.slot(op.seq_id),
         )
         out.forward_from(source)
 
-    def _send(self, submission: _Submission, out: APIFuture[Any], op: _Operation) -> None:
+    def _deliver_error(
+        self, error: BaseException, out: APIFuture[Any], submission: _Submission, op: _Operation
+    ) -> None:
+        self._deliver(APIFuture.failed(error), out, submission, op)
+
+    def _send(
+        self, submission: _Submission, out: APIFuture[Any], op: _Operation, pending: PendingRequest
+    ) -> None:
         """Submit one request (its turn has come) and hand its polling to the poller."""
+        if not pending.claim():
+            return  # dropped by close(): its future already holds a ClientClosedError
+        request = submission.request
         if self._lost_submit is not None:
-            held = _held_back(self._lost_submit, op.seq_id, submission.request_type)
+            held = _held_back(self._lost_submit, op.seq_id, request.request_type)
             self._deliver(APIFuture.failed(held), out, submission, op)
             return
         try:
-            resp = self._holder.submit(
-                PoolKind.TRAIN,
-                "POST",
-                submission.path,
-                body=submission.body,
-                content_type=submission.content_type,
-                headers=submission.headers,
-                sdk_method=submission.sdk_method,
-            )
-            submitted = self._holder.parse(resp, types.UntypedAPIFuture, what=submission.path)
+            request_id = self._api.submit_training(request, sdk_method=submission.sdk_method)
         except BaseException as e:
             self._report(e)
             if _maybe_not_received(e):
-                self._lost_submit = (op.seq_id, submission.path, e)
+                self._lost_submit = (op.seq_id, request.path, e)
             self._deliver(APIFuture.failed(e), out, submission, op)
             return
         try:
-            inner = self._holder.poller.poll(
-                submitted.request_id,
-                submission.request_type,
-                submission.decode,
+            inner = self._api.poll(
+                request_id,
+                request.request_type,
+                request.decode,
                 created_at=op.created_at,
-                accept=submission.accept,
+                accept=request.accept,
                 on_queue_state=self._queue_logger,
+                sdk_method=submission.sdk_method,
             )
         except BaseException as e:
-            self._deliver(APIFuture.failed(e, request_id=submitted.request_id), out, submission, op)
+            self._deliver(APIFuture.failed(e, request_id=request_id), out, submission, op)
             return
         self._deliver(inner, out, submission, op)
 
     def _report(self, error: BaseException) -> None:
-        telemetry = self._holder.telemetry
+        telemetry = self._api.telemetry
         if telemetry is not None and not isinstance(error, ClientClosedError):
             try:
                 telemetry.log_exception(error)
@@ -230,21 +362,9 @@ class TrainingClient(ReadyClient):
                 logger.debug("telemetry failed", exc_info=True)
 
     def _json_submission(
-        self,
-        path: str,
-        request: object,
-        request_type: str,
-        result_cls: type[Any],
-        sdk_method: str,
+        self, request: object, result_cls: type[Any], sdk_method: str
     ) -> _Submission:
-        return _Submission(
-            path=path,
-            body=_wire.dumps(request),
-            content_type=JSON,
-            request_type=request_type,
-            decode=_decode_json(result_cls),
-            sdk_method=sdk_method,
-        )
+        return _Submission(self._api.encode_training(request, result_cls), sdk_method)
 
     def _single(self, build: Callable[[int], _Submission], *, kind: str) -> APIFuture[Any]:
         return self._schedule([build], created_at=time.monotonic(), kind=kind)[0]
@@ -304,12 +424,12 @@ class TrainingClient(ReadyClient):
         kind: str,
     ) -> APIFuture[types.ForwardBackwardOutput]:
         created_at = time.monotonic()
-        self._service._check_open()
+        self._context.check_open()
         report = validate(
             data,
             loss_fn,
             loss_fn_config,
-            limits=self._service.chunk_limits(),
+            limits=self._api.chunk_limits(),
             vocab_size=self._vocab_size,
         )
         request_type = "Forward" if forward_only else "ForwardBackward"
@@ -320,222 +440,245 @@ class TrainingClient(ReadyClient):
             )
         items = list(data)
         config = dict(loss_fn_config) if loss_fn_config is not None else None
-        use_proto = self._holder.wire_format == "protobuf"
+        wire = self._api.wire_format
 
         def builder(chunk: range) -> Callable[[int], _Submission]:
             def build(seq_id: int) -> _Submission:
-                return self._fb_submission(
-                    items[chunk.start : chunk.stop],
-                    report.loss_fn,
-                    config,
-                    seq_id,
+                encoded = self._api.encode_forward_backward(
+                    model_id=self.model_id,
+                    seq_id=seq_id,
+                    data=items[chunk.start : chunk.stop],
+                    loss_fn=report.loss_fn,
+                    loss_fn_config=config,
                     forward_only=forward_only,
-                    use_proto=use_proto,
-                    sdk_method=sdk_method,
+                    wire=wire,
                 )
+                return _Submission(encoded, sdk_method)
 
             return build
 
+        # golden-0.38 (parallel_fwdbwd_chunks): every chunk after the first goes out before it.
         futures = self._schedule(
-            [builder(c) for c in report.chunks], created_at=created_at, kind=kind
+            [builder(c) for c in report.chunks],
+            created_at=created_at,
+            kind=kind,
+            first_last=self._api.first_chunk_last,
         )
         return combine(futures, combine_outputs, request_type=request_type)
 
-    def _fb_submission(
-        self,
-        data: list[types.Datum],
-        loss_fn: str,
-        config: dict[str, float | str] | None,
-        seq_id: int,
-        *,
-        forward_only: bool,
-        use_proto: bool,
-        sdk_method: str,
-    ) -> _Submission:
-        request_type = "Forward" if forward_only else "ForwardBackward"
-        tokens = sum(datum.model_input.length for datum in data)
-        if use_proto:
-            from tinker_lite import _proto
-
-            # WIRE.md §13.3/§P.10: protobuf to /forward_backward; forward_only marks a forward.
-            body = _proto.encode_forward_backward_request(
-                model_id=self.model_id,
-                seq_id=seq_id,
-                data=data,
-                loss_fn=loss_fn,
-                loss_fn_config=config,
-                forward_only=forward_only,
-            )
-            headers: dict[str, str] = {}
-            if self._holder.client_config.proto_compress_fwdbwd and _proto.zstd_available():
-                body = _proto.compress(body)
-                headers["Content-Encoding"] = "zstd"
-            return _Submission(
-                path=_FORWARD_BACKWARD_PATH,
-                body=body,
-                content_type=PROTOBUF,
-                request_type=request_type,
-                decode=_decode_forward_backward,
-                accept=PROTOBUF,
-                headers=headers,
-                sdk_method=sdk_method,
-                tokens=tokens,
-            )
-        fb_input = types.ForwardBackwardInput(data=data, loss_fn=loss_fn, loss_fn_config=config)
-        request: object
-        if forward_only:
-            request = types.ForwardRequest(
-                forward_input=fb_input, model_id=self.model_id, seq_id=seq_id
-            )
-        else:
-            request = types.ForwardBackwardRequest(
-                forward_backward_input=fb_input, model_id=self.model_id, seq_id=seq_id
-            )
-        return _Submission(
-            path=_FORWARD_PATH if forward_only else _FORWARD_BACKWARD_PATH,
-            body=_wire.dumps(request),
-            content_type=JSON,
-            request_type=request_type,
-            decode=_decode_forward_backward,
-            sdk_method=sdk_method,
-            tokens=tokens,
-        )
-
     def forward_backward_custom(
-        self, data: Sequence[types.Datum], loss_fn: CustomLossFn
+        self,
+        data: Sequence[types.Datum],
+        loss_fn: CustomLossFn | LossHandle,
+        *,
+        loss_type_input: Literal["logprobs"] | None = None,
     ) -> APIFuture[types.ForwardBackwardOutput]:
         """Train on a loss computed on the client from the model's logprobs (WIRE.md §8).
 
         Runs ``forward(data, "cross_entropy")``, calls ``loss_fn`` on the logprobs, then sends
         ``forward_backward`` with cross-entropy weights equal to minus the loss's gradient with
         respect to the logprobs, which gives the model exactly the custom loss's gradient.
-        Blocks until that second request is queued and returns its future; its metrics are the
-        service's plus the ones ``loss_fn`` returned (which win on a clash).
+        Blocks until that second request is queued and returns its future. As in the official
+        SDK, its metrics report the custom loss as ``loss:sum`` and the service's surrogate
+        cross-entropy as ``surrogate_loss:sum``; the metrics ``loss_fn`` returned come with them
+        (and win over the service's other ones).
 
         Without torch, ``loss_fn(data, logprobs)`` receives ``data`` and one float32 numpy
         array per datum (shaped like its ``target_tokens``) and returns
-        ``(loss, grads, metrics)``: the loss value (a finite float, for the caller's own
-        bookkeeping), ``d loss / d logprobs`` (one array per datum, same shapes) and a dict of
-        float metrics. With torch installed, the official form also works: ``loss_fn`` receives
-        torch tensors and returns ``(loss, metrics)`` where ``loss`` is a scalar tensor; the
-        gradient comes from autograd. Every datum needs ``target_tokens``; other inputs are
-        passed to ``loss_fn`` but only ``target_tokens`` and ``weights`` are sent.
+        ``(loss, grads, metrics)``: the loss value (a finite float), ``d loss / d logprobs``
+        (one array per datum, same shapes) and a dict of float metrics. With torch installed,
+        the official form also works: ``loss_fn`` receives torch tensors and returns
+        ``(loss, metrics)`` where ``loss`` is a scalar tensor; the gradient comes from
+        autograd. Every datum needs ``target_tokens``; other inputs are passed to ``loss_fn``
+        but only ``target_tokens`` and ``weights`` are sent. ``loss_type_input`` is deprecated
+        (as in the official SDK): the loss always receives logprobs. ``loss_fn`` may also be a
+        :class:`~tinker_lite.LossHandle` from ``ServiceClient.create_custom_loss`` of the same
+        session: one the service runs (it has a ``loss_id``) is sent as one
+        ``forward_backward(data, "custom", {"loss_id": ...})``; otherwise it runs here.
         """
+        check_loss_type_input(loss_type_input)
         items = list(data)
+        if isinstance(loss_fn, LossHandle):
+            session_id = self._context.api.session_id()
+            if loss_fn.session_id != session_id:
+                raise InvalidInputError(
+                    "loss_fn",
+                    f"LossHandle {loss_fn.name!r} was created in session {loss_fn.session_id}; "
+                    "only clients of that session can use it",
+                    "make the loss with this client's ServiceClient.create_custom_loss",
+                )
+            if loss_fn.loss_id is not None:
+                # An uploaded loss runs on the service in one forward_backward (0.38).
+                return self.forward_backward(items, "custom", {"loss_id": loss_fn.loss_id})
+            loss_fn = loss_fn.as_loss_fn()
         if not callable(loss_fn):
             raise InvalidInputError("loss_fn", "must be callable", "pass a function")
-        forward_data: list[types.Datum] = []
-        for index, datum in enumerate(items):
-            if not isinstance(datum, types.Datum):
-                raise InvalidInputError(f"data[{index}]", f"must be a Datum, got {datum!r}")
-            if "target_tokens" not in datum.loss_fn_inputs:
-                raise InvalidInputError(
-                    f"data[{index}].loss_fn_inputs",
-                    "forward_backward_custom needs 'target_tokens'",
-                    "give the token each position predicts",
-                )
-            inputs = {"target_tokens": datum.loss_fn_inputs["target_tokens"]}
-            if "weights" in datum.loss_fn_inputs:
-                inputs["weights"] = datum.loss_fn_inputs["weights"]
-            forward_data.append(types.Datum(model_input=datum.model_input, loss_fn_inputs=inputs))
+        forward_data = [_custom_forward_datum(datum, index) for index, datum in enumerate(items)]
         if not items:
             return APIFuture.completed(
                 types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
             )
         forward_out = self.forward(forward_data, "cross_entropy").result()
         logprobs = [
-            _logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
+            logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
         ]
         if len(logprobs) != len(items):
             raise APIResponseValidationError(
                 f"forward returned {len(logprobs)} outputs for {len(items)} datums"
             )
-        grads, user_metrics = _custom_gradients(loss_fn, items, logprobs)
+        custom = custom_gradients(loss_fn, items, logprobs)
         backward_data = [
-            types.Datum(
-                model_input=datum.model_input,
+            attrs.evolve(
+                sent,
                 loss_fn_inputs={
-                    "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                    "target_tokens": sent.loss_fn_inputs["target_tokens"],
                     "weights": types.TensorData.from_numpy((-grad).astype(np.float32)),
                 },
             )
-            for datum, grad in zip(items, grads, strict=True)
+            for sent, grad in zip(forward_data, custom.grads, strict=True)
         ]
         future = self.forward_backward(backward_data, "cross_entropy")
 
-        def add_metrics(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
-            return attrs.evolve(out, metrics={**out.metrics, **user_metrics})
+        def report(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
+            return attrs.evolve(out, metrics=merge_metrics(out.metrics, custom))
 
-        return chain(future, add_metrics)
+        return chain(future, report)
 
     # -- optimizer and checkpoints ---------------------------------------------------------------
 
-    def optim_step(self, adam_params: types.AdamParams) -> APIFuture[types.OptimStepResponse]:
-        """Apply one Adam(W) step with the gradients accumulated so far, then clear them."""
-        if not isinstance(adam_params, types.AdamParams):
+    def optim_step(
+        self,
+        optim_params: types.OptimParams | None = None,
+        *,
+        adam_params: types.AdamParams | None = None,
+    ) -> APIFuture[types.OptimStepResponse]:
+        """Apply one optimizer step with the gradients accumulated so far, then clear them.
+
+        ``optim_params`` is an :class:`~tinker_lite.types.AdamParams` (AdamW, the default
+        optimizer) or a :class:`~tinker_lite.types.DimuonParams` (runs created with the Dimuon
+        optimizer); ``adam_params=`` is the legacy keyword for the former.
+        """
+        if optim_params is not None and adam_params is not None:
             raise InvalidInputError(
-                "adam_params",
-                f"must be an AdamParams, got {type(adam_params).__name__}",
+                "optim_params",
+                "both optim_params and adam_params are given",
+                "pass one: optim_step(types.AdamParams(...)) (adam_params= is the legacy name)",
+            )
+        field = "adam_params" if adam_params is not None else "optim_params"
+        params = adam_params if adam_params is not None else optim_params
+        allowed = (types.AdamParams,) if field == "adam_params" else _OPTIM_PARAMS
+        if not isinstance(params, allowed):
+            raise InvalidInputError(
+                field,
+                f"must be an {' or '.join(c.__name__ for c in allowed)}, got "
+                f"{type(params).__name__}",
                 "e.g. types.AdamParams(learning_rate=1e-4)",
             )
         return self._single(
-            lambda seq_id: self._json_submission(
-                "/api/v1/optim_step",
-                types.OptimStepRequest(
-                    model_id=self.model_id, seq_id=seq_id, adam_params=adam_params
-                ),
-                "OptimStep",
-                types.OptimStepResponse,
+            lambda seq_id: _Submission(
+                self._api.encode_optim_step(self.model_id, seq_id, params),
                 "TrainingClient.optim_step",
             ),
             kind="optim_step",
         )
 
     def save_state(
-        self, name: str, ttl_seconds: int | None = None
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        overwrite: bool = False,
+        user_metadata: dict[str, str] | None = None,
     ) -> APIFuture[types.SaveWeightsResponse]:
-        """Save weights and optimizer state as ``tinker://<run>/weights/<name>`` (resumable)."""
+        """Save weights and optimizer state as ``tinker://<run>/weights/<name>`` (resumable).
+
+        ``ttl_seconds`` bounds the checkpoint's life (None: it never expires); ``overwrite``
+        replaces an existing checkpoint of that name (and its whole ``user_metadata``);
+        ``user_metadata`` (str -> str) is kept with the checkpoint and shown in its listings.
+        """
         _check_name("name", name)
-        types.SaveWeightsRequest(model_id=self.model_id, path=name, ttl_seconds=ttl_seconds)
+        _check_flag("overwrite", overwrite)
+        metadata = _check_user_metadata(user_metadata)
+
+        def request(seq_id: int | None) -> types.SaveWeightsRequest:
+            return types.SaveWeightsRequest(
+                model_id=self.model_id,
+                path=name,
+                seq_id=seq_id,
+                ttl_seconds=ttl_seconds,
+                overwrite=overwrite,
+                user_metadata=metadata,
+            )
+
+        request(None)  # checks ttl_seconds before a seq_id is taken
         return self._single(
             lambda seq_id: self._json_submission(
-                "/api/v1/save_weights",
-                types.SaveWeightsRequest(
-                    model_id=self.model_id, path=name, seq_id=seq_id, ttl_seconds=ttl_seconds
-                ),
-                "SaveWeights",
-                types.SaveWeightsResponse,
-                "TrainingClient.save_state",
+                request(seq_id), types.SaveWeightsResponse, "TrainingClient.save_state"
             ),
             kind="save_state",
         )
 
-    def load_state(self, path: str) -> APIFuture[types.LoadWeightsResponse]:
-        """Load the weights of a saved state; the optimizer state starts fresh."""
-        return self._load(
-            path, optimizer=False, sdk_method="TrainingClient.load_state", kind="load_state"
-        )
+    @deprecated(_LOAD_STATE_DEPRECATION)
+    def load_state(
+        self, path: str, weights_access_token: str | None = None
+    ) -> APIFuture[types.LoadWeightsResponse]:
+        """Load the weights of a saved state; the optimizer state starts fresh.
 
-    def load_state_with_optimizer(self, path: str) -> APIFuture[types.LoadWeightsResponse]:
-        """Load the weights and the optimizer state of a saved state."""
+        Deprecated, as in the official SDK: create a new training client from the checkpoint
+        with :meth:`ServiceClient.create_training_client_from_state`. ``weights_access_token``
+        loads a checkpoint of another account.
+        """
         return self._load(
             path,
+            weights_access_token=weights_access_token,
+            optimizer=False,
+            sdk_method="TrainingClient.load_state",
+            kind="load_state",
+        )
+
+    @deprecated(_LOAD_STATE_DEPRECATION)
+    def load_state_with_optimizer(
+        self, path: str, weights_access_token: str | None = None
+    ) -> APIFuture[types.LoadWeightsResponse]:
+        """Load the weights and the optimizer state of a saved state.
+
+        Deprecated, as in the official SDK: use
+        :meth:`ServiceClient.create_training_client_from_state_with_optimizer`.
+        """
+        return self._load(
+            path,
+            weights_access_token=weights_access_token,
             optimizer=True,
             sdk_method="TrainingClient.load_state_with_optimizer",
             kind="load_state_with_optimizer",
         )
 
     def _load(
-        self, path: str, *, optimizer: bool, sdk_method: str, kind: str
+        self,
+        path: str,
+        *,
+        optimizer: bool,
+        sdk_method: str,
+        kind: str,
+        weights_access_token: str | None = None,
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
+        if weights_access_token is not None and not isinstance(weights_access_token, str):
+            raise InvalidInputError(
+                "weights_access_token",
+                f"must be a str or None, got {type(weights_access_token).__name__}",
+                "to load the optimizer state too, call load_state_with_optimizer(path)"
+                if isinstance(weights_access_token, bool)
+                else "pass the access token of the account that owns the checkpoint",
+            )
         return self._single(
             lambda seq_id: self._json_submission(
-                "/api/v1/load_weights",
                 types.LoadWeightsRequest(
-                    model_id=self.model_id, seq_id=seq_id, path=path, optimizer=optimizer
+                    model_id=self.model_id,
+                    seq_id=seq_id,
+                    path=path,
+                    optimizer=optimizer,
+                    weights_access_token=weights_access_token,
                 ),
-                "LoadWeights",
                 types.LoadWeightsResponse,
                 sdk_method,
             ),
@@ -543,20 +686,31 @@ class TrainingClient(ReadyClient):
         )
 
     def save_weights_for_sampler(
-        self, name: str, ttl_seconds: int | None = None
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        user_metadata: dict[str, str] | None = None,
     ) -> APIFuture[types.SaveWeightsForSamplerResponse]:
-        """Save weights for sampling as ``tinker://<run>/sampler_weights/<name>``."""
+        """Save weights for sampling as ``tinker://<run>/sampler_weights/<name>``.
+
+        ``user_metadata`` (str -> str) is kept with the checkpoint and shown in its listings.
+        """
         _check_name("name", name)
-        types.SaveWeightsForSamplerRequest(
-            model_id=self.model_id, path=name, ttl_seconds=ttl_seconds
-        )
+        metadata = _check_user_metadata(user_metadata)
+
+        def request(seq_id: int | None) -> types.SaveWeightsForSamplerRequest:
+            return types.SaveWeightsForSamplerRequest(
+                model_id=self.model_id,
+                path=name,
+                seq_id=seq_id,
+                ttl_seconds=ttl_seconds,
+                user_metadata=metadata,
+            )
+
+        request(None)  # checks ttl_seconds before a seq_id is taken
         future: APIFuture[types.SaveWeightsForSamplerResponseInternal] = self._single(
             lambda seq_id: self._json_submission(
-                "/api/v1/save_weights_for_sampler",
-                types.SaveWeightsForSamplerRequest(
-                    model_id=self.model_id, path=name, seq_id=seq_id, ttl_seconds=ttl_seconds
-                ),
-                "SaveWeightsForSampler",
+                request(seq_id),
                 types.SaveWeightsForSamplerResponseInternal,
                 "TrainingClient.save_weights_for_sampler",
             ),
@@ -572,33 +726,96 @@ class TrainingClient(ReadyClient):
 
         return chain(future, public)
 
-    def save_weights_and_get_sampling_client(
-        self, name: str | None = None, retry_config: object | None = None
-    ) -> SamplingClient:
-        """Snapshot the current weights for sampling and return a SamplingClient on them.
+    def save_weights_external(
+        self,
+        name: str,
+        ttl_seconds: int | None = None,
+        age_encryption_recipients: list[str] | None = None,
+    ) -> APIFuture[types.SaveWeightsExternalResponse]:
+        """Export the weights in an external (Hugging Face PEFT) layout as a checkpoint.
 
-        Without ``name`` the snapshot is ephemeral (not listed, not downloadable) and no extra
-        sampling session is created (WIRE.md §6.3). With ``name`` the weights are saved as
-        ``tinker://<run>/sampler_weights/<name>`` and a sampler is created on that path.
-        Blocks until the sampler is ready. ``retry_config`` is accepted for compatibility.
+        The result's ``path`` is a ``tinker://<run>/external_weights/<name>`` checkpoint, listed
+        and deleted like any other. ``age_encryption_recipients`` (at most 10 ``age1...`` or SSH
+        public keys) has every exported file encrypted to them (stored with a ``.age`` suffix).
+        """
+        _check_name("name", name)
+        recipients = _check_recipients(age_encryption_recipients)
+
+        def request(seq_id: int | None) -> types.SaveWeightsExternalRequest:
+            return types.SaveWeightsExternalRequest(
+                model_id=self.model_id,
+                path=name,
+                seq_id=seq_id,
+                ttl_seconds=ttl_seconds,
+                age_encryption_recipients=recipients,
+            )
+
+        request(None)  # checks ttl_seconds before a seq_id is taken
+        future: APIFuture[types.SaveWeightsExternalResponseInternal] = self._single(
+            lambda seq_id: _Submission(
+                self._api.encode_save_weights_external(request(seq_id)),
+                "TrainingClient.save_weights_external",
+            ),
+            kind="save_weights_external",
+        )
+
+        def public(result: types.SaveWeightsExternalResponseInternal) -> Any:
+            if not result.path:
+                raise APIResponseValidationError(
+                    "save_weights_external answered without a path", body=attrs.asdict(result)
+                )
+            return types.SaveWeightsExternalResponse(path=result.path)
+
+        return chain(future, public)
+
+    def get_console_url(self) -> str:
+        """Return the Tinker Console URL of this training run (built locally, nothing is sent)."""
+        return f"{CONSOLE_URL}/training_runs/{self.model_id}"
+
+    def save_weights_and_get_sampling_client(
+        self,
+        name: str | None = None,
+        retry_config: object | None = None,
+        record_stability_info: bool = False,
+        kind: types.SamplingClientKind = "snapshot",
+    ) -> SamplingClient:
+        """Save the current weights for sampling and return a SamplingClient on them.
+
+        The save is ephemeral (not listed, not downloadable) and creates no extra sampling
+        session (WIRE.md §6.3). ``kind``: ``"snapshot"`` fixes the weights saved now;
+        ``"inflight"`` publishes weights shared by this model's inflight samplers (later inflight
+        saves update them). ``record_stability_info`` is sent with every sample request of the
+        returned client. ``name`` is deprecated and has no effect, as in the official SDK 0.38
+        (a :class:`DeprecationWarning`): for a named checkpoint use
+        ``save_weights_for_sampler(name)`` and ``create_sampling_client(path)``. Blocks until the
+        sampler is ready; ``retry_config`` is accepted for compatibility.
         """
         del retry_config
         if name is not None:
-            path = self.save_weights_for_sampler(name).result().path
-            return self.create_sampling_client(path)
-        from tinker_lite.sampling_client import SamplingClient
+            warnings.warn(
+                "The 'name' parameter of save_weights_and_get_sampling_client() is deprecated "
+                "and has no effect: the saved weights are always ephemeral. For a named "
+                "checkpoint use save_weights_for_sampler(name) and "
+                "create_sampling_client(model_path=...).",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        if kind not in ("snapshot", "inflight"):
+            raise InvalidInputError(
+                "kind", f"must be 'snapshot' or 'inflight', got {kind!r}", "the default is fine"
+            )
+        stability = check_record_stability_info(record_stability_info)
 
         def build(seq_id: int) -> _Submission:
             # WIRE.md §6.1: the session-wide counter is shared with create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
                 model_id=self.model_id,
-                sampling_session_seq_id=self._holder.next_sampling_session_seq_id(),
+                sampling_session_seq_id=self._api.next_sampling_session_seq_id(),
                 seq_id=seq_id,
+                kind=kind,
             )
             return self._json_submission(
-                "/api/v1/save_weights_for_sampler",
                 request,
-                "SaveWeightsForSampler",
                 types.SaveWeightsForSamplerResponseInternal,
                 "TrainingClient.save_weights_and_get_sampling_client",
             )
@@ -611,31 +828,56 @@ class TrainingClient(ReadyClient):
                 "an ephemeral save_weights_for_sampler answered without a sampling_session_id",
                 body=attrs.asdict(result),
             )
-        return SamplingClient(self._service, result.sampling_session_id)
+        base_model = self._base_model
+        if self._info is not None:
+            base_model = self._info.model_data.model_name or self._info.model_name or base_model
+        return SamplingClient(
+            self._context,
+            result.sampling_session_id,
+            base_model=base_model,
+            record_stability_info=stability,
+        )
 
     def create_sampling_client(
-        self, model_path: str, retry_config: object | None = None
+        self,
+        model_path: str,
+        retry_config: object | None = None,
+        record_stability_info: bool = False,
     ) -> SamplingClient:
-        """Return a SamplingClient for saved sampler weights (``tinker://.../sampler_weights/...``)."""
+        """Return a SamplingClient for saved sampler weights (``tinker://.../sampler_weights/...``).
+
+        ``record_stability_info`` is sent with every sample request of the client;
+        ``retry_config`` is accepted for compatibility.
+        """
         del retry_config
-        self._service._check_open()
-        return self._service._create_sampling_client(
-            model_path, None, sdk_method="TrainingClient.create_sampling_client"
+        self._context.check_open()
+        return SamplingClient._create(
+            self._context,
+            model_path,
+            None,
+            sdk_method="TrainingClient.create_sampling_client",
+            record_stability_info=record_stability_info,
         )
 
     # -- information -----------------------------------------------------------------------------
 
     def get_info(self) -> types.GetInfoResponse:
-        """Return the model's base model, LoRA rank and tokenizer id."""
-        self._service._check_open()
-        resp = self._holder.submit(
-            PoolKind.TRAIN,
-            "POST",
-            "/api/v1/get_info",
-            body_obj=types.GetInfoRequest(model_id=self.model_id),
-            sdk_method="TrainingClient.get_info",
-        )
-        return self._holder.parse(resp, types.GetInfoResponse)
+        """Return the model's base model, LoRA rank and tokenizer id.
+
+        Read once when the client was created (golden-0.38: this call sends nothing).
+        """
+        self._context.check_open()
+        return self._model_info(sdk_method="TrainingClient.get_info")
+
+    def _model_info(
+        self, *, sdk_method: str, operation_retries: bool = True
+    ) -> types.GetInfoResponse:
+        """The info read at creation (read now when this client was made without it)."""
+        if self._info is None:
+            self._info = self._api.get_info(
+                self.model_id, sdk_method=sdk_method, operation_retries=operation_retries
+            )
+        return self._info
 
     def get_tokenizer(self) -> Tokenizer:
         """Return the model's tokenizer as a ``tokenizers.Tokenizer`` (no chat template).
@@ -645,16 +887,11 @@ class TrainingClient(ReadyClient):
         """
         with self._tokenizer_lock:
             if self._tokenizer is None:
-                self._service._check_open()
+                self._context.check_open()
                 # WIRE.md §9: get_info without the operation-level retry layer.
-                resp = self._holder.request(
-                    PoolKind.TRAIN,
-                    "POST",
-                    "/api/v1/get_info",
-                    body_obj=types.GetInfoRequest(model_id=self.model_id),
-                    sdk_method="TrainingClient.get_tokenizer",
+                info = self._model_info(
+                    sdk_method="TrainingClient.get_tokenizer", operation_retries=False
                 )
-                info = self._holder.parse(resp, types.GetInfoResponse)
                 model_name = info.model_data.model_name or info.model_name or self._base_model
                 tokenizer_id = resolve_tokenizer_id(model_name, info.model_data.tokenizer_id)
                 tokenizer = load_tokenizer(tokenizer_id)
@@ -698,134 +935,72 @@ def _check_name(field: str, name: object) -> None:
         )
 
 
-def _logprobs_of(out: Mapping[str, types.TensorData], index: int) -> npt.NDArray[np.float32]:
-    tensor = out.get("logprobs")
-    if tensor is None:
-        raise APIResponseValidationError(
-            f"forward output {index} has no 'logprobs' (keys: {sorted(out)})"
-        )
-    return np.asarray(tensor.to_numpy(), dtype=np.float32)
+def _check_flag(field: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidInputError(field, f"must be True or False, got {value!r}")
 
 
-def _custom_gradients(
-    loss_fn: CustomLossFn, data: list[types.Datum], logprobs: list[npt.NDArray[np.float32]]
-) -> tuple[list[npt.NDArray[np.float64]], dict[str, float]]:
-    """Call ``loss_fn`` and return d loss / d logprobs per datum and its metrics."""
-    first_error: BaseException | None = None
-    result: Any = None
-    try:
-        result = loss_fn(data, [lp.copy() for lp in logprobs])
-    except Exception as e:
-        first_error = e
-    if first_error is None and isinstance(result, tuple) and len(result) == 3:
-        return _numpy_form(result, logprobs)
-    torch = _torch()
-    if torch is None:
-        if first_error is not None:
-            raise first_error
-        raise InvalidInputError(
-            "loss_fn",
-            f"returned {_describe(result)}; without torch it must return (loss, grads, metrics)",
-            "return the loss, one gradient array per datum (d loss / d logprobs) and a dict",
-        )
-    try:
-        return _torch_form(torch, loss_fn, data, logprobs)
-    except Exception as e:
-        if first_error is not None:
-            raise e from first_error
-        raise
-
-
-def _describe(value: object) -> str:
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
-    return type(value).__name__
-
-
-def _numpy_form(
-    result: tuple[Any, Any, Any], logprobs: list[npt.NDArray[np.float32]]
-) -> tuple[list[npt.NDArray[np.float64]], dict[str, float]]:
-    loss, grads, metrics = result
-    try:
-        loss_value = float(loss)
-    except (TypeError, ValueError):
-        raise InvalidInputError(
-            "loss_fn", f"returned a loss that is not a number: {loss!r}"
-        ) from None
-    if not math.isfinite(loss_value):
-        raise InvalidInputError("loss_fn", f"returned a non-finite loss ({loss_value})")
-    if isinstance(grads, (str, bytes)) or not isinstance(grads, Sequence):
-        raise InvalidInputError("loss_fn", "grads must be a list with one array per datum")
-    if len(grads) != len(logprobs):
-        raise InvalidInputError(
-            "loss_fn", f"returned {len(grads)} gradients for {len(logprobs)} datums"
-        )
-    out: list[npt.NDArray[np.float64]] = []
-    for index, (grad, lp) in enumerate(zip(grads, logprobs, strict=True)):
-        arr = np.asarray(grad, dtype=np.float64)
-        if arr.shape != lp.shape:
-            if arr.size != lp.size:
-                raise InvalidInputError(
-                    f"loss_fn grads[{index}]",
-                    f"has shape {list(arr.shape)}, expected {list(lp.shape)} like the logprobs",
-                )
-            arr = arr.reshape(lp.shape)
-        if not bool(np.isfinite(arr).all()):
-            raise InvalidInputError(f"loss_fn grads[{index}]", "holds NaN or Inf")
-        out.append(arr)
-    return out, _metrics_dict(metrics)
-
-
-def _metrics_dict(metrics: object) -> dict[str, float]:
-    if metrics is None:
-        return {}
-    if not isinstance(metrics, Mapping):
-        raise InvalidInputError("loss_fn", f"metrics must be a dict, got {type(metrics).__name__}")
-    out: dict[str, float] = {}
-    for key, value in metrics.items():
-        try:
-            out[str(key)] = float(value)
-        except (TypeError, ValueError):
-            raise InvalidInputError(
-                f"loss_fn metrics[{key!r}]", f"must be a number, got {value!r}"
-            ) from None
-    return out
-
-
-def _torch() -> Any:
-    try:
-        return importlib.import_module("torch")
-    except ImportError:
+def _check_user_metadata(value: object) -> dict[str, str] | None:
+    """A copy of ``user_metadata`` (str -> str), or an error naming the field."""
+    if value is None:
         return None
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            "user_metadata",
+            f"must be a dict of str to str, got {type(value).__name__}",
+            "e.g. {'step': '100'}",
+        )
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise InvalidInputError(
+                f"user_metadata[{key!r}]",
+                f"keys and values must be str, got {type(item).__name__}",
+                "convert numbers with str()",
+            )
+    return dict(value)
 
 
-def _torch_form(
-    torch: Any,
-    loss_fn: CustomLossFn,
-    data: list[types.Datum],
-    logprobs: list[npt.NDArray[np.float32]],
-) -> tuple[list[npt.NDArray[np.float64]], dict[str, float]]:
-    tensors = [torch.tensor(lp, dtype=torch.float32, requires_grad=True) for lp in logprobs]
-    result = loss_fn(data, tensors)
-    if isinstance(result, tuple) and len(result) == 3:
-        given = [g.detach().cpu().numpy() if isinstance(g, torch.Tensor) else g for g in result[1]]
-        value = result[0].item() if isinstance(result[0], torch.Tensor) else result[0]
-        return _numpy_form((value, given, result[2]), logprobs)
-    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor)):
+def _check_recipients(value: object) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
         raise InvalidInputError(
-            "loss_fn",
-            f"returned {_describe(result)}",
-            "return (loss_tensor, metrics) with a scalar torch loss, or (loss, grads, metrics)",
+            "age_encryption_recipients",
+            f"must be a list of public keys, got {type(value).__name__}",
+            "e.g. ['age1...']",
         )
-    loss, metrics = result
-    if loss.numel() != 1:
+    recipients = list(value)
+    if not recipients or len(recipients) > _MAX_AGE_RECIPIENTS:
         raise InvalidInputError(
-            "loss_fn", f"the loss must be a scalar, got shape {list(loss.shape)}"
+            "age_encryption_recipients",
+            f"must hold 1 to {_MAX_AGE_RECIPIENTS} keys, got {len(recipients)}",
+            "pass None for unencrypted files",
         )
-    loss.backward()
-    grads: list[npt.NDArray[np.float64]] = []
-    for index, tensor in enumerate(tensors):
-        if tensor.grad is None:
-            raise TinkerError(f"No gradient computed for logprob tensor {index}")
-        grads.append(np.asarray(tensor.grad.detach().cpu().numpy(), dtype=np.float64))
-    return _numpy_form((float(loss.item()), grads, metrics), logprobs)
+    for index, key in enumerate(recipients):
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(
+                f"age_encryption_recipients[{index}]", f"must be a public key, got {key!r}"
+            )
+    return recipients
+
+
+def _custom_forward_datum(datum: object, index: int) -> types.Datum:
+    """The datum forward_backward_custom sends: targets and weights (zeros when not given)."""
+    if not isinstance(datum, types.Datum):
+        raise InvalidInputError(f"data[{index}]", f"must be a Datum, got {datum!r}")
+    targets = datum.loss_fn_inputs.get("target_tokens")
+    if targets is None:
+        raise InvalidInputError(
+            f"data[{index}].loss_fn_inputs",
+            "forward_backward_custom needs 'target_tokens'",
+            "give the token each position predicts",
+        )
+    weights = datum.loss_fn_inputs.get("weights")
+    if weights is None:
+        # As 0.38 sends it: zero weights shaped like the targets (the forward's loss is unused).
+        weights = types.TensorData.from_numpy(np.zeros(targets.to_numpy().shape, dtype=np.float32))
+    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
+
+
+BackcompatTrainingClientFuture = TrainingClient
+"""The official name of what ``create_lora_training_client()`` returns: here the client itself."""

@@ -2,12 +2,16 @@
 
 It speaks the Tinker HTTP API (WIRE.md §3, SERVER.md) closely enough for tinker_lite and the
 official SDK to train and sample against it: sessions, client config (and JWT exchange with
-``jwt=True``), models, forward / forward_backward (JSON and protobuf), optim_step, checkpoints
-on disk (save / load / sampler weights, REST listing, TTL, publish, tar.gz archives), sampling,
-``retrieve_future`` long-polls and telemetry. Any base model name is accepted and maps to the
-tiny model. Of the string-valued ``loss_fn_config`` entries (0.38 ``loss_fn_config_v2`` text), dro
-accepts ``reference: "sampler"`` and ignores it (its reference policy always is the sampler's
-``logprobs`` input); any other string key or value fails the request as a user error naming it.
+``jwt=True``), models, forward / forward_backward (JSON and protobuf), optim_step (AdamW, or
+Dimuon for runs created with ``{"type": "dimuon"}``), checkpoints on disk (save / load /
+sampler weights, REST listing, TTL, publish, tar.gz archives), sampling,
+``retrieve_future`` / ``retrieve_futures`` long-polls, telemetry and today's REST views (audit,
+usage, session search, traces, copies). Every listed base model name maps to the tiny model;
+other names are refused with the list, unless registered (``models=``, ``serve --model``,
+``$TINKER_LITE_LOCAL_MODELS``). Of the string-valued ``loss_fn_config`` entries (0.38
+``loss_fn_config_v2`` text), dro accepts ``reference: "sampler"`` and ignores it (its reference
+policy always is the sampler's ``logprobs`` input); any other string key or value fails the
+request as a user error naming it.
 
 Start it in-process::
 

@@ -1,19 +1,43 @@
-"""``python -m tinker_lite.local serve ...``: run the offline Tinker server in the foreground."""
+"""``python -m tinker_lite.local serve ...``: run the offline Tinker server in the foreground.
+
+Exit status: 0 after SIGINT/SIGTERM, 2 for a usage error, :data:`EXIT_PORT_IN_USE` (3) when the
+port is taken, 1 when the server cannot start for another reason. ``tinker-lite local serve``
+delegates here with its own program name (``main(argv, prog="tinker-lite local")``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from tinker_lite.local._faults import FaultSpecError, parse_fault_spec
 from tinker_lite.local.server import FAULTS_ENV, serve
 
-__all__ = ["build_parser", "main"]
+__all__ = ["EXIT_PORT_IN_USE", "EXIT_START_FAILED", "PROG", "build_parser", "main"]
+
+PROG = "python -m tinker_lite.local"
+EXIT_START_FAILED = 1
+EXIT_PORT_IN_USE = 3
 
 
-def build_parser(prog: str = "python -m tinker_lite.local") -> argparse.ArgumentParser:
+def _config_item(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--config``: VALUE is JSON (true, 2, "x"), else taken as a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The argument parser of the ``serve`` command (also used by ``tinker-lite local``)."""
     parser = argparse.ArgumentParser(
         prog=prog, description="Offline Tinker-compatible server backed by a tiny numpy model."
@@ -35,13 +59,29 @@ def build_parser(prog: str = "python -m tinker_lite.local") -> argparse.Argument
     run.add_argument(
         "--long-poll", type=float, default=1.0, help="retrieve_future long-poll seconds"
     )
+    run.add_argument(
+        "--config",
+        action="append",
+        type=_config_item,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a client/config flag, e.g. sample_use_retrieve_futures=true (repeatable)",
+    )
+    run.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also serve this base_model name with the tiny model (repeatable; "
+        "see also $TINKER_LITE_LOCAL_MODELS)",
+    )
     run.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the server; returns the exit status."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Parse ``argv`` and run the server; returns the exit status (see the module docstring)."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -69,10 +109,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             ready=ready,
             result_ttl=args.result_ttl,
             long_poll_s=args.long_poll,
+            config_overrides=dict(args.config),
+            models=tuple(args.model),
         )
     except OSError as e:
-        print(f"error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
-        return 1
+        if e.errno == errno.EADDRINUSE:
+            print(
+                f"{prog}: error: port {args.port} on {args.host} is already in use "
+                "(choose another with --port, or --port 0 for any free port)",
+                file=sys.stderr,
+            )
+            return EXIT_PORT_IN_USE
+        print(f"{prog}: error: cannot serve on {args.host}:{args.port}: {e}", file=sys.stderr)
+        return EXIT_START_FAILED
     return 0
 
 

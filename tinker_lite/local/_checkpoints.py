@@ -10,9 +10,8 @@ Layout under the data dir (SERVER.md §7)::
     runs/<run_id>/<kind>/<name>.meta.json             time, TTL, public flag (kept out of archives)
     archives/<token>.tar.gz                           downloads handed out by the archive URL
 
-``adapter_model.safetensors`` is written by hand in the safetensors format: an 8-byte
-little-endian header length, a JSON header naming each tensor's dtype, shape and byte range, then
-the raw little-endian data.
+``adapter_model.safetensors`` is written by hand in the safetensors format
+(:mod:`~tinker_lite.local._safetensors`).
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import json
 import os
 import secrets
 import shutil
-import struct
 import tarfile
 import threading
 from collections.abc import Callable, Mapping
@@ -31,6 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tinker_lite.local._errors import CheckpointError
+from tinker_lite.local._safetensors import (
+    flatten_state,
+    read_safetensors,
+    unflatten_state,
+    write_safetensors,
+)
 
 __all__ = [
     "CheckpointConflict",
@@ -45,36 +51,13 @@ __all__ = [
     "write_safetensors",
 ]
 
-KINDS = {"weights": "training", "sampler_weights": "sampler"}
+KINDS = {"weights": "training", "sampler_weights": "sampler", "external_weights": "external"}
 ADAPTER_FILE = "adapter_model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 COMPLETE_FILE = "checkpoint_complete"
 PEFT_PREFIX = "base_model.model."
-
-_DTYPES: dict[str, str] = {
-    "float32": "F32",
-    "float64": "F64",
-    "float16": "F16",
-    "int64": "I64",
-    "int32": "I32",
-    "int16": "I16",
-    "int8": "I8",
-    "uint8": "U8",
-    "bool": "BOOL",
-}
-_NP_DTYPES = {v: k for k, v in _DTYPES.items()}
-
-
-class CheckpointError(Exception):
-    """A checkpoint operation failed; ``status`` is the HTTP status it maps to."""
-
-    status = 400
-
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail)
-        self.detail = detail
 
 
 class CheckpointNotFound(CheckpointError):
@@ -132,116 +115,6 @@ def parse_tinker_path(path: str) -> TinkerPath | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# safetensors
-
-
-def write_safetensors(
-    path: Path, tensors: Mapping[str, np.ndarray], metadata: Mapping[str, str] | None = None
-) -> int:
-    """Write ``tensors`` to ``path`` in the safetensors format; return the file size."""
-    header: dict[str, Any] = {}
-    if metadata:
-        header["__metadata__"] = dict(metadata)
-    blobs: list[bytes] = []
-    offset = 0
-    for name in sorted(tensors):
-        array = np.asarray(tensors[name])
-        dtype = _DTYPES.get(array.dtype.name)
-        if dtype is None:
-            raise CheckpointError(f"cannot store tensor {name!r} of dtype {array.dtype}")
-        data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
-        header[name] = {
-            "dtype": dtype,
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        blobs.append(data)
-        offset += len(data)
-    header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    header_bytes += b" " * (-len(header_bytes) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(header_bytes)))
-        f.write(header_bytes)
-        for blob in blobs:
-            f.write(blob)
-    return 8 + len(header_bytes) + offset
-
-
-def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Read a safetensors file: (tensors, metadata)."""
-    raw = path.read_bytes()
-    if len(raw) < 8:
-        raise CheckpointError(f"{path.name} is not a safetensors file")
-    (n,) = struct.unpack("<Q", raw[:8])
-    try:
-        header = json.loads(raw[8 : 8 + n])
-    except ValueError as e:
-        raise CheckpointError(f"{path.name} has a corrupt header") from e
-    metadata = header.pop("__metadata__", {}) or {}
-    base = 8 + n
-    tensors: dict[str, np.ndarray] = {}
-    for name, info in header.items():
-        dtype = _NP_DTYPES.get(info["dtype"])
-        if dtype is None:
-            raise CheckpointError(f"{path.name}: unsupported dtype {info['dtype']}")
-        start, end = info["data_offsets"]
-        array = np.frombuffer(
-            raw[base + start : base + end], dtype=np.dtype(dtype).newbyteorder("<")
-        )
-        tensors[name] = array.astype(dtype).reshape(info["shape"])
-    return tensors, {str(k): str(v) for k, v in metadata.items()}
-
-
-# ---------------------------------------------------------------------------------------------
-# arbitrary state trees <-> flat tensors + a JSON manifest
-
-
-def flatten_state(tree: Any) -> tuple[dict[str, np.ndarray], Any]:
-    """Split a nested dict/list of arrays and scalars into flat tensors plus a JSON manifest."""
-    tensors: dict[str, np.ndarray] = {}
-
-    def walk(node: Any, prefix: str) -> Any:
-        if isinstance(node, Mapping):
-            return {"dict": {str(k): walk(v, f"{prefix}{k}.") for k, v in node.items()}}
-        if isinstance(node, list | tuple):
-            return {"list": [walk(v, f"{prefix}{i}.") for i, v in enumerate(node)]}
-        if node is None:
-            return {"none": True}
-        if isinstance(node, bool):
-            return {"bool": node}
-        if isinstance(node, int):
-            return {"int": node}
-        if isinstance(node, float):
-            return {"float": node}
-        if isinstance(node, str):
-            return {"str": node}
-        array = np.asarray(node)
-        key = prefix[:-1] if prefix else "value"
-        while key in tensors:
-            key += "_"
-        tensors[key] = array
-        return {"tensor": key}
-
-    return tensors, walk(tree, "")
-
-
-def unflatten_state(tensors: Mapping[str, np.ndarray], manifest: Any) -> Any:
-    """Rebuild the tree that :func:`flatten_state` split."""
-    if "dict" in manifest:
-        return {k: unflatten_state(tensors, v) for k, v in manifest["dict"].items()}
-    if "list" in manifest:
-        return [unflatten_state(tensors, v) for v in manifest["list"]]
-    if "tensor" in manifest:
-        return np.array(tensors[manifest["tensor"]])
-    if "none" in manifest:
-        return None
-    for key in ("bool", "int", "float", "str"):
-        if key in manifest:
-            return manifest[key]
-    raise CheckpointError("corrupt checkpoint manifest")
-
-
-# ---------------------------------------------------------------------------------------------
 # records
 
 
@@ -275,14 +148,19 @@ class CheckpointRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def path(self) -> TinkerPath:
+        """The checkpoint's parsed ``tinker://`` path."""
+        return TinkerPath(self.run_id, self.kind, self.name)
+
+    @property
     def tinker_path(self) -> str:
         """The checkpoint's ``tinker://`` path."""
-        return f"tinker://{self.run_id}/{self.kind}/{self.name}"
+        return self.path.uri
 
     @property
     def checkpoint_id(self) -> str:
         """``<kind>/<name>``."""
-        return f"{self.kind}/{self.name}"
+        return self.path.checkpoint_id
 
     @property
     def checkpoint_type(self) -> str:
@@ -611,6 +489,48 @@ class CheckpointStore:
             safe = f"{rec.run_id}-{rec.kind}-{rec.name}".replace(":", "_")
             self._archives[token] = _Archive(target, expires_at, f"{safe}.tar.gz")
         return token, expires_at
+
+    def link_file(self, file: Path, filename: str, ttl_s: float) -> tuple[str, float]:
+        """A download token for one file (signed-URL style): (token, expires_at)."""
+        token = secrets.token_urlsafe(18)
+        expires_at = self._clock() + ttl_s
+        with self._lock:
+            self._archives[token] = _Archive(file, expires_at, filename)
+        return token, expires_at
+
+    def checkpoint_files(self, run_id: str, checkpoint_id: str) -> dict[str, Path]:
+        """The files of a checkpoint by their path relative to its root (no marker file)."""
+        with self._lock:
+            rec = self.lookup(run_id, checkpoint_id)
+            d = self._ckpt_dir((rec.run_id, rec.kind, rec.name))
+        return {f.name: f for f in sorted(d.iterdir()) if f.is_file() and f.name != COMPLETE_FILE}
+
+    def write_artifact(self, name: str, data: bytes) -> Path:
+        """Store a generated file (a trace export) under the data dir; return its path."""
+        target = self.root / "artifacts" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(target, data)
+        return target
+
+    def copy(self, source: TinkerPath, run: RunRecord, ttl_seconds: int | None) -> CheckpointRecord:
+        """Copy a checkpoint into the new run ``run`` (same kind and name); return the copy."""
+        with self._lock:
+            rec = self.get(source)
+            if rec is None:
+                raise CheckpointNotFound(f"Checkpoint not found: {source.uri}")
+            src = self._ckpt_dir((rec.run_id, rec.kind, rec.name))
+            extra = dict(rec.extra)
+        self.register_run(run)
+        target = TinkerPath(run.run_id, rec.kind, rec.name)
+
+        def write(d: Path) -> None:
+            for file in src.iterdir():
+                if file.is_file() and file.name != COMPLETE_FILE:
+                    shutil.copy2(file, d / file.name)
+
+        with self._lock:
+            self._reserved.add((target.run_id, target.kind, target.name))
+        return self._commit(target, write, ttl_seconds, extra)
 
     def archive(self, token: str) -> tuple[Path, str] | None:
         """The archive file for a download token and its file name, or None if unknown/expired."""

@@ -9,13 +9,19 @@ completes it later and wakes the long-polls waiting on it. Completed results are
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tinker_lite._errors import TinkerError
+from tinker_lite.local._errors import CheckpointError
+
 __all__ = ["FutureEntry", "FutureStore"]
+
+log = logging.getLogger("tinker_lite.local")
 
 
 class FutureEntry:
@@ -114,6 +120,21 @@ class FutureStore:
         entry.error = error
         entry.category = category
         self._finish(entry)
+
+    def fail_from(self, entry: FutureEntry, exc: BaseException) -> str:
+        """Fail ``entry`` with an exception raised by its job; return the message stored.
+
+        Bad input (ValueError, CheckpointError, TinkerError) fails as category "user"; anything
+        else is logged and fails as "server".
+        """
+        if isinstance(exc, CheckpointError | TinkerError | ValueError):
+            error, category = str(exc), "user"
+        else:
+            log.exception("local server: request failed with an internal error")
+            error = f"Internal error in the local server: {type(exc).__name__}: {exc}"
+            category = "server"
+        self.fail(entry, error, category)
+        return error
 
     def pending(self) -> list[FutureEntry]:
         """Entries not yet completed."""

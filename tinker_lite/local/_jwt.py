@@ -14,7 +14,13 @@ import json
 import secrets
 from typing import Any
 
-__all__ = ["JwtIssuer"]
+__all__ = ["LOCAL_ORG_ID", "LOCAL_USER_URN", "JwtIssuer"]
+
+
+# The one principal of the local server (SERVER.md §7: live owners look like
+# "tml:organization_user:<uuid>").
+LOCAL_ORG_ID = "tinker-lite-local"
+LOCAL_USER_URN = "tml:organization_user:tinker-lite-local"
 
 
 def _b64url(data: bytes) -> str:
@@ -35,12 +41,14 @@ class JwtIssuer:
     def _sign(self, signing_input: bytes) -> str:
         return _b64url(hmac.new(self._secret, signing_input, hashlib.sha256).digest())
 
-    def issue(self, now: float, subject: str = "tinker-lite-local") -> str:
+    def issue(self, now: float, subject: str = LOCAL_USER_URN) -> str:
         """Return a token for ``subject`` valid for ``ttl_s`` seconds from ``now`` (epoch s)."""
         header = {"alg": "HS256", "typ": "JWT"}
         payload = {
             "iss": "tinker-lite-local",
             "sub": subject,
+            # the official whoami() reads org_id (org_urn = "tml:organization:<org_id>")
+            "org_id": LOCAL_ORG_ID,
             "email": "local@tinker-lite.invalid",
             "iat": int(now),
             "exp": int(now + self.ttl_s),

@@ -6,16 +6,29 @@ missing required fields are rejected like the service's own schemas do (422, nam
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tinker_lite import _wire, types
 from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite.local.state import HTTPError
+from tinker_lite.local._errors import InvalidField, InvalidRequest, RequestRefused, UserInputError
 
-__all__ = ["check_empty_object", "field_error", "parse_json", "schema_error", "structure_request"]
+__all__ = [
+    "DimuonStepRequest",
+    "check_empty_object",
+    "check_optimizer_config",
+    "field_error",
+    "optim_step_request",
+    "parse_json",
+    "schema_error",
+    "structure_request",
+    "text_tokens",
+    "user_metadata",
+]
 
 T = TypeVar("T")
 
@@ -36,16 +49,16 @@ _DEFAULTS: dict[type[Any], dict[str, Callable[[], Any]]] = {
 def parse_json(body: bytes) -> Any:
     """Decode a JSON body; 400 naming the problem when it is not JSON."""
     if not body.strip():
-        raise HTTPError(400, "Request body is empty; expected a JSON object")
+        raise InvalidRequest("Request body is empty; expected a JSON object")
     try:
         return _wire.loads(body)
     except (WireFormatError, ValueError) as e:
-        raise HTTPError(400, f"Request body is not valid JSON: {e}") from e
+        raise InvalidRequest(f"Request body is not valid JSON: {e}") from e
 
 
-def field_error(loc: Sequence[str | int], msg: str, kind: str) -> HTTPError:
+def field_error(loc: Sequence[str | int], msg: str, kind: str) -> RequestRefused:
     """A 422 whose pydantic-style body names the offending field by its ``loc``."""
-    return HTTPError(422, [{"loc": list(loc), "msg": msg, "type": kind}])
+    return InvalidField([{"loc": list(loc), "msg": msg, "type": kind}])
 
 
 def structure_request(data: Any, cls: type[T], *, where: str = "body") -> T:
@@ -87,7 +100,7 @@ _AT_PATH = re.compile(r"^cannot read \w+ at (\S+?): ")
 _KEYS = re.compile(r"(?:unknown keys \[([^\]]*)\]|missing required key '([^']+)')")
 
 
-def schema_error(exc: BaseException, where: str = "body") -> HTTPError:
+def schema_error(exc: BaseException, where: str = "body") -> RequestRefused:
     """Turn a structuring error into a 422 whose body names the offending field.
 
     ``_wire`` reports ``cannot read <Model> at <path>: <problem>``; the path (plus the unknown or
@@ -116,3 +129,162 @@ def check_empty_object(data: Any, where: str = "body") -> None:
         raise field_error(
             [where, str(key)], f"{key}: Extra inputs are not permitted", "extra_forbidden"
         )
+
+
+def user_metadata(extras: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The ``user_metadata`` of a save request (string keys and values), or None."""
+    metadata = (extras or {}).get("user_metadata")
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
+        raise field_error(
+            ["body", "user_metadata"], "user_metadata: must map strings to strings", "dict_type"
+        )
+    return dict(metadata)
+
+
+def check_optimizer_config(config: Any, where: str) -> str | None:
+    """The optimizer family of an ``optimizer_config`` ("adamw" or "dimuon"), None when absent.
+
+    0.38 sends ``{"type": "adamw"}`` or ``{"type": "dimuon", "version": 1}``; another type is a
+    400 naming the supported ones, a bad Dimuon version or key a 422 naming the field.
+    """
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise field_error(["body", where], f"{where}: must be an object", "dict_type")
+    kind = config.get("type", "adamw")
+    if kind == "adamw":
+        return "adamw"
+    if kind != "dimuon":
+        raise InvalidRequest(
+            f"{where}.type: unsupported optimizer {kind!r} (supported: 'adamw', 'dimuon')"
+        )
+    for key in config:
+        if key not in ("type", "version"):
+            raise field_error(
+                ["body", where, str(key)],
+                f"{where}.{key}: Extra inputs are not permitted",
+                "extra_forbidden",
+            )
+    version = config.get("version", 1)
+    if version != 1 or isinstance(version, bool):
+        raise field_error(
+            ["body", where, "version"],
+            f"{where}.version: Dimuon version {version!r} is not served (only 1)",
+            "literal_error",
+        )
+    return "dimuon"
+
+
+@dataclass(frozen=True)
+class DimuonStepRequest:
+    """An optim_step carrying 0.38's ``optimizer_params`` of type "dimuon" (checked)."""
+
+    model_id: str
+    seq_id: int | None
+    learning_rate: float
+    grad_clip_norm: float
+    beta1: float
+
+
+_OPTIM_STEP_KEYS = ("model_id", "seq_id", "type", "optimizer_params")
+_DIMUON_KEYS = ("type", "learning_rate", "grad_clip_norm", "beta1")
+
+
+def optim_step_request(data: Any) -> types.OptimStepRequest | DimuonStepRequest:
+    """Structure an optim_step body: ``adam_params`` (AdamW) or ``optimizer_params`` (Dimuon).
+
+    Unknown keys, a missing field or a bad value are a 422 naming the field.
+    """
+    if not isinstance(data, Mapping) or "optimizer_params" not in data:
+        return structure_request(data, types.OptimStepRequest)
+    for key in data:
+        if key == "adam_params":
+            raise field_error(
+                ["body", "adam_params"],
+                "adam_params: send either adam_params (AdamW) or optimizer_params, not both",
+                "extra_forbidden",
+            )
+        if key not in _OPTIM_STEP_KEYS:
+            raise field_error(
+                ["body", str(key)], f"{key}: Extra inputs are not permitted", "extra_forbidden"
+            )
+    model_id, seq_id = data.get("model_id"), data.get("seq_id")
+    if not isinstance(model_id, str) or not model_id:
+        raise field_error(["body", "model_id"], "model_id: a string is required", "missing")
+    if seq_id is not None and (
+        not isinstance(seq_id, int) or isinstance(seq_id, bool) or seq_id < 0
+    ):
+        raise field_error(["body", "seq_id"], "seq_id: must be an integer >= 0", "int_type")
+    if data.get("type", "optim_step") != "optim_step":
+        raise field_error(["body", "type"], "type: must be 'optim_step'", "literal_error")
+    params = data["optimizer_params"]
+    if not isinstance(params, Mapping):
+        raise field_error(
+            ["body", "optimizer_params"], "optimizer_params: must be an object", "dict_type"
+        )
+    kind = params.get("type")
+    if kind != "dimuon":
+        raise field_error(
+            ["body", "optimizer_params", "type"],
+            f"optimizer_params.type: unsupported optimizer {kind!r} (supported: 'dimuon'; "
+            "AdamW settings go in adam_params)",
+            "missing" if kind is None else "literal_error",
+        )
+    for key in params:
+        if key not in _DIMUON_KEYS:
+            raise field_error(
+                ["body", "optimizer_params", str(key)],
+                f"optimizer_params.{key}: Extra inputs are not permitted",
+                "extra_forbidden",
+            )
+    if "learning_rate" not in params:
+        raise field_error(
+            ["body", "optimizer_params", "learning_rate"],
+            "optimizer_params.learning_rate: Field required",
+            "missing",
+        )
+    learning_rate = _finite(params, "learning_rate", None)
+    if learning_rate < 0:
+        raise _bad_dimuon("learning_rate", f"must be >= 0, got {learning_rate}")
+    beta1 = _finite(params, "beta1", 0.9)
+    if not 0.0 <= beta1 < 1.0:
+        raise _bad_dimuon("beta1", f"must be in [0, 1), got {beta1}")
+    return DimuonStepRequest(
+        model_id=model_id,
+        seq_id=seq_id,
+        learning_rate=learning_rate,
+        grad_clip_norm=_finite(params, "grad_clip_norm", 0.0),
+        beta1=beta1,
+    )
+
+
+def _bad_dimuon(key: str, problem: str) -> RequestRefused:
+    return field_error(
+        ["body", "optimizer_params", key], f"optimizer_params.{key}: {problem}", "value_error"
+    )
+
+
+def _finite(params: Mapping[str, Any], key: str, default: float | None) -> float:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _bad_dimuon(key, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def text_tokens(chunks: Sequence[Any], where: str) -> list[int]:
+    """The token ids of a model input's chunks; a user error for any non-text chunk."""
+    tokens: list[int] = []
+    for index, chunk in enumerate(chunks):
+        if not isinstance(chunk, types.EncodedTextChunk):
+            kind = getattr(chunk, "type", type(chunk).__name__)
+            # SERVER.md §2: tinker_lite's model takes text chunks only
+            raise UserInputError(
+                f"{where}.chunks[{index}]: {kind} chunks are not supported by the local server's "
+                "text-only model; send encoded_text chunks"
+            )
+        tokens.extend(chunk.tokens)
+    return tokens

@@ -1,10 +1,11 @@
-"""A tiny decoder-only transformer in numpy that really trains (LoRA + AdamW) and samples.
+"""A tiny decoder-only transformer in numpy that really trains (LoRA + AdamW/Dimuon), samples.
 
 The offline server backs every base model with :class:`TinyLM`: a 2-layer, 4-head, d_model 64
 transformer over the shipped byte-level tokenizer (ids 0..255 are bytes, then ``<|bos|>``,
 ``<|eos|>``, ``<|pad|>``), with a context of 512 tokens. The base weights are a deterministic
 function of the base model name; only LoRA adapters train, with the losses of SERVER.md §1 and the
-AdamW update of SERVER.md §4. Sampling follows SERVER.md §5 and uses a KV cache.
+AdamW update of SERVER.md §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
+SERVER.md §5 and uses a KV cache.
 
 Architecture (pre-norm, no biases): token + learned position embeddings; per layer
 ``x += Wo·attn(RMSNorm(x))`` and ``x += W_down·gelu(W_up·RMSNorm(x))`` (tanh GELU, hidden 4·d);
@@ -25,23 +26,56 @@ stops sampling unless a stop list is explicitly empty.
 
 Thread safety: mutating calls (forward_backward, optim_step, load_*, reset_optimizer) serialise on
 an internal lock; :meth:`TinyLM.sample` reads a snapshot of the weights and may run concurrently.
-All compute stays on one core per call (see ``_mm``), so concurrent calls scale across cores.
+All compute stays on one core per call (see ``mm``), so concurrent calls scale across cores.
+
+Around it: the arithmetic is in :mod:`~tinker_lite.local.network` (over
+:mod:`~tinker_lite.local.kernels`), the losses in :mod:`~tinker_lite.local.losses`, batch checks
+in :mod:`~tinker_lite.local.inputs`, the optimizers in :mod:`~tinker_lite.local.optimizer` and the
+decoding loop in :mod:`~tinker_lite.local.sampling`. Size: about 700 lines, because
+:class:`TinyLM` is the model's one stateful object (parameters, gradients, the lock and the
+training and sampling entry points that validate, lock and orchestrate those modules).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-import secrets
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
+
+from tinker_lite.local import network
+from tinker_lite.local._errors import UserInputError
+from tinker_lite.local.inputs import (
+    DatumArrays,
+    Prepared,
+    as_int_tokens,
+    length_groups,
+    prepare_batch,
+)
+from tinker_lite.local.kernels import log_softmax, mm
+from tinker_lite.local.losses import (
+    DEFAULT_DRO_BETA,
+    LOSS_FUNCTIONS,
+    LOSS_INPUTS,
+    check_number,
+    resolve_loss_config,
+    token_losses,
+)
+from tinker_lite.local.optimizer import OPTIMIZERS, AdamW, Dimuon, read_step, state_family
+from tinker_lite.local.sampling import (
+    SampledSeq,
+    SampleResult,
+    check_last_n,
+    check_targets,
+    generate,
+    stub_sample,
+    with_prompt_options,
+)
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -74,75 +108,6 @@ EOS_TOKEN_ID: Final = 257
 PAD_TOKEN_ID: Final = 258
 CONTEXT_LENGTH: Final = 512
 LORA_ALPHA: Final = 32
-DEFAULT_DRO_BETA: Final = 0.05
-
-_RMS_EPS: Final = 1e-5
-_GELU_C: Final = math.sqrt(2.0 / math.pi)
-_STUB_TOKEN_ID: Final = ord("x")
-# Training runs in groups of similar-length datums (within a factor 2), padded to the group's
-# longest one. Small groups keep every activation in cache; a longer datum is a group of its own.
-_GROUP_MAX_TOKENS: Final = 256
-
-# SERVER.md §1: the documented inputs per loss (required, optional) and loss_fn_config keys.
-_RL_INPUTS: Final = ("target_tokens", "logprobs", "advantages")
-_LOSS_INPUTS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
-    "cross_entropy": (("target_tokens",), ("weights",)),
-    "importance_sampling": (_RL_INPUTS, ()),
-    "ppo": (_RL_INPUTS, ()),
-    "cispo": (_RL_INPUTS, ()),
-    "dro": (_RL_INPUTS, ()),
-}
-_LOSS_CONFIG_DEFAULTS: Final[dict[str, dict[str, float]]] = {
-    "cross_entropy": {},
-    "importance_sampling": {},
-    # SERVER.md §1.3: absolute ratio bounds, default 0.8 / 1.2.
-    "ppo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
-    # SERVER.md §1.4: one-sided default 0.0 / 4.0.
-    "cispo": {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0},
-    # SERVER.md §1.5: the default beta is undocumented; 0.05 is the documented example.
-    "dro": {"beta": DEFAULT_DRO_BETA},
-}
-# String-valued loss_fn_config keys (WIRE.md §13.7: loss_fn_config_v2 "text") and the values the
-# model implements; they select behaviour but change no number.
-_LOSS_CONFIG_TEXT: Final[dict[str, dict[str, tuple[str, ...]]]] = {
-    # SERVER.md §1.5: q, the sampler's logprobs, is dro's reference policy
-    "dro": {"reference": ("sampler",)},
-}
-LOSS_FUNCTIONS: Final = tuple(_LOSS_INPUTS)
-
-
-class UserInputError(ValueError):
-    """Bad user input; the server reports it as a failed future with category "user"."""
-
-
-@dataclass(frozen=True, eq=False)
-class DatumArrays:
-    """One training datum as arrays: the model input tokens and its ``loss_fn_inputs``.
-
-    ``tokens`` is int64 of shape (N,); ``inputs`` maps each loss input name to an array whose first
-    dimension is N (``target_tokens`` int64 (N,) or (N, K); float32 for the others).
-    """
-
-    tokens: Array
-    inputs: dict[str, Array]
-
-
-@dataclass(frozen=True)
-class SampledSeq:
-    """One sampled continuation: its tokens, their logprobs, and why it ended."""
-
-    tokens: list[int]
-    logprobs: list[float]
-    stop_reason: str  # "stop" | "length"
-
-
-@dataclass(frozen=True)
-class SampleResult:
-    """The result of :meth:`TinyLM.sample`."""
-
-    sequences: list[SampledSeq]
-    prompt_logprobs: list[float | None] | None
-    topk_prompt_logprobs: list[list[tuple[int, float]] | None] | None
 
 
 def tokenizer_path() -> Path:
@@ -158,336 +123,6 @@ def load_tokenizer() -> Tokenizer:
     return Tokenizer.from_file(str(tokenizer_path()))
 
 
-# ---------------------------------------------------------------------------------------------
-# Weights
-
-
-@dataclass(frozen=True)
-class _Arch:
-    vocab_size: int
-    d_model: int
-    n_layers: int
-    n_heads: int
-    d_mlp: int
-    context_length: int
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
-
-
-def _stable_seed(*parts: object) -> int:
-    text = "\x1f".join(str(part) for part in parts)
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:16], "little")
-
-
-@functools.lru_cache(maxsize=16)
-def _base_weights(base_model: str, arch: _Arch, dtype_name: str) -> dict[str, Array]:
-    """Draw the frozen base weights; a pure function of the name and the architecture."""
-    rng = np.random.default_rng(
-        _stable_seed("tinker-lite-tiny-lm", base_model, *vars(arch).values())
-    )
-    d, f, v = arch.d_model, arch.d_mlp, arch.vocab_size
-    weights: dict[str, Array] = {
-        "embed": rng.standard_normal((v, d)),
-        "pos": 0.5 * rng.standard_normal((arch.context_length, d)),
-        "unembed": rng.standard_normal((d, v)) / math.sqrt(d),
-    }
-    residual_scale = 1.0 / math.sqrt(2.0 * arch.n_layers)
-    for layer in range(arch.n_layers):
-        for name in ("q", "k", "v"):
-            weights[f"{layer}.{name}"] = rng.standard_normal((d, d)) / math.sqrt(d)
-        weights[f"{layer}.o"] = rng.standard_normal((d, d)) / math.sqrt(d) * residual_scale
-        weights[f"{layer}.up"] = rng.standard_normal((d, f)) / math.sqrt(d)
-        weights[f"{layer}.down"] = rng.standard_normal((f, d)) / math.sqrt(f) * residual_scale
-    frozen: dict[str, Array] = {}
-    for key, value in weights.items():
-        arr = np.ascontiguousarray(value, dtype=dtype_name)
-        arr.flags.writeable = False
-        frozen[key] = arr
-    return frozen
-
-
-def _module_base_key(module: str) -> str:
-    """Map a PEFT module path to its base weight key (``model.layers.0.mlp.up_proj``: ``0.up``)."""
-    if module == "lm_head":
-        return "unembed"
-    parts = module.split(".")
-    return f"{parts[2]}.{parts[4].removesuffix('_proj')}"
-
-
-def _lora_key(module: str, which: str) -> str:
-    return f"base_model.model.{module}.lora_{which}.weight"
-
-
-@dataclass(frozen=True)
-class _Effective:
-    """Base weights with the LoRA deltas merged in, laid out (in, out), for one params version."""
-
-    embed: Array
-    pos: Array
-    qkv: list[Array]
-    o: list[Array]
-    up: list[Array]
-    down: list[Array]
-    unembed: Array
-
-
-# ---------------------------------------------------------------------------------------------
-# Numerics
-
-
-def _rms_norm(x: Array) -> tuple[Array, Array]:
-    inv = 1.0 / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + _RMS_EPS)
-    return x * inv, inv
-
-
-def _rms_norm_backward(dy: Array, y: Array, inv: Array) -> Array:
-    mean_dy_y = np.mean(dy * y, axis=-1, keepdims=True)
-    result: Array = inv * (dy - y * mean_dy_y)
-    return result
-
-
-def _gelu_parts(u: Array) -> tuple[Array, Array, Array]:
-    """Return (gelu(u), t, u²) for the tanh approximation, where t = tanh(c·(u + 0.044715·u³))."""
-    u_sq = u * u
-    t = u_sq * 0.044715
-    t += 1.0
-    t *= u
-    t *= _GELU_C
-    np.tanh(t, out=t)
-    g = t + 1.0
-    g *= u
-    g *= 0.5
-    return g, t, u_sq
-
-
-def _gelu(u: Array) -> Array:
-    return _gelu_parts(u)[0]
-
-
-def _gelu_with_derivative(u: Array) -> tuple[Array, Array]:
-    """Return gelu(u) and d gelu/du, reusing the forward's buffers (in place)."""
-    g, t, u_sq = _gelu_parts(u)
-    # d/du = 0.5(1 + t) + 0.5·u·(1 - t²)·c·(1 + 3·0.044715·u²)
-    u_sq *= 3.0 * 0.044715 * _GELU_C
-    u_sq += _GELU_C
-    second = t * t
-    np.subtract(1.0, second, out=second)
-    second *= u
-    second *= u_sq
-    second *= 0.5
-    t += 1.0
-    t *= 0.5
-    t += second
-    return g, t
-
-
-def _log_softmax(logits: Array) -> Array:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    result: Array = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    return result
-
-
-def _softmax_inplace(scores: Array) -> Array:
-    scores -= scores.max(axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    scores /= scores.sum(axis=-1, keepdims=True)
-    return scores
-
-
-# ---------------------------------------------------------------------------------------------
-# Matrix products that stay single-threaded inside OpenBLAS
-#
-# OpenBLAS runs one GEMM on one thread when M·N·K is small and spreads larger ones over every
-# core. On a busy machine those threads wait on each other for whole scheduler slices and a
-# training step becomes several times slower than on one core, so every product here is cut
-# into stacked GEMMs below that size: numpy runs the stack in one C loop, each on one thread.
-
-_SINGLE_THREAD_MNK: Final = 1 << 18
-_PARTIAL_SUM_ELEMENTS: Final = 1 << 19
-
-
-def _mm(a: Array, b: Array) -> Array:
-    """Return ``a @ b`` for a (n, k) and b (k, m), as stacked single-threaded GEMMs."""
-    n, k = a.shape
-    m = b.shape[1]
-    rows = max(1, _SINGLE_THREAD_MNK // (k * m))
-    if n <= rows:
-        result: Array = a @ b
-        return result
-    out = np.empty((n, m), dtype=np.result_type(a.dtype, b.dtype))
-    main = n - n % rows
-    np.matmul(
-        a[:main].reshape(main // rows, rows, k), b, out=out[:main].reshape(main // rows, rows, m)
-    )
-    if main < n:
-        np.matmul(a[main:], b, out=out[main:])
-    return out
-
-
-def _mm_tn(a: Array, b: Array) -> Array:
-    """Return ``a.T @ b`` for a (n, m) and b (n, k): stacked GEMMs over row blocks, then summed."""
-    n, m = a.shape
-    k = b.shape[1]
-    rows = max(1, _SINGLE_THREAD_MNK // (m * k))
-    if n <= rows:
-        result: Array = a.T @ b
-        return result
-    chunks = n // rows
-    main = chunks * rows
-    a_blocks = a[:main].reshape(chunks, rows, m).transpose(0, 2, 1)
-    b_blocks = b[:main].reshape(chunks, rows, k)
-    step = max(1, _PARTIAL_SUM_ELEMENTS // (m * k))
-    out = np.zeros((m, k), dtype=np.result_type(a.dtype, b.dtype))
-    for start in range(0, chunks, step):
-        out += np.matmul(a_blocks[start : start + step], b_blocks[start : start + step]).sum(axis=0)
-    if main < n:
-        out += a[main:].T @ b[main:]
-    return out
-
-
-def _bmm(a: Array, b: Array) -> Array:
-    """Return ``a @ b`` for stacks of matrices (attention), splitting rows of large products."""
-    rows_a, inner = a.shape[-2:]
-    cols = b.shape[-1]
-    rows = max(1, _SINGLE_THREAD_MNK // (inner * cols))
-    if rows_a <= rows:
-        result: Array = a @ b
-        return result
-    shape = (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), rows_a, cols)
-    out = np.empty(shape, dtype=np.result_type(a.dtype, b.dtype))
-    for start in range(0, rows_a, rows):
-        np.matmul(a[..., start : start + rows, :], b, out=out[..., start : start + rows, :])
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation
-
-
-def _as_int_tokens(values: Any, what: str, vocab_size: int, where: str) -> Array:
-    arr = np.asarray(values)
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and arr.size and not np.all(np.isfinite(arr)):
-            raise UserInputError(f"NonFiniteInTensor: {what} contains NaN or Inf{where}")
-        if arr.dtype.kind not in "fb" and arr.size:
-            raise UserInputError(
-                f"{what} must hold integer token ids, got dtype {arr.dtype}{where}"
-            )
-        if arr.size and not np.array_equal(arr, np.round(arr)):
-            raise UserInputError(f"{what} must hold integer token ids{where}")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.size:
-        low, high = int(arr.min()), int(arr.max())
-        if low < 0 or high >= vocab_size:
-            bad = low if low < 0 else high
-            raise UserInputError(
-                f"{what} contains token id {bad}, outside the vocabulary [0, {vocab_size}){where}"
-            )
-    return arr
-
-
-def _check_number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise UserInputError(f"{name} must be a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise UserInputError(f"NonFiniteInTensor: {name} must be finite, got {number}")
-    return number
-
-
-def _resolve_loss_config(
-    loss_fn: str, config: Mapping[str, float | str] | None
-) -> dict[str, float]:
-    defaults = _LOSS_CONFIG_DEFAULTS[loss_fn]
-    texts = _LOSS_CONFIG_TEXT.get(loss_fn, {})
-    resolved = dict(defaults)
-    for key, value in (config or {}).items():
-        if key in texts:
-            if value not in texts[key]:
-                raise UserInputError(
-                    f"loss_fn_config[{key!r}] must be one of {list(texts[key])} for loss "
-                    f"{loss_fn}, got {value!r}"
-                )
-            continue
-        if key not in defaults:
-            expected = sorted([*defaults, *texts]) or "no keys"
-            raise UserInputError(
-                f"unexpected loss_fn_config key {key!r} for loss {loss_fn}; expected {expected}"
-            )
-        resolved[key] = _check_number(f"loss_fn_config[{key!r}]", value)
-    if "clip_low_threshold" in resolved:
-        low, high = resolved["clip_low_threshold"], resolved["clip_high_threshold"]
-        if low > high:
-            raise UserInputError(
-                f"loss_fn_config clip_low_threshold ({low}) must not exceed "
-                f"clip_high_threshold ({high})"
-            )
-    return resolved
-
-
-@dataclass(frozen=True, eq=False)
-class _Prepared:
-    """A validated datum: tokens (N,), targets (N, K), float inputs (N, K) or (N,)."""
-
-    tokens: Array
-    targets: Array
-    two_dim: bool
-    floats: dict[str, Array]
-
-
-# ---------------------------------------------------------------------------------------------
-# Losses (SERVER.md §1): per-token loss and its derivative with respect to the target logprobs.
-
-
-def _token_losses(
-    loss_fn: str, lp: Array, floats: Mapping[str, Array], config: Mapping[str, float]
-) -> tuple[Array, Array]:
-    """Return (elementwise loss (M,), dloss/dlp shaped like lp (M, K)); float64 throughout.
-
-    An extreme importance ratio (sampler logprobs far below the model's) overflows to inf and
-    the loss becomes non-finite, as it would in torch; no warning is raised for it.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        return _token_losses_unchecked(loss_fn, lp, floats, config)
-
-
-def _token_losses_unchecked(
-    loss_fn: str, lp: Array, floats: Mapping[str, Array], config: Mapping[str, float]
-) -> tuple[Array, Array]:
-    if loss_fn == "cross_entropy":
-        weights = floats["weights"]
-        return -(lp * weights).sum(axis=1), -weights
-    logp = lp[:, 0]
-    sampler_lp, adv = floats["logprobs"], floats["advantages"]
-    if loss_fn == "dro":
-        # SERVER.md §1.5: loss = -(lp·A - ½β(lp-q)²)
-        beta = config["beta"]
-        diff = logp - sampler_lp
-        loss = -(logp * adv - 0.5 * beta * diff * diff)
-        grad = -(adv - beta * diff)
-        return loss, grad[:, None]
-    ratio = np.exp(logp - sampler_lp)
-    if loss_fn == "importance_sampling":
-        # SERVER.md §1.2: loss = -r·A
-        return -ratio * adv, (-adv * ratio)[:, None]
-    low, high = config["clip_low_threshold"], config["clip_high_threshold"]
-    clipped = np.clip(ratio, low, high)
-    if loss_fn == "ppo":
-        # SERVER.md §1.3: loss = -min(r·A, clamp(r)·A); no gradient through the clipped branch.
-        unclipped_obj, clipped_obj = ratio * adv, clipped * adv
-        loss = -np.minimum(unclipped_obj, clipped_obj)
-        grad = np.where(unclipped_obj <= clipped_obj, -adv * ratio, 0.0)
-        return loss, grad[:, None]
-    # SERVER.md §1.4 cispo: loss = -stopgrad(clamp(r))·lp·A
-    return -clipped * logp * adv, (-clipped * adv)[:, None]
-
-
-# ---------------------------------------------------------------------------------------------
-# The model
-
-
 class TinyLM:
     """A tiny numpy transformer with LoRA adapters, for the offline Tinker server.
 
@@ -495,11 +130,13 @@ class TinyLM:
     :param rank: the LoRA rank (> 0).
     :param seed: the LoRA init seed (None means 0, so the default init is reproducible).
     :param train_attn, train_mlp, train_unembed: where LoRA adapters go (at least one).
+    :param optimizer: the optimizer family, ``"adamw"`` (default) or ``"dimuon"``.
     The keyword-only architecture arguments exist for tests (e.g. ``dtype=np.float64`` for
     finite-difference gradient checks); the server uses the defaults.
     """
 
     base_model: str
+    optimizer: str
     rank: int
     vocab_size: int
     context_length: int
@@ -513,6 +150,7 @@ class TinyLM:
         train_attn: bool = True,
         train_mlp: bool = True,
         train_unembed: bool = True,
+        optimizer: str = "adamw",
         d_model: int = 64,
         n_layers: int = 2,
         n_heads: int = 4,
@@ -528,6 +166,11 @@ class TinyLM:
             raise UserInputError(
                 "At least one of train_unembed, train_mlp, or train_attn must be True"
             )
+        if optimizer not in OPTIMIZERS:
+            raise UserInputError(
+                f"optimizer_config.type: unsupported optimizer {optimizer!r} "
+                f"(supported: {', '.join(map(repr, OPTIMIZERS))})"
+            )
         if d_model % n_heads:
             raise ValueError("d_model must be divisible by n_heads")
         self.base_model = base_model
@@ -539,7 +182,7 @@ class TinyLM:
         self.vocab_size = VOCAB_SIZE
         self.context_length = int(context_length)
         self._dtype = np.dtype(dtype)
-        self._arch = _Arch(
+        self._arch = network.Arch(
             vocab_size=VOCAB_SIZE,
             d_model=d_model,
             n_layers=n_layers,
@@ -550,15 +193,14 @@ class TinyLM:
         self._scale = LORA_ALPHA / self.rank
         self._stub = False
         self._lock = threading.RLock()
-        self._base = _base_weights(base_model, self._arch, self._dtype.name)
+        self._base = network.base_weights(base_model, self._arch, self._dtype.name)
         self._modules = self._target_modules()
         self._module_set = frozenset(self._modules)
         self._params = self._init_lora()
         self._grads = {key: np.zeros_like(value) for key, value in self._params.items()}
-        self._exp_avg: dict[str, Array] = {}
-        self._exp_avg_sq: dict[str, Array] = {}
-        self._step = 0
-        self._effective_cache: _Effective | None = None
+        self._optimizer: AdamW | Dimuon = OPTIMIZERS[optimizer](self._dtype)
+        self.optimizer = optimizer
+        self._effective_cache: network.Effective | None = None
 
     @classmethod
     def stub(
@@ -570,6 +212,7 @@ class TinyLM:
         train_attn: bool = True,
         train_mlp: bool = True,
         train_unembed: bool = True,
+        optimizer: str = "adamw",
     ) -> TinyLM:
         """Return an instant variant for benchmarks: no network runs.
 
@@ -585,6 +228,7 @@ class TinyLM:
             train_attn=train_attn,
             train_mlp=train_mlp,
             train_unembed=train_unembed,
+            optimizer=optimizer,
         )
         model._stub = True
         return model
@@ -607,12 +251,12 @@ class TinyLM:
         rng = np.random.default_rng(np.random.SeedSequence([lora_seed, 0x4C6F5241]))
         params: dict[str, Array] = {}
         for module in self._modules:
-            d_in, d_out = self._base[_module_base_key(module)].shape
+            d_in, d_out = self._base[network.module_base_key(module)].shape
             bound = 1.0 / math.sqrt(d_in)
-            params[_lora_key(module, "A")] = rng.uniform(-bound, bound, (self.rank, d_in)).astype(
-                self._dtype
-            )
-            params[_lora_key(module, "B")] = np.zeros((d_out, self.rank), dtype=self._dtype)
+            params[network.lora_key(module, "A")] = rng.uniform(
+                -bound, bound, (self.rank, d_in)
+            ).astype(self._dtype)
+            params[network.lora_key(module, "B")] = np.zeros((d_out, self.rank), dtype=self._dtype)
         return params
 
     def lora_config(self) -> dict[str, object]:
@@ -656,41 +300,35 @@ class TinyLM:
             self._effective_cache = None
 
     def optimizer_state(self) -> dict[str, Array]:
-        """Return the Adam state: ``<param>.exp_avg``, ``<param>.exp_avg_sq`` and ``step``."""
+        """Return the optimizer state and ``step``.
+
+        AdamW: ``<param>.exp_avg`` and ``<param>.exp_avg_sq``; Dimuon: ``<param>.momentum_buffer``.
+        """
         with self._lock:
-            state: dict[str, Array] = {"step": np.array(self._step, dtype=np.int64)}
-            for key, value in self._params.items():
-                zeros = np.zeros_like(value, dtype=np.float32)
-                state[f"{key}.exp_avg"] = self._exp_avg.get(key, zeros).astype(np.float32)
-                state[f"{key}.exp_avg_sq"] = self._exp_avg_sq.get(key, zeros).astype(np.float32)
-            return state
+            return self._optimizer.state(self._params)
 
     def load_optimizer_state(self, state: Mapping[str, Array]) -> None:
-        """Restore the Adam state saved by :meth:`optimizer_state`."""
-        if "step" not in state:
-            raise UserInputError("optimizer state is missing 'step'")
-        step_arr = np.asarray(state["step"])
-        if step_arr.size != 1 or step_arr.dtype.kind not in "iuf":
-            raise UserInputError("optimizer state 'step' must be a single integer")
-        step = int(step_arr.reshape(()))
-        if step < 0:
-            raise UserInputError("optimizer state 'step' must be >= 0")
-        expected = {}
-        for key, value in self._params.items():
-            expected[f"{key}.exp_avg"] = value
-            expected[f"{key}.exp_avg_sq"] = value
+        """Restore the state saved by :meth:`optimizer_state` of a model of the same family."""
+        family = state_family(state)
+        if family != self.optimizer:
+            raise UserInputError(
+                f"the checkpoint holds {family} optimizer state but this model was created with "
+                f"optimizer {self.optimizer!r}; load it with load_state (weights only) or into a "
+                f"model created with optimizer {family!r}"
+            )
+        step = read_step(state)
         moments = self._check_state(
-            "optimizer", {k: v for k, v in state.items() if k != "step"}, expected
+            "optimizer",
+            {k: v for k, v in state.items() if k != "step"},
+            self._optimizer.expected_moments(self._params),
         )
         with self._lock:
-            self._step = step
-            self._exp_avg = {key: moments[f"{key}.exp_avg"] for key in self._params}
-            self._exp_avg_sq = {key: moments[f"{key}.exp_avg_sq"] for key in self._params}
+            self._optimizer.load(step, moments, self._params)
 
     def reset_optimizer(self) -> None:
-        """Forget the Adam moments and step count (and any accumulated gradient)."""
+        """Forget the optimizer state and step count (and any accumulated gradient)."""
         with self._lock:
-            self._exp_avg, self._exp_avg_sq, self._step = {}, {}, 0
+            self._optimizer.reset()
             self._grads = {key: np.zeros_like(value) for key, value in self._params.items()}
 
     def _check_state(
@@ -715,25 +353,25 @@ class TinyLM:
             loaded[key] = np.array(arr, dtype=self._dtype)
         return loaded
 
-    def _effective(self) -> _Effective:
+    def _effective(self) -> network.Effective:
         with self._lock:
             if self._effective_cache is not None:
                 return self._effective_cache
             base, params, scale = self._base, self._params, self._scale
 
             def merged(module: str) -> Array:
-                weight = base[_module_base_key(module)]
-                a_key = _lora_key(module, "A")
+                weight = base[network.module_base_key(module)]
+                a_key = network.lora_key(module, "A")
                 if a_key not in params:
                     return weight
-                delta = _mm(params[a_key].T, params[_lora_key(module, "B")].T)
+                delta = mm(params[a_key].T, params[network.lora_key(module, "B")].T)
                 return np.ascontiguousarray(weight + scale * delta)
 
             n = self._arch.n_layers
             attn = [
                 [merged(f"model.layers.{i}.self_attn.{p}_proj") for p in "qkvo"] for i in range(n)
             ]
-            eff = _Effective(
+            eff = network.Effective(
                 embed=base["embed"],
                 pos=base["pos"],
                 qkv=[np.ascontiguousarray(np.concatenate(a[:3], axis=1)) for a in attn],
@@ -747,232 +385,16 @@ class TinyLM:
 
     # -- network -------------------------------------------------------------------------------
 
-    def _network(
-        self, eff: _Effective, tokens: Array, *, record: bool
-    ) -> tuple[Array, list[dict[str, Array]], list[tuple[Array, Array]]]:
-        """Run the network on padded tokens (B, T): logits (B·T, V), activations, per-layer K/V.
-
-        Right padding needs no attention mask beyond causality: real positions never attend to
-        the padding after them.
-        """
-        arch = self._arch
-        batch, length = tokens.shape
-        d, heads, hd = arch.d_model, arch.n_heads, arch.head_dim
-        x = (eff.embed[tokens] + eff.pos[:length]).reshape(batch * length, d)
-        causal = np.triu(np.full((length, length), -np.inf, dtype=self._dtype), k=1)
-        q_scale = 1.0 / math.sqrt(hd)
-        records: list[dict[str, Array]] = []
-        kv: list[tuple[Array, Array]] = []
-        for layer in range(arch.n_layers):
-            h, h_inv = _rms_norm(x)
-            qkv = _mm(h, eff.qkv[layer]).reshape(batch, length, 3, heads, hd)
-            q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3)) * q_scale
-            k = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 1, 3))
-            v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
-            probs = _bmm(q, k.transpose(0, 1, 3, 2))
-            probs += causal
-            _softmax_inplace(probs)
-            attn = _bmm(probs, v).transpose(0, 2, 1, 3).reshape(batch * length, d)
-            x = x + _mm(attn, eff.o[layer])
-            h2, h2_inv = _rms_norm(x)
-            u = _mm(h2, eff.up[layer])
-            if record:
-                g, gelu_grad = _gelu_with_derivative(u)
-                records.append(
-                    {"h": h, "h_inv": h_inv, "q": q, "k": k, "v": v, "probs": probs}
-                    | {"attn": attn, "h2": h2, "h2_inv": h2_inv, "gelu_grad": gelu_grad, "g": g}
-                )
-            else:
-                g = _gelu(u)
-            x = x + _mm(g, eff.down[layer])
-            kv.append((k, v))
-        hf, hf_inv = _rms_norm(x)
-        logits = _mm(hf, eff.unembed)
-        if record:
-            records.append({"hf": hf, "hf_inv": hf_inv})
-        return logits, records, kv
-
-    def _weight_grad(
-        self, module: str, x: Array, dy: Array, weight_grads: dict[str, Array]
-    ) -> None:
-        """Add dloss/dW = dyᵀ·x (out, in) of a LoRA-targeted linear map to ``weight_grads``."""
-        if module in self._module_set:
-            self._weight_grad_add(module, _mm_tn(dy, x), weight_grads)
-
-    @staticmethod
-    def _weight_grad_add(module: str, grad: Array, weight_grads: dict[str, Array]) -> None:
-        if module in weight_grads:
-            weight_grads[module] += grad
-        else:
-            weight_grads[module] = np.array(grad)
-
     def _lora_grads_from_weight_grads(
         self, weight_grads: Mapping[str, Array], grads: dict[str, Array]
     ) -> None:
         """Project full-weight gradients G onto LoRA: dB = s·G·Aᵀ, dA = s·Bᵀ·G."""
         for module, weight_grad in weight_grads.items():
-            a_key, b_key = _lora_key(module, "A"), _lora_key(module, "B")
-            grads[b_key] += self._scale * _mm(weight_grad, self._params[a_key].T)
-            grads[a_key] += self._scale * _mm(self._params[b_key].T, weight_grad)
-
-    def _backward(
-        self,
-        eff: _Effective,
-        records: list[dict[str, Array]],
-        dlogits: Array,
-        shape: tuple[int, int],
-        weight_grads: dict[str, Array],
-    ) -> None:
-        """Accumulate the LoRA-targeted weights' gradients from dloss/dlogits (B·T, V).
-
-        LoRA gradients are linear in the full-weight gradient G = dyᵀ·x, so one long reduction
-        per module (summed over groups) replaces four thin rank-r products per module and group.
-        """
-        arch = self._arch
-        batch, length = shape
-        heads, hd, d = arch.n_heads, arch.head_dim, arch.d_model
-        q_scale = 1.0 / math.sqrt(hd)
-        final = records[-1]
-        self._weight_grad("lm_head", final["hf"], dlogits, weight_grads)
-        if not (self.train_attn or self.train_mlp):
-            return  # only the unembedding trains: nothing below it needs a gradient
-        dx = _rms_norm_backward(_mm(dlogits, eff.unembed.T), final["hf"], final["hf_inv"])
-        for layer in range(arch.n_layers - 1, -1, -1):
-            rec = records[layer]
-            prefix = f"model.layers.{layer}"
-            # MLP block: x += gelu(h2 W_up) W_down
-            self._weight_grad(f"{prefix}.mlp.down_proj", rec["g"], dx, weight_grads)
-            du = _mm(dx, eff.down[layer].T)
-            du *= rec["gelu_grad"]
-            self._weight_grad(f"{prefix}.mlp.up_proj", rec["h2"], du, weight_grads)
-            if layer == 0 and not self.train_attn:
-                return
-            dx = dx + _rms_norm_backward(_mm(du, eff.up[layer].T), rec["h2"], rec["h2_inv"])
-            # attention block: x += attn(h W_qkv) W_o
-            self._weight_grad(f"{prefix}.self_attn.o_proj", rec["attn"], dx, weight_grads)
-            dattn = _mm(dx, eff.o[layer].T).reshape(batch, length, heads, hd).transpose(0, 2, 1, 3)
-            dattn = np.ascontiguousarray(dattn)
-            probs = rec["probs"]
-            dv = _bmm(probs.transpose(0, 1, 3, 2), dattn)
-            dscores = _bmm(dattn, rec["v"].transpose(0, 1, 3, 2))
-            dscores -= np.einsum("bhij,bhij->bhi", dscores, probs)[..., None]
-            dscores *= probs
-            dq = _bmm(dscores, rec["k"]) * q_scale
-            dk = _bmm(dscores.transpose(0, 1, 3, 2), rec["q"])
-            dqkv = np.stack([dq, dk, dv], axis=2)  # (B, H, 3, T, hd)
-            dqkv = dqkv.transpose(0, 3, 2, 1, 4).reshape(batch * length, 3 * d)
-            h = rec["h"]
-            if self.train_attn:
-                qkv_grad = _mm_tn(dqkv, h)  # (3d, d): q, k, v stacked
-                for index, proj in enumerate("qkv"):
-                    block = qkv_grad[index * d : (index + 1) * d]
-                    self._weight_grad_add(f"{prefix}.self_attn.{proj}_proj", block, weight_grads)
-            if layer == 0:
-                return
-            dx = dx + _rms_norm_backward(_mm(dqkv, eff.qkv[layer].T), h, rec["h_inv"])
+            a_key, b_key = network.lora_key(module, "A"), network.lora_key(module, "B")
+            grads[b_key] += self._scale * mm(weight_grad, self._params[a_key].T)
+            grads[a_key] += self._scale * mm(self._params[b_key].T, weight_grad)
 
     # -- training ------------------------------------------------------------------------------
-
-    def _prepare(self, batch: Sequence[DatumArrays], loss_fn: str) -> list[_Prepared]:
-        required, optional = _LOSS_INPUTS[loss_fn]
-        allowed = (*required, *optional)
-        prepared: list[_Prepared] = []
-        for index, datum in enumerate(batch):
-            where = f" (datum {index})"
-            tokens = np.asarray(datum.tokens)
-            if tokens.ndim != 1:
-                raise UserInputError(f"model_input tokens must be 1-D, got shape {tokens.shape}")
-            n = tokens.shape[0]
-            if n == 0:
-                raise UserInputError(
-                    f"model_input is empty; a datum needs at least one token{where}"
-                )
-            if n > self.context_length:
-                raise UserInputError(
-                    f"PromptTooLong: model_input length {n} exceeds the model's context length "
-                    f"{self.context_length}{where}"
-                )
-            tokens = _as_int_tokens(tokens, "model_input", self.vocab_size, where)
-            for key in datum.inputs:
-                if key not in allowed:
-                    raise UserInputError(
-                        "Could not convert loss function inputs to array record: unexpected key "
-                        f"{key!r} for loss {loss_fn}; expected {sorted(allowed)}{where}"
-                    )
-            for key in required:
-                if key not in datum.inputs:
-                    raise UserInputError(
-                        "Could not convert loss function inputs to array record: missing key "
-                        f"{key!r} for loss {loss_fn}; expected {sorted(allowed)}{where}"
-                    )
-            arrays = {key: np.asarray(value) for key, value in datum.inputs.items()}
-            for key, arr in arrays.items():
-                if arr.ndim == 0 or arr.shape[0] != n:
-                    length = 0 if arr.ndim == 0 else arr.shape[0]
-                    raise UserInputError(
-                        f"loss_fn_inputs[{key}] has length {length}, expected {n} = "
-                        f"model_input.length{where}"
-                    )
-            raw_targets = arrays["target_tokens"]
-            two_dim = raw_targets.ndim == 2
-            if raw_targets.ndim not in (1, 2) or (two_dim and loss_fn != "cross_entropy"):
-                dims = "(N,) or (N, K)" if loss_fn == "cross_entropy" else "(N,)"
-                raise UserInputError(
-                    f"loss_fn_inputs[target_tokens] must have shape {dims} for loss {loss_fn}, "
-                    f"got {raw_targets.shape}{where}"
-                )
-            if two_dim and raw_targets.shape[1] == 0:
-                raise UserInputError(f"loss_fn_inputs[target_tokens] has K = 0 columns{where}")
-            targets = _as_int_tokens(
-                raw_targets, "loss_fn_inputs[target_tokens]", self.vocab_size, where
-            ).reshape(n, -1)
-            floats: dict[str, Array] = {}
-            for key, arr in arrays.items():
-                if key == "target_tokens":
-                    continue
-                if arr.dtype.kind not in "iufb":
-                    raise UserInputError(f"loss_fn_inputs[{key}] must be numeric{where}")
-                values = arr.astype(np.float64)
-                if not np.all(np.isfinite(values)):
-                    raise UserInputError(
-                        f"NonFiniteInTensor: loss_fn_inputs[{key}] contains NaN or Inf{where}"
-                    )
-                if key == "weights":
-                    if values.shape != raw_targets.shape:
-                        raise UserInputError(
-                            f"loss_fn_inputs[weights] has shape {values.shape}, expected "
-                            f"{raw_targets.shape} (the shape of target_tokens){where}"
-                        )
-                    values = values.reshape(n, -1)
-                elif values.ndim != 1:
-                    raise UserInputError(
-                        f"loss_fn_inputs[{key}] must have shape (N,), got {values.shape}{where}"
-                    )
-                floats[key] = values
-            if loss_fn == "cross_entropy" and "weights" not in floats:
-                # SERVER.md §1.1: whether weights are optional is undocumented; missing = all ones.
-                floats["weights"] = np.ones(targets.shape, dtype=np.float64)
-            prepared.append(_Prepared(tokens, targets, two_dim, floats))
-        return prepared
-
-    def _groups(self, prepared: Sequence[_Prepared]) -> list[list[int]]:
-        """Partition datum indices into groups of similar length, longest first."""
-        order = sorted(range(len(prepared)), key=lambda i: -prepared[i].tokens.shape[0])
-        groups: list[list[int]] = []
-        current: list[int] = []
-        group_len = 0
-        for index in order:
-            n = prepared[index].tokens.shape[0]
-            fits = (len(current) + 1) * group_len <= _GROUP_MAX_TOKENS and 2 * n >= group_len
-            if current and fits:
-                current.append(index)
-            else:
-                if current:
-                    groups.append(current)
-                current, group_len = [index], n
-        if current:
-            groups.append(current)
-        return groups
 
     def forward_backward(
         self,
@@ -988,18 +410,20 @@ class TinyLM:
         (N, K)) and ``{"loss:sum": total}``. Gradients add up across calls until :meth:`optim_step`.
         Raises :class:`UserInputError` for bad inputs, before touching any state.
         """
-        if loss_fn not in _LOSS_INPUTS:
+        if loss_fn not in LOSS_INPUTS:
             raise UserInputError(
                 f"Unknown loss function {loss_fn!r}; known loss functions: {list(LOSS_FUNCTIONS)}"
             )
-        config = _resolve_loss_config(loss_fn, loss_fn_config)
-        prepared = self._prepare(batch, loss_fn)
+        config = resolve_loss_config(loss_fn, loss_fn_config)
+        prepared = prepare_batch(
+            batch, loss_fn, vocab_size=self.vocab_size, context_length=self.context_length
+        )
         outputs: list[dict[str, Array]] = [{} for _ in prepared]
         total = 0.0
         with self._lock:
             weight_grads: dict[str, Array] = {}
             eff = self._effective()
-            for group in self._groups(prepared) if not self._stub else []:
+            for group in length_groups(prepared) if not self._stub else []:
                 total += self._run_group(
                     eff,
                     [prepared[i] for i in group],
@@ -1013,7 +437,7 @@ class TinyLM:
             if self._stub:
                 for index, item in enumerate(prepared):
                     lp = np.zeros(item.targets.shape, dtype=np.float64)
-                    loss, _ = _token_losses(loss_fn, lp, item.floats, config)
+                    loss, _ = token_losses(loss_fn, lp, item.floats, config)
                     outputs[index] = self._datum_output(item, lp, loss)
                     total += float(loss.sum())
             if backward:
@@ -1021,7 +445,7 @@ class TinyLM:
         return outputs, {"loss:sum": total}
 
     @staticmethod
-    def _datum_output(item: _Prepared, lp: Array, loss: Array) -> dict[str, Array]:
+    def _datum_output(item: Prepared, lp: Array, loss: Array) -> dict[str, Array]:
         logprobs = lp.astype(np.float32)
         if not item.two_dim:
             logprobs = logprobs[:, 0].copy()
@@ -1029,8 +453,8 @@ class TinyLM:
 
     def _run_group(
         self,
-        eff: _Effective,
-        items: Sequence[_Prepared],
+        eff: network.Effective,
+        items: Sequence[Prepared],
         indices: Sequence[int],
         *,
         loss_fn: str,
@@ -1048,7 +472,9 @@ class TinyLM:
             n, k = item.targets.shape
             tokens[row, :n] = item.tokens
             targets[row, :n, :k] = item.targets
-        logits, records, _ = self._network(eff, tokens, record=backward)
+        logits, records, _ = network.forward(
+            self._arch, eff, tokens, record=backward, dtype=self._dtype
+        )
         # log-softmax over the vocabulary, in place on the logits buffer
         logits -= logits.max(axis=-1, keepdims=True)
         exp = np.exp(logits)
@@ -1061,7 +487,7 @@ class TinyLM:
         for row, (item, index) in enumerate(zip(items, indices, strict=True)):
             n, k = item.targets.shape
             lp = lp_all[row, :n, :k].astype(np.float64)
-            loss, grad = _token_losses(loss_fn, lp, item.floats, config)
+            loss, grad = token_losses(loss_fn, lp, item.floats, config)
             outputs[index] = self._datum_output(item, lp, loss)
             total += float(loss.sum())
             if dlp is not None:
@@ -1079,7 +505,17 @@ class TinyLM:
             np.put_along_axis(
                 dlogits, target_col, current + flat_dlp[:, column : column + 1], axis=1
             )
-        self._backward(eff, records, dlogits, (batch, length), weight_grads)
+        network.backward(
+            self._arch,
+            eff,
+            records,
+            dlogits,
+            shape=(batch, length),
+            weight_grads=weight_grads,
+            trained=self._module_set,
+            train_attn=self.train_attn,
+            train_mlp=self.train_mlp,
+        )
         return total
 
     def optim_step(
@@ -1092,52 +528,58 @@ class TinyLM:
         weight_decay: float = 0.0,
         grad_clip_norm: float = 0.0,
     ) -> dict[str, float] | None:
-        """Apply one AdamW step (torch.optim.AdamW semantics, SERVER.md §4), then zero the grads.
+        """Apply one AdamW step (:mod:`~tinker_lite.local.optimizer`), then zero the grads.
 
         Returns ``{"unclipped_grad_l2:mean": norm}`` when ``grad_clip_norm > 0``, else None.
         """
-        lr = _check_number("learning_rate", learning_rate)
-        b1, b2 = _check_number("beta1", beta1), _check_number("beta2", beta2)
-        eps_value = _check_number("eps", eps)
-        wd = _check_number("weight_decay", weight_decay)
-        clip = _check_number("grad_clip_norm", grad_clip_norm)
-        if lr < 0 or eps_value < 0 or wd < 0 or clip < 0:
-            raise UserInputError(
-                "learning_rate, eps, weight_decay and grad_clip_norm must be non-negative"
-            )
-        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
-            raise UserInputError("beta1 and beta2 must be in [0, 1)")
         with self._lock:
-            grads = {key: value.astype(np.float64) for key, value in self._grads.items()}
-            norm = math.sqrt(sum(float(np.square(g).sum()) for g in grads.values()))
-            metrics: dict[str, float] | None = None
-            if clip > 0:
-                metrics = {"unclipped_grad_l2:mean": norm}
-                if norm > clip:
-                    # SERVER.md §4: clip the global L2 norm to grad_clip_norm
-                    factor = clip / norm
-                    grads = {key: g * factor for key, g in grads.items()}
-            self._step += 1
-            step = self._step
-            bias1 = 1.0 - b1**step
-            bias2_sqrt = math.sqrt(1.0 - b2**step)
-            new_params: dict[str, Array] = {}
-            for key, param in self._params.items():
-                grad = grads[key]
-                m = self._exp_avg.get(key)
-                v = self._exp_avg_sq.get(key)
-                m = (1.0 - b1) * grad if m is None else b1 * m + (1.0 - b1) * grad
-                v = (1.0 - b2) * grad * grad if v is None else b2 * v + (1.0 - b2) * grad * grad
-                self._exp_avg[key] = m.astype(self._dtype)
-                self._exp_avg_sq[key] = v.astype(self._dtype)
-                updated = param.astype(np.float64) * (1.0 - lr * wd)
-                updated -= (lr / bias1) * m / (np.sqrt(v) / bias2_sqrt + eps_value)
-                new_params[key] = updated.astype(self._dtype)
-            # replaced, not mutated: a concurrent sample() keeps a consistent snapshot
-            self._params = new_params
-            self._grads = {key: np.zeros_like(value) for key, value in new_params.items()}
-            self._effective_cache = None
+            optimizer = self._optimizer
+            if not isinstance(optimizer, AdamW):
+                raise UserInputError(self._family_mismatch("adamw"))
+            new_params, metrics = optimizer.step(
+                self._params,
+                self._grads,
+                learning_rate=learning_rate,
+                beta1=beta1,
+                beta2=beta2,
+                eps=eps,
+                weight_decay=weight_decay,
+                grad_clip_norm=grad_clip_norm,
+            )
+            self._apply(new_params)
             return metrics
+
+    def dimuon_step(
+        self, *, learning_rate: float, beta1: float, grad_clip_norm: float = 0.0
+    ) -> dict[str, float] | None:
+        """Apply one Dimuon step (:class:`~tinker_lite.local.optimizer.Dimuon`), zero the grads.
+
+        Returns ``{"unclipped_grad_l2:mean": norm}`` when ``grad_clip_norm > 0``, else None.
+        """
+        with self._lock:
+            optimizer = self._optimizer
+            if not isinstance(optimizer, Dimuon):
+                raise UserInputError(self._family_mismatch("dimuon"))
+            new_params, metrics = optimizer.step(
+                self._params,
+                self._grads,
+                learning_rate=learning_rate,
+                beta1=beta1,
+                grad_clip_norm=grad_clip_norm,
+            )
+            self._apply(new_params)
+            return metrics
+
+    def _family_mismatch(self, family: str) -> str:
+        return (
+            f"a {family} optim_step cannot update a model created with optimizer {self.optimizer!r}"
+        )
+
+    def _apply(self, new_params: dict[str, Array]) -> None:
+        # replaced, not mutated: a concurrent sample() keeps a consistent snapshot
+        self._params = new_params
+        self._grads = {key: np.zeros_like(value) for key, value in new_params.items()}
+        self._effective_cache = None
 
     # -- sampling ------------------------------------------------------------------------------
 
@@ -1155,6 +597,10 @@ class TinyLM:
         stop_strings: Sequence[str] | None = None,
         prompt_logprobs: bool = False,
         topk_prompt_logprobs: int = 0,
+        topk_sample_logprobs: int = 0,
+        prompt_logprobs_last_n: int | None = None,
+        prompt_alt_tokens_k: int = 0,
+        target_prompt_logprobs: Array | None = None,
     ) -> SampleResult:
         """Sample ``num_samples`` continuations of ``prompt`` (SERVER.md §5).
 
@@ -1165,16 +611,23 @@ class TinyLM:
         and the token completing a stop string are included, with stop_reason "stop". Prompt
         logprobs are unscaled (temperature 1). The same weights, prompt, parameters and seed give
         the same output; ``seed=None`` draws a fresh one.
+
+        0.38 options: ``topk_sample_logprobs`` (top-k pairs at each generated position, from the
+        distribution the token was drawn from), ``prompt_logprobs_last_n`` (only the last N prompt
+        logprobs, and top-k prompt rows, are scored; earlier entries are None),
+        ``prompt_alt_tokens_k`` (k independent draws at the request's temperature at every prompt
+        position after the first, with their logprobs) and ``target_prompt_logprobs`` (the logprob
+        of chosen ids at each prompt position after the first; -1 cells get 0.0).
         """
-        prompt_arr = _as_int_tokens(list(prompt), "prompt", self.vocab_size, "")
+        prompt_arr = as_int_tokens(list(prompt), "prompt", self.vocab_size, "")
         if prompt_arr.ndim != 1 or prompt_arr.shape[0] == 0:
             raise UserInputError("prompt must contain at least one token")
         prompt_len = int(prompt_arr.shape[0])
         if isinstance(num_samples, bool) or int(num_samples) < 1:
             raise UserInputError(f"num_samples must be >= 1, got {num_samples}")
         num_samples = int(num_samples)
-        tau = _check_number("temperature", temperature)
-        p_top = _check_number("top_p", top_p)
+        tau = check_number("temperature", temperature)
+        p_top = check_number("top_p", top_p)
         if tau < 0:
             raise UserInputError(f"temperature must be >= 0, got {tau}")
         if not 0.0 < p_top <= 1.0:
@@ -1185,6 +638,14 @@ class TinyLM:
         top_prompt = int(topk_prompt_logprobs)
         if top_prompt < 0:
             raise UserInputError(f"topk_prompt_logprobs must be >= 0, got {topk_prompt_logprobs}")
+        top_sample = int(topk_sample_logprobs)
+        if top_sample < 0:
+            raise UserInputError(f"topk_sample_logprobs must be >= 0, got {topk_sample_logprobs}")
+        alt_k = int(prompt_alt_tokens_k)
+        if alt_k < 0:
+            raise UserInputError(f"prompt_alt_tokens_k must be >= 0, got {prompt_alt_tokens_k}")
+        last_n = check_last_n(prompt_logprobs_last_n, prompt_len)
+        targets = check_targets(target_prompt_logprobs, prompt_len, self.vocab_size)
         if max_tokens is None:
             if prompt_len > self.context_length:
                 raise UserInputError(
@@ -1211,7 +672,7 @@ class TinyLM:
         if any(not s for s in texts):
             raise UserInputError("stop strings must be non-empty")
         if self._stub:
-            return self._stub_sample(
+            stub = stub_sample(
                 prompt_arr,
                 num_samples=num_samples,
                 new_tokens=new_tokens,
@@ -1220,15 +681,31 @@ class TinyLM:
                 prompt_logprobs=prompt_logprobs,
                 top_prompt=top_prompt,
             )
+            flat = np.zeros((prompt_len - 1, self.vocab_size), dtype=np.float64)
+            return with_prompt_options(
+                stub,
+                flat,
+                flat,
+                prompt_arr,
+                last_n=last_n,
+                alt_k=alt_k,
+                targets=targets,
+                seed=seed,
+                stub_top_sample=top_sample,
+            )
 
         eff = self._effective()
         # feed every position except the last generated token
         cache_len = prompt_len + max(new_tokens - 1, 0)
-        logits, _, kv = self._network(eff, prompt_arr[None, :], record=False)
+        logits, _, kv = network.forward(
+            self._arch, eff, prompt_arr[None, :], record=False, dtype=self._dtype
+        )
         prompt_lp: list[float | None] | None = None
         topk_lp: list[list[tuple[int, float]] | None] | None = None
+        log_probs = np.zeros((0, self.vocab_size))
+        if prompt_logprobs or top_prompt or alt_k or targets is not None:
+            log_probs = log_softmax(logits[:-1].astype(np.float64))
         if prompt_logprobs or top_prompt:
-            log_probs = _log_softmax(logits[:-1].astype(np.float64))
             if prompt_logprobs:
                 picked = log_probs[np.arange(prompt_len - 1), prompt_arr[1:]]
                 prompt_lp = [None, *(float(value) for value in picked)]
@@ -1238,7 +715,8 @@ class TinyLM:
                 topk_lp = [None]
                 for row in range(prompt_len - 1):
                     topk_lp.append([(int(tok), float(log_probs[row, tok])) for tok in order[row]])
-        sequences = self._generate(
+        sequences = generate(
+            self._arch,
             eff,
             kv,
             logits[-1],
@@ -1252,141 +730,21 @@ class TinyLM:
             seed=seed,
             stop_ids=stop_ids,
             stop_texts=texts,
+            top_sample=top_sample,
+            dtype=self._dtype,
+            decode=load_tokenizer().decode if texts else None,
         )
-        return SampleResult(sequences, prompt_lp, topk_lp)
-
-    def _generate(
-        self,
-        eff: _Effective,
-        prompt_kv: list[tuple[Array, Array]],
-        last_logits: Array,
-        *,
-        prompt_len: int,
-        cache_len: int,
-        num_samples: int,
-        new_tokens: int,
-        tau: float,
-        k_top: int,
-        p_top: float,
-        seed: int | None,
-        stop_ids: set[int],
-        stop_texts: list[str],
-    ) -> list[SampledSeq]:
-        arch = self._arch
-        heads, hd, d = arch.n_heads, arch.head_dim, arch.d_model
-        base_entropy = secrets.randbits(64) if seed is None else int(seed) % (1 << 64)
-        rngs = [
-            np.random.default_rng(np.random.SeedSequence([base_entropy, index]))
-            for index in range(num_samples)
-        ]
-        caches = []
-        for k, v in prompt_kv:
-            k_cache = np.empty((num_samples, heads, cache_len, hd), dtype=self._dtype)
-            v_cache = np.empty_like(k_cache)
-            k_cache[:, :, :prompt_len] = k[0]
-            v_cache[:, :, :prompt_len] = v[0]
-            caches.append((k_cache, v_cache))
-        q_scale = 1.0 / math.sqrt(hd)
-        tokens: list[list[int]] = [[] for _ in range(num_samples)]
-        logprobs: list[list[float]] = [[] for _ in range(num_samples)]
-        reasons = ["length"] * num_samples
-        active = np.ones(num_samples, dtype=bool)
-        logits = np.broadcast_to(last_logits, (num_samples, last_logits.shape[0]))
-        tokenizer = load_tokenizer() if stop_texts else None
-        for step in range(new_tokens):
-            chosen, chosen_lp = self._choose(logits.astype(np.float64), tau, k_top, p_top, rngs)
-            for index in np.flatnonzero(active):
-                token = int(chosen[index])
-                tokens[index].append(token)
-                logprobs[index].append(float(chosen_lp[index]))
-                stop = token in stop_ids
-                if not stop and tokenizer is not None:
-                    text = tokenizer.decode(tokens[index])
-                    stop = any(s in text for s in stop_texts)
-                if stop:
-                    reasons[index] = "stop"
-                    active[index] = False
-            if not active.any() or step == new_tokens - 1:
-                break
-            # one decoding step for every sample (finished ones are simply ignored)
-            position = prompt_len + step
-            x = eff.embed[chosen] + eff.pos[position]
-            for layer, (k_cache, v_cache) in enumerate(caches):
-                h, _ = _rms_norm(x)
-                qkv = _mm(h, eff.qkv[layer]).reshape(num_samples, 3, heads, hd)
-                k_cache[:, :, position] = qkv[:, 1]
-                v_cache[:, :, position] = qkv[:, 2]
-                q = qkv[:, 0, :, None, :] * q_scale  # (S, H, 1, hd)
-                scores = _bmm(q, k_cache[:, :, : position + 1].transpose(0, 1, 3, 2))
-                _softmax_inplace(scores)
-                attn = _bmm(scores, v_cache[:, :, : position + 1]).reshape(num_samples, d)
-                x = x + _mm(attn, eff.o[layer])
-                h2, _ = _rms_norm(x)
-                g = _gelu(_mm(h2, eff.up[layer]))
-                x = x + _mm(g, eff.down[layer])
-            hf, _ = _rms_norm(x)
-            logits = _mm(hf, eff.unembed)
-        return [SampledSeq(tokens[i], logprobs[i], reasons[i]) for i in range(num_samples)]
-
-    @staticmethod
-    def _choose(
-        logits: Array, tau: float, k_top: int, p_top: float, rngs: Sequence[np.random.Generator]
-    ) -> tuple[Array, Array]:
-        """Pick one token per row; return (tokens, their logprobs under softmax(logits/τ))."""
-        rows = np.arange(logits.shape[0])
-        if tau == 0.0:
-            chosen = logits.argmax(axis=1)
-            return chosen, _log_softmax(logits)[rows, chosen]
-        log_probs = _log_softmax(logits / tau)
-        probs = np.exp(log_probs)
-        vocab = logits.shape[1]
-        if 0 < k_top < vocab:
-            drop = np.argpartition(-log_probs, k_top - 1, axis=1)[:, k_top:]
-            np.put_along_axis(probs, drop, 0.0, axis=1)
-        if p_top < 1.0:
-            order = np.argsort(-probs, axis=1, kind="stable")
-            sorted_probs = np.take_along_axis(probs, order, axis=1)
-            sorted_probs /= sorted_probs.sum(axis=1, keepdims=True)
-            mass_before = np.cumsum(sorted_probs, axis=1) - sorted_probs
-            np.put_along_axis(
-                probs, order, np.where(mass_before < p_top, 1.0, 0.0) * sorted_probs, axis=1
-            )
-        cumulative = np.cumsum(probs, axis=1)
-        draws = np.array([rng.random() for rng in rngs]) * cumulative[:, -1]
-        chosen = np.minimum((cumulative <= draws[:, None]).sum(axis=1), vocab - 1)
-        # never pick a filtered-out (zero-probability) token through rounding at the boundary
-        zero = probs[rows, chosen] == 0.0
-        if zero.any():
-            chosen[zero] = probs[zero].argmax(axis=1)
-        return chosen, log_probs[rows, chosen]
-
-    def _stub_sample(
-        self,
-        prompt: Array,
-        *,
-        num_samples: int,
-        new_tokens: int,
-        stop_ids: set[int],
-        stop_texts: list[str],
-        prompt_logprobs: bool,
-        top_prompt: int,
-    ) -> SampleResult:
-        count, reason = new_tokens, "length"
-        if new_tokens and _STUB_TOKEN_ID in stop_ids:
-            count, reason = 1, "stop"
-        elif new_tokens and stop_texts:
-            char = chr(_STUB_TOKEN_ID)
-            needed = [len(s) for s in stop_texts if s == char * len(s)]
-            if needed and min(needed) <= new_tokens:
-                count, reason = min(needed), "stop"
-        sequences = [
-            SampledSeq([_STUB_TOKEN_ID] * count, [0.0] * count, reason) for _ in range(num_samples)
-        ]
-        rest = [int(token) for token in prompt[1:]]
-        prompt_lp: list[float | None] | None = None
-        if prompt_logprobs:
-            prompt_lp = [None, *([0.0] * len(rest))]
-        topk_lp: list[list[tuple[int, float]] | None] | None = None
-        if top_prompt:
-            topk_lp = [None, *([(token, 0.0)] for token in rest)]
-        return SampleResult(sequences, prompt_lp, topk_lp)
+        tempered = log_probs
+        if alt_k and tau > 0:
+            tempered = log_softmax(logits[:-1].astype(np.float64) / tau)
+        return with_prompt_options(
+            SampleResult(sequences, prompt_lp, topk_lp),
+            log_probs,
+            tempered,
+            prompt_arr,
+            last_n=last_n,
+            alt_k=alt_k,
+            targets=targets,
+            seed=seed,
+            greedy=tau == 0,
+        )

@@ -1,16 +1,14 @@
-"""The local server's HTTP layer: routing, auth, fault injection, long-polls and downloads.
+"""The local server's HTTP layer: the listening socket, connections, and the server's lifecycle.
 
 A stdlib ``ThreadingHTTPServer`` (one daemon thread per connection, HTTP/1.1 keep-alive, every
-response with a Content-Length) in front of :class:`~tinker_lite.local.state.ServerState`.
+response with a Content-Length) in front of :class:`~tinker_lite.local._app.App` (routing, auth,
+fault injection, long-polls) and :class:`~tinker_lite.local.state.ServerState`.
 :class:`LocalServer` runs it in a background thread; :func:`serve` runs it in the foreground
 until SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
-import email.utils
-import gzip
-import hmac
 import http.server
 import logging
 import os
@@ -21,616 +19,24 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tinker_lite import _wire, types
-from tinker_lite._errors import TinkerError
-from tinker_lite.local import model as model_mod
-from tinker_lite.local._checkpoints import CheckpointError
-from tinker_lite.local._faults import FaultDecision, FaultInjector, FaultSpecError
-from tinker_lite.local._futures import FutureEntry
+from tinker_lite.local._app import App
+from tinker_lite.local._errors import InvalidRequest, RequestRefused, refusal
+from tinker_lite.local._faults import FaultInjector
 from tinker_lite.local._jwt import JwtIssuer
-from tinker_lite.local._validation import (
-    check_empty_object,
-    field_error,
-    parse_json,
-    structure_request,
-)
-from tinker_lite.local.state import SUPPORTED_MODELS, HTTPError, ServerState
-
-if TYPE_CHECKING:
-    from tinker_lite._proto import ProtoForwardBackwardRequest
+from tinker_lite.local._responses import MAX_BODY, Response, decompress, http_error
+from tinker_lite.local.state import ServerState
 
 __all__ = ["FAULTS_ENV", "LocalServer", "serve"]
 
 log = logging.getLogger("tinker_lite.local")
 
 FAULTS_ENV = "TINKER_LITE_LOCAL_FAULTS"
-PROTOBUF = "application/x-protobuf"
-JSON = "application/json"
-_MAX_BODY = 1 << 30
-_API = "/api/v1/"
-
-
-@dataclass
-class Response:
-    """An HTTP answer; ``drop`` closes without answering, ``truncate_at`` cuts the body short."""
-
-    status: int
-    body: bytes = b""
-    content_type: str | None = JSON
-    headers: dict[str, str] = field(default_factory=dict)
-    drop: bool = False
-    truncate_at: float | None = None
-    content_length: int | None = None
-
-
-def _json(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
-    return Response(status, _wire.dumps(obj), JSON, dict(headers or {}))
-
-
-def _error(status: int, detail: Any, headers: Mapping[str, str] | None = None) -> Response:
-    return _json({"detail": detail}, status, headers)
-
-
-def _no_content() -> Response:
-    return Response(204, b"", None)
-
-
-def _prefers_protobuf(accept: str | None) -> bool:
-    """True when the Accept header ranks protobuf above (or before) JSON."""
-    if not accept:
-        return False
-    best: dict[str, tuple[float, int]] = {}
-    for index, part in enumerate(accept.split(",")):
-        media, *params = (p.strip() for p in part.split(";"))
-        q = 1.0
-        for param in params:
-            name, _, value = param.partition("=")
-            if name.strip() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
-        kind = "proto" if media.lower() in (PROTOBUF, "application/protobuf") else "other"
-        if media.lower() in (JSON, "*/*", "application/*"):
-            kind = "json"
-        if kind != "other" and kind not in best:
-            best[kind] = (q, index)
-    proto = best.get("proto")
-    if proto is None or proto[0] <= 0:
-        return False
-    other = best.get("json")
-    return other is None or proto[0] > other[0] or (proto[0] == other[0] and proto[1] < other[1])
-
-
-def _decompress(body: bytes, encoding: str | None) -> bytes:
-    if not encoding or encoding.lower() == "identity":
-        return body
-    enc = encoding.lower().strip()
-    if enc == "gzip":
-        try:
-            return gzip.decompress(body)
-        except (OSError, EOFError) as e:
-            raise HTTPError(400, f"Request body is not valid gzip: {e}") from e
-    if enc == "zstd":
-        from tinker_lite import _proto
-
-        if not _proto.zstd_available():
-            raise HTTPError(
-                415, "Content-Encoding zstd needs the 'zstandard' package on the local server"
-            )
-        try:
-            return _proto.decompress(body)
-        except TinkerError as e:
-            raise HTTPError(400, f"Request body is not valid zstd: {e}") from e
-    raise HTTPError(415, f"Unsupported Content-Encoding {encoding!r}")
-
-
-def _query_int(query: Mapping[str, list[str]], name: str, default: int) -> int:
-    values = query.get(name)
-    if not values:
-        return default
-    try:
-        value = int(values[-1])
-    except ValueError:
-        raise field_error(
-            ["query", name], f"{name}: Input should be a valid integer", "int_parsing"
-        ) from None
-    if value < 0:
-        raise field_error(["query", name], f"{name}: must be >= 0", "greater_than_equal")
-    return value
-
-
-class _App:
-    """Routes one parsed HTTP request to the state and builds the response."""
-
-    def __init__(
-        self,
-        state: ServerState,
-        *,
-        api_key: str | None,
-        jwt: JwtIssuer | None,
-        faults: FaultInjector,
-        faults_enabled: bool,
-        long_poll_s: float,
-        pending_status: int,
-        config: dict[str, Any],
-        archive_ttl_s: float,
-        base_url: Callable[[], str],
-    ) -> None:
-        self.state = state
-        self.api_key = api_key
-        self.jwt = jwt
-        self.faults = faults
-        self.faults_enabled = faults_enabled
-        self.long_poll_s = long_poll_s
-        self.pending_status = pending_status
-        self.config = config
-        self.archive_ttl_s = archive_ttl_s
-        self.base_url = base_url
-        self.stopping = threading.Event()
-
-    # -- auth -----------------------------------------------------------------------------------
-
-    def _authorized(self, headers: Mapping[str, str], *, key_only: bool = False) -> bool:
-        if self.api_key is None:
-            return True
-        given = headers.get("X-API-Key")
-        if given is None:
-            auth = headers.get("Authorization") or ""
-            if auth.lower().startswith("bearer "):
-                given = auth[7:].strip()
-        if not given:
-            return False
-        if hmac.compare_digest(given.encode(), self.api_key.encode()):
-            return True
-        if self.jwt is not None and not key_only and given.count(".") == 2:
-            return self.jwt.verify(given, self.state.clock()) is not None
-        return False
-
-    # -- dispatch -------------------------------------------------------------------------------
-
-    def handle(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, list[str]],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Response:
-        """Answer one request (faults, auth, then the endpoint)."""
-        decision = self.faults.decide("request", method, path, headers)
-        if decision.delay:
-            time.sleep(decision.delay)
-        if decision.rule is not None and decision.action == "status":
-            return self._fault_status(decision)
-        try:
-            response = self._route(method, path, query, headers, body)
-        except HTTPError as e:
-            response = _error(e.status, e.detail, e.headers)
-        except CheckpointError as e:
-            response = _error(e.status, e.detail)
-        except Exception:
-            log.exception("local server: %s %s failed", method, path)
-            response = _error(500, "Internal error in the local server")
-        if decision.action == "drop_after":
-            response.drop = True
-        elif decision.action == "truncate" and decision.rule is not None:
-            response.truncate_at = decision.rule.truncate_at
-        return response
-
-    def _fault_status(self, decision: FaultDecision) -> Response:
-        rule = decision.rule
-        assert rule is not None
-        assert rule.status is not None
-        headers: dict[str, str] = {}
-        if rule.retry_after is not None:
-            headers["Retry-After"] = rule.retry_after
-        if rule.retry_after_ms is not None:
-            headers["retry-after-ms"] = str(rule.retry_after_ms)
-        if rule.retry_after_date is not None:
-            headers["Retry-After"] = email.utils.formatdate(
-                time.time() + rule.retry_after_date, usegmt=True
-            )
-        body: dict[str, Any] = {"detail": rule.reason or f"injected fault: HTTP {rule.status}"}
-        if rule.status == 408:
-            body["queue_state"] = rule.queue_state
-            if rule.reason:
-                body["queue_state_reason"] = rule.reason
-        return _json(body, rule.status, headers)
-
-    def _route(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, list[str]],
-        headers: Mapping[str, str],
-        body: bytes,
-    ) -> Response:
-        if path.startswith("/_local/"):
-            return self._route_local(method, path, headers, body)
-        if not path.startswith(_API):
-            raise HTTPError(404, f"Not found: {path}")
-        name = path[len(_API) :]
-        if name == "healthz" and method in ("GET", "HEAD"):
-            return _json(types.HealthResponse())
-        if name == "auth/token" and method == "POST":
-            return self._auth_token(headers, body)
-        if not self._authorized(headers):
-            return _error(401, "Invalid or missing API key (X-API-Key)")
-        if method == "POST" and name in _STATE_ROUTES:
-            request_type, call = _STATE_ROUTES[name]
-            return _json(call(self.state, structure_request(parse_json(body), request_type)))
-        if method == "POST" and name in _POST_ROUTES:
-            return _POST_ROUTES[name](self, body, headers)
-        if name == "get_server_capabilities" and method == "GET":
-            return self._capabilities()
-        return self._route_rest(method, name, query, body)
-
-    # -- control endpoints ----------------------------------------------------------------------
-
-    def _route_local(
-        self, method: str, path: str, headers: Mapping[str, str], body: bytes
-    ) -> Response:
-        if path.startswith("/_local/download/") and method in ("GET", "HEAD"):
-            # a signed URL: no API key, like the service's archive links (WIRE.md §3.10)
-            return self._download(path[len("/_local/download/") :], method, headers)
-        if not self._authorized(headers):
-            return _error(401, "Invalid or missing API key (X-API-Key)")
-        if path == "/_local/stats" and method == "GET":
-            return _json(self.stats())
-        if path == "/_local/faults" and self.faults_enabled:
-            if method == "GET":
-                return _json({"rules": self.faults.describe()})
-            if method == "POST":
-                data = parse_json(body) if body.strip() else {}
-                spec = data.get("spec") if isinstance(data, dict) else None
-                if spec is not None and not isinstance(spec, str):
-                    raise field_error(["body", "spec"], "spec: expected a string", "string_type")
-                try:
-                    self.faults.set_spec(spec)
-                except FaultSpecError as e:
-                    raise field_error(["body", "spec"], str(e), "value_error") from e
-                return _json({"rules": self.faults.describe()})
-        raise HTTPError(404, f"Not found: {path}")
-
-    def stats(self) -> dict[str, Any]:
-        """The stats document (state counters + fault rules)."""
-        stats = self.state.stats()
-        stats["faults"] = self.faults.describe()
-        return stats
-
-    # -- endpoints beyond "structure the body, call the state" (_STATE_ROUTES) -----------------
-
-    def _auth_token(self, headers: Mapping[str, str], body: bytes) -> Response:
-        if self.jwt is None:
-            raise HTTPError(404, "JWT exchange is not enabled on this server (start it with --jwt)")
-        if not self._authorized(headers, key_only=True):
-            return _error(401, "Invalid or missing API key (X-API-Key)")
-        check_empty_object(parse_json(body) if body.strip() else {})
-        return _json(types.AuthTokenResponse(jwt=self.jwt.issue(self.state.clock())))
-
-    def _client_config(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        structure_request(parse_json(body), types.ClientConfigRequest)
-        return _json(self.config)
-
-    def _dynamic_config(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        structure_request(parse_json(body), types.ClientConfigRequest)
-        return _json(types.DynamicConfigResponse(refresh_interval_sec=300.0))
-
-    def _telemetry(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req = structure_request(parse_json(body), types.TelemetrySendRequest)
-        self.state.count_telemetry(len(req.events), body)
-        return _json(types.TelemetryResponse())
-
-    def _capabilities(self) -> Response:
-        return _json(
-            types.GetServerCapabilitiesResponse(
-                supported_models=[
-                    types.SupportedModel(
-                        model_name=name, max_context_length=model_mod.CONTEXT_LENGTH
-                    )
-                    for name in SUPPORTED_MODELS
-                ]
-            )
-        )
-
-    def _forward_backward(
-        self, body: bytes, headers: Mapping[str, str], *, forward_only: bool = False
-    ) -> Response:
-        """``forward`` (``forward_only``) or ``forward_backward``, as JSON or protobuf."""
-        if not _is_protobuf(headers):
-            model_id, seq_id, fb = _structure_forward_backward(body, forward_only)
-            data, loss_fn, config = fb.data, fb.loss_fn, fb.loss_fn_config
-        else:
-            # WIRE.md §13.3/§13.7: protobuf ForwardBackwardRequest; forward_only marks a forward
-            proto = _decode_forward_backward_proto(body)
-            model_id, seq_id, data = proto.model_id, proto.seq_id, proto.data
-            loss_fn, config = proto.loss_fn, proto.loss_fn_config
-            forward_only = forward_only or proto.forward_only
-        return _json(
-            self.state.forward_backward(
-                model_id, seq_id, data, loss_fn, config, forward_only=forward_only
-            )
-        )
-
-    # -- futures --------------------------------------------------------------------------------
-
-    def _retrieve_future(self, body: bytes, headers: Mapping[str, str]) -> Response:
-        req = structure_request(parse_json(body), types.FutureRetrieveRequest)
-        request_id = req.request_id
-        decision = self.faults.decide(
-            "poll", "POST", _API + "retrieve_future", headers, request_id=request_id
-        )
-        if decision.delay:
-            time.sleep(decision.delay)
-        rule = decision.rule
-        if rule is not None and rule.action == "expire":
-            self.state.futures.forget(request_id)
-            return _error(410, f"Promise expired/broken for request {request_id} (injected)")
-        if rule is not None and rule.action == "try_again":
-            return self._try_again(request_id, rule.status or 200, rule.queue_state, rule.reason)
-        entry = self.state.futures.get(request_id)
-        if entry is None:
-            # SERVER.md §8: unknown or expired ids answer 410; sampling then re-submits
-            return _error(410, f"Promise expired or unknown: {request_id}")
-        if not entry.done:
-            entry.event.wait(self.long_poll_s)
-        if not entry.done:
-            if entry.cancelled or self.stopping.is_set():
-                return _error(503, "The local server is shutting down")
-            reason = entry.waiting_reason() if entry.waiting_reason is not None else None
-            return self._try_again(request_id, self.pending_status, "active", reason)
-        return self._result(entry, headers)
-
-    def _try_again(
-        self, request_id: str, status: int, queue_state: str, reason: str | None
-    ) -> Response:
-        return _json(
-            types.TryAgainResponse(
-                request_id=request_id, queue_state=queue_state, queue_state_reason=reason
-            ),
-            status,
-        )
-
-    def _result(self, entry: FutureEntry, headers: Mapping[str, str]) -> Response:
-        extra = {
-            "X-Local-Ready-At": f"{entry.ready_wall:.6f}",
-            "X-Local-Ready-At-Perf": f"{entry.ready_perf:.9f}",
-            "X-Local-Created-At-Perf": f"{entry.created_perf:.9f}",
-        }
-        if entry.error is not None:
-            failed = types.RequestFailedResponse(
-                error=entry.error, category=types.RequestErrorCategory.parse(entry.category)
-            )
-            return Response(200, entry.encoded("json", lambda: _wire.dumps(failed)), JSON, extra)
-        result = entry.result
-        if _prefers_protobuf(headers.get("Accept")) and isinstance(
-            result, types.ForwardBackwardOutput | types.SampleResponse
-        ):
-            from tinker_lite import _proto
-
-            def encode_proto() -> bytes:
-                if isinstance(result, types.ForwardBackwardOutput):
-                    return _proto.encode_forward_backward_output(result)
-                return _proto.encode_sample_response(result)
-
-            return Response(200, entry.encoded("proto", encode_proto), PROTOBUF, extra)
-        try:
-            data = entry.encoded("json", lambda: _wire.dumps(result))
-        except (TinkerError, ValueError) as e:
-            log.error("local server: cannot encode the result of %s: %s", entry.request_id, e)
-            data = _wire.dumps(
-                types.RequestFailedResponse(
-                    error=f"The result could not be encoded: {e}",
-                    category=types.RequestErrorCategory.SERVER,
-                )
-            )
-        return Response(200, data, JSON, extra)
-
-    # -- REST -----------------------------------------------------------------------------------
-
-    def _route_rest(
-        self, method: str, name: str, query: Mapping[str, list[str]], body: bytes
-    ) -> Response:
-        parts = [urllib.parse.unquote(p) for p in name.split("/")]
-        state = self.state
-        store = state.checkpoints
-        if parts == ["training_runs"] and method == "GET":
-            limit = _query_int(query, "limit", 20)
-            offset = _query_int(query, "offset", 0)
-            runs = store.list_runs()
-            return _json(
-                types.TrainingRunsResponse(
-                    training_runs=[
-                        state.training_run_view(r) for r in runs[offset : offset + limit]
-                    ],
-                    cursor=types.Cursor(offset=offset, limit=limit, total_count=len(runs)),
-                )
-            )
-        if parts == ["checkpoints"] and method == "GET":
-            limit = _query_int(query, "limit", 100)
-            offset = _query_int(query, "offset", 0)
-            recs = store.list_all()
-            return _json(
-                types.CheckpointsListResponse(
-                    checkpoints=[state.checkpoint_view(r) for r in recs[offset : offset + limit]],
-                    cursor=types.Cursor(offset=offset, limit=limit, total_count=len(recs)),
-                )
-            )
-        if len(parts) >= 2 and parts[0] == "training_runs":
-            run_id = parts[1]
-            run = store.get_run(run_id)
-            if run is None:
-                raise HTTPError(404, f"Training run not found: {run_id!r}")
-            rest = parts[2:]
-            if not rest and method == "GET":
-                return _json(state.training_run_view(run))
-            if rest == ["checkpoints"] and method == "GET":
-                return _json(
-                    types.CheckpointsListResponse(
-                        checkpoints=[state.checkpoint_view(r) for r in store.list_run(run_id)]
-                    )
-                )
-            if len(rest) in (3, 4) and rest[0] == "checkpoints":
-                checkpoint_id = f"{rest[1]}/{rest[2]}"
-                action = rest[3] if len(rest) == 4 else None
-                return self._checkpoint_action(method, run_id, checkpoint_id, action, body)
-        if len(parts) == 2 and parts[0] == "samplers" and method == "GET":
-            return _json(state.get_sampler(parts[1]))
-        if parts == ["sessions"] and method == "GET":
-            return _json(
-                state.list_sessions(_query_int(query, "limit", 20), _query_int(query, "offset", 0))
-            )
-        if len(parts) == 2 and parts[0] == "sessions" and method == "GET":
-            return _json(state.get_session(parts[1]))
-        if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "finish" and method == "POST":
-            req = structure_request(parse_json(body), types.SessionFinishRequest)
-            state.finish_session(parts[1], req)
-            return _no_content()
-        if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "trace_export":
-            state.get_session(parts[1])
-            return _json(
-                {"status": "failed", "error": "Trace export is not available on the local server"}
-            )
-        raise HTTPError(404, f"Not found: {_API}{name}")
-
-    def _checkpoint_action(
-        self, method: str, run_id: str, checkpoint_id: str, action: str | None, body: bytes
-    ) -> Response:
-        store = self.state.checkpoints
-        if action is None and method == "DELETE":
-            store.delete(run_id, checkpoint_id)
-            return _no_content()
-        if action is None and method == "GET":
-            return _json(self.state.checkpoint_view(store.lookup(run_id, checkpoint_id)))
-        if action == "publish" and method in ("POST", "DELETE"):
-            store.set_public(run_id, checkpoint_id, method == "POST")
-            return _no_content()
-        if action == "ttl" and method == "PUT":
-            req = structure_request(parse_json(body), types.SetCheckpointTTLRequest)
-            store.set_ttl(run_id, checkpoint_id, req.ttl_seconds)
-            return _no_content()
-        if action == "archive" and method == "GET":
-            token, expires_at = store.make_archive(run_id, checkpoint_id, self.archive_ttl_s)
-            # WIRE.md §3.10: success is a 302 whose Location/Expires the client reads
-            location = f"{self.base_url()}/_local/download/{token}"
-            headers = {
-                "Location": location,
-                "Expires": email.utils.formatdate(expires_at, usegmt=True),
-            }
-            return Response(302, b"", None, headers)
-        raise HTTPError(404, f"Not found: {_API}training_runs/{run_id}/checkpoints/{checkpoint_id}")
-
-    def _download(self, token: str, method: str, headers: Mapping[str, str]) -> Response:
-        found = self.state.checkpoints.archive(token)
-        if found is None:
-            raise HTTPError(404, "Download link expired or unknown")
-        file_path, filename = found
-        try:
-            data = file_path.read_bytes()
-        except OSError:
-            raise HTTPError(404, "Download link expired or unknown") from None
-        size = len(data)
-        out_headers = {
-            "Accept-Ranges": "bytes",
-            "Content-Disposition": f'attachment; filename="{filename}"',
-            "ETag": f'"{token}"',
-        }
-        status = 200
-        range_header = headers.get("Range")
-        if range_header is not None and method == "GET":
-            parsed = _parse_range(range_header, size)
-            if parsed == "unsatisfiable":
-                out_headers["Content-Range"] = f"bytes */{size}"
-                return Response(416, b"", None, out_headers)
-            if isinstance(parsed, tuple):
-                start, end = parsed
-                data = data[start : end + 1]
-                out_headers["Content-Range"] = f"bytes {start}-{end}/{size}"
-                status = 206
-        return Response(status, data, "application/gzip", out_headers)
-
-
-def _is_protobuf(headers: Mapping[str, str]) -> bool:
-    content_type = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
-    return content_type in (PROTOBUF, "application/protobuf")
-
-
-def _structure_forward_backward(
-    body: bytes, forward_only: bool
-) -> tuple[str, int | None, types.ForwardBackwardInput]:
-    """Structure a JSON forward / forward_backward body: (model_id, seq_id, input)."""
-    if forward_only:
-        fwd = structure_request(parse_json(body), types.ForwardRequest)
-        return fwd.model_id, fwd.seq_id, fwd.forward_input
-    req = structure_request(parse_json(body), types.ForwardBackwardRequest)
-    return req.model_id, req.seq_id, req.forward_backward_input
-
-
-def _decode_forward_backward_proto(body: bytes) -> ProtoForwardBackwardRequest:
-    """Decode and check a protobuf ForwardBackwardRequest; 400/422 naming the problem."""
-    from tinker_lite import _proto
-
-    try:
-        req = _proto.decode_forward_backward_request(body)
-    except (TinkerError, ValueError) as e:
-        raise HTTPError(400, f"Invalid protobuf ForwardBackwardRequest: {e}") from e
-    if not req.model_id:
-        raise field_error(["body", "model_id"], "model_id: is required", "missing")
-    if req.seq_id < 0:
-        raise field_error(["body", "seq_id"], "seq_id: must be >= 0", "greater_than_equal")
-    if not req.data:
-        raise field_error(["body", "data"], "data: is empty", "value_error")
-    try:
-        types.check_loss_fn(req.loss_fn)
-    except TinkerError as e:
-        raise field_error(["body", "loss_fn"], str(e), "value_error") from e
-    return req
-
-
-# Endpoints that structure the JSON body into a request type, pass it to one ServerState method
-# and answer with what it returns.
-_STATE_ROUTES: dict[str, tuple[type[Any], Callable[[ServerState, Any], Any]]] = {
-    "create_session": (types.CreateSessionRequest, ServerState.create_session),
-    "session_heartbeat": (types.SessionHeartbeatRequest, ServerState.heartbeat),
-    "create_model": (types.CreateModelRequest, ServerState.create_model),
-    "get_info": (types.GetInfoRequest, ServerState.get_info),
-    "unload_model": (types.UnloadModelRequest, ServerState.unload_model),
-    "optim_step": (types.OptimStepRequest, ServerState.optim_step),
-    "save_weights": (types.SaveWeightsRequest, ServerState.save_weights),
-    "save_weights_for_sampler": (
-        types.SaveWeightsForSamplerRequest,
-        ServerState.save_weights_for_sampler,
-    ),
-    "load_weights": (types.LoadWeightsRequest, ServerState.load_weights),
-    "create_sampling_session": (
-        types.CreateSamplingSessionRequest,
-        ServerState.create_sampling_session,
-    ),
-    "join_sampling_session": (
-        types.JoinSamplingSessionRequest,
-        ServerState.join_sampling_session,
-    ),
-    "asample": (types.SampleRequest, ServerState.asample),
-    "weights_info": (types.WeightsInfoRequest, ServerState.weights_info),
-}
-
-_Handler = Callable[[_App, bytes, Mapping[str, str]], Response]
-
-_POST_ROUTES: dict[str, _Handler] = {
-    "client/config": _App._client_config,
-    "client/dynamic_config": _App._dynamic_config,
-    "telemetry": _App._telemetry,
-    "forward": lambda app, body, headers: app._forward_backward(body, headers, forward_only=True),
-    "forward_backward": _App._forward_backward,
-    "retrieve_future": _App._retrieve_future,
-}
 
 
 def _shutdown(conn: socket.socket) -> None:
@@ -651,7 +57,7 @@ class _HTTPServer(http.server.ThreadingHTTPServer):
     request_queue_size = 1024
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], app: _App) -> None:
+    def __init__(self, address: tuple[str, int], app: App) -> None:
         self.app = app
         # open connections and the threads serving them (one each)
         self._connections: dict[socket.socket, threading.Thread] = {}
@@ -712,8 +118,8 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
                         pass
                     break
                 total += size
-                if total > _MAX_BODY:
-                    raise HTTPError(413, "Request body too large")
+                if total > MAX_BODY:
+                    raise refusal(413, "Request body too large")
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline(65537)
             return b"".join(chunks)
@@ -723,9 +129,9 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         try:
             length = int(length_text)
         except ValueError:
-            raise HTTPError(400, "Invalid Content-Length") from None
-        if length < 0 or length > _MAX_BODY:
-            raise HTTPError(413, "Request body too large")
+            raise InvalidRequest("Invalid Content-Length") from None
+        if length < 0 or length > MAX_BODY:
+            raise refusal(413, "Request body too large")
         body = self.rfile.read(length)
         if len(body) != length:
             raise ConnectionError("client closed the connection mid-body")
@@ -745,10 +151,10 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
             return
         try:
             body = self._read_body()
-            body = _decompress(body, self.headers.get("Content-Encoding"))
-        except HTTPError as e:
+            body = decompress(body, self.headers.get("Content-Encoding"))
+        except RequestRefused as e:
             self.close_connection = True
-            self._send(_error(e.status, e.detail), path, started)
+            self._send(http_error(e.status, e.detail), path, started)
             return
         except (ConnectionError, OSError, ValueError):
             self.close_connection = True
@@ -812,34 +218,6 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         )
 
 
-def _parse_range(header: str, size: int) -> tuple[int, int] | str | None:
-    """Parse a single ``bytes=`` range; None to ignore it, "unsatisfiable" for 416."""
-    unit, _, spec = header.partition("=")
-    if unit.strip().lower() != "bytes" or "," in spec:
-        return None
-    first, dash, last = spec.strip().partition("-")
-    if not dash:
-        return None
-    try:
-        if not first:
-            if not last:
-                return None
-            suffix = int(last)
-            if suffix <= 0:
-                return "unsatisfiable"
-            return max(0, size - suffix), size - 1
-        start = int(first)
-        end = int(last) if last else size - 1
-    except ValueError:
-        return None
-    if last and end < start:
-        # RFC 9110 §14.1.1: a range whose last byte precedes its first is invalid: ignore it.
-        return None
-    if start >= size:
-        return "unsatisfiable"
-    return start, min(end, size - 1)
-
-
 class LocalServer:
     """An offline Tinker-compatible server on loopback, backed by the tiny numpy model.
 
@@ -866,6 +244,7 @@ class LocalServer:
         clock: Callable[[], float] | None = None,
         jwt_ttl_s: float = 3600.0,
         archive_ttl_s: float = 900.0,
+        models: Sequence[str] = (),
     ) -> None:
         if pending_status not in (200, 408):
             raise ValueError("pending_status must be 200 (try_again) or 408")
@@ -882,6 +261,7 @@ class LocalServer:
         self.sample_workers = sample_workers
         self.jwt_ttl_s = jwt_ttl_s
         self.archive_ttl_s = archive_ttl_s
+        self.models = tuple(models)
         self._clock = clock or time.time
         self._faults = FaultInjector(faults)
         self._faults_enabled = faults is not None
@@ -891,7 +271,7 @@ class LocalServer:
         self._config_overrides = dict(config_overrides or {})
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self._app: _App | None = None
+        self._app: App | None = None
         self._state: ServerState | None = None
         self._lock = threading.Lock()
         self._paused = False
@@ -931,6 +311,13 @@ class LocalServer:
         )
         config: dict[str, Any] = _wire.to_builtins(base)
         config.update(self._config_overrides)
+        if config.get("proto_compress_fwdbwd"):
+            from tinker_lite import _protowire
+
+            if not _protowire.zstd_available():
+                # advertising it would make clients send bodies this server answers with 415
+                log.warning("proto_compress_fwdbwd not advertised: 'zstandard' is not installed")
+                config["proto_compress_fwdbwd"] = False
         return config
 
     def start(self) -> str:
@@ -950,8 +337,9 @@ class LocalServer:
                 stub_model=self.stub_model,
                 result_ttl=self.result_ttl,
                 sample_workers=self.sample_workers,
+                models=self.models,
             )
-            self._app = _App(
+            self._app = App(
                 self._state,
                 api_key=self.api_key,
                 jwt=JwtIssuer(self.jwt_ttl_s) if self.jwt else None,

@@ -1,0 +1,353 @@
+"""One ``retrieve_futures`` long-poll per sampling session serving all of its samples.
+
+When the service's client config sets ``sample_use_retrieve_futures`` (WIRE.md §P.10,
+golden-0.38 "Polling and sampling"), a sample's completion is not awaited by polling
+``retrieve_future`` for each request: one thread per (sampling session, cloned sampler) sends
+``POST /api/v1/retrieve_futures {"target", "prev_cursor", ["timeout"], "retrieved_request_ids"}``
+in a loop, and each request the answer names as finished (or failed) is fetched with one
+``retrieve_future`` by a small, separate :class:`~tinker_lite._poller.Poller` (decoding, errors
+and 410 re-submits are the poller's). So the threads stay flat however many samples are in
+flight: one per sampling session plus the fetch pool.
+
+The loop idles while nothing waits and nothing is left to acknowledge. The ids of fetched
+results are reported in ``retrieved_request_ids`` of the next poll; with nobody waiting that
+poll only acknowledges (``"timeout": 0.0``, read timeout 5 s; a long poll has 45 s). Failed
+polls (connection errors, 408, 429, 5xx) are retried with the poll back-off; a service that has
+answered nothing for the stall timeout fails the waiting samples with
+:class:`~tinker_lite.APITimeoutError` (WIRE.md §P.7). Any other answer (e.g. 404 from a service
+that lacks the endpoint) makes that session fall back to per-request polling, with a WARNING:
+nothing waits forever and nothing is lost.
+
+Threading contract: :meth:`BatchPoller.wait` may be called from any thread; each session's
+loop runs on its own daemon thread, started on demand and ended after ``idle_timeout`` seconds
+without work; :meth:`BatchPoller.close` stops and joins them and fails what still waits.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from tinker_lite import _wire, types
+from tinker_lite._errors import APIConnectionError, APITimeoutError
+from tinker_lite._futures import APIFuture
+from tinker_lite._http import ClientClosedError, HttpResponse, PoolKind, Timeout, Transport, redact
+from tinker_lite._poller import Poller
+from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+
+__all__ = [
+    "ACK_POLL_TIMEOUT",
+    "LONG_POLL_TIMEOUT",
+    "RETRIEVE_FUTURES_PATH",
+    "BatchPoller",
+]
+
+logger = logging.getLogger("tinker_lite.futures")
+
+T = TypeVar("T")
+
+RETRIEVE_FUTURES_PATH = "/api/v1/retrieve_futures"
+# golden-0.38: x-stainless-read-timeout 45.0 on a long poll, 5.0 on an acknowledgement only.
+LONG_POLL_TIMEOUT = Timeout(connect=5.0, read=45.0)
+ACK_POLL_TIMEOUT = Timeout(connect=5.0, read=5.0)
+# The fetch pool: results are ready when fetched, so a few threads serve any fan-out.
+DEFAULT_FETCH_THREADS = 16
+
+Target = tuple[str, int]
+
+
+class _Waiter:
+    """One sample waiting for its completion: what its fetch needs."""
+
+    __slots__ = ("fetch", "future")
+
+    def __init__(self, future: APIFuture[Any], fetch: Callable[[], object]) -> None:
+        self.future = future
+        self.fetch = fetch
+
+
+class _Session:
+    """The long-poll loop of one (sampling session, cloned sampler)."""
+
+    def __init__(self, owner: BatchPoller, target: Target) -> None:
+        self.owner = owner
+        self.target = target
+        self.cursor = 0
+        self.waiters: dict[str, _Waiter] = {}
+        self.early: set[str] = set()  # completions seen before their waiter registered
+        self.retrieved: set[str] = set()
+        self.fallback: str | None = None  # why this session polls per request now
+        self.thread: threading.Thread | None = None
+
+    # -- called under the owner's condition ------------------------------------------------
+
+    def has_work(self) -> bool:
+        return bool(self.waiters or self.retrieved)
+
+
+class BatchPoller:
+    """Awaits sample completions with ``retrieve_futures`` (see the module docstring).
+
+    ``transport`` sends the long polls; ``fetcher`` is the poller that fetches each finished
+    result (and polls per request when a session falls back); it is closed by its owner.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        fetcher: Poller,
+        *,
+        stall_timeout: float = 300.0,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        clock: Callable[[], float] = time.monotonic,
+        rand: Callable[[], float] = random.random,
+        idle_timeout: float = 30.0,
+    ) -> None:
+        self._transport = transport
+        self.fetcher = fetcher
+        self._stall_timeout = stall_timeout
+        self._policy = policy
+        self._clock = clock
+        self._rand = rand
+        self._idle_timeout = idle_timeout
+        self._cond = threading.Condition()
+        self._closing = threading.Event()
+        self._sessions: dict[Target, _Session] = {}
+
+    def __repr__(self) -> str:
+        return f"BatchPoller(sessions={len(self._sessions)}, closed={self._closing.is_set()})"
+
+    @property
+    def thread_count(self) -> int:
+        """Long-poll threads alive now."""
+        with self._cond:
+            return sum(
+                1 for s in self._sessions.values() if s.thread is not None and s.thread.is_alive()
+            )
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def wait(
+        self,
+        sampling_session_id: str,
+        cloned_sampler_id: int,
+        future: APIFuture[T],
+        fetch: Callable[[], object],
+    ) -> None:
+        """Resolve ``future`` once its request completes: ``fetch()`` then polls its result.
+
+        ``future.request_id`` names the request; ``fetch`` hands it to the fetch poller (it is
+        called on this poller's thread, or at once when the completion was already seen).
+        """
+        request_id = future.request_id
+        if request_id is None:
+            raise ValueError("the future has no request id")
+        target = (sampling_session_id, cloned_sampler_id)
+        with self._cond:
+            if self._closing.is_set():
+                future.try_set_exception(
+                    ClientClosedError(f"The client is closed; cannot wait for {request_id}.")
+                )
+                return
+            session = self._sessions.get(target)
+            if session is None:
+                session = self._sessions[target] = _Session(self, target)
+            now = session.fallback is not None or request_id in session.early
+            if now:
+                session.early.discard(request_id)
+            else:
+                session.waiters[request_id] = _Waiter(future, fetch)
+                future._cancel_hook = lambda: self._forget(session, request_id)
+                self._ensure_thread_locked(session)
+                self._cond.notify_all()
+        if now:
+            fetch()
+
+    def mark_retrieved(self, sampling_session_id: str, cloned_sampler_id: int, rid: str) -> None:
+        """Report ``rid``'s result as fetched on the session's next poll."""
+        with self._cond:
+            session = self._sessions.get((sampling_session_id, cloned_sampler_id))
+            if session is None or session.fallback is not None or self._closing.is_set():
+                return
+            session.retrieved.add(rid)
+            self._ensure_thread_locked(session)
+            self._cond.notify_all()
+
+    def _forget(self, session: _Session, request_id: str) -> None:
+        with self._cond:
+            session.waiters.pop(request_id, None)
+
+    def _ensure_thread_locked(self, session: _Session) -> None:
+        if session.thread is not None:
+            return
+        clone = session.target[1]
+        thread = threading.Thread(
+            target=self._loop,
+            args=(session,),
+            name=f"tinker-lite-futures-{clone}",
+            daemon=True,
+        )
+        session.thread = thread
+        try:
+            thread.start()
+        except RuntimeError as e:
+            session.thread = None
+            self._fall_back_locked(session, f"no thread could be started ({e})")
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _loop(self, session: _Session) -> None:
+        stall = StallWatch(self._stall_timeout, self._clock)
+        failures = 0
+        try:
+            while True:
+                with self._cond:
+                    while not session.has_work() and not self._closing.is_set():
+                        if not self._cond.wait(self._idle_timeout) and not session.has_work():
+                            session.thread = None
+                            return
+                    if self._closing.is_set():
+                        return
+                    if not session.waiters:
+                        stall.answered()  # an acknowledgement alone never stalls anyone
+                    retrieved = sorted(session.retrieved)
+                    ack_only = not session.waiters
+                    cursor = session.cursor
+                outcome = self._poll_once(session, cursor, retrieved, ack_only)
+                if isinstance(outcome, types.FuturesRetrieveResponse):
+                    failures = 0
+                    stall.answered()
+                    self._deliver(session, outcome, retrieved)
+                    continue
+                if isinstance(outcome, str):  # not retryable: poll per request from now on
+                    with self._cond:
+                        self._fall_back_locked(session, outcome)
+                        session.thread = None
+                    return
+                failures += 1
+                if stall.expired():
+                    self._fail_waiters(session, stall, outcome)
+                    continue
+                delay = self._policy.poll_delay(failures, None, rand=self._rand(), now=time.time())
+                self._closing.wait(max(0.0, min(delay, stall.remaining())))
+        except BaseException as e:  # pragma: no cover - WIRE.md §P.7: a dying thread resolves all
+            with self._cond:
+                session.thread = None
+                self._fall_back_locked(session, f"its thread died ({type(e).__name__}: {e})")
+            raise
+
+    def _poll_once(
+        self, session: _Session, cursor: int, retrieved: list[str], ack_only: bool
+    ) -> types.FuturesRetrieveResponse | str | BaseException:
+        """One retrieve_futures: its answer, a reason to fall back (str) or a retryable error."""
+        sid, clone = session.target
+        request = types.FuturesRetrieveRequest(
+            target=types.SamplingSessionFuturesTarget(
+                sampling_session_id=sid, cloned_sampler_id=clone
+            ),
+            prev_cursor=cursor,
+            timeout=0.0 if ack_only else None,
+            retrieved_request_ids=retrieved,
+        )
+        timeout = ACK_POLL_TIMEOUT if ack_only else LONG_POLL_TIMEOUT
+        try:
+            resp = self._transport.send(
+                PoolKind.RETRIEVE_PROMISE,
+                "POST",
+                RETRIEVE_FUTURES_PATH,
+                body=_wire.dumps(request),
+                headers={"x-stainless-read-timeout": str(float(timeout.read))},
+                timeout=timeout,
+            )
+        except APIConnectionError as e:  # ClientClosedError too: the loop sees the closing
+            return e
+        return _read_answer(resp)
+
+    def _deliver(
+        self, session: _Session, answer: types.FuturesRetrieveResponse, acked: list[str]
+    ) -> None:
+        ready: list[Callable[[], object]] = []
+        with self._cond:
+            session.retrieved.difference_update(acked)
+            session.cursor = max(session.cursor, answer.cursor)
+            for completion in answer.completions:
+                waiter = session.waiters.pop(completion.request_id, None)
+                if waiter is None:
+                    session.early.add(completion.request_id)
+                else:
+                    ready.append(waiter.fetch)
+        for fetch in ready:
+            fetch()
+
+    def _fail_waiters(self, session: _Session, stall: StallWatch, last: BaseException) -> None:
+        with self._cond:
+            waiters = list(session.waiters.items())
+            session.waiters.clear()
+        for request_id, waiter in waiters:
+            error = APITimeoutError(
+                f"No answer from the service for {stall.silent_for():.0f}s while waiting for "
+                f"request {request_id} (Sample) with retrieve_futures (stall timeout "
+                f"{stall.stall_timeout:g}s; last problem: {redact(str(last))}).",
+                request_id=request_id,
+                elapsed=stall.silent_for(),
+            )
+            error.__cause__ = last
+            waiter.future.try_set_exception(error)
+        stall.answered()
+
+    def _fall_back_locked(self, session: _Session, why: str) -> None:
+        if session.fallback is None:
+            logger.warning(
+                "retrieve_futures failed for sampling session %s (%s); polling each sample "
+                "with retrieve_future instead",
+                session.target[0],
+                redact(why),
+            )
+        session.fallback = why
+        waiters = list(session.waiters.values())
+        session.waiters.clear()
+        session.retrieved.clear()
+        session.early.clear()
+        # A fetch is a per-request poll: it waits for the result when it is not ready yet.
+        for waiter in waiters:
+            waiter.fetch()
+
+    # -- shutdown --------------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Fail every waiting sample, stop the loops and join their threads. Idempotent."""
+        with self._cond:
+            self._closing.set()
+            sessions = list(self._sessions.values())
+            waiters = [w for s in sessions for w in s.waiters.values()]
+            for session in sessions:
+                session.waiters.clear()
+            threads = [s.thread for s in sessions if s.thread is not None]
+            self._cond.notify_all()
+        for waiter in waiters:
+            waiter.future.try_set_exception(
+                ClientClosedError(
+                    f"The client was closed before request {waiter.future.request_id} completed."
+                )
+            )
+        deadline = time.monotonic() + timeout
+        me = threading.current_thread()
+        for thread in threads:
+            if thread is not me:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _read_answer(resp: HttpResponse) -> types.FuturesRetrieveResponse | str | BaseException:
+    status = resp.status
+    if 200 <= status < 300:
+        try:
+            return _wire.structure(resp.json(), types.FuturesRetrieveResponse)
+        except Exception as e:
+            return f"unreadable answer ({type(e).__name__}: {e})"
+    if status in (408, 429) or status >= 500:
+        return APIConnectionError(f"retrieve_futures answered HTTP {status}")
+    return f"HTTP {status}: {resp.text(300)}"

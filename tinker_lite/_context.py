@@ -1,0 +1,505 @@
+"""The client context: what every client of one connection shares.
+
+A :class:`ClientContext` owns the session holder and its requestor, the executors the clients
+submit on, the run journal, the closing state, a local server started for ``local://`` and the
+registry of live contexts (an unpickled SamplingClient finds its connection there). A
+ServiceClient is a factory on top of one context; a standalone RestClient and an unpickled
+SamplingClient build a context of their own. Clients take the context and never reach back up to
+the ServiceClient.
+
+Threading contract: every method may be called from any thread. A context owns one single-thread
+executor per TrainingClient (``tinker-lite-train``; submits in ``seq_id`` order), one wide
+executor for sampling submits (``tinker-lite-sample``), one small executor for REST calls
+(``tinker-lite-rest``), and the session holder's poller, heartbeat and telemetry threads.
+:meth:`ClientContext.close` finishes (or drops, with a WARNING) what the clients queued
+(:mod:`tinker_lite._pending`), then stops and joins all of them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import logging
+import math
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from tinker_lite._api import Requestor
+from tinker_lite._batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
+from tinker_lite._errors import ClientClosedError, InvalidInputError
+from tinker_lite._futures import APIFuture
+from tinker_lite._journal import Journal
+from tinker_lite._pending import PendingRegistry
+from tinker_lite._poller import Poller
+from tinker_lite._retry import DEFAULT_RETRY_POLICY
+from tinker_lite._session import FinishReason, SessionHolder
+from tinker_lite._settings import ENV_BASE_URL
+
+__all__ = [
+    "DEFAULT_EXIT_TIMEOUT",
+    "DEFAULT_REST_WORKERS",
+    "DEFAULT_SAMPLE_WORKERS",
+    "ENV_EXIT_TIMEOUT",
+    "FINISH_REASONS",
+    "LOCAL_BASE_URL",
+    "ClientContext",
+    "FinishReason",
+    "exit_timeout",
+    "find_live_context",
+]
+
+logger = logging.getLogger("tinker_lite.context")
+
+T = TypeVar("T")
+
+LOCAL_BASE_URL = "local://"
+FINISH_REASONS = ("success", "errored", "interrupted")
+DEFAULT_SAMPLE_WORKERS = 16
+"""Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
+(about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
+sample takes over 1.25 s; more threads only contend for the GIL (bench/, figure 3)."""
+DEFAULT_REST_WORKERS = 4
+ENV_EXIT_TIMEOUT = "TINKER_LITE_EXIT_TIMEOUT"
+DEFAULT_EXIT_TIMEOUT = 60.0
+"""Seconds an unclosed connection finishes its queued work at interpreter exit (then drops)."""
+# Threads that run the queued work: a close() made on one of them cannot wait for that work.
+_WORKER_THREAD_PREFIXES = (
+    "tinker-lite-train",
+    "tinker-lite-sample",
+    "tinker-lite-rest",
+    "tinker-lite-poll",
+)
+
+# Live contexts of this process, so an unpickled SamplingClient finds its connection.
+_LIVE: weakref.WeakSet[ClientContext] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+
+def _is_local(url: str | None) -> bool:
+    return url is not None and url.strip().lower().startswith(LOCAL_BASE_URL)
+
+
+class ClientContext:
+    """The shared state of one connection: session holder, requestor, executors, journal.
+
+    Arguments are the connection settings of :class:`~tinker_lite.ServiceClient` (already
+    validated there); ``session=False`` makes a session-less connection (a standalone
+    RestClient). ``holder_options`` are extra :class:`~tinker_lite._session.SessionHolder`
+    arguments (injected clocks and sleeps in tests). Construction sends nothing: the
+    connection starts on first use (WIRE.md §P.10).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        user_metadata: Mapping[str, Any] | None = None,
+        project_id: str | None = None,
+        display_name: str | None = None,
+        stall_timeout: float | None = None,
+        startup_timeout: float | None = None,
+        wire: str = "auto",
+        verify: bool | str = True,
+        telemetry: bool | None = None,
+        tags: Sequence[str] | None = None,
+        default_headers: Mapping[str, str] | None = None,
+        sample_workers: int = DEFAULT_SAMPLE_WORKERS,
+        max_retries: int | None = None,
+        journal: str | os.PathLike[str] | Journal | None = None,
+        session: bool = True,
+        holder_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(sample_workers, bool) or not isinstance(sample_workers, int):
+            raise InvalidInputError("sample_workers", f"must be an int, got {sample_workers!r}")
+        if sample_workers < 1:
+            raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
+        self._lock = threading.Lock()
+        self.closing = threading.Event()
+        self._closed = False
+        self._sample_workers = sample_workers
+        self._sample_executor: ThreadPoolExecutor | None = None
+        self._rest_executor: ThreadPoolExecutor | None = None
+        self._train_executors: list[ThreadPoolExecutor] = []
+        self._local_server: Any = None
+        self.pending = PendingRegistry()
+        self._batch_poller: BatchPoller | None = None
+        self._batch_checked = False
+        self.journal = Journal.resolve(journal)
+        self.has_session = session
+        options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
+        if max_retries is not None:
+            policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
+            options["retry_policy"] = dataclasses.replace(policy, max_retries=max_retries)
+        requested_url = base_url if base_url else os.environ.get(ENV_BASE_URL)
+        if _is_local(requested_url):
+            base_url = self._start_local_server()
+        try:
+            self.holder = SessionHolder(
+                api_key=api_key,
+                base_url=base_url,
+                user_metadata=user_metadata,
+                project_id=project_id,
+                display_name=display_name,
+                stall_timeout=stall_timeout,
+                startup_timeout=startup_timeout,
+                wire=wire,
+                verify=verify,
+                telemetry=telemetry,
+                tags=tags,
+                default_headers=default_headers,
+                create_session=session,
+                **options,
+            )
+        except BaseException:
+            self._stop_local_server()
+            raise
+        self.api = Requestor(self.holder)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        _ensure_exit_hook()
+        # WIRE.md §P.12: an unclosed context is closed at interpreter exit (a started local
+        # server is stopped and its temporary data removed); see close_at_interpreter_exit.
+        ref = weakref.ref(self)
+        self._atexit_hook: Callable[[], None] = lambda: _close_at_exit(ref)
+        atexit.register(self._atexit_hook)
+
+    def _start_local_server(self) -> str:
+        # Imported here: the client modules never import the local server at module level.
+        from tinker_lite.local import server as local_server
+
+        server = local_server.LocalServer()
+        url = server.start()
+        self._local_server = server
+        logger.info("Started the offline local server at %s", url)
+        return url
+
+    def _stop_local_server(self) -> None:
+        server, self._local_server = self._local_server, None
+        if server is not None:
+            server.stop()
+
+    def __repr__(self) -> str:
+        return f"ClientContext(base_url={self.holder.base_url!r}, closed={self._closed})"
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL (the local server's when started with ``local://``)."""
+        return self.holder.base_url
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def _closing_event(self) -> threading.Event:
+        # The name the sampling 429 wait loop reads (SamplingClient._submit).
+        return self.closing
+
+    # -- journal -------------------------------------------------------------------------------
+
+    def journal_watch(
+        self,
+        future: APIFuture[Any],
+        kind: str,
+        *,
+        seq_id: int | None = None,
+        tokens: int | Callable[[Any], int | None] | None = None,
+        model_id: str | None = None,
+        started: float | None = None,
+        defer: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
+        journal = self.journal
+        if journal is not None:
+            journal.watch(
+                future,
+                kind,
+                seq_id=seq_id,
+                tokens=tokens,
+                model_id=model_id,
+                started=started,
+                defer=defer,
+            )
+
+    # -- executors -----------------------------------------------------------------------------
+
+    def check_open(self) -> None:
+        """Raise :class:`~tinker_lite.ClientClosedError` once the connection is closed."""
+        if self._closed:
+            raise ClientClosedError("The ServiceClient is closed.")
+
+    def new_train_executor(self) -> ThreadPoolExecutor:
+        """A single-thread executor for one TrainingClient's submits (joined on close)."""
+        with self._lock:
+            self.check_open()
+            executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinker-lite-train")
+            self._train_executors.append(executor)
+            return executor
+
+    def sample_pool(self) -> ThreadPoolExecutor:
+        """The wide executor shared by this connection's SamplingClients."""
+        with self._lock:
+            self.check_open()
+            if self._sample_executor is None:
+                self._sample_executor = ThreadPoolExecutor(
+                    max_workers=self._sample_workers, thread_name_prefix="tinker-lite-sample"
+                )
+            return self._sample_executor
+
+    def batch_poller(self) -> BatchPoller | None:
+        """The ``retrieve_futures`` poller when the service's client config turns it on.
+
+        ``None`` otherwise: each sample is then polled on its own by the session's poller.
+        """
+        batch = self._batch_poller
+        if batch is not None or self._batch_checked:
+            return batch
+        use = self.api.client_flags().sample_use_retrieve_futures
+        with self._lock:
+            if self._closed:
+                # Samples already sent are still awaited while close() drains the queue: they
+                # are polled one by one (the session's poller runs until the end of close()).
+                return self._batch_poller
+            if use and self._batch_poller is None:
+                holder = self.holder
+                fetcher = Poller(
+                    holder.transport,
+                    max_workers=DEFAULT_FETCH_THREADS,
+                    stall_timeout=holder.stall_timeout,
+                    thread_name="tinker-lite-poll-fetch",
+                )
+                self._batch_poller = BatchPoller(
+                    holder.transport, fetcher, stall_timeout=holder.stall_timeout
+                )
+            self._batch_checked = True
+            return self._batch_poller
+
+    def rest_pool(self) -> ThreadPoolExecutor:
+        """The small executor REST calls run on."""
+        with self._lock:
+            self.check_open()
+            if self._rest_executor is None:
+                self._rest_executor = ThreadPoolExecutor(
+                    max_workers=DEFAULT_REST_WORKERS, thread_name_prefix="tinker-lite-rest"
+                )
+            return self._rest_executor
+
+    def run_in(
+        self, pool: ThreadPoolExecutor, fn: Callable[[], T], *, request_type: str | None = None
+    ) -> APIFuture[T]:
+        """Run ``fn`` on ``pool``; its result or error is delivered to the returned future."""
+        out: APIFuture[T] = APIFuture(request_type=request_type)
+        pending = self.pending.track(request_type or "REST", out, on_drop=out.try_set_exception)
+
+        def run() -> None:
+            if out.cancelled() or not pending.claim():
+                return
+            try:
+                value = fn()
+            except BaseException as e:
+                out.try_set_exception(e)
+            else:
+                out.try_set_result(value)
+
+        try:
+            pool.submit(run)
+        except RuntimeError:
+            if pending.claim():
+                out.try_set_exception(ClientClosedError("The ServiceClient is closed."))
+        return out
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    def close(
+        self,
+        status: FinishReason = "success",
+        detail: str | None = None,
+        *,
+        wait: bool = True,
+        why: str | None = None,
+        budget: float | None = None,
+        what: str = "Closing",
+    ) -> None:
+        """Finish or drop what was queued, end the session and stop every thread (idempotent).
+
+        New calls are refused at once. ``wait=True`` first waits until every queued training
+        request, sample and REST call has completed (ThreadPoolExecutor.shutdown(wait=True)),
+        logging at INFO what it waits for; it gives up once none has completed for the stall
+        timeout, or after ``budget`` seconds when given. ``wait=False`` (``why`` says why, for the
+        log) waits for nothing. Then whatever is left is dropped: requests never sent fail with
+        :class:`~tinker_lite.ClientClosedError` and one WARNING names each one (kind and
+        ``seq_id``), and the ones already sent, which may still complete on the service. A
+        KeyboardInterrupt (any exception) while waiting drops the rest, ends the session as
+        interrupted (errored) and is re-raised. Then the heartbeat stops, telemetry is flushed,
+        the session is finished (WIRE.md §P.12), the polling, submit and REST threads are
+        joined and a local server started for ``local://`` is stopped.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        interrupted: BaseException | None = None
+        if wait:
+            try:
+                why = self._drain(budget, what)
+            except BaseException as e:  # Ctrl-C (or a signal handler's exception) while waiting
+                interrupted = e
+                status = "errored" if isinstance(e, Exception) else "interrupted"
+                name = type(e).__name__
+                why = f"{what}: interrupted ({name}) while waiting for queued requests"
+        try:
+            self._shut_down(
+                status, detail, why or (what if wait else "ServiceClient.close(wait=False)")
+            )
+        finally:
+            if interrupted is not None:
+                raise interrupted
+
+    def _drain(self, budget: float | None, what: str) -> str | None:
+        """Wait for every queued request (see :meth:`close`); why it stopped early, else None."""
+        if threading.current_thread().name.startswith(_WORKER_THREAD_PREFIXES):
+            return (
+                f"{what}: close() was called on one of the client's own worker threads, which "
+                "cannot wait for the work queued behind it"
+            )
+        return self.pending.drain(stall_timeout=self.holder.stall_timeout, budget=budget, what=what)
+
+    def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
+        with self._lock:
+            executors = list(self._train_executors)
+            for pool in (self._sample_executor, self._rest_executor):
+                if pool is not None:
+                    executors.append(pool)
+        # Dropped before the holder closes: a request waiting for its turn is failed with a
+        # ClientClosedError that names it, never sent to a closing connection.
+        self.pending.cancel(why)
+        self.closing.set()
+        atexit.unregister(self._atexit_hook)
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        batch = self._batch_poller
+        if batch is not None:
+            batch.close()
+            batch.fetcher.close(timeout=1.0)
+        try:
+            self.holder.close(status, detail, sdk_method="ServiceClient.close")
+        finally:
+            for executor in executors:
+                executor.shutdown(wait=True)
+            self._stop_local_server()
+
+
+def find_live_context(base_url: str) -> ClientContext | None:
+    """An open context of this process with a session, connected to ``base_url``, if any."""
+    wanted = base_url.rstrip("/")
+    with _LIVE_LOCK:
+        for context in list(_LIVE):
+            if not context.has_session or context.closed:
+                continue
+            if context.base_url.rstrip("/") == wanted:
+                return context
+    return None
+
+
+_exit_hook_registered = False
+
+
+def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """Seconds an unclosed connection finishes its queued work at interpreter exit.
+
+    ``TINKER_LITE_EXIT_TIMEOUT`` (seconds, ``0``: drop at once), else
+    :data:`DEFAULT_EXIT_TIMEOUT`.
+    """
+    raw = (os.environ if environ is None else environ).get(ENV_EXIT_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_EXIT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        logger.warning(
+            "%s=%r is not a number of seconds >= 0; using %g",
+            ENV_EXIT_TIMEOUT,
+            raw,
+            DEFAULT_EXIT_TIMEOUT,
+        )
+        return DEFAULT_EXIT_TIMEOUT
+    return value
+
+
+def _uncaught_exception() -> BaseException | None:
+    """The exception that is ending the interpreter, if one escaped the main script."""
+    if sys.flags.interactive or hasattr(sys, "ps1"):
+        return None  # a prompt's last error is not why the interpreter exits
+    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    return error if isinstance(error, BaseException) else None
+
+
+def close_at_interpreter_exit(context: ClientContext) -> None:
+    """Close a connection the program never closed, as the interpreter exits.
+
+    After a normal end (or ``sys.exit``) the queued work is finished, bounded by
+    :func:`exit_timeout` and the stall timeout, then the rest is dropped with a WARNING; after
+    an uncaught exception (KeyboardInterrupt included) it is dropped at once with a WARNING and
+    the session ends as errored (interrupted).
+    """
+    error = _uncaught_exception()
+    try:
+        if error is None:
+            context.close(
+                "success",
+                budget=exit_timeout(),
+                what="At interpreter exit (the ServiceClient was not closed)",
+            )
+        else:
+            name = type(error).__name__
+            context.close(
+                "interrupted" if isinstance(error, KeyboardInterrupt) else "errored",
+                name,
+                wait=False,
+                why=f"At interpreter exit after an uncaught {name}",
+            )
+    except BaseException:  # pragma: no cover - never fail interpreter exit
+        logger.debug("closing at exit failed", exc_info=True)
+
+
+def _close_live_contexts() -> None:
+    with _LIVE_LOCK:
+        contexts = list(_LIVE)
+    for context in contexts:
+        close_at_interpreter_exit(context)
+
+
+def _ensure_exit_hook() -> None:
+    """Close live contexts before the interpreter waits for worker threads at exit.
+
+    concurrent.futures joins its worker threads in threading's exit hooks, which run before
+    ``atexit``: a submit thread still retrying against a failing service would keep the
+    process alive for minutes after an uncaught error. Closing first makes them return at once.
+    """
+    global _exit_hook_registered
+    with _LIVE_LOCK:
+        if _exit_hook_registered:
+            return
+        _exit_hook_registered = True
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - CPython >= 3.9 has it
+        return
+    try:
+        register(_close_live_contexts)
+    except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
+        logger.debug("could not register the exit hook", exc_info=True)
+
+
+def _close_at_exit(ref: weakref.ref[ClientContext]) -> None:
+    context = ref()
+    if context is not None:
+        close_at_interpreter_exit(context)

@@ -1,0 +1,210 @@
+"""The client side of ``forward_backward_custom``: the gradient of a user's loss (WIRE.md §8).
+
+Without torch the loss function returns ``(loss, grads, metrics)`` with numpy gradients; with
+torch installed the official form ``(loss_tensor, metrics)`` works too and autograd gives the
+gradients. torch is imported only when the numpy form is not what the loss function returned.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from tinker_lite import types
+from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
+
+__all__ = [
+    "CustomLoss",
+    "CustomLossFn",
+    "check_loss_type_input",
+    "custom_gradients",
+    "logprobs_of",
+    "merge_metrics",
+]
+
+# loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
+CustomLossFn = Callable[[list[types.Datum], list[Any]], Any]
+
+
+@attrs.frozen
+class CustomLoss:
+    """What a custom loss function gave: d loss / d logprobs per datum, its metrics, its value."""
+
+    grads: list[npt.NDArray[np.float64]]
+    metrics: dict[str, float]
+    loss_sum: float
+
+
+def merge_metrics(service: Mapping[str, float], custom: CustomLoss) -> dict[str, float]:
+    """The metrics of a forward_backward_custom result, as the official SDK reports them.
+
+    The service's ``loss:sum`` is the surrogate (cross-entropy weighted by minus the gradient),
+    so it becomes ``surrogate_loss:sum``; ``loss:sum`` is the custom loss itself. The loss
+    function's own metrics come next and win over the service's other ones.
+    """
+    merged = dict(service)
+    surrogate = merged.pop("loss:sum", None)
+    merged.update(custom.metrics)
+    merged["loss:sum"] = custom.loss_sum
+    if surrogate is not None:
+        merged["surrogate_loss:sum"] = surrogate
+    return merged
+
+
+def check_loss_type_input(loss_type_input: str | None) -> None:
+    """Warn that ``loss_type_input`` is deprecated (as 0.38 does) and accept only "logprobs"."""
+    if loss_type_input is None:
+        return
+    warnings.warn(
+        "forward_backward_custom(loss_type_input=...) is deprecated: the loss function always "
+        "receives logprobs; remove the argument.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if loss_type_input != "logprobs":
+        raise InvalidInputError(
+            "loss_type_input",
+            f"unsupported value {loss_type_input!r}",
+            "the only supported value is 'logprobs' (or leave it out)",
+        )
+
+
+def logprobs_of(out: Mapping[str, types.TensorData], index: int) -> npt.NDArray[np.float32]:
+    tensor = out.get("logprobs")
+    if tensor is None:
+        raise APIResponseValidationError(
+            f"forward output {index} has no 'logprobs' (keys: {sorted(out)})"
+        )
+    return np.asarray(tensor.to_numpy(), dtype=np.float32)
+
+
+def custom_gradients(
+    loss_fn: CustomLossFn, data: list[types.Datum], logprobs: list[npt.NDArray[np.float32]]
+) -> CustomLoss:
+    """Call ``loss_fn`` and return d loss / d logprobs per datum, its metrics and its value."""
+    first_error: BaseException | None = None
+    result: Any = None
+    try:
+        result = loss_fn(data, [lp.copy() for lp in logprobs])
+    except Exception as e:
+        first_error = e
+    if first_error is None and isinstance(result, tuple) and len(result) == 3:
+        return _numpy_form(result, logprobs)
+    torch = _torch()
+    if torch is None:
+        if first_error is not None:
+            raise first_error
+        raise InvalidInputError(
+            "loss_fn",
+            f"returned {_describe(result)}; without torch it must return (loss, grads, metrics)",
+            "return the loss, one gradient array per datum (d loss / d logprobs) and a dict",
+        )
+    try:
+        return _torch_form(torch, loss_fn, data, logprobs)
+    except Exception as e:
+        if first_error is not None:
+            raise e from first_error
+        raise
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return type(value).__name__
+
+
+def _numpy_form(
+    result: tuple[Any, Any, Any], logprobs: list[npt.NDArray[np.float32]]
+) -> CustomLoss:
+    loss, grads, metrics = result
+    try:
+        loss_value = float(loss)
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            "loss_fn", f"returned a loss that is not a number: {loss!r}"
+        ) from None
+    if not math.isfinite(loss_value):
+        raise InvalidInputError("loss_fn", f"returned a non-finite loss ({loss_value})")
+    if isinstance(grads, (str, bytes)) or not isinstance(grads, Sequence):
+        raise InvalidInputError("loss_fn", "grads must be a list with one array per datum")
+    if len(grads) != len(logprobs):
+        raise InvalidInputError(
+            "loss_fn", f"returned {len(grads)} gradients for {len(logprobs)} datums"
+        )
+    out: list[npt.NDArray[np.float64]] = []
+    for index, (grad, lp) in enumerate(zip(grads, logprobs, strict=True)):
+        arr = np.asarray(grad, dtype=np.float64)
+        if arr.shape != lp.shape:
+            if arr.size != lp.size:
+                raise InvalidInputError(
+                    f"loss_fn grads[{index}]",
+                    f"has shape {list(arr.shape)}, expected {list(lp.shape)} like the logprobs",
+                )
+            arr = arr.reshape(lp.shape)
+        if not bool(np.isfinite(arr).all()):
+            raise InvalidInputError(f"loss_fn grads[{index}]", "holds NaN or Inf")
+        out.append(arr)
+    return CustomLoss(grads=out, metrics=_metrics_dict(metrics), loss_sum=loss_value)
+
+
+def _metrics_dict(metrics: object) -> dict[str, float]:
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise InvalidInputError("loss_fn", f"metrics must be a dict, got {type(metrics).__name__}")
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        try:
+            out[str(key)] = float(value)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"loss_fn metrics[{key!r}]", f"must be a number, got {value!r}"
+            ) from None
+    return out
+
+
+def _torch() -> Any:
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        return None
+
+
+def _torch_form(
+    torch: Any,
+    loss_fn: CustomLossFn,
+    data: list[types.Datum],
+    logprobs: list[npt.NDArray[np.float32]],
+) -> CustomLoss:
+    tensors = [torch.tensor(lp, dtype=torch.float32, requires_grad=True) for lp in logprobs]
+    result = loss_fn(data, tensors)
+    if isinstance(result, tuple) and len(result) == 3:
+        given = [g.detach().cpu().numpy() if isinstance(g, torch.Tensor) else g for g in result[1]]
+        value = result[0].item() if isinstance(result[0], torch.Tensor) else result[0]
+        return _numpy_form((value, given, result[2]), logprobs)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor)):
+        raise InvalidInputError(
+            "loss_fn",
+            f"returned {_describe(result)}",
+            "return (loss_tensor, metrics) with a scalar torch loss, or (loss, grads, metrics)",
+        )
+    loss, metrics = result
+    if loss.numel() != 1:
+        raise InvalidInputError(
+            "loss_fn", f"the loss must be a scalar, got shape {list(loss.shape)}"
+        )
+    loss_sum = float(loss.detach().sum().item())
+    loss.backward()
+    grads: list[npt.NDArray[np.float64]] = []
+    for index, tensor in enumerate(tensors):
+        if tensor.grad is None:
+            raise TinkerError(f"No gradient computed for logprob tensor {index}")
+        grads.append(np.asarray(tensor.grad.detach().cpu().numpy(), dtype=np.float64))
+    return _numpy_form((loss_sum, grads, metrics), logprobs)

@@ -1,0 +1,50 @@
+"""Decoding direct JSON answers into ``types`` models, with errors a caller can act on.
+
+A body that is not JSON, or JSON that does not fit the expected model, becomes an
+:class:`~tinker_lite.APIResponseValidationError` naming the request, with the status and the
+body (credentials redacted). Used by the session holder for its start-up answers and by the
+requestor for every operation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from tinker_lite import _wire
+from tinker_lite._errors import APIResponseValidationError, TinkerError, WireFormatError
+from tinker_lite._http import HttpResponse, redact
+
+__all__ = ["decode_json", "parse_model"]
+
+T = TypeVar("T")
+
+# Longest excerpt of a body copied into an exception.
+_MAX_BODY_IN_ERROR = 2000
+
+
+def decode_json(resp: HttpResponse, *, what: str, request_id: str | None = None) -> Any:
+    """Parse a direct answer's JSON body; APIResponseValidationError if it is not JSON."""
+    try:
+        return resp.json()
+    except TinkerError as e:
+        raise APIResponseValidationError(
+            f"The service answered {what} with a body that is not valid JSON "
+            f"(status {resp.status}, {len(resp.body)} bytes): {redact(str(e))}",
+            body=resp.text(_MAX_BODY_IN_ERROR),
+            request_id=request_id,
+            status_code=resp.status,
+        ) from e
+
+
+def parse_model(resp: HttpResponse, cls: type[T], *, what: str | None = None) -> T:
+    """Decode a direct JSON answer into ``cls`` (APIResponseValidationError on mismatch)."""
+    label = what or cls.__name__
+    data = decode_json(resp, what=label)
+    try:
+        return _wire.structure(data, cls)
+    except WireFormatError as e:
+        raise APIResponseValidationError(
+            f"The service's answer to {label} does not match {cls.__name__}: {e}",
+            body=data,
+            status_code=resp.status,
+        ) from e

@@ -1,0 +1,118 @@
+"""The session heartbeat: ``session_heartbeat`` every 10 s on its own thread (WIRE.md §10).
+
+A heartbeat that keeps failing warns after two minutes; HTTP 410 (the session expired on the
+service) stops it with a warning. It holds the transport, never the session holder.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from tinker_lite import _wire, types
+from tinker_lite._errors import ClientClosedError, TinkerError
+from tinker_lite._http import HEARTBEAT_TIMEOUT, PoolKind, Transport, redact
+
+__all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_PATH", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
+
+logger = logging.getLogger("tinker_lite.session")
+
+HEARTBEAT_INTERVAL = 10.0
+HEARTBEAT_WARN_AFTER = 120.0
+HEARTBEAT_PATH = "/api/v1/session_heartbeat"
+
+
+class Heartbeat:
+    """Sends ``session_heartbeat`` every ``interval`` s on its own thread (WIRE.md §10)."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        session_id: str,
+        *,
+        interval: float = HEARTBEAT_INTERVAL,
+        warn_after: float = HEARTBEAT_WARN_AFTER,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        self._transport = transport
+        self._session_id = session_id
+        self._interval = interval
+        self._warn_after = warn_after
+        self._clock = clock
+        self._stop = threading.Event()
+        self._wait = wait if wait is not None else self._stop.wait
+        self._body = _wire.dumps(types.SessionHeartbeatRequest(session_id=session_id))
+        self.beats = 0
+        self.failures = 0
+        self.expired = False
+        self._thread = threading.Thread(target=self._run, name="tinker-lite-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
+    def _run(self) -> None:
+        last_success = self._clock()
+        next_due = last_success + self._interval
+        while True:
+            if self._wait(max(0.0, next_due - self._clock())) or self._stop.is_set():
+                return
+            problem = self._beat()
+            if problem is None:
+                last_success = self._clock()
+            elif problem == "expired":
+                return
+            else:
+                self.failures += 1
+                failing_for = self._clock() - last_success
+                if failing_for > self._warn_after:
+                    logger.warning(
+                        "Session heartbeat failed for %.0f seconds for session %s. Last exception:"
+                        " %s.\nYour connection may be unreliable or Tinker is down. If this "
+                        "persists, the session will be terminated.",
+                        failing_for,
+                        self._session_id,
+                        problem,
+                    )
+            # Fixed-rate schedule: a slow heartbeat does not shift the following ones.
+            next_due += self._interval
+            now = self._clock()
+            next_due = max(next_due, now)
+
+    def _beat(self) -> str | None:
+        try:
+            resp = self._transport.send(
+                PoolKind.SESSION,
+                "POST",
+                HEARTBEAT_PATH,
+                body=self._body,
+                timeout=HEARTBEAT_TIMEOUT,
+            )
+        except ClientClosedError:
+            self._stop.set()
+            return "expired"
+        except TinkerError as e:
+            return f"{type(e).__name__}: {redact(str(e))}"
+        if 200 <= resp.status < 300:
+            self.beats += 1
+            return None
+        if resp.status == 410:
+            self.expired = True
+            logger.warning(
+                "Session %s has expired on the service (HTTP 410); heartbeats stopped. "
+                "Create a new ServiceClient to continue.",
+                self._session_id,
+            )
+            return "expired"
+        return f"HTTP {resp.status}"

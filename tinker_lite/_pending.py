@@ -1,0 +1,331 @@
+"""The requests a connection has queued: what ``close()`` finishes, or names when it drops them.
+
+Every training request, sample and REST call is registered here when its caller gets the future
+and leaves when that future completes. Closing either drains the registry (waits until every
+future has completed, giving up once none has completed for the stall timeout or an exit budget
+ran out) or cancels it: what was never sent fails with :class:`~tinker_lite.ClientClosedError`
+and one WARNING names each request by kind and ``seq_id`` (docs/architecture.rst, "Closing").
+
+A worker takes a request's turn with :meth:`PendingRequest.claim` before sending it; a request
+that close dropped first is never sent, and one that was claimed is never dropped, so nothing is
+sent twice and nothing is failed twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from tinker_lite._errors import ClientClosedError
+from tinker_lite._futures import APIFuture
+
+__all__ = ["PROGRESS_LOG_INTERVAL", "PendingRegistry", "PendingRequest", "describe_requests"]
+
+logger = logging.getLogger("tinker_lite.context")
+
+PROGRESS_LOG_INTERVAL = 30.0
+"""Seconds between the INFO lines of a drain that is still waiting."""
+# WIRE.md §P.7: a request's own stall timeout fires at most a second late; the drain gives up
+# well after that, so a silent service fails each request with its own APITimeoutError first.
+_STALL_GRACE_S = 2.0
+
+_QUEUED = "queued"
+_SENT = "sent"
+_DROPPED = "dropped"
+
+
+class PendingRequest:
+    """One queued request: its kind, ``seq_id`` (training requests), owner, future and state."""
+
+    __slots__ = ("_lock", "_on_drop", "future", "kind", "owner", "seq_id", "state")
+
+    def __init__(
+        self,
+        lock: threading.Condition,
+        kind: str,
+        future: Future[Any],
+        *,
+        owner: str,
+        seq_id: int | None,
+        on_drop: Callable[[BaseException], object],
+    ) -> None:
+        self._lock = lock
+        self._on_drop = on_drop
+        self.kind = kind
+        self.future = future
+        self.owner = owner
+        self.seq_id = seq_id
+        self.state = _QUEUED
+
+    def __repr__(self) -> str:
+        return f"PendingRequest({self.label()!r}, state={self.state!r})"
+
+    def label(self) -> str:
+        """``forward_backward (seq_id 3)``, or the kind alone when it has no ``seq_id``."""
+        return self.kind if self.seq_id is None else f"{self.kind} (seq_id {self.seq_id})"
+
+    def claim(self) -> bool:
+        """Take this request's turn to be sent (or failed) by its worker.
+
+        False when close already dropped it: its future has its error and nothing may be sent.
+        """
+        with self._lock:
+            if self.state != _QUEUED:
+                return False
+            self.state = _SENT
+            return True
+
+
+class PendingRegistry:
+    """The unfinished requests of one connection, in the order they were queued."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._items: dict[int, PendingRequest] = {}
+        self._next_key = 0
+        self._completed = 0
+        self._cancelled: str | None = None  # why, once cancel() ran
+        self._watching_failures = False
+        self._failures: list[tuple[PendingRequest, BaseException]] = []
+
+    def track(
+        self,
+        kind: str,
+        future: Future[Any],
+        *,
+        owner: str = "",
+        seq_id: int | None = None,
+        on_drop: Callable[[BaseException], object],
+    ) -> PendingRequest:
+        """Register a queued request; ``on_drop(error)`` fails its future if close drops it.
+
+        After a cancel, the request is dropped at once (with its own WARNING): a call that
+        raced with close is failed, never sent.
+        """
+        request = PendingRequest(
+            self._cond, kind, future, owner=owner, seq_id=seq_id, on_drop=on_drop
+        )
+        with self._cond:
+            key = self._next_key
+            self._next_key += 1
+            self._items[key] = request
+            why = self._cancelled
+            if why is not None:
+                request.state = _DROPPED
+        future.add_done_callback(lambda done: self._finished(key, request, done))
+        if why is not None:
+            logger.warning("%s: dropped %s (queued while closing).", why, request.label())
+            request._on_drop(_dropped_error(request, why))
+        return request
+
+    def _finished(self, key: int, request: PendingRequest, done: Future[Any]) -> None:
+        with self._cond:
+            if self._items.pop(key, None) is None:
+                return
+            self._completed += 1
+            if self._watching_failures and not done.cancelled():
+                error = done.exception(0)
+                if error is not None and request.state != _DROPPED:
+                    self._failures.append((request, error))
+            self._cond.notify_all()
+
+    def _unfinished_locked(self) -> list[PendingRequest]:
+        return [r for r in self._items.values() if not r.future.done()]
+
+    # -- draining ------------------------------------------------------------------------------
+
+    def drain(
+        self,
+        *,
+        stall_timeout: float,
+        budget: float | None = None,
+        what: str = "Closing",
+    ) -> str | None:
+        """Wait until every registered request has completed; ``None`` when they all did.
+
+        Gives up, returning why, once no request has completed within ``stall_timeout``
+        seconds (a service that answers "not ready" for ever) or ``budget`` seconds (if given)
+        have passed. Logs at INFO once what it waits for,
+        then every :data:`PROGRESS_LOG_INTERVAL` seconds while it still waits; requests that
+        fail meanwhile are logged at WARNING when the drain ends.
+        """
+        with self._cond:
+            waiting = self._unfinished_locked()
+            self._watching_failures = True
+        if not waiting:
+            return None
+        futures = [r.future for r in waiting if isinstance(r.future, APIFuture)]
+        for future in futures:
+            # Someone waits on them now: the poller must not park their polls.
+            future._wait_begins()
+        bound = f"up to {budget:g} s " if budget is not None else ""
+        logger.info(
+            "%s: waiting %sfor %s (%s).",
+            what,
+            bound,
+            _count(len(waiting), "queued request"),
+            describe_requests(waiting),
+        )
+        try:
+            stopped = self._wait_all(len(waiting), stall_timeout, budget, what)
+            with self._cond:
+                failed = len(self._failures)
+            if stopped is None and not failed:
+                logger.info("%s: the %s completed.", what, _count(len(waiting), "queued request"))
+            return stopped
+        finally:
+            for future in futures:
+                future._wait_ends(expired=False)
+            self._log_failures(what)
+
+    def _wait_all(
+        self,
+        total: int,
+        stall_timeout: float,
+        budget: float | None,
+        what: str,
+    ) -> str | None:
+        clock = time.monotonic
+        start = last_progress = last_log = clock()
+        give_up_after = stall_timeout + _STALL_GRACE_S
+        with self._cond:
+            completed = self._completed
+            while True:
+                waiting = self._unfinished_locked()
+                if not waiting:
+                    return None
+                now = clock()
+                if self._completed != completed:
+                    completed, last_progress = self._completed, now
+                if now - last_progress >= give_up_after:
+                    return (
+                        f"{what}: no queued request completed within the stall timeout "
+                        f"({stall_timeout:g} s)"
+                    )
+                if budget is not None and now - start >= budget:
+                    return f"{what}: gave up after {budget:g} s (the exit budget)"
+                if now - last_log >= PROGRESS_LOG_INTERVAL:
+                    last_log = now
+                    logger.info(
+                        "%s: still waiting for %d of %d queued requests after %.0f s (%s).",
+                        what,
+                        len(waiting),
+                        total,
+                        now - start,
+                        describe_requests(waiting),
+                    )
+                wait = min(
+                    give_up_after - (now - last_progress),
+                    PROGRESS_LOG_INTERVAL - (now - last_log),
+                    float("inf") if budget is None else budget - (now - start),
+                )
+                self._cond.wait(max(wait, 0.01))
+
+    def _log_failures(self, what: str) -> None:
+        with self._cond:
+            failures, self._failures = self._failures, []
+        if failures:
+            listed = "; ".join(f"{r.label()}: {_one_line(e, limit=200)}" for r, e in failures)
+            logger.warning(
+                "%s: %s failed while closing: %s.",
+                what,
+                _count(len(failures), "queued request"),
+                listed,
+            )
+
+    # -- cancelling ----------------------------------------------------------------------------
+
+    def cancel(self, why: str) -> list[PendingRequest]:
+        """Drop every request not yet sent and log one WARNING naming what was dropped.
+
+        Their futures fail with :class:`~tinker_lite.ClientClosedError`. Requests already sent
+        cannot be recalled: the WARNING names them too (they may still complete on the
+        service); their futures fail when the connection's poller closes. Returns the dropped.
+        """
+        with self._cond:
+            self._cancelled = why
+            self._watching_failures = False
+            waiting = self._unfinished_locked()
+            dropped = [r for r in waiting if r.state == _QUEUED]
+            for request in dropped:
+                request.state = _DROPPED
+            sent = [r for r in waiting if r.state == _SENT]
+        if dropped or sent:
+            parts = [f"{why}:"]
+            if dropped:
+                parts.append(
+                    f"dropped {_count(len(dropped), 'queued request')} that "
+                    f"{'was' if len(dropped) == 1 else 'were'} never sent "
+                    f"({describe_requests(dropped)})."
+                )
+            if sent:
+                parts.append(
+                    f"Stopped waiting for {_count(len(sent), 'request')} already sent "
+                    f"({describe_requests(sent)}); they may still complete on the service."
+                )
+            logger.warning(" ".join(parts))
+        for request in dropped:
+            try:
+                request._on_drop(_dropped_error(request, why))
+            except Exception:  # pragma: no cover - delivering an error never raises
+                logger.debug("failing %s failed", request.label(), exc_info=True)
+        return dropped
+
+
+def describe_requests(requests: Iterable[PendingRequest]) -> str:
+    """Name requests compactly and exactly, e.g.
+
+    ``training run m1: forward_backward seq 1..20, save_state seq 21; 3 sample requests``.
+    Requests with a ``seq_id`` are listed per owner and kind (consecutive ids as ``a..b``);
+    the others are counted per kind.
+    """
+    by_owner: dict[str, dict[str, list[int]]] = {}
+    counts: dict[str, int] = {}
+    for request in requests:
+        if request.seq_id is None:
+            counts[request.kind] = counts.get(request.kind, 0) + 1
+        else:
+            kinds = by_owner.setdefault(request.owner, {})
+            kinds.setdefault(request.kind, []).append(request.seq_id)
+    parts: list[str] = []
+    for owner, kinds in by_owner.items():
+        ordered = sorted(kinds.items(), key=lambda item: min(item[1]))
+        listed = ", ".join(f"{kind} seq {_ranges(ids)}" for kind, ids in ordered)
+        parts.append(f"{owner}: {listed}" if owner else listed)
+    parts.extend(_count(n, f"{kind} request") for kind, n in counts.items())
+    return "; ".join(parts)
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """``1..3,5,7..8`` for ``[1, 2, 3, 5, 7, 8]``."""
+    ordered = sorted(set(numbers))
+    runs: list[str] = []
+    start = prev = ordered[0]
+    for number in [*ordered[1:], None]:
+        if number is not None and number == prev + 1:
+            prev = number
+            continue
+        runs.append(str(start) if start == prev else f"{start}..{prev}")
+        if number is not None:
+            start = prev = number
+    return ",".join(runs)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _one_line(error: BaseException, *, limit: int) -> str:
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _dropped_error(request: PendingRequest, why: str) -> ClientClosedError:
+    return ClientClosedError(
+        f"{request.label()} was not sent: the ServiceClient was closed ({why})."
+    )

@@ -1,0 +1,857 @@
+"""Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.APIFuture` resolves.
+
+:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements):
+re-poll at once after ``try_again`` and 408 when the service held the poll (long-poll), and pace
+re-polls 0.1 s doubling to 1 s when it answered in under a second; back off ``min(2**n, 30)`` s
+with jitter after 5xx, 429 and connection errors (the first one logged at WARNING); 410
+re-submits when a ``resubmit`` callback is given (sampling) and raises
+:class:`~tinker_lite.PromiseExpiredError` otherwise; ``{"error", "category"}`` raises
+:class:`~tinker_lite.RequestFailedError`; any other 4xx raises its
+:class:`~tinker_lite.APIStatusError` subclass. A future fails with
+:class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
+``stall_timeout`` seconds (WIRE.md §P.7). Every wait is decided by the
+:class:`~tinker_lite._retry.RetryPolicy`.
+
+Threading contract
+------------------
+* One :class:`Poller` per session holder. It owns a bounded pool of daemon threads, started on
+  demand (at most ``max_workers``) and ended after ``idle_timeout`` seconds without work. Pending
+  requests wait in one FIFO queue; a thread takes one, sends one poll (the service may hold it
+  for a while: long-poll), then puts it back at the end of the queue unless it is resolved
+  (round-robin). So a thousand pending futures use at most ``max_workers`` threads; with fewer
+  threads than pending futures, a ready result waits for a thread to come free. A session
+  holder sets ``max_workers`` to the sampling in-flight cap + 32 (or its ``poll_threads=``),
+  i.e. to the concurrency the user can actually reach.
+* A ``resubmit`` callback (after a 410) runs on the polling thread; at most ``max_resubmits``
+  (10) re-submissions per future, then :class:`~tinker_lite.PromiseExpiredError`.
+* Back-off and pacing sleeps happen on the polling thread (the service is failing, or answering
+  faster than it should); they end at once when the poller closes.
+* When a caller's ``result(timeout=...)`` expires and nobody else waits, a future whose service
+  answers ``try_again`` at once is parked: it is not polled until someone waits on it again
+  (``result()``/``exception()``), so an abandoned wait leaves no hot poll behind (WIRE.md §P.7).
+  Parked time does not count toward the stall timeout. A held poll (long-poll) or a back-off
+  goes on as usual, so such a future still resolves on its own.
+* A result is delivered the moment its poll is answered: the polling thread decodes it and
+  completes the future, which wakes ``result()`` through a condition variable (no sleep loops).
+* Done-callbacks run on the polling thread that completes the future (or at once in the thread
+  that adds them to a completed future); they must not block for long.
+* If a polling thread dies unexpectedly, the future it was working on fails with that error and
+  a replacement thread is started for the others; if none can be started, every queued future
+  fails. :meth:`Poller.close` fails every pending future with
+  :class:`~tinker_lite._http.ClientClosedError` and joins its threads.
+* Every public method of :class:`APIFuture` and :class:`Poller` is safe to call from any thread.
+
+Size: about 830 lines, because the poll loop, its pacing, parking and thread pool are one state
+machine whose threading contract (above) only holds when it is read and changed in one place.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from tinker_lite import _wire, types
+from tinker_lite._errors import (
+    APIConnectionError,
+    APIError,
+    APIResponseValidationError,
+    APITimeoutError,
+    InvalidInputError,
+    PromiseExpiredError,
+    RequestErrorCategory,
+    RequestFailedError,
+    TinkerError,
+)
+from tinker_lite._futures import APIFuture
+from tinker_lite._http import (
+    JSON,
+    RETRIEVE_FUTURE_TIMEOUT,
+    ClientClosedError,
+    HttpResponse,
+    PoolKind,
+    Timeout,
+    Transport,
+    raise_for_status,
+    redact,
+)
+from tinker_lite._retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryNotice,
+    RetryPolicy,
+    StallWatch,
+    announce_retry,
+    is_invisible_failure,
+)
+
+__all__ = [
+    "RETRIEVE_FUTURE_PATH",
+    "Poller",
+    "QueueKind",
+    "QueueStateLogger",
+    "default_queue_reason",
+    "json_decoder",
+]
+
+logger = logging.getLogger("tinker_lite.futures")
+
+T = TypeVar("T")
+
+RETRIEVE_FUTURE_PATH = "/api/v1/retrieve_future"
+
+
+# ---------------------------------------------------------------------------------------------
+# Queue-state logging (WIRE.md §12, later wording)
+
+QueueKind = Literal["training", "sampling", "model_creation", "request"]
+
+
+def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
+    """The reason logged for a paused queue state when the service sends none (WIRE.md §12)."""
+    if state == "paused_rate_limit":
+        if kind in ("training", "model_creation"):
+            return "concurrent training clients rate limit hit"
+        if kind == "sampling":
+            return "concurrent sampler weights limit hit"
+        return "rate limit hit"
+    if state == "paused_capacity":
+        return "Tinker backend is running short on capacity, please wait"
+    return "unknown"
+
+
+class QueueStateLogger:
+    """An ``on_queue_state`` callback: logs a WARNING at most once per ``interval`` while paused.
+
+    The message is ``{prefix} for {identifier} is paused. Reason: {reason}.`` with the
+    service's ``queue_state_reason`` when given, else :func:`default_queue_reason`.
+    """
+
+    def __init__(
+        self,
+        prefix: str,
+        identifier: object,
+        *,
+        kind: QueueKind = "request",
+        interval: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        log: logging.Logger | None = None,
+    ) -> None:
+        self.prefix = prefix
+        self.identifier = identifier
+        self.kind: QueueKind = kind
+        self._interval = interval
+        self._clock = clock
+        self._log = log or logger
+        self._lock = threading.Lock()
+        self._last_logged: float | None = None
+
+    def __call__(self, state: str, reason: str | None) -> None:
+        if state == "active":
+            return
+        now = self._clock()
+        with self._lock:
+            if self._last_logged is not None and now - self._last_logged < self._interval:
+                return
+            self._last_logged = now
+        text = (reason or default_queue_reason(state, self.kind)).rstrip(".")
+        self._log.warning(
+            "%s for %s is paused. Reason: %s.", self.prefix, self.identifier, redact(text)
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The poller
+
+
+def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
+    """A :meth:`Poller.poll` decoder reading a JSON result into ``cls``."""
+
+    def decode(resp: HttpResponse) -> T:
+        return _wire.structure(resp.json(), cls)
+
+    return decode
+
+
+class _PollTask:
+    """The polling state of one pending request (touched by one thread at a time)."""
+
+    __slots__ = (
+        "accept",
+        "created_at",
+        "decode",
+        "failures",
+        "fast_answers",
+        "future",
+        "headers",
+        "idle",
+        "iteration",
+        "metadata_only",
+        "notice",
+        "on_queue_state",
+        "parked",
+        "registered_at",
+        "request_id",
+        "request_type",
+        "resubmit",
+        "resubmits",
+        "stall",
+    )
+
+    def __init__(
+        self,
+        future: APIFuture[Any],
+        request_id: str,
+        request_type: str,
+        decode: Callable[[HttpResponse], Any],
+        *,
+        accept: str,
+        headers: Mapping[str, str],
+        resubmit: Callable[[], str] | None,
+        on_queue_state: Callable[[str, str | None], None],
+        created_at: float,
+        now: float,
+        stall: StallWatch,
+        metadata_only: bool = True,
+    ) -> None:
+        self.future = future
+        self.request_id = request_id
+        self.request_type = request_type
+        self.decode = decode
+        self.accept = accept
+        self.headers = dict(headers)
+        self.resubmit = resubmit
+        self.on_queue_state = on_queue_state
+        self.created_at = created_at
+        self.registered_at = now
+        self.stall = stall
+        self.iteration = 0
+        # WIRE.md §P.6: the first poll offers a metadata-only answer; after one, polls do not.
+        self.metadata_only = metadata_only
+        self.failures = 0
+        self.fast_answers = 0  # try_again/408 answers in a row that came in under a second
+        self.resubmits = 0
+        self.parked = False  # nobody waits: a hot poll stops (see the threading contract)
+        self.idle = False  # parked and held by no queue and no thread
+        self.notice = RetryNotice()  # the first invisible failure is logged at WARNING
+
+    def describe(self) -> str:
+        return f"request {self.request_id} ({self.request_type})"
+
+
+class Poller:
+    """Resolves :class:`APIFuture` objects by polling ``retrieve_future`` on a bounded pool.
+
+    ``clock`` (monotonic seconds) measures stalls and the round-trip header; ``created_at``
+    given to :meth:`poll` must come from the same clock. ``sleep`` performs back-off waits
+    (default: a wait that ends early when the poller closes) and ``rand`` draws the jitter; tests
+    inject both. ``policy`` decides every wait (back-off, pacing, ``Retry-After``).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        max_workers: int = 32,
+        stall_timeout: float = 300.0,
+        poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
+        rand: Callable[[], float] = random.random,
+        wall_clock: Callable[[], float] = time.time,
+        idle_timeout: float = 30.0,
+        max_resubmits: int = 10,
+        thread_name: str = "tinker-lite-poll",
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    ) -> None:
+        if max_workers < 1:
+            raise InvalidInputError("max_workers", f"must be >= 1, got {max_workers}")
+        self._transport = transport
+        self._max_workers = max_workers
+        self._stall_timeout = stall_timeout
+        self._poll_timeout = poll_timeout
+        self._clock = clock
+        self._closing = threading.Event()
+        self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
+        self._rand = rand
+        self._wall_clock = wall_clock
+        self._policy = policy
+        self._idle_timeout = idle_timeout
+        self._max_resubmits = max_resubmits
+        self._thread_name = thread_name
+        self._cond = threading.Condition()
+        self._ready: collections.deque[_PollTask] = collections.deque()
+        self._live: set[_PollTask] = set()
+        self._threads: set[threading.Thread] = set()
+        self._idle = 0
+        self._starting = 0  # threads started that have not yet looked at the queue
+        self._spawned = 0
+        self._default_loggers: dict[str, QueueStateLogger] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"Poller(pending={len(self._live)}, threads={len(self._threads)}, "
+            f"max_workers={self._max_workers}, closed={self._closing.is_set()})"
+        )
+
+    # -- configuration -----------------------------------------------------------------------
+
+    @property
+    def max_workers(self) -> int:
+        """The most polling threads this poller runs at once."""
+        return self._max_workers
+
+    def set_max_workers(self, value: int) -> None:
+        """Change the thread cap (e.g. to the sampling concurrency the user asked for)."""
+        if value < 1:
+            raise InvalidInputError("max_workers", f"must be >= 1, got {value}")
+        with self._cond:
+            self._max_workers = value
+            while self._should_spawn_locked():
+                if not self._spawn_locked():
+                    break
+
+    @property
+    def stall_timeout(self) -> float:
+        """Seconds without any answer after which a future fails (WIRE.md §P.7)."""
+        return self._stall_timeout
+
+    @property
+    def thread_count(self) -> int:
+        """Polling threads alive now."""
+        with self._cond:
+            return len(self._threads)
+
+    @property
+    def pending_count(self) -> int:
+        """Futures not yet resolved."""
+        with self._cond:
+            return len(self._live)
+
+    @property
+    def parked_count(self) -> int:
+        """Futures parked because nobody waits on them (not polled until someone does)."""
+        with self._cond:
+            return sum(1 for task in self._live if task.idle)
+
+    def wait_parked(self, count: int, timeout: float) -> bool:
+        """Block until at least ``count`` futures are parked; False on timeout (for tests)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.parked_count >= count, timeout)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closing.is_set()
+
+    # -- polling -----------------------------------------------------------------------------
+
+    def poll(
+        self,
+        request_id: str,
+        request_type: str,
+        decode: Callable[[HttpResponse], T],
+        *,
+        created_at: float,
+        resubmit: Callable[[], str] | None = None,
+        accept: str = JSON,
+        on_queue_state: Callable[[str, str | None], None] | None = None,
+        headers: Mapping[str, str] | None = None,
+        stall_timeout: float | None = None,
+        future: APIFuture[T] | None = None,
+        metadata_only: bool = True,
+    ) -> APIFuture[T]:
+        """Start polling ``request_id`` and return its future.
+
+        ``request_type`` is sent as ``X-Tinker-Request-Type`` (``CreateModel``, ``Forward``,
+        ``ForwardBackward``, ``OptimStep``, ``SaveWeights``, ``LoadWeights``,
+        ``SaveWeightsForSampler``, ``Sample``); ``decode`` turns the final 200 answer (JSON or
+        protobuf) into the result; ``created_at`` is when the caller started the operation
+        (this poller's clock), reported in ``X-Tinker-Create-Promise-Roundtrip-Time``;
+        ``resubmit`` (sampling) re-sends the request after a 410 and returns the new request
+        id; ``accept`` is the ``Accept`` header of the polls; ``on_queue_state(state, reason)``
+        is called with every queue state the service reports; ``headers`` are added to every
+        poll (e.g. ``x-sdk-method``); ``future`` is the pending future to resolve (the caller's
+        own, so a sample needs one future, not two), else a new one; ``metadata_only`` is the
+        first poll's ``allow_metadata_only`` (WIRE.md §P.6: ``False`` for the fetch of a result
+        that ``retrieve_futures`` reported complete).
+        """
+        now = self._clock()
+        if future is None:
+            future = APIFuture(request_id, request_type=request_type, clock=self._clock)
+        else:
+            future.request_id = request_id
+            if future.done():  # cancelled before its request was accepted
+                return future
+        callback = on_queue_state or self._default_logger(request_type)
+        task = _PollTask(
+            future,
+            request_id,
+            request_type,
+            decode,
+            accept=accept,
+            headers=headers or {},
+            resubmit=resubmit,
+            on_queue_state=callback,
+            created_at=created_at,
+            now=now,
+            stall=StallWatch(
+                self._stall_timeout if stall_timeout is None else stall_timeout, self._clock
+            ),
+            metadata_only=metadata_only,
+        )
+        future._cancel_hook = lambda: self._forget(task)
+        future._demand_hook = lambda wanted: self._set_demand(task, wanted)
+        with self._cond:
+            if self._closing.is_set():
+                future.try_set_exception(
+                    ClientClosedError(f"The client is closed; cannot wait for {task.describe()}.")
+                )
+                return future
+            self._live.add(task)
+            self._enqueue_locked(task)
+        return future
+
+    def _default_logger(self, request_type: str) -> QueueStateLogger:
+        with self._cond:
+            found = self._default_loggers.get(request_type)
+            if found is None:
+                kind: QueueKind = (
+                    "sampling"
+                    if request_type == "Sample"
+                    else "model_creation"
+                    if request_type == "CreateModel"
+                    else "training"
+                )
+                found = QueueStateLogger(
+                    f"{request_type} request", "this client", kind=kind, clock=self._clock
+                )
+                self._default_loggers[request_type] = found
+            return found
+
+    def _forget(self, task: _PollTask) -> None:
+        with self._cond:
+            self._live.discard(task)
+
+    def _set_demand(self, task: _PollTask, wanted: bool) -> None:
+        """Someone waits on ``task``'s future again (``wanted``), or nobody does any more."""
+        with self._cond:
+            if not wanted:
+                task.parked = True
+                return
+            task.parked = False
+            if task.idle and task in self._live and not self._closing.is_set():
+                task.idle = False
+                task.stall.unpark()
+                task.fast_answers = 0
+                self._enqueue_locked(task)
+
+    def _park_if_hot_locked(self, task: _PollTask) -> bool:
+        """Park ``task`` when nobody waits and its service answers at once; whether it did."""
+        if not (task.parked and task.fast_answers > 0):
+            return False
+        task.idle = True
+        task.stall.park()
+        self._cond.notify_all()
+        logger.debug("Stopped polling %s: nobody waits for it", task.describe())
+        return True
+
+    # -- worker management -------------------------------------------------------------------
+
+    def _should_spawn_locked(self) -> bool:
+        return (
+            len(self._ready) > self._idle + self._starting
+            and len(self._threads) < self._max_workers
+            and not self._closing.is_set()
+        )
+
+    def _enqueue_locked(self, task: _PollTask) -> None:
+        self._ready.append(task)
+        if self._should_spawn_locked():
+            self._spawn_locked()
+        self._cond.notify()
+
+    def _spawn_locked(self) -> bool:
+        self._spawned += 1
+        thread = threading.Thread(
+            target=self._worker, name=f"{self._thread_name}-{self._spawned}", daemon=True
+        )
+        self._threads.add(thread)
+        self._starting += 1
+        try:
+            thread.start()
+        except RuntimeError as e:
+            self._threads.discard(thread)
+            self._starting -= 1
+            if not self._threads:
+                self._fail_queued_locked(
+                    APIConnectionError(f"Could not start a thread to poll for results: {e}")
+                )
+            return False
+        return True
+
+    def _fail_queued_locked(self, error: BaseException) -> None:
+        while self._ready:
+            task = self._ready.popleft()
+            self._live.discard(task)
+            task.future.try_set_exception(error)
+
+    def _next_task(self) -> _PollTask | None:
+        with self._cond:
+            while True:
+                if self._closing.is_set():
+                    return None
+                while self._ready:
+                    task = self._ready.popleft()
+                    if task.future.done():
+                        self._live.discard(task)
+                    elif not self._park_if_hot_locked(task):
+                        return task
+                self._idle += 1
+                try:
+                    notified = self._cond.wait(self._idle_timeout)
+                finally:
+                    self._idle -= 1
+                if not notified and not self._ready:
+                    return None
+
+    def _worker(self) -> None:
+        me = threading.current_thread()
+        task: _PollTask | None = None
+        with self._cond:
+            self._starting -= 1
+        try:
+            while True:
+                task = self._next_task()
+                if task is None:
+                    return
+                try:
+                    self._step(task)
+                except Exception as e:
+                    self._finish(task, error=_unexpected(task, e))
+                task = None
+        except BaseException as e:
+            # WIRE.md §P.7: a dying thread resolves the future it was working on.
+            logger.error("A polling thread died: %s: %s", type(e).__name__, redact(str(e)))
+            if task is not None:
+                error = TinkerError(
+                    f"The thread polling {task.describe()} died: {type(e).__name__}: "
+                    f"{redact(str(e))}"
+                )
+                error.__cause__ = e
+                self._finish(task, error=error)
+        finally:
+            with self._cond:
+                self._threads.discard(me)
+                if self._should_spawn_locked():
+                    self._spawn_locked()
+
+    # -- one poll ----------------------------------------------------------------------------
+
+    def _finish(
+        self, task: _PollTask, *, value: Any = None, error: BaseException | None = None
+    ) -> None:
+        with self._cond:
+            self._live.discard(task)
+        if error is not None:
+            task.future.try_set_exception(error)
+        else:
+            task.future.try_set_result(value)
+
+    def _requeue(self, task: _PollTask) -> None:
+        with self._cond:
+            if self._closing.is_set() or task.future.done():
+                self._live.discard(task)
+                if not task.future.done():
+                    task.future.try_set_exception(
+                        ClientClosedError(
+                            f"The client was closed before {task.describe()} completed."
+                        )
+                    )
+                return
+            if self._park_if_hot_locked(task):
+                return
+            self._enqueue_locked(task)
+
+    def _step(self, task: _PollTask) -> None:
+        iteration = task.iteration
+        task.iteration += 1
+        headers = {
+            "Accept": task.accept,
+            "X-Tinker-Request-Iteration": str(iteration),
+            "X-Tinker-Request-Type": task.request_type,
+            "X-Stainless-Raw-Response": "raw",
+        }
+        if iteration == 0:
+            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
+            roundtrip = max(0.0, task.registered_at - task.created_at)
+            headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(roundtrip)
+        headers.update(task.headers)
+        body = _wire.dumps(
+            types.FutureRetrieveRequest(
+                request_id=task.request_id, allow_metadata_only=task.metadata_only
+            )
+        )
+        # WIRE.md §P.7: the stall timeout is overshot by at most the poll in flight (<= 1 s).
+        read = min(self._poll_timeout.read, max(task.stall.remaining(), 1.0))
+        timeout = Timeout(connect=min(self._poll_timeout.connect, read), read=read)
+        sent_at = self._clock()
+        try:
+            resp = self._transport.send(
+                PoolKind.RETRIEVE_PROMISE,
+                "POST",
+                RETRIEVE_FUTURE_PATH,
+                body=body,
+                headers=headers,
+                timeout=timeout,
+            )
+        except ClientClosedError as e:
+            self._finish(task, error=e)
+            return
+        except APIConnectionError as e:
+            self._back_off(task, f"{type(e).__name__}: {e}", e, None)
+            return
+        status = resp.status
+        if 200 <= status < 300:
+            self._answered(task)
+            self._handle_ok(task, resp, self._clock() - sent_at)
+        elif status == 408:
+            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
+            self._answered(task)
+            self._note_queue_state(task, _json_object(resp))
+            self._pace(task, self._clock() - sent_at)
+        elif status == 410:
+            self._answered(task)
+            self._handle_expired(task, resp)
+        elif status == 429 or status >= 500:
+            self._back_off(task, f"HTTP {status}", None, resp)
+        else:
+            try:
+                raise_for_status(resp, request_id=task.request_id)
+            except APIError as e:
+                self._finish(task, error=e)
+                return
+            self._finish(  # pragma: no cover - raise_for_status raised for every non-2xx
+                task, error=APIError(f"Unexpected HTTP {status}", request_id=task.request_id)
+            )
+
+    def _answered(self, task: _PollTask) -> None:
+        task.stall.answered()
+        task.failures = 0
+
+    def _pace(self, task: _PollTask, answered_in: float) -> None:
+        """Poll again: at once after a held poll, paced after a fast answer (WIRE.md §P.6)."""
+        fast = answered_in < self._policy.pace_below_s
+        task.fast_answers = task.fast_answers + 1 if fast else 0
+        delay = self._policy.pace_delay(answered_in, task.fast_answers)
+        if delay > 0:
+            with self._cond:
+                if self._park_if_hot_locked(task):
+                    return
+            self._sleep(delay)
+        self._requeue(task)
+
+    def _handle_ok(self, task: _PollTask, resp: HttpResponse, answered_in: float) -> None:
+        if not resp.is_protobuf:
+            try:
+                data = resp.json()
+            except Exception as e:
+                self._finish(
+                    task,
+                    error=_validation_error(task, resp, f"the body is not valid JSON ({e})", e),
+                )
+                return
+            if isinstance(data, dict):
+                if data.get("type") == "try_again":
+                    self._note_queue_state(task, data)
+                    self._pace(task, answered_in)
+                    return
+                if "error" in data:
+                    self._finish(task, error=_request_failed(task, data))
+                    return
+                if data.get("status") == "complete_metadata":
+                    # WIRE.md §P.6: the result is ready; fetch it with a poll that asks for it.
+                    task.metadata_only = False
+                    self._requeue(task)
+                    return
+        try:
+            value = task.decode(resp)
+        except (APIError, RequestFailedError) as e:
+            self._finish(task, error=e)
+        except Exception as e:
+            self._finish(task, error=_validation_error(task, resp, str(e), e))
+        else:
+            self._finish(task, value=value)
+
+    def _note_queue_state(self, task: _PollTask, data: Mapping[str, Any] | None) -> None:
+        if not data:
+            return
+        state = data.get("queue_state")
+        if not isinstance(state, str) or not state:
+            return
+        reason = data.get("queue_state_reason")
+        task.future._queue_state = state
+        try:
+            task.on_queue_state(state, reason if isinstance(reason, str) and reason else None)
+        except Exception:
+            logger.debug("on_queue_state callback failed", exc_info=True)
+
+    def _handle_expired(self, task: _PollTask, resp: HttpResponse) -> None:
+        if task.resubmit is None or task.resubmits >= self._max_resubmits:
+            body: object = _json_object(resp) or resp.text(2000)
+            more = (
+                f" after {task.resubmits} re-submissions"
+                if task.resubmit is not None
+                else ". It is not re-sent automatically (its seq_id may already have been "
+                "applied); retry the call if that is safe"
+            )
+            self._finish(
+                task,
+                error=PromiseExpiredError(
+                    f"Promise expired for {task.describe()}: the service no longer holds its "
+                    f"result (HTTP 410){more}.",
+                    status_code=410,
+                    body=body,
+                    request_id=task.request_id,
+                    headers=dict(resp.headers),
+                ),
+            )
+            return
+        # WIRE.md §4.3: sampling re-runs the request (a new request id, a new seq_id).
+        logger.info("%s expired on the service (HTTP 410); re-submitting it", task.describe())
+        task.resubmits += 1
+        started = self._clock()
+        try:
+            new_id = task.resubmit()
+        except Exception as e:
+            self._finish(task, error=e)
+            return
+        now = self._clock()
+        task.request_id = new_id
+        task.future.request_id = new_id
+        task.created_at = started
+        task.registered_at = now
+        task.stall.answered()
+        task.iteration = 0
+        task.metadata_only = True
+        self._requeue(task)
+
+    def _back_off(
+        self,
+        task: _PollTask,
+        problem: str,
+        error: BaseException | None,
+        resp: HttpResponse | None,
+    ) -> None:
+        task.failures += 1
+        task.fast_answers = 0
+        now = self._clock()
+        silent_for = task.stall.silent_for()
+        if task.stall.expired():
+            state = task.future._queue_state
+            timeout_error = APITimeoutError(
+                f"No answer from the service for {silent_for:.0f}s while waiting for "
+                f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
+                f"{redact(problem)}; last queue state: {state or 'not reported'}).",
+                request_id=task.request_id,
+                queue_state=state,
+                elapsed=now - task.registered_at,
+            )
+            if error is not None:
+                timeout_error.__cause__ = error
+            self._finish(task, error=timeout_error)
+            return
+        headers = resp.headers if resp is not None else None
+        delay = self._policy.poll_delay(
+            task.failures, headers, rand=self._rand(), now=self._wall_clock()
+        )
+        delay = max(0.0, min(delay, task.stall.remaining()))
+        announce_retry(
+            f"Polling {task.describe()}",
+            problem,
+            delay=delay,
+            until_s=task.stall.remaining(),
+            wall_now=self._wall_clock(),
+            invisible=is_invisible_failure(error, resp.status if resp is not None else None),
+            notice=task.notice,
+        )
+        if delay > 0:
+            self._sleep(delay)
+        self._requeue(task)
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Fail every pending future, abort polls in flight and join the threads. Idempotent."""
+        with self._cond:
+            self._closing.set()
+            tasks = list(self._live)
+            self._live.clear()
+            self._ready.clear()
+            threads = list(self._threads)
+            self._cond.notify_all()
+        for task in tasks:
+            task.future.try_set_exception(
+                ClientClosedError(f"The client was closed before {task.describe()} completed.")
+            )
+        self._transport.abort([PoolKind.RETRIEVE_PROMISE])
+        deadline = time.monotonic() + timeout
+        me = threading.current_thread()
+        for thread in threads:
+            if thread is me:
+                continue
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
+
+
+def _unexpected(task: _PollTask, exc: Exception) -> BaseException:
+    if isinstance(exc, TinkerError):
+        return exc
+    logger.error("Polling %s failed unexpectedly", task.describe(), exc_info=exc)
+    error = TinkerError(
+        f"Polling {task.describe()} failed: {type(exc).__name__}: {redact(str(exc))}"
+    )
+    error.__cause__ = exc
+    return error
+
+
+def _json_object(resp: HttpResponse) -> dict[str, Any] | None:
+    try:
+        data = resp.json()
+    except Exception:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _request_failed(task: _PollTask, data: dict[str, Any]) -> RequestFailedError:
+    try:
+        failed = _wire.structure(data, types.RequestFailedResponse)
+        message, category = str(failed.error), RequestErrorCategory.parse(failed.category)
+    except Exception:
+        message = str(data.get("error"))
+        category = RequestErrorCategory.parse(data.get("category"))
+    text = redact(message)
+    logger.debug("%s failed (%s): %s", task.describe(), category.value, text)
+    return RequestFailedError(
+        f"Request failed: {text} ({task.describe()}, category {category.value})",
+        request_id=task.request_id,
+        category=category,
+        details=data,
+    )
+
+
+def _validation_error(
+    task: _PollTask, resp: HttpResponse, problem: str, cause: BaseException
+) -> APIResponseValidationError:
+    error = APIResponseValidationError(
+        f"Could not read the result of {task.describe()}: {redact(problem)}",
+        body=resp.text(2000) if not resp.is_protobuf else None,
+        request_id=task.request_id,
+        status_code=resp.status,
+    )
+    error.__cause__ = cause
+    return error

@@ -1,0 +1,556 @@
+"""Protobuf wire primitives shared by the client codecs and the local server's codecs.
+
+Varints, field keys, length-delimited fields, little-endian packed arrays, the ``Tensor`` and map
+entry readers both sides need, and optional zstd body compression (WIRE.md §13.3, §13.7). No
+message of its own: :mod:`tinker_lite._proto` (client) and ``tinker_lite.local._codecs`` (server)
+build the messages from these pieces.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from tinker_lite import types
+from tinker_lite._errors import WireFormatError
+
+__all__ = [
+    "BOOL_TRUE",
+    "CONTENT_TYPE",
+    "DOUBLE",
+    "DTYPE_BFLOAT16",
+    "DTYPE_FLOAT32",
+    "DTYPE_INT32",
+    "DTYPE_INT64",
+    "DTYPE_NAMES",
+    "DTYPE_UNSPECIFIED",
+    "F32",
+    "I32",
+    "I64",
+    "INT32_MAX",
+    "INT32_MIN",
+    "K1_I64",
+    "K1_LEN",
+    "K1_VARINT",
+    "K2_I64",
+    "K2_LEN",
+    "K2_VARINT",
+    "K3_LEN",
+    "K3_VARINT",
+    "K4_LEN",
+    "K4_VARINT",
+    "K5_LEN",
+    "K6_LEN",
+    "K6_VARINT",
+    "K7_LEN",
+    "MAX_FIELD",
+    "SMALL_VARINTS",
+    "STOP_REASON_LENGTH",
+    "STOP_REASON_STOP",
+    "TOPK_MASK_LOGPROB",
+    "TOPK_MASK_TOKEN",
+    "U16",
+    "U64",
+    "WT_EGROUP",
+    "WT_I32",
+    "WT_I64",
+    "WT_LEN",
+    "WT_SGROUP",
+    "WT_VARINT",
+    "Writer",
+    "as_bytes",
+    "as_int32",
+    "as_int64",
+    "as_uint32",
+    "compress",
+    "decode_tensor",
+    "decompress",
+    "encode_varint",
+    "expect_wire_type",
+    "field_key",
+    "iter_fields",
+    "owned",
+    "read_array",
+    "read_double",
+    "read_double_entry",
+    "read_entry",
+    "read_int64s",
+    "read_string",
+    "read_varint",
+    "sparse_to_dense",
+    "tensor_dtype",
+    "widen",
+    "zstd_available",
+]
+
+CONTENT_TYPE: Final = "application/x-protobuf"
+
+# ---------------------------------------------------------------------------------------------
+# Wire primitives (proto3 encoding: varints, tags, length-delimited fields, fixed64)
+# ---------------------------------------------------------------------------------------------
+
+WT_VARINT: Final = 0
+WT_I64: Final = 1
+WT_LEN: Final = 2
+WT_SGROUP: Final = 3
+WT_EGROUP: Final = 4
+WT_I32: Final = 5
+
+U64: Final = (1 << 64) - 1
+INT32_MIN: Final = -(1 << 31)
+INT32_MAX: Final = (1 << 31) - 1
+MAX_FIELD: Final = (1 << 29) - 1
+
+F32: Final = np.dtype("<f4")
+I64: Final = np.dtype("<i8")
+I32: Final = np.dtype("<i4")
+U16: Final = np.dtype("<u2")
+
+DOUBLE: Final = struct.Struct("<d")
+SMALL_VARINTS: Final = tuple(bytes((i,)) for i in range(128))
+
+# enum DType (WIRE.md §13.7)
+DTYPE_UNSPECIFIED: Final = 0
+DTYPE_FLOAT32: Final = 1
+DTYPE_INT64: Final = 2
+DTYPE_INT32: Final = 3
+DTYPE_BFLOAT16: Final = 4
+DTYPE_NAMES: Final = {
+    DTYPE_UNSPECIFIED: "DTYPE_UNSPECIFIED",
+    DTYPE_FLOAT32: "DTYPE_FLOAT32",
+    DTYPE_INT64: "DTYPE_INT64",
+    DTYPE_INT32: "DTYPE_INT32",
+    DTYPE_BFLOAT16: "DTYPE_BFLOAT16",
+}
+# enum StopReason (WIRE.md §13.7)
+STOP_REASON_STOP: Final = 0
+STOP_REASON_LENGTH: Final = 1
+
+# WIRE.md §13.6: top-k cells padded with (token 0, logprob -99999.0) are empty.
+TOPK_MASK_TOKEN: Final = 0
+TOPK_MASK_LOGPROB: Final = -99999.0
+
+
+def encode_varint(value: int) -> bytes:
+    """Return ``value`` as a base-128 varint; negative values as 64-bit two's complement."""
+    if 0 <= value < 128:
+        return SMALL_VARINTS[value]
+    if 0 < value < 16384:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0:
+        value &= U64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def field_key(field: int, wire_type: int) -> bytes:
+    """Return the encoded key (tag) of a field: ``field << 3 | wire_type`` as a varint."""
+    return encode_varint((field << 3) | wire_type)
+
+
+def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read a varint at ``pos``; return ``(value mod 2**64, next position)``."""
+    if pos >= end:
+        raise WireFormatError("protobuf: truncated varint")
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result = byte & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= end:
+            raise WireFormatError("protobuf: truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result & U64, pos
+        shift += 7
+        if shift >= 70:
+            raise WireFormatError("protobuf: varint longer than 10 bytes")
+
+
+def as_int64(value: int) -> int:
+    """Interpret a decoded varint as a signed int64."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def as_int32(value: int) -> int:
+    """Interpret a decoded varint as a signed int32 (the low 32 bits, like protobuf)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def as_uint32(value: int) -> int:
+    """Interpret a decoded varint as a uint32 (the low 32 bits, like protobuf)."""
+    return value & 0xFFFFFFFF
+
+
+def iter_fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """Yield ``(field, wire_type, a, b)`` for each field of the message in ``buf[start:end]``.
+
+    For a varint ``a`` is the value (mod 2**64) and ``b`` is 0; for every other wire type
+    ``buf[a:b]`` is the payload (a length-delimited field's bytes, or the 8 / 4 fixed bytes).
+    Groups (deprecated, never in this schema) are skipped whole.
+    """
+    pos = start
+    while pos < end:
+        key, pos = read_varint(buf, pos, end)
+        field = key >> 3
+        wire_type = key & 7
+        if field == 0 or field > MAX_FIELD:
+            raise WireFormatError(f"protobuf: invalid field number {field}")
+        if wire_type == WT_VARINT:
+            value, pos = read_varint(buf, pos, end)
+            yield field, WT_VARINT, value, 0
+        elif wire_type == WT_LEN:
+            size, pos = read_varint(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise WireFormatError(
+                    f"protobuf: field {field} is {size} bytes long but only {end - pos} remain"
+                )
+            yield field, WT_LEN, pos, stop
+            pos = stop
+        elif wire_type == WT_I64:
+            if pos + 8 > end:
+                raise WireFormatError(f"protobuf: truncated fixed64 field {field}")
+            yield field, WT_I64, pos, pos + 8
+            pos += 8
+        elif wire_type == WT_I32:
+            if pos + 4 > end:
+                raise WireFormatError(f"protobuf: truncated fixed32 field {field}")
+            yield field, WT_I32, pos, pos + 4
+            pos += 4
+        elif wire_type == WT_SGROUP:
+            group_start = pos
+            pos = _skip_group(buf, pos, end, field)
+            yield field, WT_SGROUP, group_start, pos
+        else:
+            raise WireFormatError(f"protobuf: invalid wire type {wire_type} (field {field})")
+
+
+def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
+    depth = [field]
+    while depth:
+        if pos >= end:
+            raise WireFormatError(f"protobuf: unterminated group {field}")
+        key, pos = read_varint(buf, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == WT_VARINT:
+            _, pos = read_varint(buf, pos, end)
+        elif wire_type == WT_LEN:
+            size, pos = read_varint(buf, pos, end)
+            pos += size
+        elif wire_type == WT_I64:
+            pos += 8
+        elif wire_type == WT_I32:
+            pos += 4
+        elif wire_type == WT_SGROUP:
+            depth.append(number)
+        elif wire_type == WT_EGROUP:
+            if depth.pop() != number:
+                raise WireFormatError(f"protobuf: mismatched end of group {number}")
+        else:
+            raise WireFormatError(f"protobuf: invalid wire type {wire_type} (field {number})")
+        if pos > end:
+            raise WireFormatError(f"protobuf: truncated group {field}")
+    return pos
+
+
+def expect_wire_type(wire_type: int, expected: int, where: str) -> None:
+    """Raise WireFormatError unless a known field arrived with its schema's wire type."""
+    if wire_type != expected:
+        raise WireFormatError(f"protobuf: {where} has wire type {wire_type}, expected {expected}")
+
+
+def read_string(buf: bytes, a: int, b: int, where: str) -> str:
+    """Decode a proto3 ``string`` payload (UTF-8, validated)."""
+    try:
+        return buf[a:b].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WireFormatError(f"protobuf: {where} is not valid UTF-8") from exc
+
+
+def read_double(buf: bytes, a: int) -> float:
+    """Decode a ``double`` (fixed64, little-endian) payload."""
+    value: float = DOUBLE.unpack_from(buf, a)[0]
+    return value
+
+
+def read_int64s(buf: bytes, wire_type: int, a: int, b: int, *, into: list[int], where: str) -> None:
+    """Append a ``repeated int64`` occurrence, packed or not (parsers must accept both)."""
+    if wire_type == WT_VARINT:
+        into.append(as_int64(a))
+        return
+    expect_wire_type(wire_type, WT_LEN, where)
+    pos = a
+    while pos < b:
+        value, pos = read_varint(buf, pos, b)
+        into.append(as_int64(value))
+
+
+def read_array(buf: bytes, a: int, b: int, dtype: np.dtype[Any], where: str) -> npt.NDArray[Any]:
+    """Return ``buf[a:b]`` as a read-only little-endian array view (no copy)."""
+    size = b - a
+    if size % dtype.itemsize:
+        raise WireFormatError(
+            f"protobuf: {where} has {size} bytes, not a multiple of {dtype.itemsize}"
+        )
+    return np.frombuffer(buf, dtype=dtype, count=size // dtype.itemsize, offset=a)
+
+
+def as_bytes(body: bytes | bytearray | memoryview) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise WireFormatError(f"protobuf: body must be bytes, got {type(body).__name__}")
+
+
+class Writer:
+    """An append-only list of byte pieces with their total size, joined once at the end.
+
+    Large arrays are appended as memoryviews (no copy), and a nested message's pieces are moved
+    into its parent behind a length prefix, so every byte is copied exactly once, by
+    :meth:`getvalue`.
+    """
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | memoryview] = []
+        self.size = 0
+
+    def raw(self, data: bytes | memoryview) -> None:
+        """Append bytes as they are."""
+        self.parts.append(data)
+        self.size += len(data)
+
+    def varint_field(self, key: bytes, value: int) -> None:
+        """Append a varint field (int32/int64/uint32/uint64/bool/enum)."""
+        piece = key + encode_varint(value)
+        self.parts.append(piece)
+        self.size += len(piece)
+
+    def double_field(self, key: bytes, value: float) -> None:
+        """Append a ``double`` field."""
+        piece = key + DOUBLE.pack(value)
+        self.parts.append(piece)
+        self.size += len(piece)
+
+    def bytes_field(self, key: bytes, data: bytes | memoryview) -> None:
+        """Append a length-delimited field holding ``data`` (bytes, or a byte memoryview)."""
+        head = key + encode_varint(len(data))
+        self.parts.append(head)
+        self.parts.append(data)
+        self.size += len(head) + len(data)
+
+    def string_field(self, key: bytes, text: str) -> None:
+        """Append a ``string`` field."""
+        self.bytes_field(key, text.encode("utf-8"))
+
+    def array_field(self, key: bytes, array: npt.NDArray[Any]) -> None:
+        """Append a ``bytes`` field holding a contiguous little-endian array, without a copy."""
+        self.bytes_field(key, array.reshape(-1).view(np.uint8).data)
+
+    def packed_varints_field(self, key: bytes, values: Sequence[int]) -> None:
+        """Append a packed ``repeated`` varint field (proto3's default for repeated scalars)."""
+        payload = b"".join(encode_varint(value) for value in values)
+        self.bytes_field(key, payload)
+
+    def message_field(self, key: bytes, message: Writer) -> None:
+        """Append a nested message field; ``message`` must not be used afterwards."""
+        head = key + encode_varint(message.size)
+        self.parts.append(head)
+        self.parts.extend(message.parts)
+        self.size += len(head) + message.size
+
+    def extend(self, other: Writer) -> None:
+        """Append the fields held by ``other`` (no length prefix); ``other`` is used up."""
+        self.parts.extend(other.parts)
+        self.size += other.size
+
+    def getvalue(self) -> bytes:
+        """Return the encoded bytes."""
+        return b"".join(self.parts)
+
+
+# Field keys of the messages this module writes (WIRE.md §13.7 field numbers).
+K1_VARINT: Final = field_key(1, WT_VARINT)
+K1_I64: Final = field_key(1, WT_I64)
+K1_LEN: Final = field_key(1, WT_LEN)
+K2_VARINT: Final = field_key(2, WT_VARINT)
+K2_I64: Final = field_key(2, WT_I64)
+K2_LEN: Final = field_key(2, WT_LEN)
+K3_VARINT: Final = field_key(3, WT_VARINT)
+K3_LEN: Final = field_key(3, WT_LEN)
+K4_VARINT: Final = field_key(4, WT_VARINT)
+K4_LEN: Final = field_key(4, WT_LEN)
+K5_LEN: Final = field_key(5, WT_LEN)
+K6_VARINT: Final = field_key(6, WT_VARINT)
+K6_LEN: Final = field_key(6, WT_LEN)
+K7_LEN: Final = field_key(7, WT_LEN)
+BOOL_TRUE: Final = b"\x01"
+
+
+def read_entry(
+    buf: bytes, start: int, end: int, where: str, value_type: int
+) -> tuple[str, tuple[int, int] | None]:
+    """Read a map entry ``{string key = 1; value = 2}``: its key and its value's payload range.
+
+    The range is None when the entry has no value (proto3: the value's default).
+    """
+    name = ""
+    value: tuple[int, int] | None = None
+    for field, wire_type, a, b in iter_fields(buf, start, end):
+        if field == 1:
+            expect_wire_type(wire_type, WT_LEN, f"{where} key")
+            name = read_string(buf, a, b, f"{where} key")
+        elif field == 2:
+            expect_wire_type(wire_type, value_type, f"{where}[{name!r}]")
+            value = (a, b)
+    return name, value
+
+
+def read_double_entry(buf: bytes, start: int, end: int, where: str) -> tuple[str, float]:
+    name, value = read_entry(buf, start, end, where, WT_I64)
+    return name, 0.0 if value is None else read_double(buf, value[0])
+
+
+def decode_tensor(buf: bytes, start: int, end: int, where: str) -> types.TensorData:
+    dense: tuple[int, int] | None = None
+    sparse: tuple[int, int] | None = None
+    code = DTYPE_UNSPECIFIED
+    shape: list[int] = []
+    for field, wire_type, a, b in iter_fields(buf, start, end):
+        if field == 1:
+            expect_wire_type(wire_type, WT_LEN, f"{where}.dense")
+            dense, sparse = (a, b), None
+        elif field == 2:
+            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr")
+            sparse, dense = (a, b), None
+        elif field == 3:
+            expect_wire_type(wire_type, WT_VARINT, f"{where}.dtype")
+            code = as_int32(a)
+        elif field == 4:
+            read_int64s(buf, wire_type, a, b, into=shape, where=f"{where}.shape")
+    wire_dtype, dtype_name = tensor_dtype(code, where)
+    if any(dim < 0 for dim in shape):
+        raise WireFormatError(f"protobuf: {where}.shape {shape} has a negative dimension")
+    if sparse is not None:
+        values = sparse_to_dense(buf, sparse, wire_dtype, shape, where)
+    else:
+        values = read_array(buf, *(dense or (end, end)), wire_dtype, f"{where}.dense")
+        if shape and math.prod(shape) != values.size:
+            raise WireFormatError(
+                f"protobuf: {where}.shape {shape} does not match its {values.size} values"
+            )
+    return types.TensorData._trusted(owned(widen(values, code)), dtype_name, shape or None)
+
+
+def tensor_dtype(code: int, where: str) -> tuple[np.dtype[Any], types.TensorDtype]:
+    # WIRE.md §13.6: int32 is reported as int64 and bfloat16 widened to float32.
+    if code == DTYPE_FLOAT32:
+        return F32, "float32"
+    if code == DTYPE_INT64:
+        return I64, "int64"
+    if code == DTYPE_INT32:
+        return I32, "int64"
+    if code == DTYPE_BFLOAT16:
+        return U16, "float32"
+    raise WireFormatError(f"protobuf: {where}.dtype {DTYPE_NAMES.get(code, code)} is not usable")
+
+
+def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
+    if code == DTYPE_BFLOAT16:
+        # A bfloat16 is the upper half of a float32.
+        return (values.astype(np.uint32) << 16).view(np.float32)
+    if code == DTYPE_INT32:
+        return values.astype(np.int64)
+    return values
+
+
+def sparse_to_dense(
+    buf: bytes, rng: tuple[int, int], wire_dtype: np.dtype[Any], shape: list[int], where: str
+) -> npt.NDArray[Any]:
+    values_range = crow_range = col_range = (rng[1], rng[1])
+    for field, wire_type, a, b in iter_fields(buf, *rng):
+        if field == 1:
+            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.values")
+            values_range = (a, b)
+        elif field == 2:
+            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.crow_indices")
+            crow_range = (a, b)
+        elif field == 3:
+            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.col_indices")
+            col_range = (a, b)
+    values = read_array(buf, *values_range, wire_dtype, f"{where}.sparse_csr.values")
+    crow = read_array(buf, *crow_range, I64, f"{where}.sparse_csr.crow_indices")
+    col = read_array(buf, *col_range, I64, f"{where}.sparse_csr.col_indices")
+    try:
+        return types._csr_to_dense(values, crow, col, shape)
+    except ValueError as exc:
+        raise WireFormatError(f"protobuf: {where}: {exc}") from None
+
+
+def owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Return ``values`` as a read-only array of its own (not a view into a body), native order."""
+    native = np.dtype(np.float32) if values.dtype.kind == "f" else np.dtype(np.int64)
+    if values.base is not None or values.dtype != native:
+        values = np.array(values, dtype=native)
+    values.flags.writeable = False
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# Optional zstd (WIRE.md §13.3: Content-Encoding: zstd with proto_compress_fwdbwd)
+# ---------------------------------------------------------------------------------------------
+
+
+def _zstd() -> Any | None:
+    try:
+        return importlib.import_module("zstandard")
+    except ImportError:
+        return None
+
+
+def zstd_available() -> bool:
+    """Return whether zstd bodies can be written and read (the ``zstandard`` package imports)."""
+    return _zstd() is not None
+
+
+def compress(body: bytes, level: int = 3) -> bytes:
+    """Return ``body`` as one zstd frame (for ``Content-Encoding: zstd``)."""
+    module = _zstd()
+    if module is None:
+        raise WireFormatError(
+            "zstd compression needs the 'zstandard' package (pip install zstandard)"
+        )
+    result: bytes = module.ZstdCompressor(level=level).compress(body)
+    return result
+
+
+def decompress(body: bytes) -> bytes:
+    """Return the bytes of a zstd-compressed body."""
+    module = _zstd()
+    if module is None:
+        raise WireFormatError(
+            "a zstd body needs the 'zstandard' package to be read (pip install zstandard)"
+        )
+    try:
+        result: bytes = module.ZstdDecompressor().decompressobj().decompress(body)
+    except module.ZstdError as exc:
+        raise WireFormatError(f"zstd: {exc}") from exc
+    return result

@@ -1,0 +1,115 @@
+"""``Timeout`` and ``RequestOptions``: the official SDK's per-request option types.
+
+The official SDK re-exports ``httpx.Timeout`` and a ``RequestOptions`` typed dict from its
+generated HTTP layer. tinker_lite has no httpx: :class:`Timeout` takes ``httpx.Timeout``'s call
+shape and keeps its four values, so code that builds one runs unchanged, and
+:meth:`Timeout.as_dict` gives them back the way httpx does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from tinker_lite._errors import InvalidInputError
+
+__all__ = ["RequestOptions", "Timeout"]
+
+_UNSET: Any = object()
+_PHASES = ("connect", "read", "write", "pool")
+
+
+def _seconds(field: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise InvalidInputError(field, f"must be a number of seconds >= 0 or None, got {value!r}")
+    return float(value)
+
+
+class Timeout:
+    """Timeouts of one HTTP request, in seconds (``None``: no limit), as ``httpx.Timeout``.
+
+    ``Timeout(10.0)`` sets all four; ``Timeout(10.0, connect=5.0)`` overrides one;
+    ``Timeout(None)`` disables them; ``Timeout(connect=..., read=..., write=..., pool=...)``
+    must then name all four; ``Timeout((connect, read, write, pool))`` and
+    ``Timeout(other_timeout)`` copy them.
+    """
+
+    __slots__ = _PHASES
+
+    connect: float | None
+    read: float | None
+    write: float | None
+    pool: float | None
+
+    def __init__(
+        self,
+        timeout: Timeout | tuple[float | None, ...] | float | None = _UNSET,
+        *,
+        connect: float | None = _UNSET,
+        read: float | None = _UNSET,
+        write: float | None = _UNSET,
+        pool: float | None = _UNSET,
+    ) -> None:
+        given = {"connect": connect, "read": read, "write": write, "pool": pool}
+        if isinstance(timeout, Timeout):
+            if any(value is not _UNSET for value in given.values()):
+                raise InvalidInputError(
+                    "timeout", "a Timeout cannot be combined with connect/read/write/pool"
+                )
+            values: dict[str, Any] = {name: getattr(timeout, name) for name in _PHASES}
+        elif isinstance(timeout, tuple):
+            if len(timeout) != len(_PHASES):
+                raise InvalidInputError(
+                    "timeout", f"a tuple must be (connect, read, write, pool), got {timeout!r}"
+                )
+            values = dict(zip(_PHASES, timeout, strict=True))
+        elif timeout is _UNSET:
+            missing = [name for name, value in given.items() if value is _UNSET]
+            if missing:
+                raise InvalidInputError(
+                    "timeout",
+                    f"is required unless connect, read, write and pool are all set "
+                    f"(missing: {', '.join(missing)})",
+                    "e.g. Timeout(60.0) or Timeout(60.0, connect=5.0)",
+                )
+            values = given
+        else:
+            values = {name: timeout if value is _UNSET else value for name, value in given.items()}
+        for name in _PHASES:
+            object.__setattr__(self, name, _seconds(name, values[name]))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Timeout is immutable")
+
+    def as_dict(self) -> dict[str, float | None]:
+        """The four timeouts by name (``httpx.Timeout.as_dict``)."""
+        return {name: getattr(self, name) for name in _PHASES}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Timeout):
+            return NotImplemented
+        return self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.as_dict().values()))
+
+    def __repr__(self) -> str:
+        values = set(self.as_dict().values())
+        if len(values) == 1:
+            return f"Timeout(timeout={values.pop()})"
+        parts = ", ".join(f"{name}={value}" for name, value in self.as_dict().items())
+        return f"Timeout({parts})"
+
+
+class RequestOptions(TypedDict, total=False):
+    """Per-request options of the official SDK's low-level calls (a typed dict)."""
+
+    headers: Mapping[str, str]
+    max_retries: int
+    timeout: float | Timeout | None
+    params: Mapping[str, object]
+    extra_json: Mapping[str, object]
+    idempotency_key: str
+    follow_redirects: bool

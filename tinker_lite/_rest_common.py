@@ -1,0 +1,135 @@
+"""What the REST-only clients, :class:`RestClient` and :class:`AdminClient`, share.
+
+Both are built the same way: over a session-less connection of their own
+(``base_url=..., api_key=...``, started on first use), or over the connection a ServiceClient or
+another client hands over. Both run each operation on the connection's REST threads and return
+its :class:`~tinker_lite.APIFuture` at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from tinker_lite._context import ClientContext
+from tinker_lite._errors import InvalidInputError
+from tinker_lite._futures import APIFuture
+
+__all__ = ["RestOnlyClient", "rest_connection"]
+
+T = TypeVar("T")
+C = TypeVar("C", bound="RestOnlyClient")
+
+
+def rest_connection(
+    client_name: str,
+    holder: object | None,
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    settings: Mapping[str, Any],
+) -> tuple[ClientContext, bool]:
+    """The connection a REST-only client runs over, and whether the client owns it.
+
+    ``holder`` is what the official SDK calls the internal holder: ``None`` (build a
+    session-less connection from ``api_key``, ``base_url`` and ``settings``), a
+    :class:`ServiceClient`, or the connection of another client. It cannot be combined with
+    connection settings, which it already has.
+    """
+    if holder is None:
+        # golden-0.38 README: a REST-only client creates no session and sends nothing
+        # until its first call.
+        context = ClientContext(api_key=api_key, base_url=base_url, session=False, **settings)
+        return context, True
+    shared = holder if isinstance(holder, ClientContext) else getattr(holder, "_context", None)
+    if not isinstance(shared, ClientContext):
+        # Never echo the value: in the old tinker_lite order it may be the API key.
+        raise InvalidInputError(
+            "_holder",
+            f"{client_name}'s first positional argument is the connection of a ServiceClient "
+            f"(the official 0.38 order), got a {type(holder).__name__}",
+            f"pass {client_name}(base_url=..., api_key=...) as keywords",
+        )
+    given = {"api_key": api_key, "base_url": base_url, **settings}
+    defaults: dict[str, object] = {"verify": True}
+    conflicting = [name for name, value in given.items() if value != defaults.get(name)]
+    if conflicting:
+        raise InvalidInputError(
+            conflicting[0],
+            f"cannot be combined with a ServiceClient or connection handed to {client_name}, "
+            "which has its own settings",
+            "pass either the ServiceClient or the connection settings",
+        )
+    return shared, False
+
+
+class RestOnlyClient:
+    """The construction, closing and call plumbing of a REST-only client."""
+
+    _context: ClientContext
+
+    def __init__(
+        self,
+        _holder: object | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        verify: bool | str = True,
+        default_headers: Mapping[str, str] | None = None,
+        max_retries: int | None = None,
+        stall_timeout: float | None = None,
+        startup_timeout: float | None = None,
+        telemetry: bool | None = None,
+    ) -> None:
+        settings = {
+            "verify": verify,
+            "default_headers": default_headers,
+            "max_retries": max_retries,
+            "stall_timeout": stall_timeout,
+            "startup_timeout": startup_timeout,
+            "telemetry": telemetry,
+        }
+        context, owned = rest_connection(
+            type(self).__name__, _holder, api_key=api_key, base_url=base_url, settings=settings
+        )
+        self._owns_context = owned
+        self._context = context
+        self._api = context.api
+
+    @classmethod
+    def _on_context(cls: type[C], context: ClientContext) -> C:
+        """A client sharing ``context`` (it does not close it)."""
+        client = cls.__new__(cls)
+        client._owns_context = False
+        client._context = context
+        client._api = context.api
+        return client
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._api.base_url!r})"
+
+    def close(self) -> None:
+        """Close the connection this client opened itself (idempotent).
+
+        Stops its threads and a local server it started. A client created over a
+        ServiceClient's connection leaves it open: close the ServiceClient instead.
+        """
+        if self._owns_context:
+            self._context.close()
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(self, operation: Callable[[], T], *, sdk_method: str) -> APIFuture[T]:
+        """Run one requestor operation on the REST threads; its future at once."""
+        context = self._context
+        return context.run_in(context.rest_pool(), operation, request_type=sdk_method)

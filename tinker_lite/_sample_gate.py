@@ -1,0 +1,167 @@
+"""The in-flight cap and the 429 back-off window shared by every sampler of one service and key.
+
+WIRE.md §P.8: one :class:`SampleGate` per ``(base_url, api_key)`` in the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+
+from tinker_lite._errors import InvalidInputError
+from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch, wait_until
+
+__all__ = ["THROTTLE_WARNING_INTERVAL_S", "SampleGate", "sample_gate_for"]
+
+logger = logging.getLogger("tinker_lite.sample_gate")
+
+THROTTLE_WARNING_INTERVAL_S = 60.0
+"""How often a sampler held back by 429s logs a warning (WIRE.md §P.7)."""
+
+
+class SampleGate:
+    """The in-flight cap and the shared 429 back-off window of one ``(base_url, api_key)``.
+
+    Every SamplingClient of the process talking to the same service with the same key shares
+    one gate: :meth:`slot` holds one of ``limit`` in-flight places from submit until the result
+    arrives; after a 429, :meth:`note_429` opens a back-off window (``Retry-After`` when given
+    and <= 60 s, else 1 s) that :meth:`wait_backoff` makes every sampler respect.
+    """
+
+    def __init__(
+        self,
+        limit: int = 400,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    ) -> None:
+        if limit < 1:
+            raise InvalidInputError("limit", f"must be >= 1, got {limit}")
+        self._limit = limit
+        self._policy = policy
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._backoff_until = 0.0
+        self._throttled_since: float | None = None
+        self._last_throttle_warning: float | None = None
+
+    def __repr__(self) -> str:
+        return f"SampleGate(limit={self._limit}, in_flight={self._in_flight})"
+
+    @property
+    def limit(self) -> int:
+        """The most sample requests in flight at once."""
+        return self._limit
+
+    def set_limit(self, limit: int) -> None:
+        """Change the cap (e.g. from the service's ``sample_max_concurrent_requests``)."""
+        if limit < 1:
+            raise InvalidInputError("limit", f"must be >= 1, got {limit}")
+        with self._cond:
+            self._limit = limit
+            self._cond.notify_all()
+
+    @property
+    def in_flight(self) -> int:
+        """Sample requests holding a place now."""
+        return self._in_flight
+
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Take an in-flight place, waiting up to ``timeout`` s (``None``: until one frees)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._in_flight < self._limit, timeout=timeout):
+                return False
+            self._in_flight += 1
+            return True
+
+    def release(self) -> None:
+        """Give back a place taken with :meth:`acquire`."""
+        with self._cond:
+            self._in_flight = max(0, self._in_flight - 1)
+            self._cond.notify()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one in-flight place for the duration of the ``with`` block."""
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def note_429(self, headers: Mapping[str, str] | None = None) -> float:
+        """Open (or extend) the back-off window after a 429; returns its length in seconds."""
+        delay = self._policy.throttle_delay(headers, now=self._wall_clock())
+        now = self._clock()
+        with self._cond:
+            self._backoff_until = max(self._backoff_until, now + delay)
+            if self._throttled_since is None:
+                self._throttled_since = now
+            # WIRE.md §P.7: a wait says why it waits, at most once a minute.
+            warn = now - self._throttled_since >= THROTTLE_WARNING_INTERVAL_S and (
+                self._last_throttle_warning is None
+                or now - self._last_throttle_warning >= THROTTLE_WARNING_INTERVAL_S
+            )
+            if warn:
+                self._last_throttle_warning = now
+                throttled_for = now - self._throttled_since
+        if warn:
+            logger.warning(
+                "Sampling has been held back by the service (HTTP 429) for %.0f s; "
+                "%d sample requests in flight. Waiting and re-sending.",
+                throttled_for,
+                self._in_flight,
+            )
+        return delay
+
+    def note_accepted(self) -> None:
+        """Record that the service accepted a sample request: any 429 episode is over."""
+        with self._cond:
+            self._throttled_since = None
+            self._last_throttle_warning = None
+
+    def backoff_remaining(self) -> float:
+        """Seconds left in the back-off window (0 when sampling may proceed)."""
+        return max(0.0, self._backoff_until - self._clock())
+
+    def wait_backoff(
+        self, sleep: Callable[[float], object] = time.sleep, deadline: StallWatch | None = None
+    ) -> float:
+        """Sleep until the back-off window has passed; returns the seconds waited.
+
+        Stops early, without sleeping past it, when ``deadline`` would pass first or ``sleep``
+        returns true (an interrupted ``Event.wait``); :meth:`backoff_remaining` then is > 0.
+        """
+        waited = 0.0
+
+        def timed(seconds: float) -> object:
+            nonlocal waited
+            waited += seconds
+            return sleep(seconds)
+
+        wait_until(self.backoff_remaining, sleep=timed, deadline=deadline)
+        return waited
+
+
+_GATES: weakref.WeakValueDictionary[tuple[str, str], SampleGate] = weakref.WeakValueDictionary()
+_GATES_LOCK = threading.Lock()
+
+
+def sample_gate_for(base_url: str, api_key: str | None, *, limit: int = 400) -> SampleGate:
+    """The process-wide :class:`SampleGate` of ``(base_url, api_key)`` (created on first use)."""
+    digest = hashlib.sha256((api_key or "").encode("utf-8")).hexdigest()
+    key = (base_url.rstrip("/"), digest)
+    with _GATES_LOCK:
+        gate = _GATES.get(key)
+        if gate is None:
+            gate = SampleGate(limit)
+            _GATES[key] = gate
+        return gate

@@ -1,0 +1,239 @@
+"""Connection settings: explicit arguments > environment variables > defaults.
+
+WIRE.md §P.3: an explicit ``api_key=`` wins over ``TINKER_API_KEY``; the key never shows in a
+``repr``. Every bad value raises :class:`~tinker_lite.InvalidInputError` naming the argument or
+environment variable at fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tinker_lite._errors import InvalidInputError
+from tinker_lite._http import is_loopback_url, register_secret
+from tinker_lite._version import WIRE_SDK_VERSION
+from tinker_lite.telemetry import is_telemetry_enabled
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_STALL_TIMEOUT",
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_STALL_TIMEOUT",
+    "ENV_STARTUP_TIMEOUT",
+    "Settings",
+    "WireMode",
+    "parse_seconds",
+    "resolve_settings",
+]
+
+logger = logging.getLogger("tinker_lite.session")
+
+DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+
+ENV_API_KEY = "TINKER_API_KEY"
+ENV_BASE_URL = "TINKER_BASE_URL"
+ENV_CF_CLIENT_ID = "CLOUDFLARE_ACCESS_CLIENT_ID"
+ENV_CF_CLIENT_SECRET = "CLOUDFLARE_ACCESS_CLIENT_SECRET"
+ENV_TAGS = "TINKER_TAGS"
+ENV_PROJECT_ID = "TINKER_PROJECT_ID"
+ENV_SDK_VERSION = "TINKER_LITE_SDK_VERSION"
+ENV_STALL_TIMEOUT = "TINKER_LITE_STALL_TIMEOUT"
+ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
+
+DEFAULT_STALL_TIMEOUT = 300.0
+
+WireMode = Literal["auto", "protobuf", "json"]
+
+_warned_insecure_urls: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+@dataclass(frozen=True, repr=False)
+class Settings:
+    """Resolved connection settings of one holder (the API key never shows in ``repr``)."""
+
+    base_url: str
+    api_key: str | None
+    cloudflare_headers: Mapping[str, str] = field(default_factory=dict)
+    project_id: str | None = None
+    tags: tuple[str, ...] = ()
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    startup_timeout: float = DEFAULT_STALL_TIMEOUT
+    wire: WireMode = "auto"
+    sdk_version: str = WIRE_SDK_VERSION
+    telemetry: bool = True
+    verify: bool | str = True
+
+    def sdk_headers(self, sdk_method: str | None) -> dict[str, str]:
+        """The ``x-sdk-version`` / ``x-sdk-method`` headers 0.38 puts on a public call."""
+        if not sdk_method:
+            return {}
+        return {"x-sdk-version": self.sdk_version, "x-sdk-method": sdk_method}
+
+    def __repr__(self) -> str:
+        return (
+            f"Settings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None}, "
+            f"project_id={self.project_id!r}, tags={self.tags!r}, "
+            f"stall_timeout={self.stall_timeout!r}, startup_timeout={self.startup_timeout!r}, "
+            f"wire={self.wire!r}, "
+            f"sdk_version={self.sdk_version!r}, telemetry={self.telemetry!r}, "
+            f"verify={self.verify!r})"
+        )
+
+
+def _nonempty(value: str | None) -> str | None:
+    return value if value else None
+
+
+def parse_seconds(value: object, source: str) -> float:
+    """``value`` as a positive number of seconds; InvalidInputError naming ``source`` if not."""
+    if isinstance(value, bool):
+        raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            source, f"must be a positive number of seconds, got {value!r}"
+        ) from None
+    if math.isnan(number) or number <= 0:
+        raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def _seconds(
+    value: float | None, name: str, env: Mapping[str, str], env_name: str, default: float
+) -> float:
+    """A duration: the argument, else the environment variable, else ``default``."""
+    if value is not None:
+        return parse_seconds(value, name)
+    if _nonempty(env.get(env_name)) is not None:
+        return parse_seconds(env[env_name], env_name)
+    return default
+
+
+def _parse_tags(raw: str) -> tuple[str, ...]:
+    # WIRE.md §1.2: comma-separated and de-duplicated (kept in first-seen order; empty dropped).
+    seen: dict[str, None] = {}
+    for tag in raw.split(","):
+        tag = tag.strip()
+        if tag:
+            seen.setdefault(tag, None)
+    return tuple(seen)
+
+
+def resolve_settings(
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    project_id: str | None = None,
+    tags: Sequence[str] | None = None,
+    stall_timeout: float | None = None,
+    startup_timeout: float | None = None,
+    wire: str = "auto",
+    verify: bool | str = True,
+    telemetry: bool | None = None,
+    sdk_version: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve every setting: explicit argument > environment variable > default.
+
+    Raises :class:`~tinker_lite.InvalidInputError` naming the argument or environment variable
+    at fault (an API key with whitespace, a missing key for a remote service, a bad stall
+    timeout, an unknown ``wire`` mode, a base URL that is not http(s)).
+    """
+    env = os.environ if environ is None else environ
+
+    if _nonempty(base_url) is not None:
+        url, url_source = str(base_url), "base_url"
+    elif _nonempty(env.get(ENV_BASE_URL)) is not None:
+        url, url_source = env[ENV_BASE_URL], ENV_BASE_URL
+    else:
+        url, url_source = DEFAULT_BASE_URL, "base_url"
+    url = url.strip()
+    if not url.lower().startswith(("http://", "https://")):
+        raise InvalidInputError(
+            url_source,
+            f"must be an http:// or https:// URL, got {url!r}",
+            "base_url='local://' is resolved by ServiceClient",
+        )
+    loopback = is_loopback_url(url)
+    if url.lower().startswith("http://") and not loopback:
+        with _warned_lock:
+            first = url not in _warned_insecure_urls
+            _warned_insecure_urls.add(url)
+        if first:
+            logger.warning(
+                "Connecting to %s over plain http://: the API key travels unencrypted", url
+            )
+
+    if api_key is not None:
+        key, key_source = api_key, "api_key"
+    else:
+        key, key_source = env.get(ENV_API_KEY, ""), ENV_API_KEY
+    key_or_none = _nonempty(key)
+    if key_or_none is not None and any(ch.isspace() for ch in key_or_none):
+        raise InvalidInputError(
+            key_source, "the API key contains whitespace", "check for a stray newline or space"
+        )
+    if key_or_none is None and not loopback:
+        raise InvalidInputError(
+            "api_key",
+            f"no API key for {url}",
+            f"pass api_key=... or set {ENV_API_KEY}",
+        )
+    register_secret(key_or_none)
+
+    cf_headers: dict[str, str] = {}
+    cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))
+    cf_secret = _nonempty(env.get(ENV_CF_CLIENT_SECRET))
+    if cf_id:
+        cf_headers["CF-Access-Client-Id"] = cf_id
+    if cf_secret:
+        register_secret(cf_secret)
+        cf_headers["CF-Access-Client-Secret"] = cf_secret
+
+    stall = _seconds(stall_timeout, "stall_timeout", env, ENV_STALL_TIMEOUT, DEFAULT_STALL_TIMEOUT)
+    startup = _seconds(startup_timeout, "startup_timeout", env, ENV_STARTUP_TIMEOUT, stall)
+
+    if wire not in ("auto", "protobuf", "json"):
+        raise InvalidInputError("wire", f"must be 'auto', 'protobuf' or 'json', got {wire!r}")
+
+    if tags is not None:
+        if isinstance(tags, str):
+            raise InvalidInputError("tags", "must be a list of strings, not a string")
+        resolved_tags = tuple(dict.fromkeys(str(t) for t in tags))
+    elif ENV_TAGS in env:
+        resolved_tags = _parse_tags(env[ENV_TAGS])
+    else:
+        resolved_tags = ()
+
+    # requests treats any false value (0, "") as "do not verify": only False may say so.
+    if not isinstance(verify, (bool, str)) or (isinstance(verify, str) and not verify.strip()):
+        raise InvalidInputError(
+            "verify",
+            f"must be True, False or the path of a CA bundle, got {verify!r}",
+            "keep the default (True); verify=False turns TLS verification off, with a warning",
+        )
+    if verify is False:
+        logger.warning("TLS certificate verification is disabled (verify=False) for %s", url)
+
+    return Settings(
+        base_url=url,
+        api_key=key_or_none,
+        cloudflare_headers=cf_headers,
+        project_id=project_id if project_id is not None else _nonempty(env.get(ENV_PROJECT_ID)),
+        tags=resolved_tags,
+        stall_timeout=stall,
+        startup_timeout=startup,
+        wire=wire,  # type: ignore[arg-type]
+        sdk_version=sdk_version or _nonempty(env.get(ENV_SDK_VERSION)) or WIRE_SDK_VERSION,
+        telemetry=is_telemetry_enabled(env) if telemetry is None else telemetry,
+        verify=verify,
+    )

@@ -1,0 +1,238 @@
+"""The start-up sequence of a connection (WIRE.md §P.10, golden-0.38), before any session.
+
+1. ``POST /api/v1/client/config {"sdk_version"}``: the service's feature flags (404 or an answer
+   that cannot be used: built-in defaults; a connection that cannot be made is retried for the
+   start-up budget, then fails);
+2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key
+   (:mod:`tinker_lite._auth` keeps and refreshes the JWT);
+3. ``POST /api/v1/client/dynamic_config {"sdk_version"}`` (read timeout 10 s): flags the
+   service may change while the client runs, fetched again every ``refresh_interval_sec``
+   (at least 10 s) by :class:`DynamicConfig`'s thread; a failed refresh keeps the last values.
+
+A service that does not answer ``client/config`` predates ``client/dynamic_config`` too, so
+neither the dynamic config nor its refresh is requested from it. Background threads here hold
+the transport, never the session holder.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from tinker_lite import _wire, types
+from tinker_lite._auth import token_fetcher
+from tinker_lite._decoding import decode_json
+from tinker_lite._errors import (
+    APIConnectionError,
+    APITimeoutError,
+    ClientClosedError,
+    NotFoundError,
+    TinkerError,
+)
+from tinker_lite._http import (
+    HttpResponse,
+    PoolKind,
+    Timeout,
+    Transport,
+    is_certificate_error,
+    raise_for_status,
+    redact,
+)
+from tinker_lite._retry import RetryPolicy, send_with_retries, with_operation_retries
+
+__all__ = [
+    "CLIENT_CONFIG_PATH",
+    "DYNAMIC_CONFIG_PATH",
+    "DYNAMIC_CONFIG_TIMEOUT",
+    "DynamicConfig",
+    "fetch_client_config",
+    "make_token_fetcher",
+]
+
+logger = logging.getLogger("tinker_lite.session")
+
+CLIENT_CONFIG_PATH = "/api/v1/client/config"
+DYNAMIC_CONFIG_PATH = "/api/v1/client/dynamic_config"
+# golden-0.38: client/dynamic_config is sent with a 10 s read timeout, refreshed no faster
+# than every 10 s.
+DYNAMIC_CONFIG_TIMEOUT = Timeout(connect=5.0, read=10.0)
+MIN_REFRESH_INTERVAL_S = 10.0
+
+
+def is_connection_failure(error: BaseException) -> bool:
+    """A connection that could not be made (refused, DNS, TLS handshake): no answer, no timeout.
+
+    A rejected certificate is not one: it will not change by waiting.
+    """
+    return (
+        isinstance(error, APIConnectionError)
+        and not isinstance(error, (ClientClosedError, APITimeoutError))
+        and not is_certificate_error(error)
+    )
+
+
+def fetch_client_config(
+    post: Callable[[float], HttpResponse],
+    *,
+    budget_s: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], object],
+) -> tuple[types.ClientConfigResponse, bool]:
+    """``client/config``: the flags and whether the service answered (a current service).
+
+    ``post(remaining_s)`` sends one attempt (with the start-up HTTP retries) within what is
+    left of ``budget_s``. Until the service has answered once, a connection that cannot be
+    made is retried for the whole budget: the service may be starting.
+    """
+    started = clock()
+    try:
+        resp = with_operation_retries(
+            lambda: post(budget_s - (clock() - started)),
+            budget_s=budget_s,
+            sleep=sleep,
+            clock=clock,
+            is_retryable=is_connection_failure,
+            describe=f"POST {CLIENT_CONFIG_PATH} (start-up)",
+        )
+        data = decode_json(resp, what="client/config")
+        config = _wire.structure(data, types.ClientConfigResponse)
+    except Exception as e:
+        if is_connection_failure(e) or isinstance(e, ClientClosedError):
+            raise  # the service never answered: there is nothing to start with
+        if not isinstance(e, TinkerError):
+            raise
+        if isinstance(e, NotFoundError):
+            logger.debug("The service has no client/config; using built-in defaults")
+        else:
+            logger.info(
+                "Could not read the service's client config (%s); using built-in defaults",
+                redact(str(e)),
+            )
+        return types.ClientConfigResponse(), False
+    return config, True
+
+
+def make_token_fetcher(
+    transport: Transport,
+    api_key: str | None,
+    *,
+    policy: RetryPolicy,
+    sleep: Callable[[float], object],
+    rand: Callable[[], float],
+    wall_clock: Callable[[], float],
+    clock: Callable[[], float],
+) -> Callable[[], str]:
+    """The ``auth/token`` exchange, sent with the start-up retries (it runs on any thread later:
+    it holds what it needs, never the holder)."""
+
+    def post(path: str, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
+        return send_with_retries(
+            transport,
+            PoolKind.SESSION,
+            "POST",
+            path,
+            body=body,
+            headers=headers,
+            policy=policy,
+            sleep=sleep,
+            rand=rand,
+            wall_clock=wall_clock,
+            clock=clock,
+        )
+
+    return token_fetcher(post, api_key)
+
+
+class DynamicConfig:
+    """The service's dynamic flags (``client/dynamic_config``), refreshed on their own thread.
+
+    :meth:`fetch_initial` reads them once (with ``send``, the start-up retries); :meth:`start`
+    then re-reads them every ``refresh_interval_sec`` (at least ``min_interval`` s) with one
+    attempt each, keeping the last values when a refresh fails. :attr:`current` is safe to read
+    from any thread.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        sdk_version: str,
+        *,
+        min_interval: float = MIN_REFRESH_INTERVAL_S,
+    ) -> None:
+        self._transport = transport
+        self._body = _wire.dumps(types.ClientConfigRequest(sdk_version=sdk_version))
+        self._min_interval = min_interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.current = types.ClientDynamicConfigResponse()
+        self.refreshes = 0
+
+    def __repr__(self) -> str:
+        return f"DynamicConfig(current={self.current!r})"
+
+    def fetch_initial(self, send: Callable[[bytes, Timeout], HttpResponse]) -> None:
+        """Read the flags once; 404 or an unusable answer keeps the built-in defaults."""
+        try:
+            resp = send(self._body, DYNAMIC_CONFIG_TIMEOUT)
+            self.current = self._decode(resp)
+        except ClientClosedError:
+            raise
+        except TinkerError as e:
+            if isinstance(e, NotFoundError):
+                logger.debug("The service has no client/dynamic_config; using built-in defaults")
+            else:
+                logger.info(
+                    "Could not read the service's dynamic config (%s); using built-in defaults",
+                    redact(str(e)),
+                )
+
+    def start(self) -> None:
+        """Start the refresh thread (once)."""
+        if self._thread is not None or self._stop.is_set():
+            return
+        self._thread = threading.Thread(
+            target=self._run, name="tinker-lite-dynamic-config", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop the refresh thread (idempotent), waiting up to ``timeout`` s for it to end."""
+        self._stop.set()
+        self.join(timeout)
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for a stopped refresh thread to end."""
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def refresh_once(self) -> bool:
+        """One refresh attempt; False (values kept) when it fails."""
+        try:
+            resp = self._transport.send(
+                PoolKind.SESSION,
+                "POST",
+                DYNAMIC_CONFIG_PATH,
+                body=self._body,
+                timeout=DYNAMIC_CONFIG_TIMEOUT,
+            )
+            raise_for_status(resp, what=DYNAMIC_CONFIG_PATH)
+            config = self._decode(resp)
+        except TinkerError as e:
+            logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
+            return False
+        if config != self.current:
+            logger.debug("Dynamic config updated: %s", config)
+        self.current = config
+        self.refreshes += 1
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(self.current.refresh_interval_sec, self._min_interval)):
+            self.refresh_once()
+
+    @staticmethod
+    def _decode(resp: HttpResponse) -> types.ClientDynamicConfigResponse:
+        data = decode_json(resp, what="client/dynamic_config")
+        return _wire.structure(data, types.ClientDynamicConfigResponse)

@@ -1,0 +1,133 @@
+"""AdminClient: the REST operations that need an organization admin or billing-admin role.
+
+Built like :class:`~tinker_lite.RestClient` (``AdminClient(base_url=..., api_key=...)``, a
+session-less connection started on first use), or over the connection a RestClient or
+ServiceClient hands over. Every method returns an :class:`~tinker_lite.APIFuture` at once; the
+request runs on the connection's REST threads with the usual retries.
+
+Threading contract: every method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from typing import Literal
+
+from tinker_lite import types
+from tinker_lite._async import with_async_twins
+from tinker_lite._errors import InvalidInputError
+from tinker_lite._futures import APIFuture
+from tinker_lite._rest_common import RestOnlyClient
+
+__all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
+
+AuditEventType = Literal["all", "checkpoints", "projects", "teams", "organizations"]
+AUDIT_EVENT_TYPES: tuple[str, ...] = ("all", "checkpoints", "projects", "teams", "organizations")
+
+
+def _check_event_type(event_type: object) -> str:
+    if not isinstance(event_type, str) or event_type not in AUDIT_EVENT_TYPES:
+        raise InvalidInputError(
+            "event_type", f"must be one of {', '.join(AUDIT_EVENT_TYPES)}, got {event_type!r}"
+        )
+    return event_type
+
+
+def _check_day(day: object) -> str | None:
+    # datetime is a date subclass, but a moment is not a day: refuse it rather than truncate.
+    if day is None:
+        return None
+    if isinstance(day, datetime) or not isinstance(day, date):
+        raise InvalidInputError(
+            "day", f"must be a datetime.date or None, got {day!r}", "e.g. date(2026, 1, 15)"
+        )
+    return day.isoformat()
+
+
+def _check_moment(field: str, value: object) -> datetime:
+    """An RFC 3339 string or a datetime, as an aware datetime (naive means UTC)."""
+    moment: datetime | None = None
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+    if moment is None:
+        raise InvalidInputError(
+            field,
+            f"must be a datetime or an RFC 3339 string, got {value!r}",
+            "e.g. '2026-07-13T00:00:00Z'",
+        )
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def _check_project(project_id: object) -> str | None:
+    if project_id is not None and (not isinstance(project_id, str) or not project_id):
+        raise InvalidInputError(
+            "project_id", f"must be a non-empty string or None, got {project_id!r}"
+        )
+    return project_id
+
+
+@with_async_twins
+class AdminClient(RestOnlyClient):
+    """Audit log, billing usage and checkpoint storage usage of your organization.
+
+    Constructed like :class:`RestClient`: ``AdminClient(base_url=..., api_key=...)`` (with
+    the same keyword-only options), or ``AdminClient(service_client)`` to share a
+    ServiceClient's connection. Billing needs the admin or billing-admin role, the audit log
+    the admin role. Close a client that opened its own connection with :meth:`close` or
+    ``with``.
+    """
+
+    def get_audit_log(
+        self, event_type: AuditEventType = "all", day: date | None = None
+    ) -> APIFuture[types.AuditLogResponse]:
+        """The audit log of one UTC day (default today), of one kind of resource or ``"all"``.
+
+        ``event_type``: ``"all"``, ``"checkpoints"``, ``"projects"``, ``"teams"`` or
+        ``"organizations"``; ``day`` a :class:`datetime.date`.
+        """
+        kind = _check_event_type(event_type)
+        when = _check_day(day)
+        method = "AdminClient.get_audit_log"
+        return self._call(
+            lambda: self._api.audit_log(kind, when, sdk_method=method), sdk_method=method
+        )
+
+    def get_billing_usage(
+        self, starting_on: datetime | str, ending_before: datetime | str
+    ) -> APIFuture[types.BillingUsageResponse]:
+        """Hourly billing usage events from ``starting_on`` (included) to ``ending_before``.
+
+        Each bound is a datetime (naive means UTC) or an RFC 3339 string, on a UTC hour; the
+        window is at most 14 days and does not start in the future (the service checks).
+        """
+        request = types.GetBillingUsageRequest(
+            starting_on=_check_moment("starting_on", starting_on),
+            ending_before=_check_moment("ending_before", ending_before),
+        )
+        if request.ending_before <= request.starting_on:
+            raise InvalidInputError(
+                "ending_before",
+                f"must be after starting_on ({request.starting_on.isoformat()}), "
+                f"got {request.ending_before.isoformat()}",
+            )
+        method = "AdminClient.get_billing_usage"
+        return self._call(
+            lambda: self._api.billing_usage(request, sdk_method=method), sdk_method=method
+        )
+
+    def get_current_checkpoint_storage_usage(
+        self, project_id: str | None = None
+    ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
+        """Checkpoint count, size and projected storage cost now, of the whole organization
+        or of one project."""
+        project = _check_project(project_id)
+        method = "AdminClient.get_current_checkpoint_storage_usage"
+        return self._call(
+            lambda: self._api.checkpoint_storage_usage(project, sdk_method=method),
+            sdk_method=method,
+        )

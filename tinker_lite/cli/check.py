@@ -1,0 +1,215 @@
+"""``tinker-lite version`` and ``check``: what is installed, configured and reachable."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from typing import Any
+
+from tinker_lite._errors import TinkerError, describe_error
+from tinker_lite._version import WIRE_SDK_VERSION, __version__
+from tinker_lite.cli._context import DEFAULT_BASE_URL, LOCAL_URL, Context
+from tinker_lite.cli._exit import EXIT_AUTH, EXIT_CONNECTION, EXIT_OK, EXIT_SERVICE, PROG
+from tinker_lite.cli._parser import leaf
+
+__all__ = ["cmd_check", "cmd_version", "probe_service", "register"]
+
+
+def cmd_version(ctx: Context) -> int:
+    """Print the version of tinker-lite."""
+    info = {
+        "version": __version__,
+        "wire_sdk_version": os.environ.get("TINKER_LITE_SDK_VERSION") or WIRE_SDK_VERSION,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+    if ctx.output.json:
+        ctx.output.document(info)
+    else:
+        ctx.output.line(f"{PROG} {__version__}")
+        ctx.output.record(
+            [
+                ("wire", f"official SDK {info['wire_sdk_version']}"),
+                ("python", info["python"]),
+                ("platform", info["platform"]),
+            ]
+        )
+    return EXIT_OK
+
+
+def _env_flag(name: str, default: str) -> str:
+    value = os.environ.get(name)
+    return f"{value} (from {name})" if value is not None else f"{default} (default)"
+
+
+def cmd_check(ctx: Context) -> int:
+    """Report the configuration, the service's reachability and its client-config flags."""
+    from tinker_lite._journal import ENV_VAR as JOURNAL_ENV
+    from tinker_lite._progress import ENV_VAR as PROGRESS_ENV
+
+    if ctx.base_url is not None:
+        base_url, source = ctx.base_url, "--base-url"
+    elif os.environ.get("TINKER_BASE_URL"):
+        base_url, source = os.environ["TINKER_BASE_URL"], "TINKER_BASE_URL"
+    else:
+        base_url, source = DEFAULT_BASE_URL, "default"
+    key_set = bool(os.environ.get("TINKER_API_KEY"))
+    report: dict[str, Any] = {
+        "version": __version__,
+        "base_url": base_url,
+        "base_url_source": source,
+        "api_key": "set (from TINKER_API_KEY)" if key_set else "not set",
+        "api_key_set": key_set,
+        "cloudflare_access": bool(os.environ.get("CLOUDFLARE_ACCESS_CLIENT_ID")),
+        "journal": os.environ.get(JOURNAL_ENV) or None,
+        "progress": _env_flag(PROGRESS_ENV, "auto"),
+        "telemetry": _env_flag("TINKER_TELEMETRY", "1"),
+        "log": _env_flag("TINKER_LOG", "warning"),
+        "startup_timeout_s": ctx.startup_timeout,
+        "timeout_s": ctx.timeout,
+        "project_id": os.environ.get("TINKER_PROJECT_ID") or None,
+    }
+    if base_url.startswith(LOCAL_URL):
+        from tinker_lite.local import LocalServer
+
+        with LocalServer() as local_url:
+            probe = probe_service(
+                local_url,
+                api_key=None,
+                timeout=ctx.timeout,
+                connect_timeout=ctx.startup_timeout,
+            )
+        probe["server"] = "local (in-process server started for this check)"
+    else:
+        probe = probe_service(
+            base_url,
+            api_key=os.environ.get("TINKER_API_KEY") or None,
+            timeout=ctx.timeout,
+            connect_timeout=ctx.startup_timeout,
+        )
+    report.update(probe)
+    code = EXIT_OK
+    if not report["reachable"]:
+        code = EXIT_CONNECTION
+    elif report["auth"] == "API key required" or report["auth"].startswith("rejected"):
+        code = EXIT_AUTH
+    elif report["auth"] not in ("ok", "not needed"):
+        code = EXIT_SERVICE  # reachable, but its answers did not tell whether the key works
+    if ctx.output.json:
+        report["exit_code"] = code
+        ctx.output.document(report)
+        return code
+    ctx.output.record(
+        [
+            ("tinker-lite", f"{__version__} (Python {platform.python_version()})"),
+            ("Base URL", f"{base_url} (from {source})"),
+            ("API key", report["api_key"]),
+            ("Server", report["server"]),
+            ("Auth", report["auth"]),
+            ("Models", report.get("models") or None),
+            ("Journal", report["journal"] or f"off (set {JOURNAL_ENV} to turn on)"),
+            ("Progress", report["progress"]),
+            ("Telemetry", report["telemetry"]),
+            ("Log level", report["log"]),
+            ("Start-up", f"{ctx.startup_timeout:g} s budget (--startup-timeout)"),
+            ("Timeout", f"{ctx.timeout:g} s per request (--timeout)"),
+        ]
+    )
+    flags = report.get("client_config")
+    if isinstance(flags, dict):
+        ctx.output.line("Client config:")
+        for name, value in flags.items():
+            ctx.output.line(f"  {name} = {json.dumps(value)}")
+    else:
+        ctx.output.line("Client config: not offered by the server (built-in defaults apply)")
+    return code
+
+
+def probe_service(
+    base_url: str, *, api_key: str | None, timeout: float, connect_timeout: float
+) -> dict[str, Any]:
+    """Ask the service for health, client config, capabilities and an authenticated listing.
+
+    Each question is one attempt through tinker_lite's own transport (its headers, its error
+    messages); ``connect_timeout`` is the start-up budget, ``timeout`` bounds each answer.
+    """
+    from tinker_lite._http import PoolKind, Timeout, Transport, register_secret
+
+    register_secret(api_key)
+    headers: dict[str, str] = {}
+    for name in ("CLOUDFLARE_ACCESS_CLIENT_ID", "CLOUDFLARE_ACCESS_CLIENT_SECRET"):
+        if os.environ.get(name):
+            header = "CF-Access-Client-Id" if name.endswith("_ID") else "CF-Access-Client-Secret"
+            headers[header] = os.environ[name]
+    result: dict[str, Any] = {"reachable": False, "auth": "unknown"}
+    limit = Timeout(connect=min(timeout, connect_timeout), read=min(timeout, 30.0))
+    transport = Transport(base_url, headers=headers, auth=lambda: api_key)
+    try:
+        started = time.monotonic()
+        try:
+            resp = transport.send(PoolKind.SESSION, "GET", "/api/v1/healthz", timeout=limit)
+        except TinkerError as exc:
+            result["server"] = f"unreachable: {describe_error(exc)}"
+            return result
+        elapsed_ms = (time.monotonic() - started) * 1000.0
+        result["reachable"] = True
+        result["server"] = f"reachable (healthz HTTP {resp.status} in {elapsed_ms:.0f} ms)"
+        try:
+            body = json.dumps({"sdk_version": WIRE_SDK_VERSION}).encode()
+            resp = transport.send(
+                PoolKind.SESSION, "POST", "/api/v1/client/config", body=body, timeout=limit
+            )
+            if resp.status == 200 and isinstance(resp.json(), dict):
+                result["client_config"] = resp.json()
+            resp = transport.send(
+                PoolKind.SESSION, "GET", "/api/v1/get_server_capabilities", timeout=limit
+            )
+            if resp.status == 200:
+                models = resp.json().get("supported_models") or []
+                result["models"] = [m.get("model_name") for m in models if isinstance(m, dict)]
+            resp = transport.send(
+                PoolKind.SESSION,
+                "GET",
+                "/api/v1/training_runs",
+                query={"limit": "1", "offset": "0"},
+                timeout=limit,
+            )
+        except (TinkerError, AttributeError) as exc:
+            result["auth"] = f"unknown ({type(exc).__name__})"
+            return result
+        if resp.status in (401, 403):
+            result["auth"] = f"rejected (HTTP {resp.status})" if api_key else "API key required"
+        elif resp.status < 400:
+            result["auth"] = "ok" if api_key else "not needed"
+        else:
+            result["auth"] = f"unknown (HTTP {resp.status})"
+    finally:
+        transport.close()
+    return result
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add ``version`` and ``check`` to the parser."""
+    leaf(
+        commands,
+        "version",
+        cmd_version,
+        "print the version",
+        common=common,
+        examples=["tinker-lite version", "tinker-lite version --format json"],
+    )
+    leaf(
+        commands,
+        "check",
+        cmd_check,
+        "report base URL, API key presence, server reachability and client config flags",
+        common=common,
+        examples=[
+            "tinker-lite check",
+            "tinker-lite check --base-url local://",
+            "tinker-lite check --format json --startup-timeout 3   # in CI: fail fast",
+        ],
+    )

@@ -1,0 +1,129 @@
+"""``tinker-lite run ...``: list training runs and show one."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tinker_lite.cli._context import Context
+from tinker_lite.cli._exit import EXIT_OK
+from tinker_lite.cli._output import to_jsonable
+from tinker_lite.cli._parser import add_group, add_paging, leaf
+
+if TYPE_CHECKING:
+    from tinker_lite import types
+
+__all__ = ["cmd_run_info", "cmd_run_list", "register"]
+
+
+def _run_rows(runs: Sequence[types.TrainingRun]) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for run in runs:
+        last = run.last_checkpoint or run.last_sampler_checkpoint
+        rows.append(
+            [
+                run.training_run_id,
+                run.base_model,
+                run.lora_rank if run.is_lora else "full",
+                run.last_request_time,
+                last.tinker_path if last is not None else None,
+                "CORRUPTED" if run.corrupted else "",
+            ]
+        )
+    return rows
+
+
+def cmd_run_list(ctx: Context) -> int:
+    """List training runs (a page, or every run with --all)."""
+    args = ctx.args
+    rest = ctx.rest()
+    if args.all:
+        runs: list[types.TrainingRun] = ctx.call(
+            lambda: rest.list_all_training_runs(page_timeout=ctx.page_timeout)
+        )
+        cursor: dict[str, int] = {"offset": 0, "limit": len(runs), "total_count": len(runs)}
+        total = len(runs)
+    else:
+        page = ctx.wait(rest.list_training_runs(limit=args.limit, offset=args.offset))
+        runs = list(page.training_runs)
+        cursor = to_jsonable(page.cursor)
+        total = page.cursor.total_count
+    if ctx.output.json:
+        ctx.output.document({"training_runs": runs, "cursor": cursor})
+        return EXIT_OK
+    ctx.output.table(
+        ["RUN ID", "BASE MODEL", "LORA", "LAST REQUEST", "LAST CHECKPOINT", ""],
+        _run_rows(runs),
+        empty="No training runs.",
+    )
+    if not args.all and total > args.offset + len(runs):
+        ctx.output.note(
+            f"showing {len(runs)} of {total} runs (use --offset/--limit, or --all for every run)"
+        )
+    return EXIT_OK
+
+
+def cmd_run_info(ctx: Context) -> int:
+    """Show one training run, by id or by any tinker:// path of it."""
+    ref: str = ctx.args.run
+    rest = ctx.rest()
+    if ref.startswith("tinker://"):
+        run = ctx.wait(rest.get_training_run_by_tinker_path(ref))
+    else:
+        run = ctx.wait(rest.get_training_run(ref))
+    if ctx.output.json:
+        ctx.output.document(run)
+        return EXIT_OK
+    ctx.output.record(
+        [
+            ("Run ID", run.training_run_id),
+            ("Base model", run.base_model),
+            ("Owner", run.model_owner),
+            ("LoRA", f"rank {run.lora_rank}" if run.is_lora else "no (full fine-tuning)"),
+            ("Corrupted", run.corrupted),
+            ("Last request", run.last_request_time),
+            ("Last checkpoint", run.last_checkpoint.tinker_path if run.last_checkpoint else None),
+            (
+                "Last sampler checkpoint",
+                run.last_sampler_checkpoint.tinker_path if run.last_sampler_checkpoint else None,
+            ),
+            (
+                "Metadata",
+                [f"{k}={v}" for k, v in sorted((run.user_metadata or {}).items())] or None,
+            ),
+        ]
+    )
+    return EXIT_OK
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add the ``run`` group to the parser."""
+    runs = add_group(commands, "run", "training runs", "Training runs.")
+    sub = leaf(
+        runs,
+        "list",
+        cmd_run_list,
+        "list training runs",
+        common=common,
+        examples=[
+            "tinker-lite run list",
+            "tinker-lite run list --limit 50 --offset 50",
+            "tinker-lite run list --all --format json",
+        ],
+    )
+    add_paging(sub, default_limit=20, every="run")
+    sub = leaf(
+        runs,
+        "info",
+        cmd_run_info,
+        "show one training run",
+        common=common,
+        examples=[
+            "tinker-lite run info 3f2a9c1e-...",
+            "tinker-lite run info tinker://3f2a9c1e-.../weights/step-100",
+        ],
+    )
+    sub.add_argument(
+        "run", metavar="RUN", help="run id, or a tinker:// path of one of its checkpoints"
+    )

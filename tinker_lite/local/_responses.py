@@ -1,0 +1,208 @@
+"""The local server's HTTP answers and the small parsers of what a request carries.
+
+:class:`Response` is what every route returns; the helpers read bodies (compression, JSON
+objects), query parameters, ``Accept`` / ``Content-Type`` and ``Range`` headers.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from tinker_lite import _wire
+from tinker_lite._errors import TinkerError
+from tinker_lite.local._errors import InvalidRequest, refusal
+from tinker_lite.local._validation import field_error, parse_json
+
+__all__ = [
+    "API",
+    "JSON",
+    "MAX_BODY",
+    "PROTOBUF",
+    "Response",
+    "as_json",
+    "cursor",
+    "decompress",
+    "http_error",
+    "is_protobuf",
+    "json_object",
+    "no_content",
+    "parse_range",
+    "prefers_protobuf",
+    "query_int",
+    "query_opt",
+    "query_time",
+]
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+MAX_BODY = 1 << 30
+API = "/api/v1/"
+
+
+@dataclass
+class Response:
+    """An HTTP answer; ``drop`` closes without answering, ``truncate_at`` cuts the body short."""
+
+    status: int
+    body: bytes = b""
+    content_type: str | None = JSON
+    headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False
+    truncate_at: float | None = None
+    content_length: int | None = None
+
+
+def as_json(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """``obj`` as a JSON answer."""
+    return Response(status, _wire.dumps(obj), JSON, dict(headers or {}))
+
+
+def http_error(status: int, detail: Any, headers: Mapping[str, str] | None = None) -> Response:
+    """An error answer ``{"detail": ...}``, the service's error body."""
+    return as_json({"detail": detail}, status, headers)
+
+
+def no_content() -> Response:
+    """A 204 answer."""
+    return Response(204, b"", None)
+
+
+def prefers_protobuf(accept: str | None) -> bool:
+    """True when the Accept header ranks protobuf above (or before) JSON."""
+    if not accept:
+        return False
+    best: dict[str, tuple[float, int]] = {}
+    for index, part in enumerate(accept.split(",")):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        kind = "proto" if media.lower() in (PROTOBUF, "application/protobuf") else "other"
+        if media.lower() in (JSON, "*/*", "application/*"):
+            kind = "json"
+        if kind != "other" and kind not in best:
+            best[kind] = (q, index)
+    proto = best.get("proto")
+    if proto is None or proto[0] <= 0:
+        return False
+    other = best.get("json")
+    return other is None or proto[0] > other[0] or (proto[0] == other[0] and proto[1] < other[1])
+
+
+def decompress(body: bytes, encoding: str | None) -> bytes:
+    """The body without its ``Content-Encoding`` (gzip, zstd); 400 or 415 otherwise."""
+    if not encoding or encoding.lower() == "identity":
+        return body
+    enc = encoding.lower().strip()
+    if enc == "gzip":
+        try:
+            return gzip.decompress(body)
+        except (OSError, EOFError) as e:
+            raise InvalidRequest(f"Request body is not valid gzip: {e}") from e
+    if enc == "zstd":
+        from tinker_lite import _protowire
+
+        if not _protowire.zstd_available():
+            raise refusal(
+                415, "Content-Encoding zstd needs the 'zstandard' package on the local server"
+            )
+        try:
+            return _protowire.decompress(body)
+        except TinkerError as e:
+            raise InvalidRequest(f"Request body is not valid zstd: {e}") from e
+    raise refusal(415, f"Unsupported Content-Encoding {encoding!r}")
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """A body that must be a JSON object; 400/422 otherwise."""
+    data = parse_json(body)
+    if not isinstance(data, dict):
+        raise field_error(["body"], "Input should be a JSON object", "dict_type")
+    return data
+
+
+def query_opt(query: Mapping[str, list[str]], name: str) -> str | None:
+    """The first value of query parameter ``name``, or None."""
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def query_time(query: Mapping[str, list[str]], name: str) -> float:
+    """An ISO 8601 date-time query parameter as epoch seconds; 422 naming it otherwise."""
+    values = query.get(name)
+    if not values:
+        raise field_error(["query", name], f"{name}: is required", "missing")
+    text = values[0].strip().replace("Z", "+00:00")
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise field_error(
+            ["query", name], f"{name}: expected an ISO 8601 date-time", "datetime_parsing"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def cursor(offset: int, limit: int, total: int) -> dict[str, int]:
+    """A REST listing's ``cursor`` object."""
+    return {"offset": offset, "limit": limit, "total_count": total}
+
+
+def query_int(query: Mapping[str, list[str]], name: str, default: int) -> int:
+    """Query parameter ``name`` as an int >= 0 (``default`` when absent); 422 naming it."""
+    values = query.get(name)
+    if not values:
+        return default
+    try:
+        value = int(values[-1])
+    except ValueError:
+        raise field_error(
+            ["query", name], f"{name}: Input should be a valid integer", "int_parsing"
+        ) from None
+    if value < 0:
+        raise field_error(["query", name], f"{name}: must be >= 0", "greater_than_equal")
+    return value
+
+
+def is_protobuf(headers: Mapping[str, str]) -> bool:
+    """True when the request body is protobuf (by its Content-Type)."""
+    content_type = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
+    return content_type in (PROTOBUF, "application/protobuf")
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
+    """Parse a single ``bytes=`` range; None to ignore it, "unsatisfiable" for 416."""
+    unit, _, spec = header.partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = spec.strip().partition("-")
+    if not dash:
+        return None
+    try:
+        if not first:
+            if not last:
+                return None
+            suffix = int(last)
+            if suffix <= 0:
+                return "unsatisfiable"
+            return max(0, size - suffix), size - 1
+        start = int(first)
+        end = int(last) if last else size - 1
+    except ValueError:
+        return None
+    if last and end < start:
+        # RFC 9110 §14.1.1: a range whose last byte precedes its first is invalid: ignore it.
+        return None
+    if start >= size:
+        return "unsatisfiable"
+    return start, min(end, size - 1)

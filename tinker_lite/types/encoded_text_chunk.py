@@ -1,0 +1,87 @@
+"""``EncodedTextChunk`` (official module ``tinker.types.encoded_text_chunk``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from tinker_lite._errors import InvalidInputError
+
+from ._common import _set, _token_ids
+
+
+@attrs.frozen(init=False, slots=False)
+class EncodedTextChunk:
+    """A run of token ids.
+
+    ``tokens`` is a ``list[int]``; a list, tuple, numpy array or torch tensor of ids is accepted.
+    The ids are kept as an int32 array, and the list is made from it when first read.
+    """
+
+    tokens: list[int]
+    type: Literal["encoded_text"] = attrs.field(default="encoded_text", init=False)
+
+    def __init__(self, tokens: Sequence[int] | npt.NDArray[Any]) -> None:
+        ids = _token_ids("EncodedTextChunk.tokens", tokens)
+        if not ids.size:
+            raise InvalidInputError(
+                "EncodedTextChunk.tokens",
+                "must not be empty",
+                "leave the chunk out, or use ModelInput.empty()",
+            )
+        _set(self, "type", "encoded_text")
+        _set(self, "_ids", ids)
+
+    @classmethod
+    def _trusted(cls, ids: npt.NDArray[np.int32]) -> EncodedTextChunk:
+        # For a non-empty array from _token_ids: skips checking it again.
+        chunk = object.__new__(cls)
+        _set(chunk, "type", "encoded_text")
+        _set(chunk, "_ids", ids)
+        return chunk
+
+    def _current_ids(self) -> npt.NDArray[np.int32] | None:
+        """Return the token ids as a read-only int32 array, or None if ``tokens`` was changed.
+
+        None once the ``tokens`` list was changed in place (or replaced): the caller then reads
+        ``tokens`` itself.
+        """
+        state = self.__dict__
+        ids: npt.NDArray[np.int32] | None = state.get("_ids")
+        tokens = state.get("tokens")
+        if tokens is None or ids is None:
+            return ids
+        return ids if tokens == state.get("_ids_list") else None
+
+    @property
+    def length(self) -> int:
+        """Number of model positions the chunk takes."""
+        ids = self._current_ids()
+        return int(ids.size) if ids is not None else len(self.tokens)
+
+
+def _read_chunk_tokens(chunk: EncodedTextChunk) -> list[int]:
+    state = chunk.__dict__
+    tokens: list[int] | None = state.get("tokens")
+    if tokens is None:
+        made = state["_ids"].tolist()
+        # `_ids_list` is what _current_ids compares `tokens` with to see an in-place change;
+        # setdefault keeps one list when two threads read `tokens` at once.
+        state.setdefault("_ids_list", list(made))
+        tokens = state.setdefault("tokens", made)
+    return tokens
+
+
+def _write_chunk_tokens(chunk: EncodedTextChunk, tokens: list[int]) -> None:
+    # Reached through object.__setattr__ only: the frozen class refuses `chunk.tokens = ...`.
+    chunk.__dict__["tokens"] = tokens
+
+
+# attrs takes field attributes off the class; `tokens` is served by this property instead.
+EncodedTextChunk.tokens = property(  # type: ignore[assignment]
+    _read_chunk_tokens, _write_chunk_tokens, doc="The token ids, as a list."
+)

@@ -1,0 +1,358 @@
+"""``TensorData`` (official module ``tinker.types.tensor_data``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from tinker_lite._errors import InvalidInputError
+
+from ._common import _check_int, _coerce_array, _dtype_name, _is_torch_tensor, _torch_to_numpy
+from .tensor_dtype import TensorDtype
+
+__all__ = ["TensorData"]
+
+# A sparse tensor is expanded to dense; refuse shapes no real request has (hostile input).
+_MAX_DENSE_ELEMENTS = 1 << 28
+
+
+def _tensor_data_eq(a: TensorData, b: object) -> bool:
+    if not isinstance(b, TensorData):
+        return NotImplemented  # type: ignore[no-any-return]
+    # A missing shape means a flat tensor, so shape None equals [size]; sparse equals dense.
+    return (
+        a.dtype == b.dtype
+        and a._dims() == b._dims()
+        and bool(np.array_equal(a._dense_flat(), b._dense_flat()))
+    )
+
+
+def _check_shape(value: object) -> list[int]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise InvalidInputError("TensorData.shape", f"must be a list of ints, got {value!r}")
+    return [_check_int("TensorData.shape", d, minimum=0) for d in value]
+
+
+def _index_array(field: str, value: object) -> npt.NDArray[np.int64]:
+    if isinstance(value, np.ndarray) or _is_torch_tensor(value):
+        arr = np.asarray(_torch_to_numpy(value) if _is_torch_tensor(value) else value)
+    elif isinstance(value, (list, tuple, range)):
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError):
+            arr = np.asarray([], dtype=object)
+    else:
+        raise InvalidInputError(field, f"must be a list of ints, got {type(value).__name__}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise InvalidInputError(field, f"must hold integers, got dtype {arr.dtype}", "pass ints")
+    if arr.ndim != 1:
+        raise InvalidInputError(field, f"must be 1-D, got shape {list(arr.shape)}")
+    ids = arr.astype(np.int64)
+    ids.flags.writeable = False
+    return ids
+
+
+def _check_csr(
+    nnz: int, crow: npt.NDArray[np.int64], cols: npt.NDArray[np.int64], shape: Sequence[int]
+) -> None:
+    """Raise InvalidInputError naming the field when CSR indices do not describe ``shape``."""
+    rows, width = shape
+    if rows * width > _MAX_DENSE_ELEMENTS:
+        raise InvalidInputError(
+            "TensorData.shape", f"sparse shape {list(shape)} is too large to densify"
+        )
+    if crow.size != rows + 1:
+        raise InvalidInputError(
+            "TensorData.sparse_crow_indices",
+            f"has {crow.size} sparse CSR row pointers, a {rows}-row tensor needs {rows + 1}",
+            "give one row pointer per row plus the end (length = shape[0] + 1)",
+        )
+    if int(crow[0]) != 0 or int(crow[-1]) != nnz:
+        raise InvalidInputError(
+            "TensorData.sparse_crow_indices",
+            f"sparse CSR row pointers must start at 0 and end at the number of values ({nnz}), "
+            "got "
+            f"{int(crow[0])}..{int(crow[-1])}",
+            "row pointers index into data: crow[0] = 0, crow[-1] = len(data)",
+        )
+    if bool(np.any(np.diff(crow) < 0)):
+        raise InvalidInputError(
+            "TensorData.sparse_crow_indices",
+            "sparse CSR row pointers must be non-decreasing",
+            "row i holds data[crow[i]:crow[i + 1]]",
+        )
+    if cols.size != nnz:
+        raise InvalidInputError(
+            "TensorData.sparse_col_indices",
+            f"has {cols.size} sparse CSR column indices but data has {nnz} values",
+            "give one column index per stored value",
+        )
+    if nnz and (int(cols.min()) < 0 or int(cols.max()) >= width):
+        bad = int(cols.min()) if int(cols.min()) < 0 else int(cols.max())
+        raise InvalidInputError(
+            "TensorData.sparse_col_indices",
+            f"sparse CSR column index {bad} is out of range for {width} columns",
+            f"column indices must be in [0, {width})",
+        )
+
+
+def _csr_to_dense(
+    values: npt.NDArray[Any],
+    crow: npt.NDArray[np.int64],
+    cols: npt.NDArray[np.int64],
+    shape: Sequence[int],
+    pad_value: float = 0,
+) -> npt.NDArray[Any]:
+    """Return a 2-D sparse CSR tensor as a flat, row-major dense array of ``values.dtype``.
+
+    WIRE.md §13.3/§13.7: ``values`` holds the nnz values, ``crow`` the row pointers, ``cols``
+    the column indices; every other entry is ``pad_value``. Raises ValueError saying what is
+    wrong (InvalidInputError, a ValueError, naming the field).
+    """
+    if len(shape) != 2:
+        raise ValueError("a sparse CSR tensor needs a 2-D shape")
+    rows, width = shape
+    if rows < 0 or width < 0:
+        raise ValueError(f"sparse tensor shape {list(shape)} has a negative dimension")
+    if crow.ndim != 1 or cols.ndim != 1 or not crow.size:
+        raise ValueError("inconsistent sparse CSR indices")
+    _check_csr(values.size, crow, cols, shape)
+    dense = np.full(rows * width, pad_value, dtype=values.dtype)
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(crow))
+    dense[row_of * width + cols] = values.reshape(-1)
+    return dense
+
+
+@attrs.frozen(eq=False, init=False, repr=False)
+class TensorData:
+    """A tensor as the wire carries it: flat values, ``dtype`` and optional ``shape``.
+
+    ``data`` accepts a numpy array, a torch tensor or a (nested) list; the values are cast to
+    ``dtype`` (float64/float16 -> float32, smaller ints and bool -> int64), non-integral values
+    for ``int64``, complex, string and object values are rejected. As in the official SDK,
+    ``tensor.data`` reads back a flat Python list and ``tolist()`` a list nested to ``shape``;
+    ``to_numpy()`` is the fast path. With ``sparse_crow_indices`` / ``sparse_col_indices`` the
+    tensor is 2-D sparse CSR: ``data`` holds only the stored values, ``shape`` is required, and
+    ``to_numpy()`` / ``tolist()`` densify.
+    """
+
+    _numpy: npt.NDArray[Any] = attrs.field(alias="data")
+    dtype: TensorDtype
+    shape: list[int] | None = None
+    sparse_crow_indices: list[int] | None = None
+    sparse_col_indices: list[int] | None = None
+
+    def __init__(
+        self,
+        data: Any = None,
+        dtype: TensorDtype | None = None,
+        shape: Sequence[int] | None = None,
+        sparse_crow_indices: Sequence[int] | None = None,
+        sparse_col_indices: Sequence[int] | None = None,
+    ) -> None:
+        kind: Any = dtype
+        if kind is None:
+            raise InvalidInputError(
+                "TensorData.dtype", "is required", "pass dtype='float32' or dtype='int64'"
+            )
+        if isinstance(kind, np.dtype) or (isinstance(kind, type) and kind is not str):
+            kind = _dtype_name(np.dtype(kind))
+        if kind not in ("int64", "float32"):
+            raise InvalidInputError(
+                "TensorData.dtype", f"must be 'int64' or 'float32', got {kind!r}"
+            )
+        arr = _coerce_array("TensorData.data", [] if data is None else data, kind)
+        dims = _check_shape(shape) if shape is not None else None
+        if (sparse_crow_indices is None) != (sparse_col_indices is None):
+            missing = "sparse_col_indices" if sparse_col_indices is None else "sparse_crow_indices"
+            raise InvalidInputError(
+                f"TensorData.{missing}",
+                "is missing: a sparse CSR tensor needs both index lists",
+                "set sparse_crow_indices and sparse_col_indices together, or neither",
+            )
+        crow_list: list[int] | None = None
+        col_list: list[int] | None = None
+        if sparse_crow_indices is not None:
+            if dims is None or len(dims) != 2:
+                raise InvalidInputError(
+                    "TensorData.shape",
+                    f"a sparse CSR tensor needs a 2-D shape, got {dims}",
+                    "pass shape=[rows, columns] of the dense tensor",
+                )
+            crow = _index_array("TensorData.sparse_crow_indices", sparse_crow_indices)
+            cols = _index_array("TensorData.sparse_col_indices", sparse_col_indices)
+            if arr.ndim != 1:
+                raise InvalidInputError(
+                    "TensorData.data",
+                    f"a sparse tensor's data must be the 1-D stored values, got shape "
+                    f"{list(arr.shape)}",
+                    "pass the nnz values in row order",
+                )
+            _check_csr(arr.size, crow, cols, dims)
+            crow_list, col_list = crow.tolist(), cols.tolist()
+        elif dims is not None:
+            if math.prod(dims) != arr.size:
+                raise InvalidInputError(
+                    "TensorData.shape",
+                    f"shape {dims} holds {math.prod(dims)} values but data has {arr.size}",
+                    "make the shape match the number of values",
+                )
+        elif arr.ndim > 1:
+            dims = list(arr.shape)
+        flat = arr.reshape(-1)
+        flat.flags.writeable = False
+        object.__setattr__(self, "_numpy", flat)
+        object.__setattr__(self, "dtype", kind)
+        object.__setattr__(self, "shape", dims)
+        object.__setattr__(self, "sparse_crow_indices", crow_list)
+        object.__setattr__(self, "sparse_col_indices", col_list)
+
+    __eq__ = _tensor_data_eq
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        values = np.array2string(self._numpy, threshold=8, separator=", ")
+        sparse = (
+            f", sparse_crow_indices={self.sparse_crow_indices!r}, "
+            f"sparse_col_indices={self.sparse_col_indices!r}"
+            if self.sparse_crow_indices is not None
+            else ""
+        )
+        return f"TensorData(data={values}, dtype={self.dtype!r}, shape={self.shape!r}{sparse})"
+
+    @classmethod
+    def _trusted(
+        cls, data: npt.NDArray[Any], dtype: TensorDtype, shape: list[int] | None
+    ) -> TensorData:
+        # For arrays a decoder or converter has already checked: flat, C-contiguous, read-only,
+        # of `dtype`, holding math.prod(shape) values. Skips checking and copying them again.
+        tensor = object.__new__(cls)
+        object.__setattr__(tensor, "_numpy", data)
+        object.__setattr__(tensor, "dtype", dtype)
+        object.__setattr__(tensor, "shape", shape)
+        object.__setattr__(tensor, "sparse_crow_indices", None)
+        object.__setattr__(tensor, "sparse_col_indices", None)
+        return tensor
+
+    @classmethod
+    def _own(cls, arr: npt.NDArray[Any]) -> TensorData:
+        # `arr` is a new array from _coerce_array, which nothing else holds: kept, not copied.
+        flat = arr.reshape(-1)
+        flat.flags.writeable = False
+        return cls._trusted(flat, _dtype_name(arr.dtype), list(arr.shape))
+
+    @property
+    def data(self) -> list[Any]:
+        """The values as a flat Python list (the stored values only, for a sparse tensor)."""
+        values: list[Any] = self._numpy.tolist()
+        return values
+
+    @property
+    def is_sparse(self) -> bool:
+        """Whether the tensor is sparse CSR."""
+        return self.sparse_crow_indices is not None
+
+    def _dims(self) -> list[int]:
+        return self.shape if self.shape is not None else [int(self._numpy.size)]
+
+    def _dense_flat(self, pad_value: float = 0) -> npt.NDArray[Any]:
+        """The dense values as a flat read-only array (no copy for a dense tensor)."""
+        if self.sparse_crow_indices is None or self.sparse_col_indices is None:
+            return self._numpy
+        assert self.shape is not None  # checked by __init__
+        dense = _csr_to_dense(
+            self._numpy,
+            np.asarray(self.sparse_crow_indices, dtype=np.int64),
+            np.asarray(self.sparse_col_indices, dtype=np.int64),
+            self.shape,
+            pad_value,
+        )
+        dense.flags.writeable = False
+        return dense
+
+    @classmethod
+    def from_numpy(cls, array: npt.NDArray[Any]) -> TensorData:
+        """Build from a numpy array: dtype from its kind (float -> float32, int/bool -> int64)."""
+        return cls._own(_coerce_array("array", array, None))
+
+    @classmethod
+    def from_torch(cls, tensor: Any) -> TensorData:
+        """Build from a torch tensor (any float -> float32, any int/bool -> int64)."""
+        if not _is_torch_tensor(tensor):
+            raise InvalidInputError(
+                "tensor", f"must be a torch.Tensor, got {type(tensor).__name__}"
+            )
+        return cls.from_numpy(_torch_to_numpy(tensor))
+
+    @classmethod
+    def from_torch_sparse(cls, tensor: Any, pad_value: int = 0) -> TensorData:
+        """Build a sparse CSR tensor from a dense 2-D torch tensor, leaving out ``pad_value``.
+
+        Falls back to a dense tensor when the input is not 2-D or CSR would not be smaller.
+        """
+        if not _is_torch_tensor(tensor):
+            raise InvalidInputError(
+                "tensor", f"must be a torch.Tensor, got {type(tensor).__name__}"
+            )
+        return cls.from_numpy_sparse(_torch_to_numpy(tensor), pad_value)
+
+    @classmethod
+    def from_numpy_sparse(cls, array: npt.NDArray[Any], pad_value: int = 0) -> TensorData:
+        """Build a sparse CSR tensor from a dense 2-D array, leaving out ``pad_value``.
+
+        Falls back to a dense tensor when the input is not 2-D or CSR would not be smaller.
+        """
+        pad = _check_int("pad_value", pad_value)
+        arr = _coerce_array("array", array, None)
+        if arr.ndim != 2:
+            return cls._own(arr)
+        kept = arr != pad
+        nnz = int(kept.sum())
+        if arr.shape[0] + 1 + 2 * nnz >= arr.size:
+            return cls._own(arr)
+        crow = np.zeros(arr.shape[0] + 1, dtype=np.int64)
+        np.cumsum(kept.sum(axis=1), out=crow[1:])
+        return cls(
+            data=arr[kept],
+            dtype=_dtype_name(arr.dtype),
+            shape=list(arr.shape),
+            sparse_crow_indices=crow.tolist(),
+            sparse_col_indices=np.nonzero(kept)[1].tolist(),
+        )
+
+    @classmethod
+    def from_list(cls, values: Sequence[Any], dtype: TensorDtype) -> TensorData:
+        """Build from a (nested, rectangular) list cast to ``dtype``, keeping its shape."""
+        return cls._own(_coerce_array("values", values, dtype))
+
+    def to_numpy(self, pad_value: int = 0) -> npt.NDArray[Any]:
+        """Return a writable array of the values shaped to ``shape`` (sparse: densified)."""
+        dense = self._dense_flat(pad_value)
+        arr: npt.NDArray[Any] = dense.copy()
+        return arr.reshape(self.shape) if self.shape is not None else arr
+
+    def to_torch(self, pad_value: int = 0) -> Any:
+        """Return the values as a torch tensor shaped to ``shape`` (needs torch installed)."""
+        try:
+            import torch
+        except ImportError as exc:
+            raise InvalidInputError(
+                "to_torch", "torch is not installed", "pip install torch, or use to_numpy()"
+            ) from exc
+        return torch.from_numpy(self.to_numpy(pad_value))
+
+    def tolist(self, pad_value: int = 0) -> list[Any]:
+        """Return the values as a Python list nested to ``shape`` (sparse: densified)."""
+        dense = self._dense_flat(pad_value)
+        values: list[Any] = (dense.reshape(self.shape) if self.shape else dense).tolist()
+        return values
+
+    @property
+    def size(self) -> int:
+        """Number of values of the dense tensor."""
+        return math.prod(self._dims()) if self.shape is not None else int(self._numpy.size)
