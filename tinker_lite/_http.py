@@ -711,10 +711,11 @@ class Transport:
         try:
             manager = pool_manager(proxy, num_pools=4, maxsize=size, block=False, **self._tls)
         except ImportError as e:
+            where = urllib.parse.urlsplit(str(proxy)).hostname or "?"
             raise InvalidInputError(
-                "proxy",
-                f"the proxy {redact(str(proxy))} needs SOCKS support",
-                "pip install pysocks",
+                "ALL_PROXY",
+                f"the SOCKS proxy at {where} (from the *_PROXY variables) needs PySocks",
+                "pip install pysocks, or unset the variable",
             ) from e
         _track_connections(manager, tracker)
         return manager
