@@ -25,7 +25,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite._errors import APIConnectionError
+from tinker_lite._errors import APIConnectionError, InvalidInputError
 from tinker_lite._http import PoolKind, Timeout, Transport
 from tinker_lite._proxies import (
     basic_auth,
@@ -362,3 +362,21 @@ def test_cookies_set_by_the_service_are_sent_back_per_pool(server: ScriptedServe
         transport.close()
     cookies = [r.header("Cookie") for r in server.requests()]
     assert cookies == [None, "lb=abc", None, None]
+
+
+def test_a_socks_proxy_without_pysocks_is_named_before_anything_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    try:
+        import socks  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("PySocks is installed")
+    _clear(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:s3cret@socks.test:1080")
+    with pytest.raises(InvalidInputError) as info:
+        Transport("http://tinker.example/", headers={}, auth=lambda: API_KEY)
+    assert info.value.field == "proxy"
+    assert "pip install pysocks" in str(info.value)
+    assert "s3cret" not in str(info.value)

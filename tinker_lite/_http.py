@@ -713,8 +713,9 @@ class Transport:
         except ImportError as e:
             where = urllib.parse.urlsplit(str(proxy)).hostname or "?"
             raise InvalidInputError(
-                "ALL_PROXY",
-                f"the SOCKS proxy at {where} (from the *_PROXY variables) needs PySocks",
+                "proxy",
+                f"the SOCKS proxy at {where} (from HTTP_PROXY / HTTPS_PROXY / ALL_PROXY) needs "
+                "PySocks",
                 "pip install pysocks, or unset the variable",
             ) from e
         _track_connections(manager, tracker)

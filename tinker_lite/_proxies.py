@@ -14,6 +14,7 @@ resolves them once per transport; changes to the environment made later are not 
 from __future__ import annotations
 
 import base64
+import importlib.util
 import os
 import socket
 import ssl
@@ -284,6 +285,9 @@ def pool_manager(
         username = urllib.parse.unquote(parsed.username)
         password = urllib.parse.unquote(parsed.password)
     if proxy.lower().startswith("socks"):
+        # Checked first: urllib3 warns (DependencyWarning) before its own ImportError.
+        if importlib.util.find_spec("socks") is None:
+            raise ImportError("SOCKS proxies need PySocks (pip install pysocks)")
         from urllib3.contrib.socks import SOCKSProxyManager
 
         manager: urllib3.PoolManager = SOCKSProxyManager(
