@@ -688,28 +688,37 @@ class Transport:
         self._netrc_authorization = (
             basic_auth(*settings.netrc_auth) if settings.netrc_auth is not None else None
         )
-        proxy = select_proxy(self.base_url, self._proxies)
-        self._tls: dict[str, Any] = {}
+        self._proxy = select_proxy(self.base_url, self._proxies)
+        self._tls: dict[str, Any] | None = None
         self._tls_error: OSError | None = None
-        if (
+        # TLS settings (certifi's bundle, loaded once) only when TLS is used: not for loopback.
+        self._primary_tls = (
             self._verify is False
             or self.base_url.startswith("https:")
-            or (proxy is not None and proxy.lower().startswith("https:"))
-        ):
+            or (self._proxy is not None and self._proxy.lower().startswith("https:"))
+        )
+        self._pools: dict[PoolKind, _Pool] = {}
+        for kind in PoolKind:
+            tracker = _ConnectionTracker()
+            manager = self._new_manager(self._proxy, sizes[kind], tracker, tls=self._primary_tls)
+            self._pools[kind] = _Pool(manager, tracker)
+
+    def _tls_kwargs(self) -> dict[str, Any]:
+        """The pool arguments for ``verify``, computed once (a missing bundle is kept to raise)."""
+        if self._tls is None:
             try:
                 self._tls = tls_pool_kwargs(self._verify)
             except OSError as e:
                 self._tls_error = e
-        self._pools: dict[PoolKind, _Pool] = {}
-        for kind in PoolKind:
-            tracker = _ConnectionTracker()
-            self._pools[kind] = _Pool(self._new_manager(proxy, sizes[kind], tracker), tracker)
+                self._tls = {}
+        return self._tls
 
     def _new_manager(
-        self, proxy: str | None, size: int, tracker: _ConnectionTracker
+        self, proxy: str | None, size: int, tracker: _ConnectionTracker, *, tls: bool
     ) -> urllib3.PoolManager:
+        tls_kwargs = self._tls_kwargs() if tls else {}
         try:
-            manager = pool_manager(proxy, num_pools=4, maxsize=size, block=False, **self._tls)
+            manager = pool_manager(proxy, num_pools=4, maxsize=size, block=False, **tls_kwargs)
         except ImportError as e:
             where = urllib.parse.urlsplit(str(proxy)).hostname or "?"
             raise InvalidInputError(
@@ -823,14 +832,14 @@ class Transport:
     def _manager_for(self, pool: _Pool, url: str) -> urllib3.PoolManager:
         """The manager that routes ``url`` (another proxy may apply after a redirect)."""
         proxy = select_proxy(url, self._proxies)
-        if proxy == select_proxy(self.base_url, self._proxies):
+        if proxy == self._proxy and (self._primary_tls or not url.startswith("https:")):
             return pool.manager
-        manager = pool.managers.get(proxy)
-        if manager is None:
-            manager = self._new_manager(
-                proxy, pool.manager.connection_pool_kw["maxsize"], pool.tracker
-            )
-            pool.managers[proxy] = manager
+        with self._lock:
+            manager = pool.managers.get(proxy)
+            if manager is None:
+                size = pool.manager.connection_pool_kw["maxsize"]
+                manager = self._new_manager(proxy, size, pool.tracker, tls=True)
+                pool.managers[proxy] = manager
         return manager
 
     def _send_once(
@@ -958,7 +967,9 @@ class Transport:
         self.abort()
         for pool in self._pools.values():
             pool.manager.clear()
-            for manager in list(pool.managers.values()):
+            with self._lock:
+                others = list(pool.managers.values())
+            for manager in others:
                 manager.clear()
 
     def pool_managers(self) -> Iterator[tuple[PoolKind, urllib3.PoolManager]]:
