@@ -6,9 +6,9 @@ import socket
 import time
 
 import pytest
-import requests
 import urllib3
 import urllib3.connection
+import urllib3.exceptions
 
 from tests._clients_support import service_with
 from tests._scripted_server import (  # noqa: F401 - fixtures used by name
@@ -34,15 +34,14 @@ def _closed_port() -> int:
     return port
 
 
-def _new_connection_error(cause: OSError) -> requests.exceptions.ConnectionError:
-    """What requests raises for a failed connect (urllib3 2.x)."""
+def _new_connection_error(cause: OSError) -> urllib3.exceptions.MaxRetryError:
+    """What urllib3 2.x raises for a failed connect when the pool may not retry it."""
     pool = urllib3.HTTPConnectionPool("127.0.0.1", 9)
     connection = urllib3.connection.HTTPConnection("127.0.0.1", 9)
     try:
         raise urllib3.exceptions.NewConnectionError(connection, f"Failed: {cause}") from cause
     except urllib3.exceptions.NewConnectionError as new:
-        retry = urllib3.exceptions.MaxRetryError(pool, "/x", reason=new)
-    return requests.exceptions.ConnectionError(retry)
+        return urllib3.exceptions.MaxRetryError(pool, "/x", reason=new)
 
 
 # -- classification ---------------------------------------------------------------------------
@@ -60,13 +59,19 @@ def test_failed_connects_are_not_timeouts() -> None:
 def test_real_timeouts_are_timeouts_and_broken_connections_are_not() -> None:
     pool = urllib3.HTTPConnectionPool("127.0.0.1", 9)
     read_timeout = urllib3.exceptions.ReadTimeoutError(pool, "/x", "Read timed out.")
-    assert classify_failure(requests.exceptions.ConnectTimeout("connect timed out")) == "timeout"
-    assert classify_failure(requests.exceptions.ReadTimeout(read_timeout)) == "timeout"
-    # requests raises ConnectionError(ReadTimeoutError) for a timeout while reading the body.
-    assert classify_failure(requests.exceptions.ConnectionError(read_timeout)) == "timeout"
+    connection = urllib3.connection.HTTPConnection("127.0.0.1", 9)
+    connect_timeout = urllib3.exceptions.ConnectTimeoutError(connection, "connect timed out")
+    assert classify_failure(connect_timeout) == "timeout"
+    assert classify_failure(read_timeout) == "timeout"
+    assert classify_failure(urllib3.exceptions.MaxRetryError(pool, "/x", reason=read_timeout)) == (
+        "timeout"
+    )
     assert classify_failure(TimeoutError("timed out")) == "timeout"
     aborted = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104))
-    assert classify_failure(requests.exceptions.ConnectionError(aborted)) == "other"
+    assert classify_failure(aborted) == "other"
+    assert classify_failure(urllib3.exceptions.MaxRetryError(pool, "/x", reason=aborted)) == (
+        "other"
+    )
 
 
 def test_a_refused_connection_is_a_connection_error_naming_host_and_port() -> None:

@@ -1,7 +1,9 @@
-"""Proxies, NO_PROXY, the CA bundle and netrc are resolved once per pool, exactly as requests would.
+"""Proxies, NO_PROXY, the CA bundle and netrc are resolved once per transport, as requests would.
 
-Parity is checked against ``requests.Session.merge_environment_settings`` itself; routing is
-checked end to end with two loopback servers, one of them playing the proxy.
+tinker_lite does not use requests; parity is checked against requests' own functions
+(``Session.merge_environment_settings``, ``should_bypass_proxies``, ``select_proxy``,
+``get_netrc_auth``), installed for the tests only. Routing is checked end to end with two
+loopback servers, one of them playing the proxy.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from typing import Any
 
 import pytest
 import requests
-import requests.sessions
 import requests.utils
 
+import tinker_lite._proxies as proxies_module
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Reply,
@@ -23,9 +25,15 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite._errors import APIConnectionError
+from tinker_lite._errors import APIConnectionError, InvalidInputError
 from tinker_lite._http import PoolKind, Timeout, Transport
-from tinker_lite._proxies import environment_settings, pin_environment, send_pinned
+from tinker_lite._proxies import (
+    basic_auth,
+    environment_settings,
+    netrc_auth,
+    select_proxy,
+    should_bypass_proxies,
+)
 
 PROXY_VARIABLES = (
     "HTTP_PROXY",
@@ -94,15 +102,98 @@ def test_settings_match_what_requests_resolves_per_request(
     assert got.netrc_auth is None
 
 
-def test_nothing_is_read_when_the_session_does_not_trust_the_environment(
+def test_nothing_is_read_when_the_environment_is_not_trusted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/bundle.pem")
-    session = requests.Session()
-    session.trust_env = False
-    assert pin_environment(session, "https://tinker.example/", True) is True
-    assert session.proxies == {}
+    settings = environment_settings("https://tinker.example/", True, trust_env=False)
+    assert settings.verify is True
+    assert settings.proxies == {}
+
+
+NO_PROXY_VALUES = [
+    "",
+    "*",
+    "tinker.example",
+    ".example",
+    "example",
+    "xample",
+    "tinker.example:8000",
+    "tinker.example:9000",
+    " other.example , .tinker.example ",
+    "10.0.0.0/8",
+    "10.1.2.3",
+    "10.1.2.3/33",
+    "127.0.0.1/32,localhost",
+    "::1",
+    "sub.tinker.example",
+]
+HOSTS = [
+    "http://tinker.example:8000/api/v1/",
+    "https://sub.tinker.example/",
+    "https://10.1.2.3/prefix/",
+    "http://127.0.0.1:8000/",
+    "http://localhost/",
+    "http://[::1]:8000/",
+    "http://notexample/",
+]
+
+
+@pytest.mark.parametrize("no_proxy", NO_PROXY_VALUES)
+@pytest.mark.parametrize("url", HOSTS)
+def test_no_proxy_matching_is_requests_own(
+    no_proxy: str, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear(monkeypatch)
+    monkeypatch.setenv("NO_PROXY", no_proxy)
+    assert should_bypass_proxies(url) == requests.utils.should_bypass_proxies(url, None)
+    assert should_bypass_proxies(url, no_proxy) == requests.utils.should_bypass_proxies(
+        url, no_proxy
+    )
+
+
+@pytest.mark.parametrize(
+    "proxies",
+    [
+        {},
+        {"http": "http://p:1"},
+        {"https": "http://p:2", "all": "http://all:3"},
+        {"all": "http://all:3"},
+        {"http://tinker.example": "http://host-proxy:4", "http": "http://p:1"},
+        {"all://tinker.example": "http://all-host:5", "https": "http://p:2"},
+    ],
+)
+@pytest.mark.parametrize("url", ["http://tinker.example:8000/x", "https://tinker.example/"])
+def test_proxy_selection_is_requests_own(proxies: dict[str, str], url: str) -> None:
+    assert select_proxy(url, proxies) == requests.utils.select_proxy(url, proxies)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "machine tinker.example login user password pass-word\n",
+        "machine tinker.example account acct password pw\n",
+        "default login anyone password any\n",
+        "machine other.example login u password p\n",
+        "machine tinker.example login\n",  # malformed: ignored, as requests ignores it
+    ],
+)
+def test_netrc_lookup_is_requests_own(
+    content: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    netrc = tmp_path / "netrc"
+    netrc.write_text(content, encoding="utf-8")
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    for url in ("https://tinker.example/api/", "http://other.example:8000/"):
+        assert netrc_auth(url) == requests.utils.get_netrc_auth(url)
+
+
+def test_basic_auth_matches_requests() -> None:
+    from requests.auth import _basic_auth_str
+
+    assert basic_auth("user", "pässword") == _basic_auth_str("user", "pässword")
 
 
 @pytest.mark.parametrize("no_proxy", ["127.0.0.1", "127.0.0.0/8", "localhost,127.0.0.1", "*"])
@@ -146,7 +237,7 @@ def test_a_host_outside_no_proxy_goes_through_the_proxy(
     assert request.header("Host") == server.url.split("//", 1)[1].rstrip("/")
 
 
-def test_the_environment_is_read_once_per_pool_not_per_request(
+def test_the_environment_is_read_once_per_transport_not_per_request(
     server: ScriptedServer, proxy: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _clear(monkeypatch)
@@ -155,14 +246,18 @@ def test_the_environment_is_read_once_per_pool_not_per_request(
     proxy.default("GET", "/api/v1/healthz", Reply(200, {"status": "proxied"}))
     transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     lookups: list[str] = []
-    original = requests.utils.get_environ_proxies
 
-    def counting(url: str, no_proxy: str | None = None) -> dict[str, str]:
-        lookups.append(url)
-        return original(url, no_proxy)
+    def counting(name: str) -> Any:
+        original = getattr(proxies_module, name)
 
-    monkeypatch.setattr(requests.utils, "get_environ_proxies", counting)
-    monkeypatch.setattr(requests.sessions, "get_environ_proxies", counting)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            lookups.append(name)
+            return original(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("environ_proxies", "should_bypass_proxies", "netrc_auth", "environment_settings"):
+        monkeypatch.setattr(proxies_module, name, counting(name))
     # Changed after the pools were made: not seen (the proxy keeps being used).
     monkeypatch.setenv("NO_PROXY", "*")
     try:
@@ -173,6 +268,23 @@ def test_the_environment_is_read_once_per_pool_not_per_request(
     assert lookups == []
     assert len(proxy.requests()) == 3
     assert server.requests() == []
+
+
+def test_proxy_credentials_are_sent_to_the_proxy_only(
+    server: ScriptedServer, proxy: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _clear(monkeypatch)
+    host_port = proxy.url.split("//", 1)[1].rstrip("/")
+    monkeypatch.setenv("HTTP_PROXY", f"http://proxy%40user:s%3Acret@{host_port}")
+    proxy.default("GET", "/api/v1/healthz", Reply(200, {"status": "proxied"}))
+    transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
+    try:
+        transport.send(PoolKind.TRAIN, "GET", "/api/v1/healthz")
+    finally:
+        transport.close()
+    (request,) = proxy.requests()
+    assert request.header("Proxy-Authorization") == basic_auth("proxy@user", "s:cret")
+    assert request.header("Authorization") is None
 
 
 @pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
@@ -233,54 +345,38 @@ def test_netrc_credentials_are_sent_as_requests_would(
     assert ours.header("Authorization") == theirs.header("Authorization") == expected
 
 
-def _recorded_view(request: Any) -> tuple[Any, ...]:
-    return (request.method, request.path, request.query, request.body, sorted(request.raw_headers))
-
-
-def test_send_pinned_sends_what_session_request_sends(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _clear(monkeypatch)
-    server.default(
-        "POST", "/api/v1/thing", Reply(200, {"ok": True}, headers={"Set-Cookie": "lb=abc; Path=/"})
+def test_cookies_set_by_the_service_are_sent_back_per_pool(server: ScriptedServer) -> None:
+    # A load balancer may pin a client with a cookie: each pool kind keeps its own jar.
+    server.on(
+        "POST",
+        "/api/v1/thing",
+        Reply(200, {}, headers={"Set-Cookie": "lb=abc; Path=/; HttpOnly"}),
+        Reply(200, {}, headers={"Set-Cookie": "lb=gone; Max-Age=0"}),
     )
-    url = server.url.rstrip("/") + "/api/v1/thing"
-    sessions = []
-    for _ in range(2):
-        session = requests.Session()
-        session.headers.update({"User-Agent": "bench-test", "X-Default": "d"})
-        session.auth = ("user", "secret")
-        pin_environment(session, url, True)
-        sessions.append(session)
-    ours, theirs = sessions
+    server.default("POST", "/api/v1/thing", Reply(200, {}))
+    transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     try:
-        for _ in range(2):  # the second request carries the cookie set by the first answer
-            send_pinned(
-                ours,
-                "post",
-                url,
-                data=b'{"a": 1}',
-                params={"q": "1"},
-                headers={"Content-Type": "application/json", "X-Default": "override"},
-                timeout=(5.0, 5.0),
-                allow_redirects=True,
-                verify=True,
-            ).close()
-            theirs.request(
-                "POST",
-                url,
-                data=b'{"a": 1}',
-                params={"q": "1"},
-                headers={"Content-Type": "application/json", "X-Default": "override"},
-                timeout=(5.0, 5.0),
-                allow_redirects=True,
-                verify=True,
-            ).close()
+        for kind in (PoolKind.TRAIN, PoolKind.TRAIN, PoolKind.SAMPLE, PoolKind.TRAIN):
+            transport.send(kind, "POST", "/api/v1/thing", body=b"{}")
     finally:
-        ours.close()
-        theirs.close()
-    first_ours, first_theirs, second_ours, second_theirs = server.requests()
-    assert _recorded_view(first_ours) == _recorded_view(first_theirs)
-    assert _recorded_view(second_ours) == _recorded_view(second_theirs)
-    assert second_ours.header("Cookie") == "lb=abc"
-    assert second_ours.header("X-Default") == "override"
+        transport.close()
+    cookies = [r.header("Cookie") for r in server.requests()]
+    assert cookies == [None, "lb=abc", None, None]
+
+
+def test_a_socks_proxy_without_pysocks_is_named_before_anything_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    try:
+        import socks  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("PySocks is installed")
+    _clear(monkeypatch)
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:s3cret@socks.test:1080")
+    with pytest.raises(InvalidInputError) as info:
+        Transport("http://tinker.example/", headers={}, auth=lambda: API_KEY)
+    assert info.value.field == "proxy"
+    assert "pip install pysocks" in str(info.value)
+    assert "s3cret" not in str(info.value)

@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import requests
+import urllib3
+import urllib3.exceptions
 
 from tests._reliability_support import (
     BASE_MODEL,
@@ -496,8 +497,8 @@ def test_tests_cannot_reach_beyond_loopback() -> None:
         socket.create_connection(("192.0.2.1", 80), timeout=1)
     with pytest.raises(socket.gaierror):
         socket.getaddrinfo("example.com", 443)
-    with pytest.raises(requests.exceptions.ConnectionError):
-        requests.get("http://example.com/", timeout=1)
+    with pytest.raises(urllib3.exceptions.NewConnectionError):
+        urllib3.request("GET", "http://example.com/", timeout=1, retries=False)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()

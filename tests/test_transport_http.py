@@ -8,7 +8,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-import requests
+import urllib3
+import urllib3.exceptions
 
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
@@ -182,7 +183,7 @@ def test_timeouts_are_never_none() -> None:
             Timeout(connect=bad)  # type: ignore[arg-type]
 
 
-def test_one_session_per_pool_without_urllib3_retries() -> None:
+def test_one_pool_manager_per_pool_kind_sized_as_asked() -> None:
     t = Transport(
         "https://example.invalid/x",
         headers={},
@@ -190,19 +191,30 @@ def test_one_session_per_pool_without_urllib3_retries() -> None:
         pool_sizes={PoolKind.SAMPLE: 500},
     )
     try:
-        sessions = dict(t.sessions())
-        assert set(sessions) == set(PoolKind)
-        assert len({id(s) for s in sessions.values()}) == len(PoolKind)
-        for kind, session in sessions.items():
-            adapter = session.get_adapter("https://example.invalid/")
-            assert adapter.max_retries.total == 0  # type: ignore[attr-defined]
-            assert adapter._pool_maxsize >= 1  # type: ignore[attr-defined]
+        managers = dict(t.pool_managers())
+        assert set(managers) == set(PoolKind)
+        assert len({id(m) for m in managers.values()}) == len(PoolKind)
+        for kind, manager in managers.items():
+            pool = manager.connection_from_url("https://example.invalid/")
+            assert pool.pool.maxsize >= 1  # type: ignore[union-attr]
             if kind is PoolKind.SAMPLE:
-                assert adapter._pool_maxsize == 500  # type: ignore[attr-defined]
+                assert pool.pool.maxsize == 500  # type: ignore[union-attr]
             if kind is PoolKind.RETRIEVE_PROMISE:
-                assert adapter._pool_maxsize >= 400  # type: ignore[attr-defined]
+                assert pool.pool.maxsize >= 400  # type: ignore[union-attr]
     finally:
         t.close()
+
+
+def test_urllib3_never_retries_a_dropped_request(server: ScriptedServer) -> None:
+    # WIRE.md §P.4: one retry layer (tinker_lite's); even an idempotent GET is sent once.
+    server.on("GET", "/once", Drop(), Drop(), Drop(), Drop())
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
+    try:
+        with pytest.raises(APIConnectionError):
+            t.send(PoolKind.TRAIN, "GET", "/once")
+    finally:
+        t.close()
+    assert len(server.requests("/once")) == 1
 
 
 @pytest.mark.parametrize(
@@ -254,7 +266,7 @@ def test_dropped_connection_becomes_api_connection_error(
         with pytest.raises(APIConnectionError) as info:
             transport.send(PoolKind.TRAIN, "POST", "/p", body=b"{}")
         assert not isinstance(info.value, APITimeoutError)
-        assert isinstance(info.value.__cause__, requests.RequestException)
+        assert isinstance(info.value.__cause__, urllib3.exceptions.HTTPError)
         assert "POST /p" in str(info.value)
 
 
@@ -268,7 +280,7 @@ def test_read_timeout_becomes_api_timeout_error(
         )
     assert info.value.elapsed is not None
     assert info.value.elapsed >= 0.2
-    assert isinstance(info.value.__cause__, requests.Timeout)
+    assert isinstance(info.value.__cause__, urllib3.exceptions.TimeoutError)
 
 
 def test_refused_connection_and_tls_mismatch_are_connection_errors(
@@ -284,7 +296,7 @@ def test_refused_connection_and_tls_mismatch_are_connection_errors(
             refused.send(PoolKind.TRAIN, "GET", "/x", timeout=Timeout(1.0, 1.0))
         with pytest.raises(APIConnectionError) as info:
             tls.send(PoolKind.TRAIN, "GET", "/x", timeout=Timeout(1.0, 1.0))
-        assert isinstance(info.value.__cause__, requests.exceptions.SSLError)
+        assert isinstance(info.value.__cause__, urllib3.exceptions.SSLError)
     finally:
         refused.close()
         tls.close()

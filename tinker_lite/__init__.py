@@ -2,7 +2,7 @@
 
 Sync code written for the official SDK runs with ``import tinker_lite as tinker``: the clients,
 ``types``, the errors and ``APIFuture`` keep the official names. Clients and their dependencies
-(requests, tenacity, tokenizers) load on first use, so ``import tinker_lite`` stays fast.
+(urllib3, tenacity, tokenizers) load on first use, so ``import tinker_lite`` stays fast.
 """
 
 from __future__ import annotations

@@ -7,20 +7,24 @@ signed URL that has expired (403, 404 or 410) is replaced once through the ``ref
 callback; 408, 409, 425, 429 and 5xx answers are retried with the back-off of the
 :class:`~tinker_lite._retry.RetryPolicy`, honouring ``Retry-After``, until ``max_attempts``
 failures in a row or ``stall_timeout`` seconds without progress. The signed URL is fetched
-without Tinker credentials (WIRE.md §3.10).
+without Tinker credentials (WIRE.md §3.10), through urllib3 with the environment's proxies, CA
+bundle and netrc (:mod:`tinker_lite._proxies`), following up to 30 redirects.
 """
 
 from __future__ import annotations
 
+import http.client
 import os
 import tarfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
-import requests
 import urllib3
+import urllib3.exceptions
+from urllib3.util.retry import Retry
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -32,6 +36,13 @@ from tinker_lite._errors import (
 )
 from tinker_lite._http import classify_failure
 from tinker_lite._progress import Progress
+from tinker_lite._proxies import (
+    basic_auth,
+    environment_settings,
+    pool_manager,
+    select_proxy,
+    tls_pool_kwargs,
+)
 from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
@@ -84,12 +95,12 @@ def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:
     return _header_int(span.split("-", 1)[0]), _header_int(total_text)
 
 
-def _status_error(resp: requests.Response, what: str) -> APIStatusError:
-    cls = status_error_class(resp.status_code)
+def _status_error(resp: urllib3.BaseHTTPResponse, what: str) -> APIStatusError:
+    cls = status_error_class(resp.status)
     reason = resp.reason or ""
     return cls(
-        f"{what}: HTTP {resp.status_code} {reason}".rstrip(),
-        status_code=resp.status_code,
+        f"{what}: HTTP {resp.status} {reason}".rstrip(),
+        status_code=resp.status,
         headers=dict(resp.headers),
     )
 
@@ -106,12 +117,57 @@ def _size(path: Path) -> int:
         return 0
 
 
-_STREAM_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
+_STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
+
+# No retries inside urllib3 (download() has its own loop); redirects are followed.
+_REDIRECTS_ONLY = Retry(total=None, connect=0, read=False, status=0, other=0, redirect=30)
 
 
-def _body_chunks(resp: requests.Response, chunk_size: int) -> Iterator[bytes]:
+def _body_chunks(resp: urllib3.BaseHTTPResponse, chunk_size: int) -> Iterator[bytes]:
     # Raw bytes exactly as sent: the archive is verified against Content-Length.
-    yield from resp.raw.stream(chunk_size, decode_content=False)
+    yield from resp.stream(chunk_size, decode_content=False)
+
+
+class _Router:
+    """Sends GETs the way the environment says: proxy, CA bundle and netrc of each URL's host.
+
+    Managers are kept per proxy, so a refreshed URL on the same host reuses its connection.
+    """
+
+    def __init__(self, pool: urllib3.PoolManager | None) -> None:
+        self._given = pool
+        self._managers: dict[str | None, urllib3.PoolManager] = {}
+        self._tls: dict[str, Any] | None = None
+
+    def get(
+        self, url: str, headers: dict[str, str], timeout: urllib3.Timeout
+    ) -> urllib3.BaseHTTPResponse:
+        settings = environment_settings(url, True)
+        manager = self._given
+        if manager is None:
+            if self._tls is None:
+                self._tls = tls_pool_kwargs(settings.verify)
+            proxy = select_proxy(url, settings.proxies)
+            manager = self._managers.get(proxy)
+            if manager is None:
+                manager = pool_manager(proxy, num_pools=4, maxsize=1, **self._tls)
+                self._managers[proxy] = manager
+        if settings.netrc_auth is not None:
+            headers = {**headers, "Authorization": basic_auth(*settings.netrc_auth)}
+        return manager.urlopen(
+            "GET",
+            url,
+            headers=headers,
+            timeout=timeout,
+            retries=_REDIRECTS_ONLY,
+            redirect=True,
+            preload_content=False,
+            decode_content=False,
+        )
+
+    def close(self) -> None:
+        for manager in self._managers.values():
+            manager.clear()
 
 
 def download(
@@ -119,7 +175,7 @@ def download(
     dest: str | os.PathLike[str],
     *,
     refresh_url: Callable[[], str] | None = None,
-    session: requests.Session | None = None,
+    pool: urllib3.PoolManager | None = None,
     progress: Progress | None = None,
     overwrite: bool = False,
     max_attempts: int = 8,
@@ -152,8 +208,8 @@ def download(
     part = part_path(dest_path)
     what = f"download of {dest_path.name}"
     resumed_from = _size(part)
-    owns_session = session is None
-    http = requests.Session() if session is None else session
+    router = _Router(pool)
+    wait = urllib3.Timeout(connect=timeout[0], read=timeout[1])
     attempts = 0
     failures = 0
     refreshes = 0
@@ -163,7 +219,7 @@ def download(
     stall = StallWatch(stall_timeout, clock)
 
     def fail_or_wait(
-        error: TinkerError, resp: requests.Response | None = None, *, at_once: bool = False
+        error: TinkerError, resp: urllib3.BaseHTTPResponse | None = None, *, at_once: bool = False
     ) -> None:
         nonlocal failures
         failures += 1
@@ -184,9 +240,7 @@ def download(
                 headers["Range"] = f"bytes={offset}-"
             attempts += 1
             try:
-                resp = http.get(
-                    current_url, headers=headers, stream=True, timeout=timeout, allow_redirects=True
-                )
+                resp = router.get(current_url, headers, wait)
             except _STREAM_ERRORS as exc:
                 # The exception text holds the signed URL: only its kind is shown.
                 fail_or_wait(
@@ -197,7 +251,7 @@ def download(
                 )
                 continue
             with resp:
-                status = resp.status_code
+                status = resp.status
                 if status in EXPIRED_URL_STATUSES:
                     if refresh_url is not None and not refreshed_since_progress:
                         current_url = refresh_url()
@@ -282,8 +336,7 @@ def download(
                     )
                 )
     finally:
-        if owns_session:
-            http.close()
+        router.close()
 
     size = _size(part)
     if total is not None and size != total:

@@ -1,7 +1,7 @@
 """The exception hierarchy of tinker_lite, with the official SDK's public names.
 
-Every error a public call can raise is a :class:`TinkerError`. Foreign exceptions (requests,
-urllib3, json, cattrs, tenacity) are translated at the layer that meets them, with the original
+Every error a public call can raise is a :class:`TinkerError`. Foreign exceptions (urllib3,
+http.client, json, cattrs, tenacity) are translated at the layer that meets them, with the original
 kept as ``__cause__``. Every class here pickles (so errors cross process pools) and carries the
 context needed to act on it: HTTP status, request id, response body, failure category.
 

@@ -1,21 +1,26 @@
-"""HTTP transport: a ``requests.Session`` per pool kind, default headers, the error mapping.
+"""HTTP transport: a urllib3 pool manager per pool kind, default headers, the error mapping.
 
 A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (retries live
-in :mod:`tinker_lite._retry`); it never raises a ``requests``, ``urllib3``, ``http.client`` or
-socket exception: those become :class:`~tinker_lite.APIConnectionError` or
+in :mod:`tinker_lite._retry`; urllib3's own are off); it never raises a ``urllib3``,
+``http.client`` or socket exception: those become :class:`~tinker_lite.APIConnectionError` or
 :class:`~tinker_lite.APITimeoutError` with the original kept as ``__cause__``. Statuses are not
 raised by ``send``; :func:`raise_for_status` is the one mapping from a response to its exception
 (WIRE.md §1.8).
 
 Threading: a :class:`Transport` is shared by every thread of one session holder. Each pool kind
-has its own ``requests.Session`` whose ``HTTPAdapter`` keeps up to ``pool_sizes[kind]`` connections
-(``max_retries=0``), so a burst of sampling requests can never starve heartbeats or training
-submits (WIRE.md §P.9). :meth:`Transport.close` aborts requests still in flight (their sockets are
-shut down, so blocked threads return at once with :class:`ClientClosedError`) and closes every
-pooled connection.
+has its own ``PoolManager`` (a ``ProxyManager`` when the environment routes the base URL through
+a proxy, :mod:`tinker_lite._proxies`) keeping up to ``pool_sizes[kind]`` connections per host, so
+a burst of sampling requests can never starve heartbeats or training submits (WIRE.md §P.9).
+:meth:`Transport.close` aborts requests still in flight (their sockets are shut down, so blocked
+threads return at once with :class:`ClientClosedError`) and closes every pooled connection.
 
-Size: about 700 lines, because translating every ``requests`` / ``urllib3`` / socket failure
-into a tinker_lite exception is the transport's one job and is kept in one place.
+What the transport does itself, as requests did for it: redirects (up to 30, 301/302/303 turn a
+POST into a GET, ``Authorization`` and ``Cookie`` dropped for another origin), a cookie store
+per pool kind (the service's load balancer may pin a client with a cookie), header validation,
+netrc credentials and ``Content-Length`` on every request that may carry a body.
+
+Size: about 850 lines, because translating every ``urllib3`` / socket failure into a tinker_lite
+exception is the transport's one job and is kept in one place.
 
 The API key is read through the ``auth`` callable at each request and is never logged, never put
 in a ``repr`` and never copied into an exception message (:func:`redact` removes every registered
@@ -24,12 +29,15 @@ credential from texts built from server answers).
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import enum
 import http.client
 import ipaddress
 import json
 import logging
 import platform
+import re
 import socket
 import ssl
 import threading
@@ -41,12 +49,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import requests
-import requests.adapters
-import requests.exceptions
+import urllib3
 import urllib3.connectionpool
 import urllib3.exceptions
-from requests.structures import CaseInsensitiveDict
+from urllib3 import HTTPHeaderDict
+from urllib3.util.retry import Retry
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -57,7 +64,13 @@ from tinker_lite._errors import (
     format_status_error,
     status_error_class,
 )
-from tinker_lite._proxies import pin_environment, send_pinned
+from tinker_lite._proxies import (
+    basic_auth,
+    environment_settings,
+    pool_manager,
+    select_proxy,
+    tls_pool_kwargs,
+)
 from tinker_lite._version import __version__
 
 __all__ = [
@@ -182,8 +195,8 @@ class HttpResponse:
         json_loads: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.status = status
-        self.headers: CaseInsensitiveDict[str] = (
-            headers if isinstance(headers, CaseInsensitiveDict) else CaseInsensitiveDict(headers)
+        self.headers: HTTPHeaderDict = (
+            headers if isinstance(headers, HTTPHeaderDict) else HTTPHeaderDict(headers)
         )
         self.body = body
         self.elapsed = elapsed
@@ -357,7 +370,9 @@ class _ConnectionTracker:
                 pass
 
 
-def _tracked_pool_classes(tracker: _ConnectionTracker) -> dict[str, Any]:
+def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
+    """Make ``manager``'s pools register every connection they open with ``tracker``."""
+
     class TrackedHTTPConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
         def _new_conn(self) -> Any:
             conn = super()._new_conn()
@@ -370,28 +385,12 @@ def _tracked_pool_classes(tracker: _ConnectionTracker) -> dict[str, Any]:
             tracker.add(conn)
             return conn
 
-    return {"http": TrackedHTTPConnectionPool, "https": TrackedHTTPSConnectionPool}
-
-
-class _TrackingAdapter(requests.adapters.HTTPAdapter):
-    """An ``HTTPAdapter`` whose connections can all be aborted from another thread."""
-
-    def __init__(self, tracker: _ConnectionTracker, pool_maxsize: int) -> None:
-        self._tracker = tracker
-        # WIRE.md §P.4: the only retry layer is tinker_lite's own, so urllib3 never retries.
-        super().__init__(pool_connections=4, pool_maxsize=pool_maxsize, max_retries=0)
-
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
-    ) -> None:
-        super().init_poolmanager(connections, maxsize, block=block, **pool_kwargs)
-        self.poolmanager.pool_classes_by_scheme = _tracked_pool_classes(self._tracker)
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = _tracked_pool_classes(self._tracker)
-        return manager
+    # A SOCKS manager has pool classes of its own (its connections are not tracked).
+    if type(manager) in (urllib3.PoolManager, urllib3.ProxyManager):
+        manager.pool_classes_by_scheme = {
+            "http": TrackedHTTPConnectionPool,
+            "https": TrackedHTTPSConnectionPool,
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,8 +400,9 @@ class _TrackingAdapter(requests.adapters.HTTPAdapter):
 def _nested_errors(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and every error nested in it (causes, contexts, exception arguments, reasons).
 
-    ``requests`` wraps urllib3's errors as arguments (``ConnectionError(MaxRetryError(...))``),
-    urllib3 keeps the underlying failure as ``MaxRetryError.reason`` and as ``__cause__``.
+    urllib3 keeps the underlying failure as ``__cause__``, as an argument
+    (``ProtocolError("Connection aborted.", ConnectionResetError(...))``) or as
+    ``MaxRetryError.reason``.
     """
     seen: set[int] = set()
     stack: list[BaseException] = [exc]
@@ -449,10 +449,7 @@ def classify_failure(exc: BaseException) -> FailureKind:
     # every failed connect that did not time out: it must be tested before the timeouts.
     if any(isinstance(e, urllib3.exceptions.NewConnectionError) for e in errors):
         return "unreachable"
-    if any(
-        isinstance(e, (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError, TimeoutError))
-        for e in errors
-    ):
+    if any(isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) for e in errors):
         return "timeout"
     return "other"
 
@@ -480,6 +477,151 @@ def _host_port(url: str) -> str:
     return f"{host}:{port}"
 
 
+# ---------------------------------------------------------------------------------------------
+# Headers, cookies and redirects: what the transport does for itself
+
+
+# As requests checks them: a name without ':' or whitespace, a value without line breaks that
+# does not start with whitespace (or is empty).
+_VALID_HEADER_NAME = re.compile(r"^[^:\s][^:\r\n]*\Z")
+_VALID_HEADER_VALUE = re.compile(r"^\S[^\r\n]*\Z|^\Z")
+
+# A header kept for the wire: lower-case name -> (name as given, value).
+_Headers = dict[str, tuple[str, Any]]
+
+
+def _header_problem(name: object, value: object) -> Literal["form", "latin-1"] | None:
+    """What is wrong with a header for the wire: its form, a non latin-1 value, or nothing."""
+    if not isinstance(name, str) or not isinstance(value, str):
+        return "form"
+    if not _VALID_HEADER_NAME.match(name) or not _VALID_HEADER_VALUE.match(value):
+        return "form"
+    if not value.isascii():
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            return "latin-1"
+    return None
+
+
+def _header_error(problem: Literal["form", "latin-1"], request: str) -> InvalidInputError:
+    if problem == "latin-1":
+        return InvalidInputError("headers", f"{request}: a header value is not latin-1 text")
+    return InvalidInputError(
+        "headers",
+        f"{request}: a header name or value is not a string or holds a line break, "
+        "leading whitespace or a reserved character",
+        "check default_headers and the CLOUDFLARE_ACCESS_* variables for a stray newline",
+    )
+
+
+class _Cookies:
+    """The cookies one origin set, sent back on later requests to it (one pool kind's jar).
+
+    Domain and path attributes are not needed (every request goes to the base URL's origin);
+    ``Max-Age <= 0`` or an ``Expires`` in the past removes a cookie.
+    """
+
+    __slots__ = ("_lock", "_values", "header")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, str] = {}
+        self.header: str | None = None
+
+    def update(self, set_cookies: list[str]) -> None:
+        """Store what ``Set-Cookie`` answer headers say."""
+        with self._lock:
+            for line in set_cookies:
+                pair, *attributes = line.split(";")
+                name, sep, value = pair.partition("=")
+                name = name.strip()
+                if not sep or not name:
+                    continue
+                if any(_expires_now(attribute) for attribute in attributes):
+                    self._values.pop(name, None)
+                else:
+                    self._values[name] = value.strip()
+            text = "; ".join(f"{k}={v}" for k, v in self._values.items())
+            self.header = text or None
+
+
+def _expires_now(attribute: str) -> bool:
+    """Whether a ``Set-Cookie`` attribute ends the cookie now (``Max-Age=0``, a past date)."""
+    key, _, value = attribute.partition("=")
+    key = key.strip().lower()
+    if key == "max-age":
+        try:
+            return int(value.strip()) <= 0
+        except ValueError:
+            return False
+    if key == "expires":
+        try:
+            when = email.utils.parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return False
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        return when <= datetime.datetime.now(datetime.timezone.utc)
+    return False
+
+
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_MAX_REDIRECTS = 30
+# Dropped when a redirect turns the request into a GET without a body.
+_BODY_HEADERS = ("content-length", "content-type", "transfer-encoding")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, parts.hostname or "", port
+
+
+def _redirected_method(status: int, method: str) -> str:
+    """The method after a redirect, as browsers and requests do it (RFC 9110 §15.4)."""
+    if status in (302, 303) and method != "HEAD":
+        return "GET"
+    if status == 301 and method == "POST":
+        return "GET"
+    return method
+
+
+def _keeps_credentials(old: str, new: str) -> bool:
+    """Whether a redirect from ``old`` to ``new`` keeps ``Authorization`` (same origin, or the
+    upgrade of ``http`` on port 80 to ``https`` on 443 of the same host)."""
+    before, after = _origin(old), _origin(new)
+    if before == after:
+        return True
+    return before == ("http", after[1], 80) and after[0] == "https" and after[2] == 443
+
+
+# WIRE.md §P.4: the only retry layer is tinker_lite's own, so urllib3 never retries (nor
+# follows redirects: the transport does, to keep its cookies and credentials rules).
+_NO_RETRIES = Retry(total=False)
+
+
+class _TooManyRedirects(urllib3.exceptions.HTTPError):
+    """More than :data:`_MAX_REDIRECTS` redirects in a row."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The transport
+
+
+class _Pool:
+    """One pool kind's connections: its manager(s), their tracker and its cookie jar."""
+
+    __slots__ = ("cookies", "manager", "managers", "tracker")
+
+    def __init__(self, manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
+        self.manager = manager
+        self.tracker = tracker
+        self.cookies = _Cookies()
+        # Managers for redirect targets routed through another proxy, by proxy URL.
+        self.managers: dict[str | None, urllib3.PoolManager] = {}
+
+
 class Transport:
     """Sends single HTTP attempts to one base URL through per-purpose connection pools.
 
@@ -490,7 +632,10 @@ class Transport:
     ``reauth(rejected_credential)``; if it returns true the request is sent once more with the
     new credential (WIRE.md §13.2, JWT refresh). ``json_loads`` parses JSON bodies for
     :meth:`HttpResponse.json` (default: the standard library; it must raise
-    :class:`~tinker_lite.WireFormatError` on a bad body).
+    :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is ``True`` (certifi's
+    bundle, or ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``.
+    Proxies, the CA bundle and netrc are read from the environment once, here
+    (:mod:`tinker_lite._proxies`).
     """
 
     def __init__(
@@ -508,36 +653,82 @@ class Transport:
         self._json_loads = json_loads
         self._auth = auth
         self._reauth = reauth
-        self._verify = verify
         self._closed = False
         self._lock = threading.Lock()
+        self._timeouts: dict[Timeout, urllib3.Timeout] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
-        self._trackers: dict[PoolKind, _ConnectionTracker] = {}
-        self._sessions: dict[PoolKind, requests.Session] = {}
-        default_headers = CaseInsensitiveDict(
-            {
-                "User-Agent": user_agent(),
-                "Accept-Encoding": "gzip, deflate",
-                "Accept": JSON,
-                "Connection": "keep-alive",
-            }
-        )
-        default_headers.update(headers)
         for kind in PoolKind:
-            size = sizes[kind]
-            if size < 1:
-                raise InvalidInputError(f"pool_sizes[{kind.name}]", f"must be >= 1, got {size}")
+            if sizes[kind] < 1:
+                raise InvalidInputError(
+                    f"pool_sizes[{kind.name}]", f"must be >= 1, got {sizes[kind]}"
+                )
+
+        defaults: dict[str, str] = {
+            "User-Agent": user_agent(),
+            "Accept-Encoding": "gzip, deflate",
+            "Accept": JSON,
+            "Connection": "keep-alive",
+        }
+        self._base_headers: _Headers = {k.lower(): (k, v) for k, v in defaults.items()}
+        given: Mapping[str, object] = headers
+        for name, value in given.items():
+            if value is None:  # as in requests, a None default removes the header
+                self._base_headers.pop(name.lower(), None)
+            else:
+                self._base_headers[name.lower()] = (name, value)
+        self._base_header_problem = next(
+            (p for n, v in self._base_headers.values() if (p := _header_problem(n, v))), None
+        )
+
+        # Proxies, CA bundle and netrc are read once per transport, not on every request.
+        settings = environment_settings(self.base_url, verify)
+        self._verify = settings.verify
+        self._proxies = settings.proxies
+        self._netrc_authorization = (
+            basic_auth(*settings.netrc_auth) if settings.netrc_auth is not None else None
+        )
+        self._proxy = select_proxy(self.base_url, self._proxies)
+        self._tls: dict[str, Any] | None = None
+        self._tls_error: OSError | None = None
+        # TLS settings (certifi's bundle, loaded once) only when TLS is used: not for loopback.
+        self._primary_tls = (
+            self._verify is False
+            or self.base_url.startswith("https:")
+            or (self._proxy is not None and self._proxy.lower().startswith("https:"))
+        )
+        self._pools: dict[PoolKind, _Pool] = {}
+        for kind in PoolKind:
             tracker = _ConnectionTracker()
-            session = requests.Session()
-            session.headers = CaseInsensitiveDict(default_headers)
-            adapter = _TrackingAdapter(tracker, size)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._trackers[kind] = tracker
-            self._sessions[kind] = session
-            # Proxies, CA bundle and netrc read once per pool, not on every request.
-            self._verify = pin_environment(session, self.base_url, verify)
+            manager = self._new_manager(self._proxy, sizes[kind], tracker, tls=self._primary_tls)
+            self._pools[kind] = _Pool(manager, tracker)
+
+    def _tls_kwargs(self) -> dict[str, Any]:
+        """The pool arguments for ``verify``, computed once (a missing bundle is kept to raise)."""
+        if self._tls is None:
+            try:
+                self._tls = tls_pool_kwargs(self._verify)
+            except OSError as e:
+                self._tls_error = e
+                self._tls = {}
+        return self._tls
+
+    def _new_manager(
+        self, proxy: str | None, size: int, tracker: _ConnectionTracker, *, tls: bool
+    ) -> urllib3.PoolManager:
+        tls_kwargs = self._tls_kwargs() if tls else {}
+        try:
+            manager = pool_manager(proxy, num_pools=4, maxsize=size, block=False, **tls_kwargs)
+        except ImportError as e:
+            where = urllib.parse.urlsplit(str(proxy)).hostname or "?"
+            raise InvalidInputError(
+                "proxy",
+                f"the SOCKS proxy at {where} (from HTTP_PROXY / HTTPS_PROXY / ALL_PROXY) needs "
+                "PySocks",
+                "pip install pysocks, or unset the variable",
+            ) from e
+        _track_connections(manager, tracker)
+        return manager
 
     def __repr__(self) -> str:
         return f"Transport(base_url={self.base_url!r}, closed={self._closed})"
@@ -569,26 +760,37 @@ class Transport:
         ``Content-Type`` is sent with a body and on every non-GET request (as the official SDK
         does, WIRE.md §1.3); a non-GET request without an ``X-Idempotency-Key`` in ``headers``
         gets a fresh one. Raises :class:`~tinker_lite.APITimeoutError` on a connect/read
-        timeout, :class:`~tinker_lite.APIConnectionError` on any other transport failure and
+        timeout, :class:`~tinker_lite.APIConnectionError` on any other transport failure,
+        :class:`~tinker_lite.InvalidInputError` for a header that cannot be sent and
         :class:`ClientClosedError` after :meth:`close`.
         """
         method = method.upper()
-        request_headers: CaseInsensitiveDict[str] = CaseInsensitiveDict()
+        request_headers = self._base_headers.copy()
         if content_type is not None and (body is not None or method not in ("GET", "HEAD")):
-            request_headers["Content-Type"] = content_type
-        extra = CaseInsensitiveDict(headers or {})
+            request_headers["content-type"] = ("Content-Type", content_type)
+        extra: _Headers = {k.lower(): (k, v) for k, v in headers.items()} if headers else {}
         if method not in ("GET", "HEAD") and "x-idempotency-key" not in extra:
-            request_headers["X-Idempotency-Key"] = new_idempotency_key()
+            request_headers["x-idempotency-key"] = ("X-Idempotency-Key", new_idempotency_key())
         # WIRE.md §1.3: sent for parity with the official SDK (a retry layer sets the count).
-        request_headers["x-stainless-retry-count"] = "0"
-        request_headers["x-stainless-read-timeout"] = _format_seconds(timeout.read)
+        request_headers["x-stainless-retry-count"] = ("x-stainless-retry-count", "0")
+        request_headers["x-stainless-read-timeout"] = (
+            "x-stainless-read-timeout",
+            _format_seconds(timeout.read),
+        )
         request_headers.update(extra)
         explicit_credential = "x-api-key" in extra
         credential = None
         if not explicit_credential:
             credential = self._auth() or None
             if credential:
-                request_headers["X-API-Key"] = credential
+                request_headers["x-api-key"] = ("X-API-Key", credential)
+        problem = self._base_header_problem or next(
+            (p for n, v in extra.values() if (p := _header_problem(n, v))), None
+        )
+        if problem is None and credential:
+            problem = _header_problem("X-API-Key", credential)
+        if problem is not None:
+            raise _header_error(problem, f"{method} {path}")
 
         def attempt() -> HttpResponse:
             return self._send_once(
@@ -613,63 +815,115 @@ class Transport:
         ):
             fresh = self._auth() or None
             if fresh and fresh != credential:
-                request_headers["X-API-Key"] = fresh
+                if _header_problem("X-API-Key", fresh) is not None:
+                    raise _header_error("form", f"{method} {path}")
+                request_headers["x-api-key"] = ("X-API-Key", fresh)
                 resp = attempt()
         return resp
 
+    def _urllib3_timeout(self, timeout: Timeout) -> urllib3.Timeout:
+        value = self._timeouts.get(timeout)
+        if value is None:
+            value = self._timeouts[timeout] = urllib3.Timeout(
+                connect=timeout.connect, read=timeout.read
+            )
+        return value
+
+    def _manager_for(self, pool: _Pool, url: str) -> urllib3.PoolManager:
+        """The manager that routes ``url`` (another proxy may apply after a redirect)."""
+        proxy = select_proxy(url, self._proxies)
+        if proxy == self._proxy and (self._primary_tls or not url.startswith("https:")):
+            return pool.manager
+        with self._lock:
+            manager = pool.managers.get(proxy)
+            if manager is None:
+                size = pool.manager.connection_pool_kw["maxsize"]
+                manager = self._new_manager(proxy, size, pool.tracker, tls=True)
+                pool.managers[proxy] = manager
+        return manager
+
     def _send_once(
         self,
-        pool: PoolKind,
+        pool_kind: PoolKind,
         method: str,
         path: str,
         *,
         body: bytes | None,
         query: Mapping[str, str] | None,
-        headers: Mapping[str, str],
+        headers: _Headers,
         timeout: Timeout,
         allow_redirects: bool,
     ) -> HttpResponse:
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
-        session = self._sessions[pool]
+        pool = self._pools[pool_kind]
+        url = self.url(path)
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        wire = dict(headers.values())
+        if pool.cookies.header is not None:
+            wire["Cookie"] = pool.cookies.header
+        if body is not None:
+            wire["Content-Length"] = str(len(body))
+        elif method not in ("GET", "HEAD"):
+            wire["Content-Length"] = "0"
+        if self._netrc_authorization is not None:
+            wire["Authorization"] = self._netrc_authorization
+        manager = pool.manager
+        request_method = method
+        redirects = 0
         started = time.monotonic()
         try:
-            r = send_pinned(
-                session,
-                method,
-                self.url(path),
-                data=body,
-                params=query,
-                headers=headers,
-                timeout=(timeout.connect, timeout.read),
-                allow_redirects=allow_redirects,
-                verify=self._verify,
-            )
-            try:
-                content = r.content
-                status = r.status_code
+            while True:
+                if self._tls_error is not None and url.startswith("https:"):
+                    raise self._tls_error
+                r = manager.urlopen(
+                    request_method,
+                    url,
+                    body=body,
+                    headers=wire,
+                    timeout=self._urllib3_timeout(timeout),
+                    retries=_NO_RETRIES,
+                    redirect=False,
+                    preload_content=True,
+                    decode_content=True,
+                )
+                status = r.status
                 response_headers = r.headers
-            finally:
-                r.close()
-        except requests.exceptions.InvalidURL as e:
-            raise InvalidInputError("path", f"{method} {path!r} is not a valid URL path") from e
-        except UnicodeError as e:
-            raise InvalidInputError(
-                "headers", f"{method} {path}: a header value is not latin-1 text"
+                content = r.data
+                if "set-cookie" in response_headers and (
+                    redirects == 0 or _origin(url) == _origin(self.base_url)
+                ):
+                    pool.cookies.update(response_headers.getlist("set-cookie"))
+                location = response_headers.get("location")
+                if not allow_redirects or status not in _REDIRECT_STATUSES or not location:
+                    break
+                if redirects == _MAX_REDIRECTS:
+                    raise _TooManyRedirects(f"more than {_MAX_REDIRECTS} redirects")
+                redirects += 1
+                target = urllib.parse.urljoin(url, location)
+                request_method = _redirected_method(status, request_method)
+                wire = dict(wire)
+                if status not in (307, 308):
+                    body = None
+                    wire = {k: v for k, v in wire.items() if k.lower() not in _BODY_HEADERS}
+                if not _keeps_credentials(url, target):
+                    wire = {
+                        k: v
+                        for k, v in wire.items()
+                        if k.lower() not in ("authorization", "cookie")
+                    }
+                elif pool.cookies.header is not None:
+                    wire["Cookie"] = pool.cookies.header
+                manager = self._manager_for(pool, target)
+                url = target
+        except urllib3.exceptions.LocationValueError as e:
+            if redirects == 0:
+                raise InvalidInputError("path", f"{method} {path!r} is not a valid URL path") from e
+            raise APIConnectionError(
+                f"Connection error on {method} {path}: a redirect led to an invalid URL"
             ) from e
-        except requests.exceptions.InvalidHeader as e:
-            raise InvalidInputError(
-                "headers",
-                f"{method} {path}: a header name or value is not a string or holds a line break, "
-                "leading whitespace or a reserved character",
-                "check default_headers and the CLOUDFLARE_ACCESS_* variables for a stray newline",
-            ) from e
-        except (
-            requests.exceptions.RequestException,
-            urllib3.exceptions.HTTPError,
-            http.client.HTTPException,
-            OSError,
-        ) as e:
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as e:
             elapsed = time.monotonic() - started
             detail = redact(f"{type(e).__name__}: {e}")
             if self._closed:
@@ -702,7 +956,7 @@ class Transport:
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
         """Shut down the sockets of ``pools`` (default: all), failing requests in flight."""
         for kind in pools if pools is not None else list(PoolKind):
-            self._trackers[kind].abort_all()
+            self._pools[kind].tracker.abort_all()
 
     def close(self) -> None:
         """Abort requests in flight, close every pooled connection; later sends fail. Idempotent."""
@@ -711,9 +965,18 @@ class Transport:
                 return
             self._closed = True
         self.abort()
-        for session in self._sessions.values():
-            session.close()
+        for pool in self._pools.values():
+            pool.manager.clear()
+            with self._lock:
+                others = list(pool.managers.values())
+            for manager in others:
+                manager.clear()
 
-    def sessions(self) -> Iterator[tuple[PoolKind, requests.Session]]:
-        """The ``requests.Session`` of each pool kind (for inspection)."""
-        yield from self._sessions.items()
+    def pool_managers(self) -> Iterator[tuple[PoolKind, urllib3.PoolManager]]:
+        """The urllib3 manager of each pool kind (for inspection)."""
+        for kind, pool in self._pools.items():
+            yield kind, pool.manager
+
+    def default_headers(self) -> dict[str, str]:
+        """The headers sent on every request (before the per-request ones), for inspection."""
+        return dict(self._base_headers.values())
