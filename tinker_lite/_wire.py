@@ -4,7 +4,9 @@ Encoding follows the tinker_lite profile (WIRE.md §P.1-P.2): every field whose 
 is sent (``type`` discriminators included), ``null`` never is, image bytes travel as base64,
 float32 tensors as values that parse back to the same float32 numbers, NaN/Inf are rejected
 before sending. With orjson installed (the ``fast`` extra) numpy arrays are written directly;
-otherwise the stdlib ``json`` module is used. Decoding is lenient by default (unknown keys
+otherwise the stdlib ``json`` module is used. numpy is imported only for numpy values and
+float32 tensors (their shortest float32 text); token ids and int64 values built from lists are
+written without it. Decoding is lenient by default (unknown keys
 ignored, new enum values kept) and strict on request (unknown keys rejected).
 
 Size: about 800 lines, because encoding and the strict/lenient structuring hooks form one
@@ -25,17 +27,19 @@ import reprlib
 import sys
 import types as _pytypes
 import typing
+from array import array
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import attrs
 import cattrs
-import numpy as np
-import numpy.typing as npt
 
 from tinker_lite import types
 from tinker_lite._errors import InvalidInputError, RequestErrorCategory, WireFormatError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _orjson_module: Any
 try:  # the `fast` extra
@@ -103,9 +107,10 @@ def _value(value: Any, field: str) -> Any:
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, datetime):
         return _format_datetime(value)
-    if isinstance(value, np.generic):
+    np = sys.modules.get("numpy")  # a value can be a numpy object only once numpy is loaded
+    if np is not None and isinstance(value, np.generic):
         return _value(value.item(), field)
-    if isinstance(value, np.ndarray):
+    if np is not None and isinstance(value, np.ndarray):
         return _array_value(value, field)
     raise InvalidInputError(
         field,
@@ -115,6 +120,8 @@ def _value(value: Any, field: str) -> Any:
 
 
 def _array_value(arr: npt.NDArray[Any], field: str) -> npt.NDArray[Any]:
+    import numpy as np
+
     if arr.dtype.kind == "f":
         arr = np.ascontiguousarray(arr, dtype=np.float32)
         _check_finite(arr, field)
@@ -126,6 +133,8 @@ def _array_value(arr: npt.NDArray[Any], field: str) -> npt.NDArray[Any]:
 
 
 def _check_finite(arr: npt.NDArray[Any], field: str) -> None:
+    import numpy as np
+
     if arr.size and not bool(np.isfinite(arr).all()):
         position = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise InvalidInputError(
@@ -136,9 +145,13 @@ def _check_finite(arr: npt.NDArray[Any], field: str) -> None:
 
 
 def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
-    data = tensor._numpy
+    data: Any = tensor._values
     if tensor.dtype == "float32":
+        # Written by _float32_values (numpy) for the shortest text of each float32.
+        data = tensor._numpy
         _check_finite(data, field)
+    elif isinstance(data, array):
+        data = data.tolist()  # int64 values built from a list: written without numpy
     out: dict[str, Any] = {"data": data, "dtype": tensor.dtype}
     if tensor.shape is not None:
         out["shape"] = list(tensor.shape)
@@ -151,7 +164,9 @@ def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
 def _unstructure_chunk(chunk: types.ModelInputChunk) -> dict[str, Any]:
     if isinstance(chunk, types.EncodedTextChunk):
         ids = chunk._current_ids()  # written as a list of ints, like `tokens`
-        return {"tokens": chunk.tokens if ids is None else ids, "type": "encoded_text"}
+        if ids is None or isinstance(ids, array):
+            return {"tokens": chunk.tokens, "type": "encoded_text"}
+        return {"tokens": ids, "type": "encoded_text"}
     return _unstructure_attrs_generic(chunk)
 
 
@@ -602,7 +617,8 @@ def _is_any(tp: Any) -> bool:
 
 
 def _is_ndarray(tp: Any) -> bool:
-    return tp is np.ndarray or typing.get_origin(tp) is np.ndarray
+    np = sys.modules.get("numpy")  # an annotation names ndarray only once numpy is loaded
+    return np is not None and (tp is np.ndarray or typing.get_origin(tp) is np.ndarray)
 
 
 def _is_enum(tp: Any) -> bool:
@@ -668,7 +684,7 @@ def _tree(obj: Any) -> Any:
 
 
 # Exact powers of ten: float(10**i) is exact for i <= 22.
-_POW10 = np.array([float(10**i) for i in range(23)])
+_POW10 = [float(10**i) for i in range(23)]
 
 
 def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
@@ -679,6 +695,9 @@ def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
     that still read back as the same float32; a value that cannot be shortened this way (very
     large or very small magnitudes) keeps its exact widened value.
     """
+    import numpy as np
+
+    pow10 = np.array(_POW10)
     wide = arr.astype(np.float64)
     result = wide.copy()
     index = np.flatnonzero(np.isfinite(wide) & (wide != 0))
@@ -692,7 +711,7 @@ def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
             usable = pending & (np.abs(shift) <= 22)
             if not usable.any():
                 break
-            scale = _POW10[np.clip(np.abs(shift), 0, 22)]
+            scale = pow10[np.clip(np.abs(shift), 0, 22)]
             up = shift >= 0
             # q / 10**k and q * 10**k are correctly rounded, so the double is the nearest one
             # to the decimal and its repr is that decimal.
@@ -710,7 +729,8 @@ def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray):
         if value.dtype == np.float32:
             return _float32_values(value)
         return value.tolist()
@@ -722,7 +742,8 @@ def _builtins(tree: Any) -> Any:
         return {key: _builtins(item) for key, item in tree.items()}
     if isinstance(tree, list):
         return [_builtins(item) for item in tree]
-    if isinstance(tree, np.ndarray):
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(tree, np.ndarray):
         return _json_default(tree)
     return tree
 
