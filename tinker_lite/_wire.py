@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import contextvars
 import enum
+import functools
 import json
 import math
 import re
@@ -216,17 +217,26 @@ def _unstructure_attrs_generic(obj: Any) -> dict[str, Any]:
     return out
 
 
-_SPECIAL_UNSTRUCTURE: dict[type, Callable[[Any], Any]] = {
-    types.TensorData: lambda tensor: _unstructure_tensor(tensor, "TensorData.data"),
-    types.ModelInput: _unstructure_model_input,
-    types.EncodedTextChunk: _unstructure_chunk,
-    types.Datum: _unstructure_datum,
-    types.ForwardBackwardInput: _unstructure_fb_input,
+# By class name: the models are looked up (and their modules imported) only when one is met.
+_SPECIAL_UNSTRUCTURE: dict[str, Callable[[Any], Any]] = {
+    "TensorData": lambda tensor: _unstructure_tensor(tensor, "TensorData.data"),
+    "ModelInput": _unstructure_model_input,
+    "EncodedTextChunk": _unstructure_chunk,
+    "Datum": _unstructure_datum,
+    "ForwardBackwardInput": _unstructure_fb_input,
 }
 
 
+def _is_model(cls: Any, name: str) -> bool:
+    """Whether ``cls`` is the model ``types.<name>`` (imports its module only on a name match)."""
+    return getattr(cls, "__name__", None) == name and getattr(types, name) is cls
+
+
 def _unstructure_factory(cls: type) -> Callable[[Any], Any]:
-    return _SPECIAL_UNSTRUCTURE.get(cls, _unstructure_attrs_generic)
+    special = _SPECIAL_UNSTRUCTURE.get(cls.__name__)
+    if special is not None and _is_model(cls, cls.__name__):
+        return special
+    return _unstructure_attrs_generic
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,7 +277,11 @@ def _guard(segment: str, value: Any, tp: Any) -> Any:
         raise _PathError(str(exc)).at(segment) from exc
 
 
-def _struct_str(value: Any, _: Any) -> str:
+def _struct_str(value: Any, tp: Any) -> str:
+    if tp is not str and _is_enum(tp):
+        # A str enum reaches the str hook (class hooks match subclasses): read it as an enum.
+        result: str = _enum_hook(tp)(value, tp)
+        return result
     if not isinstance(value, str):
         raise _PathError(f"expected a string, got {_describe(value)}")
     return value
@@ -387,18 +401,21 @@ def _struct_chunk(value: Any, _: Any) -> types.ModelInputChunk:
     return result
 
 
-_EVENT_CLASSES: dict[str, type] = {
-    "SESSION_START": types.SessionStartEvent,
-    "SESSION_END": types.SessionEndEvent,
-    "UNHANDLED_EXCEPTION": types.UnhandledExceptionEvent,
-    "GENERIC_EVENT": types.GenericEvent,
+# Telemetry event kind -> the name of its model in `types`.
+_EVENT_CLASSES: dict[str, str] = {
+    "SESSION_START": "SessionStartEvent",
+    "SESSION_END": "SessionEndEvent",
+    "UNHANDLED_EXCEPTION": "UnhandledExceptionEvent",
+    "GENERIC_EVENT": "GenericEvent",
 }
+_CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk"})
+_EVENT_NAMES = frozenset(_EVENT_CLASSES.values())
 
 
 def _struct_event(value: Any, _: Any) -> Any:
     if not isinstance(value, Mapping) or value.get("event") not in _EVENT_CLASSES:
         raise _PathError(f"expected a telemetry event, got {_describe(value)}")
-    return _structure_attrs(value, _EVENT_CLASSES[value["event"]])
+    return _structure_attrs(value, getattr(types, _EVENT_CLASSES[value["event"]]))
 
 
 def _struct_enum_factory(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
@@ -417,6 +434,11 @@ def _struct_enum_factory(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
         return cls(value)
 
     return structure_enum
+
+
+@functools.cache
+def _enum_hook(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
+    return _struct_enum_factory(cls)
 
 
 def _struct_literal(tp: Any) -> Callable[[Any, Any], Any]:
@@ -478,17 +500,19 @@ def _struct_dict_factory(tp: Any) -> Callable[[Any, Any], Any]:
     return structure_dict
 
 
-_CHUNK_SET = frozenset({types.EncodedTextChunk, types.ImageChunk, types.ImageAssetPointerChunk})
-_EVENT_SET = frozenset(_EVENT_CLASSES.values())
+def _is_model_union(classes: tuple[Any, ...], names: frozenset[str]) -> bool:
+    """Whether ``classes`` are exactly the models of ``types`` named ``names``."""
+    given = {getattr(cls, "__name__", None) for cls in classes}
+    return given == names and all(_is_model(cls, cls.__name__) for cls in classes)
 
 
 def _struct_union_factory(tp: Any) -> Callable[[Any, Any], Any]:
     args = typing.get_args(tp)
     non_none = tuple(arg for arg in args if arg is not type(None))
     optional = len(non_none) != len(args)
-    if frozenset(non_none) == _CHUNK_SET:
+    if _is_model_union(non_none, _CHUNK_NAMES):
         inner: Callable[[Any, Any], Any] = _struct_chunk
-    elif frozenset(non_none) == _EVENT_SET:
+    elif _is_model_union(non_none, _EVENT_NAMES):
         inner = _struct_event
     elif len(non_none) == 1:
         target = non_none[0]
@@ -609,7 +633,11 @@ _strict: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def _is_attrs_model(tp: Any) -> bool:
-    return isinstance(tp, type) and attrs.has(tp) and tp is not types.TensorData
+    return isinstance(tp, type) and attrs.has(tp) and not _is_model(tp, "TensorData")
+
+
+def _is_tensor_data(tp: Any) -> bool:
+    return _is_model(tp, "TensorData")
 
 
 def _is_any(tp: Any) -> bool:
@@ -652,11 +680,9 @@ def _build_converter() -> cattrs.Converter:
         (bool, _struct_bool),
         (bytes, _struct_bytes),
         (datetime, _struct_datetime),
-        (types.TensorData, _struct_tensor),
     ):
         conv.register_structure_hook(cls, hook)
-    for enum_cls in (types.StopReason, types.QueueState, types.LossFnType, RequestErrorCategory):
-        conv.register_structure_hook(enum_cls, _struct_enum_factory(enum_cls))
+    conv.register_structure_hook_func(_is_tensor_data, _struct_tensor)
     conv.register_structure_hook_func(_is_any, _struct_any)
     conv.register_structure_hook_func(_is_ndarray, _struct_any)
     conv.register_structure_hook_factory(_is_enum, _struct_enum_factory)
