@@ -230,3 +230,114 @@ def test_list_built_models_and_their_checks_need_no_numpy(server_url: str) -> No
     assert "weights" in errors["nan_weight"]
     assert "non-finite" in errors["nan_weight"]
     assert ["lists", False] in report["steps"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lists are read by the stdlib (short, or numpy not loaded) or by numpy (long, numpy loaded):
+# both readings give the same model, the same bytes and the same errors.
+
+LIST_INPUTS: list[tuple[str, Any, str]] = [
+    ("ints as float32", [1, 2, 3], "float32"),
+    ("floats", [0.1, -2.5, 1e-8, 3.4e38], "float32"),
+    ("bools", [True, False, True], "int64"),
+    ("integral floats as int64", [1.0, -2.0, 2.0**53], "int64"),
+    ("nested", [[1.5, 2.5, 3.5], [4.5, 5.5, 6.5]], "float32"),
+    ("nested tuples", ((1, 2), (3, 4), (5, 6)), "int64"),
+    ("empty", [], "float32"),
+    ("empty rows", [[], []], "int64"),
+]
+
+
+@pytest.fixture(params=["stdlib", "numpy"])
+def list_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which reading lists get: the stdlib's for every length, or numpy's for every length."""
+    from tinker_lite.types import _common
+
+    monkeypatch.setattr(_common, "_NUMPY_FROM", 10**9 if request.param == "stdlib" else 0)
+    reader: str = request.param
+    return reader
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype"), [p[1:] for p in LIST_INPUTS], ids=[p[0] for p in LIST_INPUTS]
+)
+def test_a_list_reads_the_same_with_or_without_numpy(
+    list_reader: str, values: Any, dtype: str
+) -> None:
+    import numpy as np
+
+    from tinker_lite import _proto, types
+
+    tensor = types.TensorData(data=values, dtype=dtype)  # type: ignore[arg-type]
+    stored = type(tensor._values).__module__  # before to_numpy(), which keeps a numpy view
+    assert stored == ("array" if list_reader == "stdlib" else "numpy")
+    expected = np.asarray(values, dtype=np.float32 if dtype == "float32" else np.int64)
+    assert tensor.data == expected.reshape(-1).tolist()
+    assert tensor.tolist() == expected.tolist()
+    assert tensor.shape == (list(expected.shape) if expected.ndim > 1 else None)
+    assert tensor == types.TensorData.from_numpy(expected) or not expected.size
+    assert np.array_equal(tensor.to_numpy(), expected)
+    if expected.ndim == 1 and expected.size:
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints(list(range(1, expected.size + 1))),
+            loss_fn_inputs={"logprobs": values},
+        )
+        from_numpy = types.Datum(
+            model_input=types.ModelInput.from_ints(np.arange(1, expected.size + 1)),
+            loss_fn_inputs={"logprobs": expected.astype(np.float32)},
+        )
+        assert _encode(_proto, datum) == _encode(_proto, from_numpy)
+
+
+def _encode(proto: Any, datum: Any) -> bytes:
+    body: bytes = proto.encode_forward_backward_request(
+        model_id="m",
+        seq_id=1,
+        data=[datum],
+        loss_fn="cross_entropy",
+        loss_fn_config=None,
+        forward_only=True,
+    )
+    return body
+
+
+BAD_LISTS: list[tuple[str, Any, str, str]] = [
+    ("ragged", [[1.0, 2.0], [3.0]], "float32", "ragged"),
+    ("rows and numbers", [[1.0, 2.0], 3.0], "float32", "ragged"),
+    ("non-integral int64", [1.0, 2.5], "int64", "integral"),
+    ("nan int64", [1.0, float("nan")], "int64", "finite"),
+    ("inf int64", [float("inf")], "int64", "finite"),
+    ("int64 overflow", [2**64], "int64", "int64|non-numeric"),
+    ("None", [1.0, None], "float32", "non-numeric"),
+    ("string", ["a", "b"], "float32", "dtype"),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "dtype", "words"), [p[1:] for p in BAD_LISTS], ids=[p[0] for p in BAD_LISTS]
+)
+def test_a_bad_list_is_refused_either_way(
+    list_reader: str, values: Any, dtype: str, words: str
+) -> None:
+    from tinker_lite import InvalidInputError, types
+
+    with pytest.raises(InvalidInputError, match=words) as info:
+        types.TensorData(data=values, dtype=dtype)  # type: ignore[arg-type]
+    assert info.value.field.startswith("TensorData.data")
+
+
+def test_a_float32_overflow_warns_as_numpy_does(list_reader: str) -> None:
+    from tinker_lite import types
+
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        tensor = types.TensorData(data=[1.0, 1e39], dtype="float32")
+    assert tensor.data == [1.0, float("inf")]
+
+
+@pytest.mark.parametrize("tokens", [[1, True, 3], [1, -2], [1, 2**31], [1, 2.0], ["1"]], ids=str)
+def test_bad_token_ids_are_refused_either_way(list_reader: str, tokens: list[Any]) -> None:
+    from tinker_lite import InvalidInputError, types
+
+    with pytest.raises(InvalidInputError) as info:
+        types.ModelInput.from_ints(tokens * 40)  # 80+ ids: numpy's reading when it is on
+    assert info.value.field == "tokens"

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
-CustomLossFn = Callable[[list[types.Datum], list[Any]], Any]
+CustomLossFn = Callable[[list["types.Datum"], list[Any]], Any]
 
 
 @attrs.frozen

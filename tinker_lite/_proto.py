@@ -165,10 +165,18 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
         if isinstance(chunk, types.EncodedTextChunk):
             ids = chunk._current_ids()
             packed: bytes | memoryview
-            if isinstance(ids, array) and _LITTLE_ENDIAN:
-                packed = memoryview(ids).cast("B")  # checked when the chunk was made: no copy
-            elif ids is not None and not isinstance(ids, array) and ids.dtype.str == "<i4":
-                packed = ids.data.cast("B")  # checked when the chunk was made: no copy
+            # Ids were checked when the chunk was made: their int32 bytes go out without a copy.
+            if ids is None:
+                tokens = chunk.tokens
+                packed = _pack_tokens(tokens, index, position) if tokens else b""
+            elif isinstance(ids, array):
+                packed = (
+                    memoryview(ids).cast("B")
+                    if _LITTLE_ENDIAN
+                    else _pack_tokens(ids, index, position)
+                )
+            elif ids.dtype == _protowire.I32:
+                packed = ids.data.cast("B")
             else:
                 tokens = chunk.tokens
                 packed = _pack_tokens(tokens, index, position) if tokens else b""
@@ -292,14 +300,18 @@ def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, i
 def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memoryview, int]:
     typecode, code = _wire_dtype(tensor, index, name)
     stored = tensor._values
-    if isinstance(stored, array) and stored.typecode == typecode and _LITTLE_ENDIAN:
+    if type(stored) is array and stored.typecode == typecode and _LITTLE_ENDIAN:
         return memoryview(stored).cast("B"), code  # values built from lists: no numpy, no copy
-    import numpy as np
-
-    dtype = np.dtype("<f4" if typecode == "f" else "<i8")
-    values = tensor._dense_flat()
+    dtype = _protowire.F32 if typecode == "f" else _protowire.I64
+    values = (
+        stored
+        if tensor.sparse_crow_indices is None and type(stored) is not array
+        else (tensor._dense_flat())
+    )
     if values.dtype == dtype and values.ndim == 1 and values.flags.c_contiguous:
         return values.data.cast("B"), code  # the usual case: no copy, no conversion
+    import numpy as np
+
     return np.ascontiguousarray(values, dtype=dtype).reshape(-1).data.cast("B"), code
 
 

@@ -35,9 +35,9 @@ LOSS_FN_INPUTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
     "cispo": (_RL_REQUIRED, _CLIP_KEYS),
     "dro": (_RL_REQUIRED, frozenset()),
 }
-# Keys aligned with target_tokens (one value, or one row, per input position), checked in a
-# fixed order so the same batch always reports the same key.
-_ALIGNED_KEYS = tuple(sorted(types._PER_TOKEN_KEYS - {"target_tokens"}))
+# Keys aligned with target_tokens (one value, or one row, per input position; types'
+# _PER_TOKEN_KEYS), checked in a fixed order so the same batch always reports the same key.
+_ALIGNED_KEYS = ("advantages", "logprobs", "weights")
 
 
 @attrs.frozen
@@ -174,7 +174,8 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
             )
         if key == "target_tokens":
             target_shape = tensor.shape if tensor.shape is not None else [tensor.size]
-            _check_vocab(field, tensor._stored_max(), vocab_size)
+            if vocab_size is not None:
+                _check_vocab(field, tensor._stored_max(), vocab_size)
     if target_shape is not None:
         for key in _ALIGNED_KEYS:
             other = datum.loss_fn_inputs.get(key)

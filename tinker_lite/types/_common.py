@@ -13,6 +13,7 @@ import base64
 import binascii
 import enum
 import math
+import struct
 import sys
 import warnings
 from array import array
@@ -51,14 +52,23 @@ def _loaded_numpy() -> Any:
     return sys.modules.get("numpy")
 
 
+# numpy's types by name, once numpy is loaded (checked on every model built from arrays).
+_NUMPY_TYPES: dict[str, Any] = {}
+
+
 def _numpy_type(name: str) -> Any:
     """Return numpy's ``name`` type for isinstance checks, or ``()`` when numpy is not loaded."""
-    np = sys.modules.get("numpy")
-    return () if np is None else getattr(np, name, ())
+    found = _NUMPY_TYPES.get(name)
+    if found is None:
+        found = getattr(sys.modules.get("numpy"), name, None)
+        if found is None:
+            return ()
+        _NUMPY_TYPES[name] = found
+    return found
 
 
 def _is_numpy_array(value: object) -> bool:
-    return isinstance(value, _numpy_type("ndarray"))
+    return isinstance(value, _NUMPY_TYPES.get("ndarray") or _numpy_type("ndarray"))
 
 
 def _is_bool(value: object) -> bool:
@@ -186,12 +196,19 @@ def _token_ids(field: str, value: object) -> FlatValues:
     """
     if isinstance(value, (list, tuple, range)):
         try:
-            ids = array(_INT32_CODE, value)
-        except (TypeError, OverflowError):
+            ids = _packed(_INT32_CODE, value)
+        except (struct.error, TypeError, OverflowError):
             raise _bad_token(field, value) from None
-        if ids:
-            # Packing accepts bools (they are ints) and anything with __index__; a bool can
-            # only hide among the 0s and 1s, so the types are looked at only when there are some.
+        # Packing accepts bools (they are ints) and anything with __index__; a bool can only
+        # hide among the 0s and 1s, so the types are looked at only when there are some.
+        np: Any = sys.modules.get("numpy") if len(ids) >= _NUMPY_FROM else None
+        if np is not None:
+            view = np.frombuffer(ids, dtype=np.int32)  # numpy's loops, on the same memory
+            if int(view.min()) < 0 or any(
+                isinstance(value[i], bool) for i in np.flatnonzero(view <= 1)
+            ):
+                raise _bad_token(field, value)
+        elif ids:
             lowest = min(ids)
             if lowest < 0 or (lowest <= 1 and countOf(map(type, value), bool)):
                 raise _bad_token(field, value)
@@ -327,6 +344,14 @@ def _coerce_array(field: str, value: object, dtype: str | None) -> npt.NDArray[A
 
 # Python scalars a list may hold to be read without numpy.
 _PLAIN_NUMBERS = frozenset({int, float, bool})
+_ROWS = frozenset({list, tuple})
+
+# Lists this long are read with numpy's C loops when the program has loaded numpy anyway;
+# shorter ones, and every list while numpy is not loaded, item by item with the stdlib.
+_NUMPY_FROM = 64
+
+# float32 infinities as stored (native byte order), to spot an overflowing cast in one search.
+_F32_INFINITIES = (struct.pack("=f", math.inf), struct.pack("=f", -math.inf))
 
 
 def _coerce_values(field: str, value: object, dtype: str | None) -> tuple[FlatValues, list[int]]:
@@ -336,7 +361,11 @@ def _coerce_values(field: str, value: object, dtype: str | None) -> tuple[FlatVa
     numpy; anything else (numpy arrays, torch tensors, lists holding other values) goes through
     :func:`_coerce_array`. The same checks and messages either way.
     """
-    if isinstance(value, (list, tuple, array)) and dtype is not None:
+    if (
+        isinstance(value, (list, tuple, array))
+        and dtype is not None
+        and (len(value) < _NUMPY_FROM or "numpy" not in sys.modules)
+    ):
         plain = _plain_values(field, value, dtype)
         if plain is not None:
             return plain
@@ -351,19 +380,25 @@ def _plain_values(
     field: str, value: list[Any] | tuple[Any, ...] | array[Any], dtype: str
 ) -> tuple[FlatValues, list[int]] | None:
     """The stdlib path of :func:`_coerce_values`; None when ``value`` holds non-Python numbers."""
-    flat, shape = _flatten(field, value)
-    kinds = set(map(type, flat))
+    flat, shape, kinds = _flatten(field, value)
     if not kinds <= _PLAIN_NUMBERS:
         return None  # None, strings, numpy scalars...: numpy's reading (and its errors)
     if dtype == "float32":
         try:
-            values = array(_FLOAT32_CODE, flat)
-        except OverflowError:
-            raise InvalidInputError(
-                field, "holds an integer too large for float32", "pass finite numbers"
-            ) from None
-        if (math.inf in values or -math.inf in values) and all(
-            map(math.isfinite, (item for item in flat if type(item) is float))
+            values = _packed(_FLOAT32_CODE, flat)
+        except (struct.error, OverflowError):
+            # struct refuses what overflows float32; the array cast keeps it as inf, as numpy.
+            try:
+                values = array(_FLOAT32_CODE, flat)
+            except OverflowError:
+                raise InvalidInputError(
+                    field, "holds an integer too large for float32", "pass finite numbers"
+                ) from None
+        stored = values.tobytes()
+        # The byte search may also hit across two values: a hit is confirmed value by value.
+        if any(inf in stored for inf in _F32_INFINITIES) and any(
+            math.isinf(cast) and not math.isinf(given)
+            for cast, given in zip(values, flat, strict=True)
         ):
             # As numpy warns on the same cast; the value is kept as inf, as numpy keeps it.
             warnings.warn("overflow encountered in cast", RuntimeWarning, stacklevel=4)
@@ -383,34 +418,51 @@ def _plain_values(
             )
         flat = [int(item) for item in flat]
     try:
-        return array(_INT64_CODE, flat), shape
-    except OverflowError:
+        return _packed(_INT64_CODE, flat), shape
+    except (struct.error, OverflowError):
         raise InvalidInputError(
             field, "values overflow int64", "values must be in [-2**63, 2**63)"
         ) from None
 
 
+def _packed(code: str, items: Sequence[Any]) -> array[Any]:
+    """Return ``items`` in a new stdlib array of ``code`` (struct packs a list twice as fast)."""
+    store = array(code)
+    store.frombytes(struct.pack(f"={len(items)}{code}", *items))
+    return store
+
+
 def _flatten(
     field: str, value: list[Any] | tuple[Any, ...] | array[Any]
-) -> tuple[list[Any], list[int]]:
-    """Return the items of a (nested) list in row-major order and its shape.
+) -> tuple[Sequence[Any], list[int], set[type]]:
+    """Return the items of a (nested) list in row-major order, its shape and the item types.
 
-    Raises InvalidInputError naming ``field`` when the rows are ragged.
+    A flat list is returned as it is (not copied). Raises InvalidInputError naming ``field``
+    when the rows are ragged.
     """
-    if not any(isinstance(item, (list, tuple)) for item in value):
-        return list(value), [len(value)]
-    rows = [_flatten(field, item) if isinstance(item, (list, tuple)) else None for item in value]
-    first = rows[0]
-    if first is None or any(row is None or row[1] != first[1] for row in rows):
-        raise InvalidInputError(
-            field,
-            "is ragged or not numeric (rows of different lengths or depths)",
-            "pass a rectangular list / array of numbers",
-        )
+    kinds = set(map(type, value))
+    if not kinds & _ROWS:
+        return value, [len(value)], kinds
+    if not kinds <= _ROWS:
+        raise _ragged(field)
+    rows = [_flatten(field, item) for item in value]
+    inner = rows[0][1]
+    if any(row[1] != inner for row in rows):
+        raise _ragged(field)
     flat: list[Any] = []
-    for row in rows:
-        flat.extend(row[0])  # type: ignore[index]
-    return flat, [len(value), *first[1]]
+    kinds = set()
+    for items, _, item_kinds in rows:
+        flat.extend(items)
+        kinds |= item_kinds
+    return flat, [len(value), *inner], kinds
+
+
+def _ragged(field: str) -> InvalidInputError:
+    return InvalidInputError(
+        field,
+        "is ragged or not numeric (rows of different lengths or depths)",
+        "pass a rectangular list / array of numbers",
+    )
 
 
 def _flat_numpy(values: FlatValues) -> npt.NDArray[Any]:
