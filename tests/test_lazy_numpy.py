@@ -104,6 +104,11 @@ sampled = {
     "target_data_types": sorted({type(v).__name__ for v in result.target_prompt_logprobs.data}),
     "computed": [None if v is None else type(v).__name__ for v in logprobs],
     "proto_decoder_loaded": "tinker_lite._proto" in sys.modules,
+    "never_loaded": [
+        name
+        for name in ("tokenizers", "tinker_lite.cli", "tinker_lite.local", "torch")
+        if name in sys.modules
+    ],
 }
 
 array = datum.loss_fn_inputs["weights"].to_numpy()
@@ -205,6 +210,8 @@ def test_numpy_is_not_loaded_until_an_array_is_asked_for(server_url: str, wire: 
     assert sampled["target_data_types"] == ["float"]
     # The protobuf answer was read by the protobuf decoder, without numpy.
     assert sampled["proto_decoder_loaded"] is (wire == "protobuf")
+    # Nor do the tokenizer library, the CLI or the local server (it runs in its own process).
+    assert sampled["never_loaded"] == []
     assert sampled["to_numpy"] == ["numpy", "float32", [8]]
 
 

@@ -443,7 +443,7 @@ class TensorData:
 
     def tolist(self, pad_value: int = 0) -> list[Any]:
         """Return the values as a Python list nested to ``shape`` (sparse: densified)."""
-        if self.is_sparse:
+        if self.is_sparse or _is_numpy_array(self._values):
             dense = self._dense_flat(pad_value)
             nested: list[Any] = (dense.reshape(self.shape) if self.shape else dense).tolist()
             return nested
