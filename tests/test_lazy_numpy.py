@@ -348,3 +348,28 @@ def test_bad_token_ids_are_refused_either_way(list_reader: str, tokens: list[Any
     with pytest.raises(InvalidInputError) as info:
         types.ModelInput.from_ints(tokens * 40)  # 80+ ids: numpy's reading when it is on
     assert info.value.field == "tokens"
+
+
+def test_sparse_indices_are_checked_either_way(list_reader: str) -> None:
+    import numpy as np
+
+    from tinker_lite import InvalidInputError, types
+
+    dense = np.zeros((80, 100), dtype=np.float32)
+    dense[np.arange(80), (np.arange(80) * 7) % 100] = np.arange(1, 81, dtype=np.float32)
+    dense[3, 4] = 2.5
+    sparse = types.TensorData.from_numpy_sparse(dense)
+    assert sparse.is_sparse
+    assert sparse.sparse_col_indices is not None
+    assert len(sparse.sparse_col_indices) == 81  # long enough for numpy's reading when it is on
+    assert np.array_equal(sparse.to_numpy(), dense)
+    assert sparse.tolist() == dense.tolist()
+    crow, cols = sparse.sparse_crow_indices, sparse.sparse_col_indices
+    assert crow is not None
+    decreasing = [crow[0], crow[2], crow[1], *crow[3:]]
+    with pytest.raises(InvalidInputError, match="non-decreasing") as info:
+        types.TensorData(sparse.data, "float32", [80, 100], decreasing, cols)
+    assert info.value.field == "TensorData.sparse_crow_indices"
+    with pytest.raises(InvalidInputError, match="out of range") as info:
+        types.TensorData(sparse.data, "float32", [80, 100], crow, [*cols[:-1], 100])
+    assert info.value.field == "TensorData.sparse_col_indices"

@@ -47,11 +47,6 @@ if array(_INT32_CODE).itemsize != 4 or array(_FLOAT32_CODE).itemsize != 4:  # pr
 FlatValues: TypeAlias = Union["npt.NDArray[Any]", "array[Any]"]
 
 
-def _loaded_numpy() -> Any:
-    """Return numpy if the program has imported it, else None (then no value is a numpy object)."""
-    return sys.modules.get("numpy")
-
-
 # numpy's types by name, once numpy is loaded (checked on every model built from arrays).
 _NUMPY_TYPES: dict[str, Any] = {}
 

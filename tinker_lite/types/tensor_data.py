@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import struct
+import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import islice
@@ -14,6 +16,7 @@ import attrs
 from tinker_lite._errors import InvalidInputError
 
 from ._common import (
+    _NUMPY_FROM,
     FlatValues,
     _check_int,
     _coerce_array,
@@ -23,6 +26,7 @@ from ._common import (
     _is_numpy_array,
     _is_torch_tensor,
     _numpy_type,
+    _packed,
     _torch_to_numpy,
 )
 from .tensor_dtype import TensorDtype
@@ -73,8 +77,8 @@ def _index_list(field: str, value: object) -> list[int]:
     if not isinstance(value, (list, tuple, range)):
         raise InvalidInputError(field, f"must be a list of ints, got {type(value).__name__}")
     try:
-        return array("q", value).tolist()
-    except (TypeError, OverflowError):
+        return _packed("q", value).tolist()
+    except (struct.error, TypeError, OverflowError):
         if any(isinstance(item, (list, tuple)) for item in value):
             raise InvalidInputError(field, "must be 1-D, got a nested list") from None
         raise InvalidInputError(field, "must hold integers", "pass ints") from None
@@ -106,7 +110,16 @@ def _check_csr(
             f"{int(crow[0])}..{int(crow[-1])}",
             "row pointers index into data: crow[0] = 0, crow[-1] = len(data)",
         )
-    if any(map(gt, crow, islice(crow, 1, None))):
+    np: Any = sys.modules.get("numpy") if len(cols) >= _NUMPY_FROM else None
+    bounds: tuple[int, int] | None = None  # the smallest and largest column index
+    if np is not None:  # numpy's loops when the program has loaded it anyway
+        crow_array, cols_array = np.asarray(crow), np.asarray(cols)
+        decreasing = bool(np.any(np.diff(crow_array) < 0))
+        bounds = int(cols_array.min()), int(cols_array.max())
+    else:
+        decreasing = any(map(gt, crow, islice(crow, 1, None)))
+        bounds = (int(min(cols)), int(max(cols))) if len(cols) else None
+    if decreasing:
         raise InvalidInputError(
             "TensorData.sparse_crow_indices",
             "sparse CSR row pointers must be non-decreasing",
@@ -118,8 +131,8 @@ def _check_csr(
             f"has {len(cols)} sparse CSR column indices but data has {nnz} values",
             "give one column index per stored value",
         )
-    if nnz:
-        low, high = int(min(cols)), int(max(cols))
+    if nnz and bounds is not None:
+        low, high = bounds
         if low < 0 or high >= width:
             bad = low if low < 0 else high
             raise InvalidInputError(
