@@ -12,7 +12,10 @@ annotations only; every other import, lazy ones inside functions included, runs.
 * ``types`` imports only the standard library, attrs, numpy and ``tinker_lite._errors``;
   ``_wire`` never imports HTTP code; ``tinker_lite/local`` never imports a client or transport
   module;
-* ``import tinker_lite`` does not load torch, transformers, pydantic, httpx or asyncio.
+* numpy is imported inside the functions that need it, never at module level, outside
+  ``tinker_lite/local`` (the server and its numpy model);
+* ``import tinker_lite`` does not load torch, transformers, pydantic, httpx or asyncio, and
+  neither it nor the codecs load numpy.
 """
 
 from __future__ import annotations
@@ -269,6 +272,14 @@ def test_types_imports_only_stdlib_attrs_numpy_and_errors() -> None:
         assert "torch" not in imports.top_level, f"{module} imports torch at module level"
 
 
+def test_numpy_is_imported_lazily_outside_the_local_server() -> None:
+    for module, imports in _graph().items():
+        if module.startswith("tinker_lite.local"):
+            continue
+        eager = sorted(name for name in imports.top_level if _top(name) == "numpy")
+        assert not eager, f"{module} imports {eager} at module level: import it where it is used"
+
+
 def test_wire_never_imports_http_code() -> None:
     imports = _graph()["tinker_lite._wire"].every
     bad = sorted(
@@ -305,12 +316,17 @@ def test_the_parser_sees_relative_lazy_and_type_checking_imports() -> None:
 
 def test_import_does_not_load_heavy_modules() -> None:
     # Cumulative in one interpreter: each import adds to what the previous ones loaded.
-    statements = ("import tinker_lite", "import tinker_lite.types", "import tinker_lite._wire")
+    statements = (
+        "import tinker_lite",
+        "import tinker_lite.types",
+        "import tinker_lite._wire",
+        "import tinker_lite._proto",
+    )
     code = (
         "import sys\n"
         f"for statement in {statements!r}:\n"
         "    exec(statement)\n"
-        f"    loaded = [m for m in {HEAVY_OR_FORBIDDEN!r} if m in sys.modules]\n"
+        f"    loaded = [m for m in {(*HEAVY_OR_FORBIDDEN, 'numpy')!r} if m in sys.modules]\n"
         "    print(statement + '|' + ','.join(loaded))\n"
     )
     env = dict(os.environ)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
-import numpy as np
 
 from tinker_lite import types
 from tinker_lite._errors import WireFormatError
@@ -88,7 +87,7 @@ def datum_byte_estimate(datum: types.Datum) -> int:
         else:
             total += len(chunk.location)
     for tensor in datum.loss_fn_inputs.values():
-        total += tensor.size * tensor._numpy.itemsize  # sent dense, also when sparse
+        total += tensor.size * tensor._values.itemsize  # sent dense, also when sparse
     return total
 
 
@@ -162,6 +161,8 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
 
 
 def _weighted_mean(values: list[float], weights: list[float]) -> float:
+    import numpy as np
+
     total = sum(weights)
     if total == 0:
         # WIRE.md §7: the official SDK raises ZeroDivisionError here; a plain mean is kinder.

@@ -11,14 +11,16 @@ import importlib
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from tinker_lite import types
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "CustomLoss",
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 # loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
-CustomLossFn = Callable[[list[types.Datum], list[Any]], Any]
+CustomLossFn = Callable[[list["types.Datum"], list[Any]], Any]
 
 
 @attrs.frozen
@@ -77,6 +79,8 @@ def check_loss_type_input(loss_type_input: str | None) -> None:
 
 
 def logprobs_of(out: Mapping[str, types.TensorData], index: int) -> npt.NDArray[np.float32]:
+    import numpy as np
+
     tensor = out.get("logprobs")
     if tensor is None:
         raise APIResponseValidationError(
@@ -123,6 +127,8 @@ def _describe(value: object) -> str:
 def _numpy_form(
     result: tuple[Any, Any, Any], logprobs: list[npt.NDArray[np.float32]]
 ) -> CustomLoss:
+    import numpy as np
+
     loss, grads, metrics = result
     try:
         loss_value = float(loss)
@@ -183,6 +189,8 @@ def _torch_form(
     data: list[types.Datum],
     logprobs: list[npt.NDArray[np.float32]],
 ) -> CustomLoss:
+    import numpy as np
+
     tensors = [torch.tensor(lp, dtype=torch.float32, requires_grad=True) for lp in logprobs]
     result = loss_fn(data, tensors)
     if isinstance(result, tuple) and len(result) == 3:

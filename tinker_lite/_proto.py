@@ -2,11 +2,13 @@
 
 The service's ``tinker_public`` schema (WIRE.md §13.7) is written and read by hand, so no protobuf
 runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes`` fields; they are
-copied in and out with numpy in one piece, never element by element, so a 500,000-number request
-encodes in a few milliseconds. The wire primitives live in :mod:`tinker_lite._protowire`; the
-local server's codecs (the other direction) live in ``tinker_lite.local._codecs``. Every decoder
-raises :class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skips fields it does
-not know (a newer service may add some).
+copied in and out in one piece (numpy arrays, or the stdlib arrays of values built from lists),
+never element by element, so a 500,000-number request encodes in a few milliseconds. Sampling
+results and list-built requests are read and written without importing numpy. The wire
+primitives live in :mod:`tinker_lite._protowire`; the local server's codecs (the other
+direction) live in ``tinker_lite.local._codecs``. Every decoder raises
+:class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skips fields it does not
+know (a newer service may add some).
 """
 
 from __future__ import annotations
@@ -14,22 +16,21 @@ from __future__ import annotations
 import functools
 import math
 import struct
+import sys
+from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Final, cast
 
-import numpy as np
-
-from tinker_lite import types
+from tinker_lite import _protowire, types
 from tinker_lite._errors import InvalidInputError, WireFormatError
 from tinker_lite._protowire import (
     BOOL_TRUE,
+    CODE_F32,
+    CODE_I32,
     CONTENT_TYPE,
     DTYPE_FLOAT32,
     DTYPE_INT64,
     DTYPE_UNSPECIFIED,
-    F32,
-    I32,
-    I64,
     INT32_MAX,
     INT32_MIN,
     K1_I64,
@@ -67,6 +68,7 @@ from tinker_lite._protowire import (
     read_entry,
     read_int64s,
     read_string,
+    read_values,
     tensor_dtype,
     widen,
     zstd_available,
@@ -84,6 +86,12 @@ __all__ = [
 
 # An ArrayRecord without fields still stands for num_datums (empty) outputs; bound it likewise.
 _MAX_EMPTY_RECORD_DATUMS: Final = 1 << 16
+
+# A stdlib array's bytes are the wire's little-endian bytes only on a little-endian host.
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
+
+# WIRE.md §13.7: the stdlib typecode and dtype code of each TensorData dtype on the wire.
+_TENSOR_CODES: Final = {"float32": ("f", DTYPE_FLOAT32), "int64": ("q", DTYPE_INT64)}
 
 
 def encode_forward_backward_request(
@@ -125,10 +133,8 @@ def encode_forward_backward_request(
             entry_value = Writer()
             if isinstance(value, str):
                 entry_value.string_field(K2_LEN, value)
-            elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-                value, bool
-            ):
-                number = float(value)
+            elif isinstance(value, (int, float, *_numpy_numbers())) and not isinstance(value, bool):
+                number = float(cast("float", value))
                 entry = Writer()
                 entry.string_field(K1_LEN, name)
                 entry.double_field(K2_I64, number)
@@ -159,8 +165,18 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
         if isinstance(chunk, types.EncodedTextChunk):
             ids = chunk._current_ids()
             packed: bytes | memoryview
-            if ids is not None and ids.dtype == I32:
-                packed = ids.data.cast("B")  # checked when the chunk was made: no copy
+            # Ids were checked when the chunk was made: their int32 bytes go out without a copy.
+            if ids is None:
+                tokens = chunk.tokens
+                packed = _pack_tokens(tokens, index, position) if tokens else b""
+            elif isinstance(ids, array):
+                packed = (
+                    memoryview(ids).cast("B")
+                    if _LITTLE_ENDIAN
+                    else _pack_tokens(ids, index, position)
+                )
+            elif ids.dtype == _protowire.I32:
+                packed = ids.data.cast("B")
             else:
                 tokens = chunk.tokens
                 packed = _pack_tokens(tokens, index, position) if tokens else b""
@@ -243,11 +259,14 @@ def _tensor_entry_frame(
 def _sparse_tensor_entry(name: str, tensor: types.TensorData, index: int) -> bytes:
     """A Datum.loss_fn_inputs entry holding a sparse CSR tensor as 0.38 sends it (golden-0.38):
     Tensor {sparse_csr {values, crow_indices, col_indices (int64 LE)}, dtype, shape}."""
-    dtype, code = _wire_dtype(tensor, index, name)
+    import numpy as np
+
+    typecode, code = _wire_dtype(tensor, index, name)
+    dtype = np.dtype("<f4" if typecode == "f" else "<i8")
     csr = Writer()
     csr.array_field(K1_LEN, np.ascontiguousarray(tensor.data, dtype=dtype))
-    csr.array_field(K2_LEN, np.ascontiguousarray(tensor.sparse_crow_indices, dtype=I64))
-    csr.array_field(K3_LEN, np.ascontiguousarray(tensor.sparse_col_indices, dtype=I64))
+    csr.array_field(K2_LEN, np.ascontiguousarray(tensor.sparse_crow_indices, dtype="<i8"))
+    csr.array_field(K3_LEN, np.ascontiguousarray(tensor.sparse_col_indices, dtype="<i8"))
     message = Writer()
     message.message_field(K2_LEN, csr)
     message.varint_field(K3_VARINT, code)
@@ -261,24 +280,39 @@ def _sparse_tensor_entry(name: str, tensor: types.TensorData, index: int) -> byt
     return frame.getvalue()
 
 
-def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[np.dtype[Any], int]:
+def _numpy_numbers() -> tuple[type, ...]:
+    """numpy's integer and floating types when numpy is loaded (else no value is one)."""
+    np = sys.modules.get("numpy")
+    return () if np is None else (np.integer, np.floating)
+
+
+def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, int]:
     # WIRE.md §13.7: float tensors as float32 LE (DTYPE_FLOAT32), int tensors as int64 LE.
-    if tensor.dtype == "float32":
-        return F32, DTYPE_FLOAT32
-    if tensor.dtype == "int64":
-        return I64, DTYPE_INT64
-    raise InvalidInputError(
-        f"data[{index}].loss_fn_inputs[{name!r}].dtype",
-        f"must be int64 or float32, got {tensor.dtype!r}",
-    )
+    known = _TENSOR_CODES.get(tensor.dtype)
+    if known is None:
+        raise InvalidInputError(
+            f"data[{index}].loss_fn_inputs[{name!r}].dtype",
+            f"must be int64 or float32, got {tensor.dtype!r}",
+        )
+    return known
 
 
 def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memoryview, int]:
-    dtype, code = _wire_dtype(tensor, index, name)
-    array = tensor._dense_flat()
-    if array.dtype == dtype and array.ndim == 1 and array.flags.c_contiguous:
-        return array.data.cast("B"), code  # the usual case: no copy, no conversion
-    return np.ascontiguousarray(array, dtype=dtype).reshape(-1).view(np.uint8).data, code
+    typecode, code = _wire_dtype(tensor, index, name)
+    stored = tensor._values
+    if type(stored) is array and stored.typecode == typecode and _LITTLE_ENDIAN:
+        return memoryview(stored).cast("B"), code  # values built from lists: no numpy, no copy
+    dtype = _protowire.F32 if typecode == "f" else _protowire.I64
+    values = (
+        stored
+        if tensor.sparse_crow_indices is None and type(stored) is not array
+        else (tensor._dense_flat())
+    )
+    if values.dtype == dtype and values.ndim == 1 and values.flags.c_contiguous:
+        return values.data.cast("B"), code  # the usual case: no copy, no conversion
+    import numpy as np
+
+    return np.ascontiguousarray(values, dtype=dtype).reshape(-1).data.cast("B"), code
 
 
 def _pack_tokens(tokens: Sequence[int], index: int, position: int) -> bytes:
@@ -385,8 +419,10 @@ def _decode_batched_tensor(buf: bytes, start: int, end: int, where: str) -> list
             read_int64s(buf, wire_type, a, b, into=trailing, where=f"{where}.trailing_shape")
     wire_dtype, dtype_name = tensor_dtype(code, where)
     itemsize = wire_dtype.itemsize
+    import numpy as np
+
     values = read_array(buf, *data_range, wire_dtype, f"{where}.data")
-    offsets = read_array(buf, *offsets_range, I64, f"{where}.offsets")
+    offsets = read_array(buf, *offsets_range, _protowire.I64, f"{where}.offsets")
     if any(dim < 0 for dim in trailing):
         raise WireFormatError(f"protobuf: {where}.trailing_shape {trailing} is negative")
     per_row = math.prod(trailing)
@@ -441,7 +477,7 @@ def decode_sample_response(body: bytes | bytearray | memoryview) -> types.Sample
             sequences.append(_decode_sampled_sequence(buf, a, b, len(sequences)))
         elif field == 2:
             expect_wire_type(wire_type, WT_LEN, "SampleResponse.prompt_logprobs")
-            values = read_array(buf, a, b, F32, "SampleResponse.prompt_logprobs").tolist()
+            values = read_values(buf, a, b, CODE_F32, "SampleResponse.prompt_logprobs").tolist()
             prompt_logprobs = [None if math.isnan(value) else value for value in values]
         elif field == 3:
             expect_wire_type(wire_type, WT_LEN, "SampleResponse.topk_prompt_logprobs")
@@ -493,10 +529,10 @@ def _decode_sampled_sequence(buf: bytes, start: int, end: int, index: int) -> ty
             reason = as_int32(a)
         elif field == 2:
             expect_wire_type(wire_type, WT_LEN, f"{where}.tokens")
-            tokens = read_array(buf, a, b, I32, f"{where}.tokens").tolist()
+            tokens = read_values(buf, a, b, CODE_I32, f"{where}.tokens").tolist()
         elif field == 3:
             expect_wire_type(wire_type, WT_LEN, f"{where}.logprobs")
-            logprobs = read_array(buf, a, b, F32, f"{where}.logprobs").tolist()
+            logprobs = read_values(buf, a, b, CODE_F32, f"{where}.logprobs").tolist()
         elif field == 4:
             expect_wire_type(wire_type, WT_LEN, f"{where}.topk_sampled_logprobs")
             topk = _decode_topk(buf, a, b, f"{where}.topk_sampled_logprobs")
@@ -530,17 +566,17 @@ def _decode_topk(
         elif field == 4:
             expect_wire_type(wire_type, WT_VARINT, f"{where}.length")
             length = as_uint32(a)
-    token_ids = read_array(buf, *ids_range, I32, f"{where}.token_ids")
-    logprobs = read_array(buf, *logprobs_range, F32, f"{where}.logprobs")
-    if token_ids.size != k * length or logprobs.size != k * length:
+    token_ids = read_values(buf, *ids_range, CODE_I32, f"{where}.token_ids").tolist()
+    logprobs = read_values(buf, *logprobs_range, CODE_F32, f"{where}.logprobs").tolist()
+    if len(token_ids) != k * length or len(logprobs) != k * length:
         raise WireFormatError(
-            f"protobuf: {where}: {token_ids.size} token ids and {logprobs.size} logprobs "
+            f"protobuf: {where}: {len(token_ids)} token ids and {len(logprobs)} logprobs "
             f"for length {length} x k {k}"
         )
     if k == 0:
         return [None] * length
-    id_rows = token_ids.reshape(length, k).tolist()
-    lp_rows = logprobs.reshape(length, k).tolist()
+    id_rows = [token_ids[start : start + k] for start in range(0, k * length, k)]
+    lp_rows = [logprobs[start : start + k] for start in range(0, k * length, k)]
     rows: list[list[tuple[int, float]] | None] = []
     for id_row, lp_row in zip(id_rows, lp_rows, strict=True):
         cells = [

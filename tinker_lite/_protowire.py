@@ -4,6 +4,9 @@ Varints, field keys, length-delimited fields, little-endian packed arrays, the `
 entry readers both sides need, and optional zstd body compression (WIRE.md §13.3, §13.7). No
 message of its own: :mod:`tinker_lite._proto` (client) and ``tinker_lite.local._codecs`` (server)
 build the messages from these pieces.
+
+numpy is imported only by the readers and writers of numpy arrays; the dense tensors and the
+sampling results a client reads are decoded into stdlib ``array.array`` stores without it.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ from __future__ import annotations
 import importlib
 import math
 import struct
+import sys
+from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, Final
 
 from tinker_lite import types
 from tinker_lite._errors import WireFormatError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "BOOL_TRUE",
@@ -30,9 +36,6 @@ __all__ = [
     "DTYPE_INT64",
     "DTYPE_NAMES",
     "DTYPE_UNSPECIFIED",
-    "F32",
-    "I32",
-    "I64",
     "INT32_MAX",
     "INT32_MIN",
     "K1_I64",
@@ -55,7 +58,6 @@ __all__ = [
     "STOP_REASON_STOP",
     "TOPK_MASK_LOGPROB",
     "TOPK_MASK_TOKEN",
-    "U16",
     "U64",
     "WT_EGROUP",
     "WT_I32",
@@ -82,6 +84,7 @@ __all__ = [
     "read_entry",
     "read_int64s",
     "read_string",
+    "read_values",
     "read_varint",
     "sparse_to_dense",
     "tensor_dtype",
@@ -107,10 +110,31 @@ INT32_MIN: Final = -(1 << 31)
 INT32_MAX: Final = (1 << 31) - 1
 MAX_FIELD: Final = (1 << 29) - 1
 
-F32: Final = np.dtype("<f4")
-I64: Final = np.dtype("<i8")
-I32: Final = np.dtype("<i4")
-U16: Final = np.dtype("<u2")
+# Little-endian numpy dtypes F32, I64, I32 and U16, made on first use (module __getattr__).
+_NUMPY_DTYPES: Final = {"F32": "<f4", "I64": "<i8", "I32": "<i4", "U16": "<u2"}
+if TYPE_CHECKING:
+    F32: np.dtype[Any]
+    I64: np.dtype[Any]
+    I32: np.dtype[Any]
+    U16: np.dtype[Any]
+
+# array.array typecodes of the same little-endian wire types (byte-swapped on big-endian hosts).
+CODE_F32: Final = "f"
+CODE_I64: Final = "q"
+CODE_I32: Final = "i"
+_BIG_ENDIAN: Final = sys.byteorder == "big"
+
+
+def __getattr__(name: str) -> Any:
+    spec = _NUMPY_DTYPES.get(name)
+    if spec is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import numpy as np
+
+    dtype = np.dtype(spec)
+    globals()[name] = dtype
+    return dtype
+
 
 DOUBLE: Final = struct.Struct("<d")
 SMALL_VARINTS: Final = tuple(bytes((i,)) for i in range(128))
@@ -303,12 +327,28 @@ def read_int64s(buf: bytes, wire_type: int, a: int, b: int, *, into: list[int], 
 
 def read_array(buf: bytes, a: int, b: int, dtype: np.dtype[Any], where: str) -> npt.NDArray[Any]:
     """Return ``buf[a:b]`` as a read-only little-endian array view (no copy)."""
+    import numpy as np
+
     size = b - a
     if size % dtype.itemsize:
         raise WireFormatError(
             f"protobuf: {where} has {size} bytes, not a multiple of {dtype.itemsize}"
         )
     return np.frombuffer(buf, dtype=dtype, count=size // dtype.itemsize, offset=a)
+
+
+def read_values(buf: bytes, a: int, b: int, code: str, where: str) -> array[Any]:
+    """Return ``buf[a:b]``, little-endian values of typecode ``code``, as a new stdlib array."""
+    values = array(code)
+    size = b - a
+    if size % values.itemsize:
+        raise WireFormatError(
+            f"protobuf: {where} has {size} bytes, not a multiple of {values.itemsize}"
+        )
+    values.frombytes(memoryview(buf)[a:b])
+    if _BIG_ENDIAN:  # pragma: no cover - the wire is little-endian
+        values.byteswap()
+    return values
 
 
 def as_bytes(body: bytes | bytearray | memoryview) -> bytes:
@@ -361,9 +401,9 @@ class Writer:
         """Append a ``string`` field."""
         self.bytes_field(key, text.encode("utf-8"))
 
-    def array_field(self, key: bytes, array: npt.NDArray[Any]) -> None:
+    def array_field(self, key: bytes, values: npt.NDArray[Any]) -> None:
         """Append a ``bytes`` field holding a contiguous little-endian array, without a copy."""
-        self.bytes_field(key, array.reshape(-1).view(np.uint8).data)
+        self.bytes_field(key, values.reshape(-1).data.cast("B"))
 
     def packed_varints_field(self, key: bytes, values: Sequence[int]) -> None:
         """Append a packed ``repeated`` varint field (proto3's default for repeated scalars)."""
@@ -446,9 +486,20 @@ def decode_tensor(buf: bytes, start: int, end: int, where: str) -> types.TensorD
             code = as_int32(a)
         elif field == 4:
             read_int64s(buf, wire_type, a, b, into=shape, where=f"{where}.shape")
-    wire_dtype, dtype_name = tensor_dtype(code, where)
     if any(dim < 0 for dim in shape):
         raise WireFormatError(f"protobuf: {where}.shape {shape} has a negative dimension")
+    if sparse is None and code in _STDLIB_CODES:
+        # The usual result tensors: read into a stdlib array, without numpy.
+        stdlib_code, dtype_name = _STDLIB_CODES[code]
+        stored = read_values(buf, *(dense or (end, end)), stdlib_code, f"{where}.dense")
+        if shape and math.prod(shape) != len(stored):
+            raise WireFormatError(
+                f"protobuf: {where}.shape {shape} does not match its {len(stored)} values"
+            )
+        if code == DTYPE_INT32:
+            stored = array(CODE_I64, stored)
+        return types.TensorData._trusted(stored, dtype_name, shape or None)
+    wire_dtype, dtype_name = tensor_dtype(code, where)
     if sparse is not None:
         values = sparse_to_dense(buf, sparse, wire_dtype, shape, where)
     else:
@@ -460,20 +511,30 @@ def decode_tensor(buf: bytes, start: int, end: int, where: str) -> types.TensorD
     return types.TensorData._trusted(owned(widen(values, code)), dtype_name, shape or None)
 
 
+# Wire dtypes read without numpy: the stdlib typecode and the dtype they are reported as.
+_STDLIB_CODES: Final[dict[int, tuple[str, types.TensorDtype]]] = {
+    DTYPE_FLOAT32: (CODE_F32, "float32"),
+    DTYPE_INT64: (CODE_I64, "int64"),
+    DTYPE_INT32: (CODE_I32, "int64"),
+}
+
+
 def tensor_dtype(code: int, where: str) -> tuple[np.dtype[Any], types.TensorDtype]:
     # WIRE.md §13.6: int32 is reported as int64 and bfloat16 widened to float32.
     if code == DTYPE_FLOAT32:
-        return F32, "float32"
+        return __getattr__("F32"), "float32"
     if code == DTYPE_INT64:
-        return I64, "int64"
+        return __getattr__("I64"), "int64"
     if code == DTYPE_INT32:
-        return I32, "int64"
+        return __getattr__("I32"), "int64"
     if code == DTYPE_BFLOAT16:
-        return U16, "float32"
+        return __getattr__("U16"), "float32"
     raise WireFormatError(f"protobuf: {where}.dtype {DTYPE_NAMES.get(code, code)} is not usable")
 
 
 def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
+    import numpy as np
+
     if code == DTYPE_BFLOAT16:
         # A bfloat16 is the upper half of a float32.
         return (values.astype(np.uint32) << 16).view(np.float32)
@@ -497,8 +558,9 @@ def sparse_to_dense(
             expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.col_indices")
             col_range = (a, b)
     values = read_array(buf, *values_range, wire_dtype, f"{where}.sparse_csr.values")
-    crow = read_array(buf, *crow_range, I64, f"{where}.sparse_csr.crow_indices")
-    col = read_array(buf, *col_range, I64, f"{where}.sparse_csr.col_indices")
+    int64 = __getattr__("I64")
+    crow = read_array(buf, *crow_range, int64, f"{where}.sparse_csr.crow_indices")
+    col = read_array(buf, *col_range, int64, f"{where}.sparse_csr.col_indices")
     try:
         return types._csr_to_dense(values, crow, col, shape)
     except ValueError as exc:
@@ -507,6 +569,8 @@ def sparse_to_dense(
 
 def owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Return ``values`` as a read-only array of its own (not a view into a body), native order."""
+    import numpy as np
+
     native = np.dtype(np.float32) if values.dtype.kind == "f" else np.dtype(np.int64)
     if values.base is not None or values.dtype != native:
         values = np.array(values, dtype=native)

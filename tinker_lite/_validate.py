@@ -7,12 +7,11 @@ and how it would be split into requests, without a server.
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from tinker_lite import types
 from tinker_lite._chunking import (
@@ -36,9 +35,9 @@ LOSS_FN_INPUTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
     "cispo": (_RL_REQUIRED, _CLIP_KEYS),
     "dro": (_RL_REQUIRED, frozenset()),
 }
-# Keys aligned with target_tokens (one value, or one row, per input position), checked in a
-# fixed order so the same batch always reports the same key.
-_ALIGNED_KEYS = tuple(sorted(types._PER_TOKEN_KEYS - {"target_tokens"}))
+# Keys aligned with target_tokens (one value, or one row, per input position; types'
+# _PER_TOKEN_KEYS), checked in a fixed order so the same batch always reports the same key.
+_ALIGNED_KEYS = ("advantages", "logprobs", "weights")
 
 
 @attrs.frozen
@@ -157,30 +156,33 @@ def _describe_keys(required: frozenset[str], optional: frozenset[str]) -> str:
 
 
 def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> None:
+    # Reads stored values through TensorData's own helpers: no numpy for list-built tensors.
     target_shape: list[int] | None = None
     for key, tensor in datum.loss_fn_inputs.items():
         field = f"data[{index}].loss_fn_inputs[{key!r}]"
         expected_dtype = types.LOSS_FN_INPUT_DTYPES.get(key)
         if expected_dtype is not None and tensor.dtype != expected_dtype:
             raise InvalidInputError(field, f"must be {expected_dtype}, got {tensor.dtype}")
-        values = tensor._dense_flat()
-        if tensor.dtype == "float32" and values.size and not bool(np.isfinite(values).all()):
-            bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        # A sparse tensor's other values are 0: its stored values tell whether all are finite.
+        bad = tensor._first_non_finite()
+        if bad is not None:
+            position = _dense_position(tensor, bad)
             raise InvalidInputError(
                 field,
-                f"holds a non-finite value ({values[bad]!r}) at position {bad}",
+                f"holds a non-finite value ({tensor._values[bad]!r}) at position {position}",
                 "replace NaN/Inf before sending, e.g. with np.nan_to_num",
             )
         if key == "target_tokens":
             target_shape = tensor.shape if tensor.shape is not None else [tensor.size]
-            _check_vocab(field, values, vocab_size)
+            if vocab_size is not None:
+                _check_vocab(field, tensor._stored_max(), vocab_size)
     if target_shape is not None:
         for key in _ALIGNED_KEYS:
             other = datum.loss_fn_inputs.get(key)
             if other is None:
                 continue
             shape = other.shape if other.shape is not None else [other.size]
-            if shape != target_shape and other.size != int(np.prod(target_shape)):
+            if shape != target_shape and other.size != math.prod(target_shape):
                 raise InvalidInputError(
                     f"data[{index}].loss_fn_inputs[{key!r}]",
                     f"has shape {shape} but target_tokens has shape {target_shape}",
@@ -190,17 +192,28 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
         for chunk_index, chunk in enumerate(datum.model_input.chunks):
             if isinstance(chunk, types.EncodedTextChunk):
                 ids = chunk._current_ids()
+                if ids is None or isinstance(ids, array):
+                    highest = max(chunk.tokens if ids is None else ids, default=None)
+                else:
+                    highest = ids.max() if ids.size else None
                 _check_vocab(
-                    f"data[{index}].model_input.chunks[{chunk_index}].tokens",
-                    ids if ids is not None else np.asarray(chunk.tokens, dtype=np.int64),
-                    vocab_size,
+                    f"data[{index}].model_input.chunks[{chunk_index}].tokens", highest, vocab_size
                 )
 
 
-def _check_vocab(field: str, values: npt.NDArray[Any], vocab_size: int | None) -> None:
-    if vocab_size is None or not values.size:
+def _dense_position(tensor: types.TensorData, stored: int) -> int:
+    """The flat dense position of the ``stored``-th stored value (itself for a dense tensor)."""
+    crow, cols = tensor.sparse_crow_indices, tensor.sparse_col_indices
+    if crow is None or cols is None or tensor.shape is None:
+        return stored
+    row = next(r for r in range(len(crow) - 1) if crow[r] <= stored < crow[r + 1])
+    return row * tensor.shape[1] + cols[stored]
+
+
+def _check_vocab(field: str, highest: object, vocab_size: int | None) -> None:
+    if vocab_size is None or highest is None:
         return
-    high = int(values.max())
+    high = int(highest)  # type: ignore[call-overload]
     if high >= vocab_size:
         raise InvalidInputError(
             field,

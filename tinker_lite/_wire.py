@@ -4,7 +4,9 @@ Encoding follows the tinker_lite profile (WIRE.md §P.1-P.2): every field whose 
 is sent (``type`` discriminators included), ``null`` never is, image bytes travel as base64,
 float32 tensors as values that parse back to the same float32 numbers, NaN/Inf are rejected
 before sending. With orjson installed (the ``fast`` extra) numpy arrays are written directly;
-otherwise the stdlib ``json`` module is used. Decoding is lenient by default (unknown keys
+otherwise the stdlib ``json`` module is used. numpy is imported only for numpy values and
+float32 tensors (their shortest float32 text); token ids and int64 values built from lists are
+written without it. Decoding is lenient by default (unknown keys
 ignored, new enum values kept) and strict on request (unknown keys rejected).
 
 Size: about 800 lines, because encoding and the strict/lenient structuring hooks form one
@@ -18,6 +20,7 @@ from __future__ import annotations
 import base64
 import contextvars
 import enum
+import functools
 import json
 import math
 import re
@@ -25,17 +28,19 @@ import reprlib
 import sys
 import types as _pytypes
 import typing
+from array import array
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import attrs
 import cattrs
-import numpy as np
-import numpy.typing as npt
 
 from tinker_lite import types
 from tinker_lite._errors import InvalidInputError, RequestErrorCategory, WireFormatError
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _orjson_module: Any
 try:  # the `fast` extra
@@ -103,9 +108,10 @@ def _value(value: Any, field: str) -> Any:
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, datetime):
         return _format_datetime(value)
-    if isinstance(value, np.generic):
+    np = sys.modules.get("numpy")  # a value can be a numpy object only once numpy is loaded
+    if np is not None and isinstance(value, np.generic):
         return _value(value.item(), field)
-    if isinstance(value, np.ndarray):
+    if np is not None and isinstance(value, np.ndarray):
         return _array_value(value, field)
     raise InvalidInputError(
         field,
@@ -115,6 +121,8 @@ def _value(value: Any, field: str) -> Any:
 
 
 def _array_value(arr: npt.NDArray[Any], field: str) -> npt.NDArray[Any]:
+    import numpy as np
+
     if arr.dtype.kind == "f":
         arr = np.ascontiguousarray(arr, dtype=np.float32)
         _check_finite(arr, field)
@@ -126,6 +134,8 @@ def _array_value(arr: npt.NDArray[Any], field: str) -> npt.NDArray[Any]:
 
 
 def _check_finite(arr: npt.NDArray[Any], field: str) -> None:
+    import numpy as np
+
     if arr.size and not bool(np.isfinite(arr).all()):
         position = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise InvalidInputError(
@@ -136,9 +146,13 @@ def _check_finite(arr: npt.NDArray[Any], field: str) -> None:
 
 
 def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
-    data = tensor._numpy
+    data: Any = tensor._values
     if tensor.dtype == "float32":
+        # Written by _float32_values (numpy) for the shortest text of each float32.
+        data = tensor._numpy
         _check_finite(data, field)
+    elif isinstance(data, array):
+        data = data.tolist()  # int64 values built from a list: written without numpy
     out: dict[str, Any] = {"data": data, "dtype": tensor.dtype}
     if tensor.shape is not None:
         out["shape"] = list(tensor.shape)
@@ -151,7 +165,9 @@ def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
 def _unstructure_chunk(chunk: types.ModelInputChunk) -> dict[str, Any]:
     if isinstance(chunk, types.EncodedTextChunk):
         ids = chunk._current_ids()  # written as a list of ints, like `tokens`
-        return {"tokens": chunk.tokens if ids is None else ids, "type": "encoded_text"}
+        if ids is None or isinstance(ids, array):
+            return {"tokens": chunk.tokens, "type": "encoded_text"}
+        return {"tokens": ids, "type": "encoded_text"}
     return _unstructure_attrs_generic(chunk)
 
 
@@ -201,17 +217,26 @@ def _unstructure_attrs_generic(obj: Any) -> dict[str, Any]:
     return out
 
 
-_SPECIAL_UNSTRUCTURE: dict[type, Callable[[Any], Any]] = {
-    types.TensorData: lambda tensor: _unstructure_tensor(tensor, "TensorData.data"),
-    types.ModelInput: _unstructure_model_input,
-    types.EncodedTextChunk: _unstructure_chunk,
-    types.Datum: _unstructure_datum,
-    types.ForwardBackwardInput: _unstructure_fb_input,
+# By class name: the models are looked up (and their modules imported) only when one is met.
+_SPECIAL_UNSTRUCTURE: dict[str, Callable[[Any], Any]] = {
+    "TensorData": lambda tensor: _unstructure_tensor(tensor, "TensorData.data"),
+    "ModelInput": _unstructure_model_input,
+    "EncodedTextChunk": _unstructure_chunk,
+    "Datum": _unstructure_datum,
+    "ForwardBackwardInput": _unstructure_fb_input,
 }
 
 
+def _is_model(cls: Any, name: str) -> bool:
+    """Whether ``cls`` is the model ``types.<name>`` (imports its module only on a name match)."""
+    return getattr(cls, "__name__", None) == name and getattr(types, name) is cls
+
+
 def _unstructure_factory(cls: type) -> Callable[[Any], Any]:
-    return _SPECIAL_UNSTRUCTURE.get(cls, _unstructure_attrs_generic)
+    special = _SPECIAL_UNSTRUCTURE.get(cls.__name__)
+    if special is not None and _is_model(cls, cls.__name__):
+        return special
+    return _unstructure_attrs_generic
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +277,11 @@ def _guard(segment: str, value: Any, tp: Any) -> Any:
         raise _PathError(str(exc)).at(segment) from exc
 
 
-def _struct_str(value: Any, _: Any) -> str:
+def _struct_str(value: Any, tp: Any) -> str:
+    if tp is not str and _is_enum(tp):
+        # A str enum reaches the str hook (class hooks match subclasses): read it as an enum.
+        result: str = _enum_hook(tp)(value, tp)
+        return result
     if not isinstance(value, str):
         raise _PathError(f"expected a string, got {_describe(value)}")
     return value
@@ -372,18 +401,21 @@ def _struct_chunk(value: Any, _: Any) -> types.ModelInputChunk:
     return result
 
 
-_EVENT_CLASSES: dict[str, type] = {
-    "SESSION_START": types.SessionStartEvent,
-    "SESSION_END": types.SessionEndEvent,
-    "UNHANDLED_EXCEPTION": types.UnhandledExceptionEvent,
-    "GENERIC_EVENT": types.GenericEvent,
+# Telemetry event kind -> the name of its model in `types`.
+_EVENT_CLASSES: dict[str, str] = {
+    "SESSION_START": "SessionStartEvent",
+    "SESSION_END": "SessionEndEvent",
+    "UNHANDLED_EXCEPTION": "UnhandledExceptionEvent",
+    "GENERIC_EVENT": "GenericEvent",
 }
+_CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk"})
+_EVENT_NAMES = frozenset(_EVENT_CLASSES.values())
 
 
 def _struct_event(value: Any, _: Any) -> Any:
     if not isinstance(value, Mapping) or value.get("event") not in _EVENT_CLASSES:
         raise _PathError(f"expected a telemetry event, got {_describe(value)}")
-    return _structure_attrs(value, _EVENT_CLASSES[value["event"]])
+    return _structure_attrs(value, getattr(types, _EVENT_CLASSES[value["event"]]))
 
 
 def _struct_enum_factory(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
@@ -402,6 +434,11 @@ def _struct_enum_factory(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
         return cls(value)
 
     return structure_enum
+
+
+@functools.cache
+def _enum_hook(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
+    return _struct_enum_factory(cls)
 
 
 def _struct_literal(tp: Any) -> Callable[[Any, Any], Any]:
@@ -463,17 +500,19 @@ def _struct_dict_factory(tp: Any) -> Callable[[Any, Any], Any]:
     return structure_dict
 
 
-_CHUNK_SET = frozenset({types.EncodedTextChunk, types.ImageChunk, types.ImageAssetPointerChunk})
-_EVENT_SET = frozenset(_EVENT_CLASSES.values())
+def _is_model_union(classes: tuple[Any, ...], names: frozenset[str]) -> bool:
+    """Whether ``classes`` are exactly the models of ``types`` named ``names``."""
+    given = {getattr(cls, "__name__", None) for cls in classes}
+    return given == names and all(_is_model(cls, cls.__name__) for cls in classes)
 
 
 def _struct_union_factory(tp: Any) -> Callable[[Any, Any], Any]:
     args = typing.get_args(tp)
     non_none = tuple(arg for arg in args if arg is not type(None))
     optional = len(non_none) != len(args)
-    if frozenset(non_none) == _CHUNK_SET:
+    if _is_model_union(non_none, _CHUNK_NAMES):
         inner: Callable[[Any, Any], Any] = _struct_chunk
-    elif frozenset(non_none) == _EVENT_SET:
+    elif _is_model_union(non_none, _EVENT_NAMES):
         inner = _struct_event
     elif len(non_none) == 1:
         target = non_none[0]
@@ -594,7 +633,11 @@ _strict: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 
 def _is_attrs_model(tp: Any) -> bool:
-    return isinstance(tp, type) and attrs.has(tp) and tp is not types.TensorData
+    return isinstance(tp, type) and attrs.has(tp) and not _is_model(tp, "TensorData")
+
+
+def _is_tensor_data(tp: Any) -> bool:
+    return _is_model(tp, "TensorData")
 
 
 def _is_any(tp: Any) -> bool:
@@ -602,7 +645,8 @@ def _is_any(tp: Any) -> bool:
 
 
 def _is_ndarray(tp: Any) -> bool:
-    return tp is np.ndarray or typing.get_origin(tp) is np.ndarray
+    np = sys.modules.get("numpy")  # an annotation names ndarray only once numpy is loaded
+    return np is not None and (tp is np.ndarray or typing.get_origin(tp) is np.ndarray)
 
 
 def _is_enum(tp: Any) -> bool:
@@ -636,11 +680,9 @@ def _build_converter() -> cattrs.Converter:
         (bool, _struct_bool),
         (bytes, _struct_bytes),
         (datetime, _struct_datetime),
-        (types.TensorData, _struct_tensor),
     ):
         conv.register_structure_hook(cls, hook)
-    for enum_cls in (types.StopReason, types.QueueState, types.LossFnType, RequestErrorCategory):
-        conv.register_structure_hook(enum_cls, _struct_enum_factory(enum_cls))
+    conv.register_structure_hook_func(_is_tensor_data, _struct_tensor)
     conv.register_structure_hook_func(_is_any, _struct_any)
     conv.register_structure_hook_func(_is_ndarray, _struct_any)
     conv.register_structure_hook_factory(_is_enum, _struct_enum_factory)
@@ -668,7 +710,7 @@ def _tree(obj: Any) -> Any:
 
 
 # Exact powers of ten: float(10**i) is exact for i <= 22.
-_POW10 = np.array([float(10**i) for i in range(23)])
+_POW10 = [float(10**i) for i in range(23)]
 
 
 def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
@@ -679,6 +721,9 @@ def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
     that still read back as the same float32; a value that cannot be shortened this way (very
     large or very small magnitudes) keeps its exact widened value.
     """
+    import numpy as np
+
+    pow10 = np.array(_POW10)
     wide = arr.astype(np.float64)
     result = wide.copy()
     index = np.flatnonzero(np.isfinite(wide) & (wide != 0))
@@ -692,7 +737,7 @@ def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
             usable = pending & (np.abs(shift) <= 22)
             if not usable.any():
                 break
-            scale = _POW10[np.clip(np.abs(shift), 0, 22)]
+            scale = pow10[np.clip(np.abs(shift), 0, 22)]
             up = shift >= 0
             # q / 10**k and q * 10**k are correctly rounded, so the double is the nearest one
             # to the decimal and its repr is that decimal.
@@ -710,7 +755,8 @@ def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.ndarray):
         if value.dtype == np.float32:
             return _float32_values(value)
         return value.tolist()
@@ -722,7 +768,8 @@ def _builtins(tree: Any) -> Any:
         return {key: _builtins(item) for key, item in tree.items()}
     if isinstance(tree, list):
         return [_builtins(item) for item in tree]
-    if isinstance(tree, np.ndarray):
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(tree, np.ndarray):
         return _json_default(tree)
     return tree
 

@@ -32,7 +32,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
-import numpy as np
 
 from tinker_lite import types
 from tinker_lite._api import CONSOLE_URL, TrainingRequest
@@ -532,7 +531,7 @@ class TrainingClient(ReadyClient):
                 sent,
                 loss_fn_inputs={
                     "target_tokens": sent.loss_fn_inputs["target_tokens"],
-                    "weights": types.TensorData.from_numpy((-grad).astype(np.float32)),
+                    "weights": types.TensorData.from_numpy((-grad).astype("float32")),
                 },
             )
             for sent, grad in zip(forward_data, custom.grads, strict=True)
@@ -986,6 +985,8 @@ def _check_recipients(value: object) -> list[str] | None:
 
 def _custom_forward_datum(datum: object, index: int) -> types.Datum:
     """The datum forward_backward_custom sends: targets and weights (zeros when not given)."""
+    import numpy as np
+
     if not isinstance(datum, types.Datum):
         raise InvalidInputError(f"data[{index}]", f"must be a Datum, got {datum!r}")
     targets = datum.loss_fn_inputs.get("target_tokens")

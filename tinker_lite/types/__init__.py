@@ -5,8 +5,10 @@ inputs, tensors and REST records are frozen, slotted attrs classes. Every constr
 its arguments and raises :class:`~tinker_lite.InvalidInputError` naming the field and how to fix
 it, so nothing malformed can be sent. Serialization lives in ``tinker_lite._wire``, not here.
 
-The package imports only the standard library, attrs, numpy and ``tinker_lite._errors``. torch is
-never imported unless the caller already has it (``TensorData.from_torch`` / ``to_torch``).
+The package imports only the standard library, attrs, numpy and ``tinker_lite._errors``; numpy
+only when a numpy value or array is at hand (values built from lists are kept in stdlib arrays).
+torch is never imported unless the caller already has it (``TensorData.from_torch`` /
+``to_torch``).
 
 One module per module of the official package (``tinker_lite.types.tensor_data`` is
 ``tinker.types.tensor_data``); every public name is re-exported here, and its module is

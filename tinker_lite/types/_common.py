@@ -1,4 +1,11 @@
-"""Validators and array helpers shared by the models; each error names the field."""
+"""Validators and array helpers shared by the models; each error names the field.
+
+numpy is imported only where a numpy value needs it: values built from Python lists are kept in
+stdlib ``array.array`` stores (int32 token ids, int64 / float32 tensor values), which numpy
+reads without a copy when it is asked for (``to_numpy()``, the protobuf encoder). A value can
+be a numpy object only once the program has imported numpy, so the type checks look numpy up in
+``sys.modules`` instead of importing it.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +15,66 @@ import enum
 import math
 import struct
 import sys
+import warnings
+from array import array
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
-
-import numpy as np
-import numpy.typing as npt
+from operator import countOf
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, Union
 
 from tinker_lite._errors import InvalidInputError
 
 from .tensor_dtype import TensorDtype
 
-_INT64_MAX = int(np.iinfo(np.int64).max)
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+_INT64_MAX = 2**63 - 1
 
 
 _TOKEN_LIMIT = 2**31  # WIRE.md §13.7: tokens travel as int32 in protobuf bodies
 
+# Typecodes of the stdlib stores: int32 token ids, int64 and float32 tensor values.
+_INT32_CODE = "i"
+_INT64_CODE = "q"
+_FLOAT32_CODE = "f"
+if array(_INT32_CODE).itemsize != 4 or array(_FLOAT32_CODE).itemsize != 4:  # pragma: no cover
+    raise ImportError("tinker_lite needs a platform whose C int and float are 32 bits")
 
-_TOKEN_DTYPE = np.dtype(np.int32)
+# Flat values of a tensor or a run of token ids: a stdlib array (built from Python lists) or a
+# flat, read-only numpy array (built from numpy / torch values, or once numpy was asked for).
+FlatValues: TypeAlias = Union["npt.NDArray[Any]", "array[Any]"]
+
+
+# numpy's types by name, once numpy is loaded (checked on every model built from arrays).
+_NUMPY_TYPES: dict[str, Any] = {}
+
+
+def _numpy_type(name: str) -> Any:
+    """Return numpy's ``name`` type for isinstance checks, or ``()`` when numpy is not loaded."""
+    found = _NUMPY_TYPES.get(name)
+    if found is None:
+        found = getattr(sys.modules.get("numpy"), name, None)
+        if found is None:
+            return ()
+        _NUMPY_TYPES[name] = found
+    return found
+
+
+def _is_numpy_array(value: object) -> bool:
+    return isinstance(value, _NUMPY_TYPES.get("ndarray") or _numpy_type("ndarray"))
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, (bool, _numpy_type("bool_")))
+
+
+def _is_integer(value: object) -> bool:
+    """Whether ``value`` is an int or numpy integer (not a bool)."""
+    if type(value) is int:
+        return True
+    return not _is_bool(value) and isinstance(value, (int, _numpy_type("integer")))
 
 
 ImageFormat = Literal["png", "jpeg"]
@@ -58,9 +107,10 @@ class _LenientStrEnum(str, enum.Enum):
 
 
 def _check_int(field: str, value: object, *, minimum: int | None = None, hint: str = "") -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    if not _is_integer(value):
         raise InvalidInputError(field, f"must be an integer, got {value!r}", hint)
-    result = int(value)
+    number: Any = value  # an int or a numpy integer, checked above
+    result = int(number)
     if minimum is not None and result < minimum:
         raise InvalidInputError(field, f"must be >= {minimum}, got {result}", hint)
     return result
@@ -73,11 +123,14 @@ def _check_opt_int(
 
 
 def _check_float(field: str, value: object, hint: str = "") -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise InvalidInputError(field, f"must be a number, got {value!r}", hint)
-    if isinstance(value, (complex, np.complexfloating)):
-        raise InvalidInputError(field, f"must be a real number, got {value!r}", hint)
-    result = float(value)
+    kind = type(value)
+    if kind is not float and kind is not int:
+        if _is_bool(value) or not isinstance(value, (int, float, _numpy_type("number"))):
+            raise InvalidInputError(field, f"must be a number, got {value!r}", hint)
+        if isinstance(value, (complex, _numpy_type("complexfloating"))):
+            raise InvalidInputError(field, f"must be a real number, got {value!r}", hint)
+    number: Any = value  # a real number, checked above
+    result = float(number)
     if not math.isfinite(result):
         raise InvalidInputError(field, f"must be finite, got {result!r}", hint)
     return result
@@ -96,7 +149,7 @@ def _check_opt_str(field: str, value: object, *, hint: str = "") -> str | None:
 
 
 def _check_bool(field: str, value: object) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
+    if not _is_bool(value):
         raise InvalidInputError(field, f"must be True or False, got {value!r}")
     return bool(value)
 
@@ -128,31 +181,39 @@ def _set(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
 
-def _token_ids(field: str, value: object) -> npt.NDArray[np.int32]:
-    """Return ``value`` as token ids (ints in [0, 2**31)) in a new, read-only int32 array.
+def _token_ids(field: str, value: object) -> FlatValues:
+    """Return ``value`` as token ids (ints in [0, 2**31)) in a new int32 store.
 
-    Lists are checked in one pass by packing them as int32; numpy arrays and torch tensors by
-    array operations. Raises InvalidInputError naming ``field`` for floats, bools, strings,
-    negative or too large ids, and arrays of more than one dimension.
+    Lists, tuples and ranges are checked in one pass by packing them into an int32
+    ``array.array`` (no numpy); numpy arrays and torch tensors by array operations, into a
+    read-only int32 numpy array. Raises InvalidInputError naming ``field`` for floats, bools,
+    strings, negative or too large ids, and arrays of more than one dimension.
     """
     if isinstance(value, (list, tuple, range)):
         try:
-            packed = struct.pack(f"={len(value)}i", *value)
+            ids = _packed(_INT32_CODE, value)
         except (struct.error, TypeError, OverflowError):
             raise _bad_token(field, value) from None
-        ids: npt.NDArray[np.int32] = np.frombuffer(packed, dtype=_TOKEN_DTYPE)
         # Packing accepts bools (they are ints) and anything with __index__; a bool can only
-        # hide among the 0s and 1s, so only those positions are looked at.
-        lowest = int(ids.min()) if ids.size else 2
-        if lowest < 0 or (
-            lowest <= 1 and any(isinstance(value[i], bool) for i in np.flatnonzero(ids <= 1))
-        ):
-            raise _bad_token(field, value)
+        # hide among the 0s and 1s, so the types are looked at only when there are some.
+        np: Any = sys.modules.get("numpy") if len(ids) >= _NUMPY_FROM else None
+        if np is not None:
+            view = np.frombuffer(ids, dtype=np.int32)  # numpy's loops, on the same memory
+            if int(view.min()) < 0 or any(
+                isinstance(value[i], bool) for i in np.flatnonzero(view <= 1)
+            ):
+                raise _bad_token(field, value)
+        elif ids:
+            lowest = min(ids)
+            if lowest < 0 or (lowest <= 1 and countOf(map(type, value), bool)):
+                raise _bad_token(field, value)
         return ids
     if isinstance(value, (str, bytes)) or value is None:
         raise InvalidInputError(
             field, f"must be a sequence of token ids, got {type(value).__name__}"
         )
+    import numpy as np
+
     arr = _as_ndarray(field, value)
     if arr.dtype.kind not in "iu":
         raise InvalidInputError(
@@ -162,15 +223,15 @@ def _token_ids(field: str, value: object) -> npt.NDArray[np.int32]:
         raise InvalidInputError(field, f"must be 1-D, got shape {list(arr.shape)}")
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= _TOKEN_LIMIT):
         raise _bad_token(field, arr[(arr < 0) | (arr >= _TOKEN_LIMIT)].tolist())
-    ids = arr.astype(_TOKEN_DTYPE)
-    ids.flags.writeable = False
-    return ids
+    result = arr.astype(np.int32)
+    result.flags.writeable = False
+    return result
 
 
 def _bad_token(field: str, values: Sequence[Any]) -> InvalidInputError:
     """Return the error naming the first value of ``values`` that is not a valid token id."""
     for position, token in enumerate(values):
-        if isinstance(token, (bool, np.bool_)) or not isinstance(token, (int, np.integer)):
+        if not _is_integer(token):
             text = repr(token)
             text = text if len(text) <= 40 else text[:37] + "..."
             return InvalidInputError(
@@ -207,11 +268,13 @@ def _torch_strided() -> Any:
 
 def _as_ndarray(field: str, value: object) -> npt.NDArray[Any]:
     """Return ``value`` (array, torch tensor, list, tuple, number) as a numpy array."""
-    if isinstance(value, np.ndarray):
-        return value
+    if _is_numpy_array(value):
+        return value  # type: ignore[return-value]
     if _is_torch_tensor(value):
         return _torch_to_numpy(value)
-    if isinstance(value, (list, tuple, range, np.generic, int, float)):
+    if isinstance(value, (list, tuple, range, array, int, float, _numpy_type("generic"))):
+        import numpy as np
+
         try:
             return np.asarray(value)
         except (ValueError, TypeError) as exc:
@@ -231,6 +294,8 @@ def _coerce_array(field: str, value: object, dtype: str | None) -> npt.NDArray[A
 
     ``dtype`` None infers it from the values: float kinds -> float32, int/bool kinds -> int64.
     """
+    import numpy as np
+
     arr = _as_ndarray(field, value)
     kind = arr.dtype.kind
     if kind == "O":
@@ -270,6 +335,142 @@ def _coerce_array(field: str, value: object, dtype: str | None) -> npt.NDArray[A
             "values must be < 2**63",
         )
     return np.array(arr, dtype=np.int64, order="C", copy=True)
+
+
+# Python scalars a list may hold to be read without numpy.
+_PLAIN_NUMBERS = frozenset({int, float, bool})
+_ROWS = frozenset({list, tuple})
+
+# Lists this long are read with numpy's C loops when the program has loaded numpy anyway;
+# shorter ones, and every list while numpy is not loaded, item by item with the stdlib.
+_NUMPY_FROM = 64
+
+# float32 infinities as stored (native byte order), to spot an overflowing cast in one search.
+_F32_INFINITIES = (struct.pack("=f", math.inf), struct.pack("=f", -math.inf))
+
+
+def _coerce_values(field: str, value: object, dtype: str | None) -> tuple[FlatValues, list[int]]:
+    """Return ``value`` as new flat values of ``dtype`` (float32 / int64) and its shape.
+
+    A (nested, rectangular) list of Python numbers becomes a stdlib array without importing
+    numpy; anything else (numpy arrays, torch tensors, lists holding other values) goes through
+    :func:`_coerce_array`. The same checks and messages either way.
+    """
+    if (
+        isinstance(value, (list, tuple, array))
+        and dtype is not None
+        and (len(value) < _NUMPY_FROM or "numpy" not in sys.modules)
+    ):
+        plain = _plain_values(field, value, dtype)
+        if plain is not None:
+            return plain
+    arr = _coerce_array(field, value, dtype)
+    shape = list(arr.shape)
+    flat = arr.reshape(-1)
+    flat.flags.writeable = False
+    return flat, shape
+
+
+def _plain_values(
+    field: str, value: list[Any] | tuple[Any, ...] | array[Any], dtype: str
+) -> tuple[FlatValues, list[int]] | None:
+    """The stdlib path of :func:`_coerce_values`; None when ``value`` holds non-Python numbers."""
+    flat, shape, kinds = _flatten(field, value)
+    if not kinds <= _PLAIN_NUMBERS:
+        return None  # None, strings, numpy scalars...: numpy's reading (and its errors)
+    if dtype == "float32":
+        try:
+            values = _packed(_FLOAT32_CODE, flat)
+        except (struct.error, OverflowError):
+            # struct refuses what overflows float32; the array cast keeps it as inf, as numpy.
+            try:
+                values = array(_FLOAT32_CODE, flat)
+            except OverflowError:
+                raise InvalidInputError(
+                    field, "holds an integer too large for float32", "pass finite numbers"
+                ) from None
+        stored = values.tobytes()
+        # The byte search may also hit across two values: a hit is confirmed value by value.
+        if any(inf in stored for inf in _F32_INFINITIES) and any(
+            math.isinf(cast) and not math.isinf(given)
+            for cast, given in zip(values, flat, strict=True)
+        ):
+            # As numpy warns on the same cast; the value is kept as inf, as numpy keeps it.
+            warnings.warn("overflow encountered in cast", RuntimeWarning, stacklevel=4)
+        return values, shape
+    if dtype != "int64":
+        raise InvalidInputError(f"{field}.dtype", f"must be 'int64' or 'float32', got {dtype!r}")
+    if float in kinds:
+        floats = [item for item in flat if type(item) is float]
+        if not all(map(math.isfinite, floats)):
+            raise InvalidInputError(field, "int64 values must be finite, found NaN or Inf")
+        bad = next((item for item in floats if not item.is_integer()), None)
+        if bad is not None:
+            raise InvalidInputError(
+                field,
+                f"int64 values must be integral, got {bad!r}",
+                "round the values or send them as float32",
+            )
+        flat = [int(item) for item in flat]
+    try:
+        return _packed(_INT64_CODE, flat), shape
+    except (struct.error, OverflowError):
+        raise InvalidInputError(
+            field, "values overflow int64", "values must be in [-2**63, 2**63)"
+        ) from None
+
+
+def _packed(code: str, items: Sequence[Any]) -> array[Any]:
+    """Return ``items`` in a new stdlib array of ``code`` (struct packs a list twice as fast)."""
+    store = array(code)
+    store.frombytes(struct.pack(f"={len(items)}{code}", *items))
+    return store
+
+
+def _flatten(
+    field: str, value: list[Any] | tuple[Any, ...] | array[Any]
+) -> tuple[Sequence[Any], list[int], set[type]]:
+    """Return the items of a (nested) list in row-major order, its shape and the item types.
+
+    A flat list is returned as it is (not copied). Raises InvalidInputError naming ``field``
+    when the rows are ragged.
+    """
+    kinds = set(map(type, value))
+    if not kinds & _ROWS:
+        return value, [len(value)], kinds
+    if not kinds <= _ROWS:
+        raise _ragged(field)
+    rows = [_flatten(field, item) for item in value]
+    inner = rows[0][1]
+    if any(row[1] != inner for row in rows):
+        raise _ragged(field)
+    flat: list[Any] = []
+    kinds = set()
+    for items, _, item_kinds in rows:
+        flat.extend(items)
+        kinds |= item_kinds
+    return flat, [len(value), *inner], kinds
+
+
+def _ragged(field: str) -> InvalidInputError:
+    return InvalidInputError(
+        field,
+        "is ragged or not numeric (rows of different lengths or depths)",
+        "pass a rectangular list / array of numbers",
+    )
+
+
+def _flat_numpy(values: FlatValues) -> npt.NDArray[Any]:
+    """Return flat values as a read-only numpy array (a stdlib array is viewed, not copied)."""
+    if isinstance(values, array):
+        import numpy as np
+
+        code = values.typecode
+        dtype = np.int32 if code == _INT32_CODE else np.int64 if code == _INT64_CODE else np.float32
+        view: npt.NDArray[Any] = np.frombuffer(values, dtype=dtype)
+        view.flags.writeable = False
+        return view
+    return values
 
 
 def _dtype_name(dtype: np.dtype[Any]) -> TensorDtype:

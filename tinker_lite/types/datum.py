@@ -155,7 +155,8 @@ def check_positions(datum: Datum, prefix: str) -> None:
                 f"has {shape[0]} positions (shape {shape}) but model_input.length is {length}",
                 "give one value (or one row of k values) per model input position",
             )
-        if key == "target_tokens" and tensor._numpy.size and int(tensor._numpy.min()) < 0:
+        lowest = tensor._stored_min() if key == "target_tokens" else None
+        if lowest is not None and lowest < 0:
             raise InvalidInputError(
                 field, "token ids must be non-negative", "use vocabulary indices"
             )

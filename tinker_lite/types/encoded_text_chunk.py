@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from tinker_lite._errors import InvalidInputError
 
-from ._common import _set, _token_ids
+from ._common import FlatValues, _set, _token_ids
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 @attrs.frozen(init=False, slots=False)
@@ -19,7 +20,8 @@ class EncodedTextChunk:
     """A run of token ids.
 
     ``tokens`` is a ``list[int]``; a list, tuple, numpy array or torch tensor of ids is accepted.
-    The ids are kept as an int32 array, and the list is made from it when first read.
+    The ids are kept as an int32 array (a stdlib array for a list, numpy for numpy and torch
+    values), and the list is made from it when first read.
     """
 
     tokens: list[int]
@@ -27,7 +29,7 @@ class EncodedTextChunk:
 
     def __init__(self, tokens: Sequence[int] | npt.NDArray[Any]) -> None:
         ids = _token_ids("EncodedTextChunk.tokens", tokens)
-        if not ids.size:
+        if not len(ids):
             raise InvalidInputError(
                 "EncodedTextChunk.tokens",
                 "must not be empty",
@@ -37,21 +39,21 @@ class EncodedTextChunk:
         _set(self, "_ids", ids)
 
     @classmethod
-    def _trusted(cls, ids: npt.NDArray[np.int32]) -> EncodedTextChunk:
+    def _trusted(cls, ids: FlatValues) -> EncodedTextChunk:
         # For a non-empty array from _token_ids: skips checking it again.
         chunk = object.__new__(cls)
         _set(chunk, "type", "encoded_text")
         _set(chunk, "_ids", ids)
         return chunk
 
-    def _current_ids(self) -> npt.NDArray[np.int32] | None:
-        """Return the token ids as a read-only int32 array, or None if ``tokens`` was changed.
+    def _current_ids(self) -> FlatValues | None:
+        """Return the token ids as an int32 store, or None if ``tokens`` was changed.
 
         None once the ``tokens`` list was changed in place (or replaced): the caller then reads
         ``tokens`` itself.
         """
         state = self.__dict__
-        ids: npt.NDArray[np.int32] | None = state.get("_ids")
+        ids: FlatValues | None = state.get("_ids")
         tokens = state.get("tokens")
         if tokens is None or ids is None:
             return ids
@@ -61,7 +63,7 @@ class EncodedTextChunk:
     def length(self) -> int:
         """Number of model positions the chunk takes."""
         ids = self._current_ids()
-        return int(ids.size) if ids is not None else len(self.tokens)
+        return len(ids) if ids is not None else len(self.tokens)
 
 
 def _read_chunk_tokens(chunk: EncodedTextChunk) -> list[int]:

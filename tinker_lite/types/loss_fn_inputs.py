@@ -8,11 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
-import numpy as np
-
 from tinker_lite._errors import InvalidInputError
 
-from ._common import _coerce_array, _is_torch_tensor
+from ._common import _coerce_array, _coerce_values, _is_numpy_array, _is_torch_tensor
 from .tensor_data import TensorData
 from .tensor_dtype import TensorDtype
 
@@ -44,17 +42,20 @@ def _loss_fn_input(key: str, value: object) -> TensorData:
                 return value
             if value.is_sparse:
                 return TensorData(
-                    value._numpy,
+                    value._values,
                     dtype,
                     value.shape,
                     value.sparse_crow_indices,
                     value.sparse_col_indices,
                 )
-            # value._numpy is flat and holds math.prod(value.shape) values: only the cast is new.
-            arr = _coerce_array(field, value._numpy, dtype)
-            arr.flags.writeable = False
-            return TensorData._trusted(arr, dtype, value.shape)
-        if isinstance(value, np.ndarray) or _is_torch_tensor(value):
+            # value._values is flat and holds math.prod(value.shape) values: only the cast is new.
+            if _is_numpy_array(value._values):
+                arr = _coerce_array(field, value._values, dtype)
+                arr.flags.writeable = False
+                return TensorData._trusted(arr, dtype, value.shape)
+            cast, _ = _coerce_values(field, value._values.tolist(), dtype)
+            return TensorData._trusted(cast, dtype, value.shape)
+        if _is_numpy_array(value) or _is_torch_tensor(value):
             arr = _coerce_array(field, value, dtype)
         elif isinstance(value, (list, tuple)):
             if dtype is None:
@@ -64,7 +65,8 @@ def _loss_fn_input(key: str, value: object) -> TensorData:
                     f"known keys: {', '.join(LOSS_FN_INPUT_DTYPES)}; for other keys pass a "
                     "numpy array or TensorData",
                 )
-            arr = _coerce_array(field, value, dtype)
+            flat, shape = _coerce_values(field, value, dtype)
+            return TensorData._trusted(flat, dtype, shape)
         else:
             raise InvalidInputError(
                 field,

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy.typing as npt
 
 from tinker_lite._errors import InvalidInputError
 
 from ._common import _token_ids
 from .encoded_text_chunk import EncodedTextChunk
 from .model_input_chunk import _CHUNK_TYPES, ModelInputChunk
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 def _convert_chunks(value: Iterable[ModelInputChunk]) -> list[ModelInputChunk]:
@@ -42,7 +44,7 @@ class ModelInput:
     def from_ints(cls, tokens: Sequence[int] | npt.NDArray[Any]) -> ModelInput:
         """Build a text-only input from token ids (an empty list gives an empty input)."""
         ids = _token_ids("tokens", tokens)
-        if not ids.size:
+        if not len(ids):
             return cls(chunks=[])
         return cls(chunks=[EncodedTextChunk._trusted(ids)])
 

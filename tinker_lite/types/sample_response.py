@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from .prompt_alt_tokens import PromptAltTokens
 from .sampled_sequence import SampledSequence
 from .tensor_data import TensorData
 from .topk_logprobs import TopkLogprobs, topk_from_lists
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["SampleResponse"]
 
@@ -39,6 +41,8 @@ class SampleResponse:
         """``prompt_logprobs`` as a float32 array (NaN where None), None when not asked for."""
         if self.prompt_logprobs is None:
             return None
+        import numpy as np
+
         values = [np.nan if value is None else value for value in self.prompt_logprobs]
         return np.asarray(values, dtype=np.float32)
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from .stop_reason import StopReason
 from .topk_logprobs import TopkLogprobs, topk_from_lists
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["SampledSequence"]
 
@@ -19,7 +23,7 @@ class SampledSequence:
     ``topk_logprobs`` holds up to k ``(token_id, logprob)`` pairs per generated position (None
     where the service reported nothing) when ``topk_sample_logprobs`` was set. ``sequence_id``
     names the sequence for later requests (provenance spans). The ``*_np`` properties give the
-    same values as numpy arrays.
+    same values as numpy arrays (importing numpy).
     """
 
     stop_reason: StopReason = attrs.field(converter=StopReason)
@@ -33,11 +37,15 @@ class SampledSequence:
     @property
     def tokens_np(self) -> npt.NDArray[np.int32]:
         """The generated token ids as a 1-D int32 array."""
+        import numpy as np
+
         return np.asarray(self.tokens, dtype=np.int32)
 
     @property
     def logprobs_np(self) -> npt.NDArray[np.float32] | None:
         """The logprobs as a 1-D float32 array, None when they were not asked for."""
+        import numpy as np
+
         return None if self.logprobs is None else np.asarray(self.logprobs, dtype=np.float32)
 
     @property

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 import attrs
-import numpy as np
 
 from tinker_lite._errors import InvalidInputError
 
-from ._common import _check_float, _check_int, _check_opt_int, _set
+from ._common import _check_float, _check_int, _check_opt_int, _is_integer, _set
 
 
 def _convert_stop(value: object) -> str | list[str] | list[int] | None:
@@ -22,7 +21,7 @@ def _convert_stop(value: object) -> str | list[str] | list[int] | None:
     items = list(value)
     if all(isinstance(item, str) for item in items):
         return items
-    if all(isinstance(item, (int, np.integer)) and not isinstance(item, bool) for item in items):
+    if all(_is_integer(item) for item in items):
         tokens = [int(item) for item in items]
         if any(t < 0 for t in tokens):
             raise InvalidInputError("stop", "stop token ids must be non-negative")

@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import math
+import struct
+import sys
+from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any
+from itertools import islice
+from operator import gt
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from tinker_lite._errors import InvalidInputError
 
-from ._common import _check_int, _coerce_array, _dtype_name, _is_torch_tensor, _torch_to_numpy
+from ._common import (
+    _NUMPY_FROM,
+    FlatValues,
+    _check_int,
+    _coerce_array,
+    _coerce_values,
+    _dtype_name,
+    _flat_numpy,
+    _is_numpy_array,
+    _is_torch_tensor,
+    _numpy_type,
+    _packed,
+    _torch_to_numpy,
+)
 from .tensor_dtype import TensorDtype
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["TensorData"]
 
@@ -25,11 +45,13 @@ def _tensor_data_eq(a: TensorData, b: object) -> bool:
     if not isinstance(b, TensorData):
         return NotImplemented  # type: ignore[no-any-return]
     # A missing shape means a flat tensor, so shape None equals [size]; sparse equals dense.
-    return (
-        a.dtype == b.dtype
-        and a._dims() == b._dims()
-        and bool(np.array_equal(a._dense_flat(), b._dense_flat()))
-    )
+    if a.dtype != b.dtype or a._dims() != b._dims():
+        return False
+    if a.is_sparse or b.is_sparse or _is_numpy_array(a._values) or _is_numpy_array(b._values):
+        import numpy as np
+
+        return bool(np.array_equal(a._dense_flat(), b._dense_flat()))
+    return bool(a._values == b._values)
 
 
 def _check_shape(value: object) -> list[int]:
@@ -38,27 +60,35 @@ def _check_shape(value: object) -> list[int]:
     return [_check_int("TensorData.shape", d, minimum=0) for d in value]
 
 
-def _index_array(field: str, value: object) -> npt.NDArray[np.int64]:
-    if isinstance(value, np.ndarray) or _is_torch_tensor(value):
+def _index_list(field: str, value: object) -> list[int]:
+    """Return CSR indices as a list of ints; InvalidInputError naming ``field`` if they are not."""
+    if _is_numpy_array(value) or _is_torch_tensor(value):
+        import numpy as np
+
         arr = np.asarray(_torch_to_numpy(value) if _is_torch_tensor(value) else value)
-    elif isinstance(value, (list, tuple, range)):
-        try:
-            arr = np.asarray(value)
-        except (ValueError, TypeError):
-            arr = np.asarray([], dtype=object)
-    else:
+        if arr.size and arr.dtype.kind not in "iu":
+            raise InvalidInputError(
+                field, f"must hold integers, got dtype {arr.dtype}", "pass ints"
+            )
+        if arr.ndim != 1:
+            raise InvalidInputError(field, f"must be 1-D, got shape {list(arr.shape)}")
+        indices: list[int] = arr.astype(np.int64).tolist()
+        return indices
+    if not isinstance(value, (list, tuple, range)):
         raise InvalidInputError(field, f"must be a list of ints, got {type(value).__name__}")
-    if arr.size and arr.dtype.kind not in "iu":
-        raise InvalidInputError(field, f"must hold integers, got dtype {arr.dtype}", "pass ints")
-    if arr.ndim != 1:
-        raise InvalidInputError(field, f"must be 1-D, got shape {list(arr.shape)}")
-    ids = arr.astype(np.int64)
-    ids.flags.writeable = False
-    return ids
+    try:
+        return _packed("q", value).tolist()
+    except (struct.error, TypeError, OverflowError):
+        if any(isinstance(item, (list, tuple)) for item in value):
+            raise InvalidInputError(field, "must be 1-D, got a nested list") from None
+        raise InvalidInputError(field, "must hold integers", "pass ints") from None
 
 
 def _check_csr(
-    nnz: int, crow: npt.NDArray[np.int64], cols: npt.NDArray[np.int64], shape: Sequence[int]
+    nnz: int,
+    crow: Sequence[int] | npt.NDArray[Any],
+    cols: Sequence[int] | npt.NDArray[Any],
+    shape: Sequence[int],
 ) -> None:
     """Raise InvalidInputError naming the field when CSR indices do not describe ``shape``."""
     rows, width = shape
@@ -66,10 +96,10 @@ def _check_csr(
         raise InvalidInputError(
             "TensorData.shape", f"sparse shape {list(shape)} is too large to densify"
         )
-    if crow.size != rows + 1:
+    if len(crow) != rows + 1:
         raise InvalidInputError(
             "TensorData.sparse_crow_indices",
-            f"has {crow.size} sparse CSR row pointers, a {rows}-row tensor needs {rows + 1}",
+            f"has {len(crow)} sparse CSR row pointers, a {rows}-row tensor needs {rows + 1}",
             "give one row pointer per row plus the end (length = shape[0] + 1)",
         )
     if int(crow[0]) != 0 or int(crow[-1]) != nnz:
@@ -80,25 +110,36 @@ def _check_csr(
             f"{int(crow[0])}..{int(crow[-1])}",
             "row pointers index into data: crow[0] = 0, crow[-1] = len(data)",
         )
-    if bool(np.any(np.diff(crow) < 0)):
+    np: Any = sys.modules.get("numpy") if len(cols) >= _NUMPY_FROM else None
+    bounds: tuple[int, int] | None = None  # the smallest and largest column index
+    if np is not None:  # numpy's loops when the program has loaded it anyway
+        crow_array, cols_array = np.asarray(crow), np.asarray(cols)
+        decreasing = bool(np.any(np.diff(crow_array) < 0))
+        bounds = int(cols_array.min()), int(cols_array.max())
+    else:
+        decreasing = any(map(gt, crow, islice(crow, 1, None)))
+        bounds = (int(min(cols)), int(max(cols))) if len(cols) else None
+    if decreasing:
         raise InvalidInputError(
             "TensorData.sparse_crow_indices",
             "sparse CSR row pointers must be non-decreasing",
             "row i holds data[crow[i]:crow[i + 1]]",
         )
-    if cols.size != nnz:
+    if len(cols) != nnz:
         raise InvalidInputError(
             "TensorData.sparse_col_indices",
-            f"has {cols.size} sparse CSR column indices but data has {nnz} values",
+            f"has {len(cols)} sparse CSR column indices but data has {nnz} values",
             "give one column index per stored value",
         )
-    if nnz and (int(cols.min()) < 0 or int(cols.max()) >= width):
-        bad = int(cols.min()) if int(cols.min()) < 0 else int(cols.max())
-        raise InvalidInputError(
-            "TensorData.sparse_col_indices",
-            f"sparse CSR column index {bad} is out of range for {width} columns",
-            f"column indices must be in [0, {width})",
-        )
+    if nnz and bounds is not None:
+        low, high = bounds
+        if low < 0 or high >= width:
+            bad = low if low < 0 else high
+            raise InvalidInputError(
+                "TensorData.sparse_col_indices",
+                f"sparse CSR column index {bad} is out of range for {width} columns",
+                f"column indices must be in [0, {width})",
+            )
 
 
 def _csr_to_dense(
@@ -114,6 +155,8 @@ def _csr_to_dense(
     the column indices; every other entry is ``pad_value``. Raises ValueError saying what is
     wrong (InvalidInputError, a ValueError, naming the field).
     """
+    import numpy as np
+
     if len(shape) != 2:
         raise ValueError("a sparse CSR tensor needs a 2-D shape")
     rows, width = shape
@@ -128,6 +171,14 @@ def _csr_to_dense(
     return dense
 
 
+def _nest(flat: list[Any], shape: Sequence[int]) -> list[Any]:
+    """Return a flat row-major list as lists nested to ``shape``."""
+    if len(shape) <= 1:
+        return flat
+    step = math.prod(shape[1:])
+    return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
 @attrs.frozen(eq=False, init=False, repr=False)
 class TensorData:
     """A tensor as the wire carries it: flat values, ``dtype`` and optional ``shape``.
@@ -138,10 +189,13 @@ class TensorData:
     ``tensor.data`` reads back a flat Python list and ``tolist()`` a list nested to ``shape``;
     ``to_numpy()`` is the fast path. With ``sparse_crow_indices`` / ``sparse_col_indices`` the
     tensor is 2-D sparse CSR: ``data`` holds only the stored values, ``shape`` is required, and
-    ``to_numpy()`` / ``tolist()`` densify.
+    ``to_numpy()`` / ``tolist()`` densify. Values built from lists are kept without numpy;
+    numpy is imported when an array is asked for.
     """
 
-    _numpy: npt.NDArray[Any] = attrs.field(alias="data")
+    # FlatValues (a stdlib array, or a flat numpy array); typed Any so resolving the class's
+    # annotations (cattrs does) needs no numpy.
+    _values: Any = attrs.field(alias="data")
     dtype: TensorDtype
     shape: list[int] | None = None
     sparse_crow_indices: list[int] | None = None
@@ -160,13 +214,20 @@ class TensorData:
             raise InvalidInputError(
                 "TensorData.dtype", "is required", "pass dtype='float32' or dtype='int64'"
             )
-        if isinstance(kind, np.dtype) or (isinstance(kind, type) and kind is not str):
+        if kind is float:
+            kind = "float32"
+        elif kind is int or kind is bool:
+            kind = "int64"
+        elif isinstance(kind, _numpy_type("dtype")) or (isinstance(kind, type) and kind is not str):
+            import numpy as np
+
             kind = _dtype_name(np.dtype(kind))
         if kind not in ("int64", "float32"):
             raise InvalidInputError(
                 "TensorData.dtype", f"must be 'int64' or 'float32', got {kind!r}"
             )
-        arr = _coerce_array("TensorData.data", [] if data is None else data, kind)
+        values, given_shape = _coerce_values("TensorData.data", [] if data is None else data, kind)
+        size = len(values)
         dims = _check_shape(shape) if shape is not None else None
         if (sparse_crow_indices is None) != (sparse_col_indices is None):
             missing = "sparse_col_indices" if sparse_col_indices is None else "sparse_crow_indices"
@@ -184,29 +245,26 @@ class TensorData:
                     f"a sparse CSR tensor needs a 2-D shape, got {dims}",
                     "pass shape=[rows, columns] of the dense tensor",
                 )
-            crow = _index_array("TensorData.sparse_crow_indices", sparse_crow_indices)
-            cols = _index_array("TensorData.sparse_col_indices", sparse_col_indices)
-            if arr.ndim != 1:
+            crow_list = _index_list("TensorData.sparse_crow_indices", sparse_crow_indices)
+            col_list = _index_list("TensorData.sparse_col_indices", sparse_col_indices)
+            if len(given_shape) != 1:
                 raise InvalidInputError(
                     "TensorData.data",
                     f"a sparse tensor's data must be the 1-D stored values, got shape "
-                    f"{list(arr.shape)}",
+                    f"{given_shape}",
                     "pass the nnz values in row order",
                 )
-            _check_csr(arr.size, crow, cols, dims)
-            crow_list, col_list = crow.tolist(), cols.tolist()
+            _check_csr(size, crow_list, col_list, dims)
         elif dims is not None:
-            if math.prod(dims) != arr.size:
+            if math.prod(dims) != size:
                 raise InvalidInputError(
                     "TensorData.shape",
-                    f"shape {dims} holds {math.prod(dims)} values but data has {arr.size}",
+                    f"shape {dims} holds {math.prod(dims)} values but data has {size}",
                     "make the shape match the number of values",
                 )
-        elif arr.ndim > 1:
-            dims = list(arr.shape)
-        flat = arr.reshape(-1)
-        flat.flags.writeable = False
-        object.__setattr__(self, "_numpy", flat)
+        elif len(given_shape) > 1:
+            dims = given_shape
+        object.__setattr__(self, "_values", values)
         object.__setattr__(self, "dtype", kind)
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "sparse_crow_indices", crow_list)
@@ -216,23 +274,27 @@ class TensorData:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        values = np.array2string(self._numpy, threshold=8, separator=", ")
+        values = self._values
+        if len(values) > 8:
+            text = ", ".join(map(repr, [*values[:3].tolist(), ..., *values[-3:].tolist()]))
+            shown = "[" + text.replace("Ellipsis", "...") + "]"
+        else:
+            shown = repr(values.tolist())
         sparse = (
             f", sparse_crow_indices={self.sparse_crow_indices!r}, "
             f"sparse_col_indices={self.sparse_col_indices!r}"
             if self.sparse_crow_indices is not None
             else ""
         )
-        return f"TensorData(data={values}, dtype={self.dtype!r}, shape={self.shape!r}{sparse})"
+        return f"TensorData(data={shown}, dtype={self.dtype!r}, shape={self.shape!r}{sparse})"
 
     @classmethod
-    def _trusted(
-        cls, data: npt.NDArray[Any], dtype: TensorDtype, shape: list[int] | None
-    ) -> TensorData:
-        # For arrays a decoder or converter has already checked: flat, C-contiguous, read-only,
-        # of `dtype`, holding math.prod(shape) values. Skips checking and copying them again.
+    def _trusted(cls, data: FlatValues, dtype: TensorDtype, shape: list[int] | None) -> TensorData:
+        # For values a decoder or converter has already checked: flat (a stdlib array of
+        # `dtype`, or a C-contiguous read-only numpy array of it), holding math.prod(shape)
+        # values. Skips checking and copying them again.
         tensor = object.__new__(cls)
-        object.__setattr__(tensor, "_numpy", data)
+        object.__setattr__(tensor, "_values", data)
         object.__setattr__(tensor, "dtype", dtype)
         object.__setattr__(tensor, "shape", shape)
         object.__setattr__(tensor, "sparse_crow_indices", None)
@@ -247,9 +309,20 @@ class TensorData:
         return cls._trusted(flat, _dtype_name(arr.dtype), list(arr.shape))
 
     @property
+    def _numpy(self) -> npt.NDArray[Any]:
+        """The stored values as a flat read-only numpy array (imports numpy; no copy)."""
+        stored: FlatValues = self._values
+        if isinstance(stored, array):
+            view = _flat_numpy(stored)
+            # Kept, so later calls (and the encoders) reuse the one view.
+            object.__setattr__(self, "_values", view)
+            return view
+        return stored
+
+    @property
     def data(self) -> list[Any]:
         """The values as a flat Python list (the stored values only, for a sparse tensor)."""
-        values: list[Any] = self._numpy.tolist()
+        values: list[Any] = self._values.tolist()
         return values
 
     @property
@@ -258,12 +331,44 @@ class TensorData:
         return self.sparse_crow_indices is not None
 
     def _dims(self) -> list[int]:
-        return self.shape if self.shape is not None else [int(self._numpy.size)]
+        return self.shape if self.shape is not None else [len(self._values)]
+
+    def _stored_min(self) -> Any:
+        """The smallest stored value (None when there are none), without importing numpy."""
+        values = self._values
+        if not len(values):
+            return None
+        return values.min() if _is_numpy_array(values) else min(values)
+
+    def _stored_max(self) -> Any:
+        """The largest stored value (None when there are none), without importing numpy."""
+        values = self._values
+        if not len(values):
+            return None
+        return values.max() if _is_numpy_array(values) else max(values)
+
+    def _first_non_finite(self) -> int | None:
+        """The position of the first NaN/Inf stored value, None when all are finite."""
+        values = self._values
+        if self.dtype != "float32" or not len(values):
+            return None
+        if isinstance(values, array):
+            if all(map(math.isfinite, values)):
+                return None
+            return next(i for i, value in enumerate(values) if not math.isfinite(value))
+        import numpy as np
+
+        finite = np.isfinite(values)
+        if bool(finite.all()):
+            return None
+        return int(np.flatnonzero(~finite)[0])
 
     def _dense_flat(self, pad_value: float = 0) -> npt.NDArray[Any]:
-        """The dense values as a flat read-only array (no copy for a dense tensor)."""
+        """The dense values as a flat read-only numpy array (no copy for a dense tensor)."""
         if self.sparse_crow_indices is None or self.sparse_col_indices is None:
             return self._numpy
+        import numpy as np
+
         assert self.shape is not None  # checked by __init__
         dense = _csr_to_dense(
             self._numpy,
@@ -307,6 +412,8 @@ class TensorData:
 
         Falls back to a dense tensor when the input is not 2-D or CSR would not be smaller.
         """
+        import numpy as np
+
         pad = _check_int("pad_value", pad_value)
         arr = _coerce_array("array", array, None)
         if arr.ndim != 2:
@@ -328,7 +435,8 @@ class TensorData:
     @classmethod
     def from_list(cls, values: Sequence[Any], dtype: TensorDtype) -> TensorData:
         """Build from a (nested, rectangular) list cast to ``dtype``, keeping its shape."""
-        return cls._own(_coerce_array("values", values, dtype))
+        flat, shape = _coerce_values("values", values, dtype)
+        return cls._trusted(flat, dtype, shape)
 
     def to_numpy(self, pad_value: int = 0) -> npt.NDArray[Any]:
         """Return a writable array of the values shaped to ``shape`` (sparse: densified)."""
@@ -348,11 +456,13 @@ class TensorData:
 
     def tolist(self, pad_value: int = 0) -> list[Any]:
         """Return the values as a Python list nested to ``shape`` (sparse: densified)."""
-        dense = self._dense_flat(pad_value)
-        values: list[Any] = (dense.reshape(self.shape) if self.shape else dense).tolist()
-        return values
+        if self.is_sparse or _is_numpy_array(self._values):
+            dense = self._dense_flat(pad_value)
+            nested: list[Any] = (dense.reshape(self.shape) if self.shape else dense).tolist()
+            return nested
+        return _nest(self._values.tolist(), self.shape or ())
 
     @property
     def size(self) -> int:
         """Number of values of the dense tensor."""
-        return math.prod(self._dims()) if self.shape is not None else int(self._numpy.size)
+        return math.prod(self._dims())

@@ -7,11 +7,12 @@ Official module ``tinker.types.topk_logprobs``. Empty cells hold the sentinel
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["MASK_LOGPROB", "TopkLogprobs", "topk_from_lists", "topk_to_lists"]
 
@@ -33,6 +34,8 @@ def topk_to_lists(topk: TopkLogprobs) -> TopkRows:
 
     Trailing sentinel cells of a row are dropped.
     """
+    import numpy as np
+
     ids = np.asarray(topk.token_ids)
     if ids.ndim != 2 or not ids.size:
         return []
@@ -54,6 +57,8 @@ def topk_to_lists(topk: TopkLogprobs) -> TopkRows:
 
 def topk_from_lists(rows: Sequence[Sequence[tuple[int, float]] | None]) -> TopkLogprobs:
     """Return the dense matrices of ``rows``, padding short and None rows with the sentinel."""
+    import numpy as np
+
     k = max((len(row) for row in rows if row), default=0)
     ids = np.zeros((len(rows), k), dtype=np.int32)
     lps = np.full((len(rows), k), MASK_LOGPROB, dtype=np.float32)
