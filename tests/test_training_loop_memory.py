@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests._clients_support import ce_datum
+from tests._clients_support import API_KEY, FakeTinker, ce_datum
+from tests._scripted_server import (  # noqa: F401 - fixtures used by name
+    Recorded,
+    Respond,
+    ScriptedServer,
+    clean_env_fixture,
+    server_fixture,
+)
 from tinker_lite import APIFuture, ServiceClient, types
 from tinker_lite._api import TrainingRequest
 from tinker_lite._futures import chain, combine
@@ -135,3 +143,41 @@ def test_pipelined_training_steps_leave_no_reference_cycles() -> None:
             gc.set_debug(0)
             gc.garbage.clear()
     assert leaked == []
+
+
+@pytest.mark.usefixtures("no_automatic_gc")
+def test_a_sent_request_body_is_freed_before_its_result_arrives(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pipelined steps keep one encoded body alive per request being sent, not per pending
+    result: the body goes once the service has accepted it."""
+    fake = FakeTinker(server)
+    with ServiceClient(
+        base_url=server.url, api_key=API_KEY, telemetry=False, wire="json"
+    ) as service:
+        trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+        release = threading.Event()
+
+        def held_poll(r: Recorded) -> Any:
+            assert release.wait(30), "the test never released the poll"
+            return fake.handle(r)
+
+        server.on("POST", "/api/v1/retrieve_future", Respond(held_poll))
+        sent: list[weakref.ref[TrainingRequest]] = []
+        submit = trainer._api.submit_training
+
+        def recording_submit(request: TrainingRequest, *, sdk_method: str) -> str:
+            sent.append(weakref.ref(request))
+            return submit(request, sdk_method=sdk_method)
+
+        monkeypatch.setattr(trainer._api, "submit_training", recording_submit)
+        future = trainer.forward_backward([ce_datum([1, 2, 3, 4])] * 3, "cross_entropy")
+        # The client's single training thread has finished sending it once this runs.
+        trainer._executor.submit(lambda: None).result(30)
+        try:
+            assert len(sent) == 1
+            assert not future.done()
+            assert sent[0]() is None
+        finally:
+            release.set()
+        assert len(future.result(30).loss_fn_outputs) == 3
