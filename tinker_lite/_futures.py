@@ -83,6 +83,9 @@ def _result_field_names() -> frozenset[str]:
 class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     """The eventual result of an asynchronous request (see the module docstring)."""
 
+    # concurrent.futures.Future's own list, undeclared in typeshed; emptied once they have run.
+    _done_callbacks: list[Callable[[concurrent.futures.Future[T]], object]]
+
     def __init__(
         self,
         request_id: str | None = None,
@@ -181,7 +184,18 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
             hook()
         for source in self._sources:
             source.cancel()
+        self._drop_completion_links()
         return True
+
+    def set_result(self, result: T) -> None:
+        """Complete the future with ``result`` (``InvalidStateError`` if already done)."""
+        super().set_result(result)
+        self._drop_completion_links()
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """Complete the future with the error ``exception`` (``InvalidStateError`` if done)."""
+        super().set_exception(exception)
+        self._drop_completion_links()
 
     # -- construction helpers ----------------------------------------------------------------
 
@@ -307,6 +321,17 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         for source in sources:
             if isinstance(source, APIFuture):
                 source._wait_ends(expired=expired)
+
+    def _drop_completion_links(self) -> None:
+        """Forget what only completion needed: the done-callbacks (they have run) and the hooks.
+
+        They usually refer back to this future (its poll task, its pending-request entry, the
+        sources of a combined future), so keeping them would leave a reference cycle per
+        request, and the request body and result it reaches, to the cyclic garbage collector.
+        """
+        self._done_callbacks = []
+        self._cancel_hook = None
+        self._demand_hook = None
 
     def _is_stored(self, exc: BaseException) -> bool:
         return self.done() and not self.cancelled() and super().exception(0) is exc

@@ -96,11 +96,12 @@ class _Submission:
 
 @attrs.frozen
 class _Operation:
-    """How one training request is named in the run journal."""
+    """How one training request is named in the run journal (it holds no request body)."""
 
     kind: str
     seq_id: int
     created_at: float
+    tokens: int | None = None  # input tokens of a forward/forward_backward chunk
 
 
 @with_async_twins
@@ -272,29 +273,27 @@ class TrainingClient(ReadyClient):
                 order = [*order[1:], 0]
             for index in order:
                 submission, out = submissions[index], futures[index]
-                op = _Operation(kind, first_seq + index, created_at)
-                # Registered for close(): finished on a normal close, named if dropped.
+                op = _Operation(kind, first_seq + index, created_at, submission.request.tokens)
+                # Registered for close(): finished on a normal close, named if dropped. Its
+                # entry lives until the result arrives, so it does not hold the encoded body
+                # (freed once the request is sent).
                 pending = self._context.pending.track(
                     kind,
                     out,
                     owner=f"training run {self.model_id}",
                     seq_id=op.seq_id,
-                    on_drop=functools.partial(
-                        self._deliver_error, out=out, submission=submission, op=op
-                    ),
+                    on_drop=functools.partial(self._deliver_error, out=out, op=op),
                 )
                 try:
                     self._executor.submit(self._send, submission, out, op, pending)
                 except RuntimeError:
                     if pending.claim():
                         self._deliver_error(
-                            ClientClosedError("The ServiceClient is closed."), out, submission, op
+                            ClientClosedError("The ServiceClient is closed."), out, op
                         )
         return futures
 
-    def _deliver(
-        self, source: APIFuture[Any], out: APIFuture[Any], submission: _Submission, op: _Operation
-    ) -> None:
+    def _deliver(self, source: APIFuture[Any], out: APIFuture[Any], op: _Operation) -> None:
         """Journal ``source``'s outcome, then hand it to the caller's future ``out``.
 
         Called exactly once per scheduled request: journal lines are released in ``seq_id``
@@ -306,17 +305,15 @@ class TrainingClient(ReadyClient):
             source,
             op.kind,
             seq_id=op.seq_id,
-            tokens=submission.request.tokens,
+            tokens=op.tokens,
             model_id=self.model_id,
             started=op.created_at,
             defer=self._journal_order.slot(op.seq_id),
         )
         out.forward_from(source)
 
-    def _deliver_error(
-        self, error: BaseException, out: APIFuture[Any], submission: _Submission, op: _Operation
-    ) -> None:
-        self._deliver(APIFuture.failed(error), out, submission, op)
+    def _deliver_error(self, error: BaseException, out: APIFuture[Any], op: _Operation) -> None:
+        self._deliver(APIFuture.failed(error), out, op)
 
     def _send(
         self, submission: _Submission, out: APIFuture[Any], op: _Operation, pending: PendingRequest
@@ -327,7 +324,7 @@ class TrainingClient(ReadyClient):
         request = submission.request
         if self._lost_submit is not None:
             held = _held_back(self._lost_submit, op.seq_id, request.request_type)
-            self._deliver(APIFuture.failed(held), out, submission, op)
+            self._deliver(APIFuture.failed(held), out, op)
             return
         try:
             request_id = self._api.submit_training(request, sdk_method=submission.sdk_method)
@@ -335,7 +332,7 @@ class TrainingClient(ReadyClient):
             self._report(e)
             if _maybe_not_received(e):
                 self._lost_submit = (op.seq_id, request.path, e)
-            self._deliver(APIFuture.failed(e), out, submission, op)
+            self._deliver(APIFuture.failed(e), out, op)
             return
         try:
             inner = self._api.poll(
@@ -348,9 +345,9 @@ class TrainingClient(ReadyClient):
                 sdk_method=submission.sdk_method,
             )
         except BaseException as e:
-            self._deliver(APIFuture.failed(e, request_id=request_id), out, submission, op)
+            self._deliver(APIFuture.failed(e, request_id=request_id), out, op)
             return
-        self._deliver(inner, out, submission, op)
+        self._deliver(inner, out, op)
 
     def _report(self, error: BaseException) -> None:
         telemetry = self._api.telemetry
