@@ -18,7 +18,9 @@ executor for sampling submits (``tinker-lite-sample``), one small executor for R
 from __future__ import annotations
 
 import atexit
+import collections
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -49,6 +51,7 @@ __all__ = [
     "LOCAL_BASE_URL",
     "ClientContext",
     "FinishReason",
+    "WorkerPool",
     "exit_timeout",
     "find_live_context",
 ]
@@ -78,6 +81,80 @@ _WORKER_THREAD_PREFIXES = (
 # Live contexts of this process, so an unpickled SamplingClient finds its connection.
 _LIVE: weakref.WeakSet[ClientContext] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
+
+
+class WorkerPool:
+    """Daemon worker threads running queued calls in order, with no future per call.
+
+    The sampling executor: a queued sample must cost little (thousands wait at once), and its
+    caller already holds the future its job completes. ``submit`` after ``shutdown`` raises
+    RuntimeError, as ``ThreadPoolExecutor.submit`` does; ``shutdown`` lets the threads finish
+    what is queued, then (``wait=True``) joins them. A call must not raise: what escapes is
+    logged and the thread goes on.
+    """
+
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        self._max_workers = max_workers
+        self._prefix = thread_name_prefix
+        self._cond = threading.Condition(threading.Lock())
+        self._queue: collections.deque[Callable[[], object]] = collections.deque()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._shutdown = False
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkerPool({self._prefix!r}, threads={len(self._threads)}, "
+            f"queued={len(self._queue)}, shutdown={self._shutdown})"
+        )
+
+    def submit(self, fn: Callable[..., object], /, *args: Any) -> None:
+        """Queue ``fn(*args)``; a thread is started when none is idle (up to the cap)."""
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new work after shutdown")
+            self._queue.append(functools.partial(fn, *args) if args else fn)
+            if len(self._queue) > self._idle and len(self._threads) < self._max_workers:
+                thread = threading.Thread(
+                    target=self._work,
+                    name=f"{self._prefix}_{len(self._threads)}",
+                    daemon=True,
+                )
+                thread.start()
+                self._threads.append(thread)
+            elif self._idle:
+                self._cond.notify()
+
+    def _work(self) -> None:
+        queue = self._queue
+        while True:
+            with self._cond:
+                while not queue:
+                    if self._shutdown:
+                        return
+                    self._idle += 1
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._idle -= 1
+                job = queue.popleft()
+            try:
+                job()
+            except BaseException:
+                logger.exception("A %s job failed", self._prefix)
+            del job
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Refuse new work; the threads end once the queue is empty (joined with ``wait``)."""
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+            threads = list(self._threads)
+        if wait:
+            me = threading.current_thread()
+            for thread in threads:
+                if thread is not me:
+                    thread.join()
 
 
 def _is_local(url: str | None) -> bool:
@@ -123,7 +200,7 @@ class ClientContext:
         self.closing = threading.Event()
         self._closed = False
         self._sample_workers = sample_workers
-        self._sample_executor: ThreadPoolExecutor | None = None
+        self._sample_executor: WorkerPool | None = None
         self._rest_executor: ThreadPoolExecutor | None = None
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
@@ -243,12 +320,12 @@ class ClientContext:
             self._train_executors.append(executor)
             return executor
 
-    def sample_pool(self) -> ThreadPoolExecutor:
+    def sample_pool(self) -> WorkerPool:
         """The wide executor shared by this connection's SamplingClients."""
         with self._lock:
             self.check_open()
             if self._sample_executor is None:
-                self._sample_executor = ThreadPoolExecutor(
+                self._sample_executor = WorkerPool(
                     max_workers=self._sample_workers, thread_name_prefix="tinker-lite-sample"
                 )
             return self._sample_executor
@@ -373,7 +450,7 @@ class ClientContext:
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:
-            executors = list(self._train_executors)
+            executors: list[ThreadPoolExecutor | WorkerPool] = list(self._train_executors)
             for pool in (self._sample_executor, self._rest_executor):
                 if pool is not None:
                     executors.append(pool)

@@ -20,6 +20,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import _base as _futures_base
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._async import AwaitableFuture, ReadyAwaitable
@@ -62,6 +63,91 @@ class ReadyClient(ReadyAwaitable):
 # APIFuture
 
 
+class _FutureCondition:
+    """The condition variable of one future, at a tenth of :class:`threading.Condition`'s size.
+
+    ``concurrent.futures`` uses a future's ``_condition`` only as a lock (``with``, ``acquire``,
+    ``release``), to ``wait(timeout)`` and to ``notify_all()``; a ``threading.Condition`` also
+    allocates a deque and six bound methods (about 1.4 KiB), for every one of thousands of
+    in-flight samples. Waiters are allocated only while someone waits.
+    """
+
+    __slots__ = ("_lock", "_waiters")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._waiters: list[Any] | None = None
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Release the lock, wait for a notify or ``timeout``, re-acquire; whether notified."""
+        waiter = threading.Lock()
+        waiter.acquire()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        # The RLock may be held recursively: release it fully, restore it after (as Condition).
+        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        notified = False
+        try:
+            if timeout is None:
+                notified = waiter.acquire()
+            elif timeout > 0:
+                notified = waiter.acquire(True, timeout)
+            else:
+                notified = waiter.acquire(False)
+            return notified
+        finally:
+            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
+            if not notified and self._waiters is not None:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``predicate()`` is true or ``timeout`` expires; the last predicate value."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        result = predicate()
+        while not result:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            self.wait(remaining)
+            result = predicate()
+        return result
+
+    def notify(self, n: int = 1) -> None:
+        waiters = self._waiters
+        if not waiters:
+            return
+        for waiter in waiters[:n]:
+            waiter.release()
+        del waiters[:n]
+
+    def notify_all(self) -> None:
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            waiter.release()
+
+
+# The attributes concurrent.futures.Future.__init__ sets: APIFuture sets them itself, with a
+# light condition, unless this Python's Future has others (then it calls Future.__init__).
+_FUTURE_FIELDS = ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
+_OWN_INIT = set(vars(concurrent.futures.Future())) == set(_FUTURE_FIELDS)
+
+
 _RESULT_FIELD_NAMES: frozenset[str] | None = None
 
 
@@ -83,6 +169,20 @@ def _result_field_names() -> frozenset[str]:
 class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     """The eventual result of an asynchronous request (see the module docstring)."""
 
+    # Slotted (concurrent.futures' own fields too): thousands may be in flight at once.
+    __slots__ = (
+        *_FUTURE_FIELDS,
+        "_cancel_hook",
+        "_clock",
+        "_demand_hook",
+        "_queue_state",
+        "_request_id",
+        "_sources",
+        "_started",
+        "_waiting",
+        "request_type",
+    )
+
     def __init__(
         self,
         request_id: str | None = None,
@@ -90,7 +190,15 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         request_type: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__()
+        if _OWN_INIT:
+            self._condition = _FutureCondition()  # type: ignore[assignment]
+            self._state = _futures_base.PENDING
+            self._result = None
+            self._exception = None
+            self._waiters = []
+            self._done_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] = []
+        else:  # pragma: no cover - a Python whose Future has other fields
+            super().__init__()
         self._request_id = request_id
         self.request_type = request_type
         self._clock = clock
@@ -101,7 +209,6 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         # Set by the poller: called with True when someone starts waiting, with False when the
         # last waiter's timeout expired (WIRE.md §P.7: no hot poll is left behind).
         self._demand_hook: Callable[[bool], None] | None = None
-        self._demand_lock = threading.Lock()
         self._waiting = 0
 
     # -- identity ----------------------------------------------------------------------------
@@ -230,7 +337,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         cancels ``source`` (and stops its polling), also when it was cancelled before this call.
         Done-callbacks added to ``source`` before this call run before this future completes.
         """
-        with self._demand_lock:
+        with self._condition:
             waiting = self._waiting
             self._sources = (source,)
         if isinstance(source, APIFuture):
@@ -283,7 +390,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         """Someone waits on this future (and so on its sources): polling must go on."""
         if self.done():
             return
-        with self._demand_lock:
+        with self._condition:
             self._waiting += 1
             sources = self._sources
         hook = self._demand_hook
@@ -295,7 +402,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
 
     def _wait_ends(self, *, expired: bool) -> None:
         """A wait ended; when it expired and nobody else waits, a hot poll may stop."""
-        with self._demand_lock:
+        with self._condition:
             if self._waiting == 0:
                 return
             self._waiting -= 1
