@@ -18,12 +18,12 @@ executor for sampling submits (``tinker-lite-sample``), one small executor for R
 from __future__ import annotations
 
 import atexit
-import collections
 import dataclasses
 import functools
 import logging
 import math
 import os
+import queue
 import sys
 import threading
 import weakref
@@ -90,65 +90,59 @@ class WorkerPool:
     caller already holds the future its job completes. ``submit`` after ``shutdown`` raises
     RuntimeError, as ``ThreadPoolExecutor.submit`` does; ``shutdown`` lets the threads finish
     what is queued, then (``wait=True``) joins them. A call must not raise: what escapes is
-    logged and the thread goes on.
+    logged and the thread goes on. The queue is a ``queue.SimpleQueue``, so submitting and
+    taking work share no Python-level lock.
     """
 
     def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
         self._max_workers = max_workers
         self._prefix = thread_name_prefix
-        self._cond = threading.Condition(threading.Lock())
-        self._queue: collections.deque[Callable[[], object]] = collections.deque()
+        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)  # one release per worker waiting for work
+        self._lock = threading.Lock()  # submit against shutdown
         self._threads: list[threading.Thread] = []
-        self._idle = 0
         self._shutdown = False
 
     def __repr__(self) -> str:
         return (
             f"WorkerPool({self._prefix!r}, threads={len(self._threads)}, "
-            f"queued={len(self._queue)}, shutdown={self._shutdown})"
+            f"queued={self._queue.qsize()}, shutdown={self._shutdown})"
         )
 
     def submit(self, fn: Callable[..., object], /, *args: Any) -> None:
         """Queue ``fn(*args)``; a thread is started when none is idle (up to the cap)."""
-        with self._cond:
+        with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
-            self._queue.append(functools.partial(fn, *args) if args else fn)
-            if len(self._queue) > self._idle and len(self._threads) < self._max_workers:
+            self._queue.put(functools.partial(fn, *args) if args else fn)
+            if self._idle.acquire(timeout=0):
+                return  # an idle worker takes it
+            if len(self._threads) < self._max_workers:
                 thread = threading.Thread(
-                    target=self._work,
-                    name=f"{self._prefix}_{len(self._threads)}",
-                    daemon=True,
+                    target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
                 )
                 thread.start()
                 self._threads.append(thread)
-            elif self._idle:
-                self._cond.notify()
 
     def _work(self) -> None:
-        queue = self._queue
         while True:
-            with self._cond:
-                while not queue:
-                    if self._shutdown:
-                        return
-                    self._idle += 1
-                    try:
-                        self._cond.wait()
-                    finally:
-                        self._idle -= 1
-                job = queue.popleft()
+            job = self._queue.get()
+            if job is None:  # shutdown: every job queued before it has run
+                return
             try:
                 job()
             except BaseException:
                 logger.exception("A %s job failed", self._prefix)
             del job
+            self._idle.release()
 
     def shutdown(self, wait: bool = True) -> None:
         """Refuse new work; the threads end once the queue is empty (joined with ``wait``)."""
-        with self._cond:
-            self._shutdown = True
-            self._cond.notify_all()
+        with self._lock:
+            if not self._shutdown:
+                self._shutdown = True
+                for _ in self._threads:
+                    self._queue.put(None)
             threads = list(self._threads)
         if wait:
             me = threading.current_thread()

@@ -63,32 +63,24 @@ class ReadyClient(ReadyAwaitable):
 # APIFuture
 
 
-class _FutureCondition:
-    """The condition variable of one future, at a tenth of :class:`threading.Condition`'s size.
+_RLock: Any = type(threading.RLock())  # the C re-entrant lock type (_thread.RLock)
+
+
+class _FutureCondition(_RLock):  # type: ignore[misc]
+    """The condition variable of one future: its own re-entrant lock, plus waiters on demand.
 
     ``concurrent.futures`` uses a future's ``_condition`` only as a lock (``with``, ``acquire``,
-    ``release``), to ``wait(timeout)`` and to ``notify_all()``; a ``threading.Condition`` also
-    allocates a deque and six bound methods (about 1.4 KiB), for every one of thousands of
-    in-flight samples. Waiters are allocated only while someone waits.
+    ``release``), to ``wait(timeout)`` and to ``notify_all()``. A ``threading.Condition`` also
+    allocates a deque and six bound methods (about 1.4 KiB) for every one of thousands of
+    in-flight samples, and enters its lock through Python code; this is the lock itself (C
+    ``acquire``/``release``/``with``), and allocates a waiter list only while someone waits.
     """
 
-    __slots__ = ("_lock", "_waiters")
+    __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        super().__init__()
         self._waiters: list[Any] | None = None
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        return self._lock.acquire(blocking, timeout)
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> bool:
-        return self._lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Release the lock, wait for a notify or ``timeout``, re-acquire; whether notified."""
@@ -97,8 +89,8 @@ class _FutureCondition:
         if self._waiters is None:
             self._waiters = []
         self._waiters.append(waiter)
-        # The RLock may be held recursively: release it fully, restore it after (as Condition).
-        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        # The lock may be held recursively: release it fully, restore it after (as Condition).
+        saved = self._release_save()
         notified = False
         try:
             if timeout is None:
@@ -109,7 +101,7 @@ class _FutureCondition:
                 notified = waiter.acquire(False)
             return notified
         finally:
-            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
+            self._acquire_restore(saved)
             if not notified and self._waiters is not None:
                 try:
                     self._waiters.remove(waiter)
@@ -146,6 +138,8 @@ class _FutureCondition:
 # light condition, unless this Python's Future has others (then it calls Future.__init__).
 _FUTURE_FIELDS = ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
 _OWN_INIT = set(vars(concurrent.futures.Future())) == set(_FUTURE_FIELDS)
+_CANCELLED_STATES = frozenset({_futures_base.CANCELLED, _futures_base.CANCELLED_AND_NOTIFIED})
+_DONE_STATES = _CANCELLED_STATES | {_futures_base.FINISHED}
 
 
 _RESULT_FIELD_NAMES: frozenset[str] | None = None
@@ -191,7 +185,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if _OWN_INIT:
-            self._condition = _FutureCondition()  # type: ignore[assignment]
+            self._condition = _FutureCondition()
             self._state = _futures_base.PENDING
             self._result = None
             self._exception = None
@@ -274,6 +268,15 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     def running(self) -> bool:
         """Whether the request is still pending (submitted and not yet resolved)."""
         return not self.done()
+
+    def done(self) -> bool:
+        """Whether the future has a result or an error, or was cancelled."""
+        # One attribute read is atomic: no lock needed (the poller asks this on every step).
+        return self._state in _DONE_STATES
+
+    def cancelled(self) -> bool:
+        """Whether the future was cancelled."""
+        return self._state in _CANCELLED_STATES
 
     def cancel(self) -> bool:
         """Stop waiting for this request; ``False`` if it already completed.
