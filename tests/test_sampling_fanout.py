@@ -12,6 +12,7 @@ import gc
 import logging
 import threading
 import tracemalloc
+import weakref
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -208,3 +209,34 @@ def test_a_done_callback_may_read_the_future_it_completes() -> None:
     future.add_done_callback(lambda f: seen.append(f.result(timeout=0) + repr(f)))
     future.set_result("ok")
     assert seen == ["ok<APIFuture request_id='c' type=None state=done>"]
+
+
+def test_a_completed_future_keeps_neither_its_callbacks_nor_its_polling_state() -> None:
+    class PollState:
+        def on_done(self, future: concurrent.futures.Future[int]) -> None:
+            self.done = future.done()
+
+        def on_cancel(self) -> None:
+            self.cancelled = True
+
+        def on_demand(self, wanted: bool) -> None:
+            self.wanted = wanted
+
+    completions: list[Callable[[APIFuture[int]], object]] = [
+        lambda f: f.set_result(1),
+        lambda f: f.set_exception(ValueError("no")),
+        lambda f: f.cancel(),
+    ]
+    for complete in completions:
+        future: APIFuture[int] = APIFuture("d")
+        state = PollState()
+        future.add_done_callback(state.on_done)
+        future._cancel_hook = state.on_cancel
+        future._demand_hook = state.on_demand
+        gone = weakref.ref(state)
+        del state
+        complete(future)
+        gc.collect()
+        # A fan-out keeps thousands of completed futures until it reads them in order.
+        assert gone() is None
+        assert future.done()

@@ -291,7 +291,30 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
             hook()
         for source in self._sources:
             source.cancel()
+        self._let_go()
         return True
+
+    def set_result(self, result: T) -> None:
+        """Deliver ``result`` (``InvalidStateError`` if already done), then run the callbacks."""
+        super().set_result(result)
+        self._let_go()
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """Deliver the error ``exception``, then run the callbacks."""
+        super().set_exception(exception)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Drop what only a pending future needs once the callbacks have run.
+
+        A completed future may be kept for long before its result is read (a fan-out awaits
+        thousands in order); its callbacks and the poller's hooks would keep the request's whole
+        polling state alive with it. ``add_done_callback`` on a done future runs ``fn`` at once
+        and keeps nothing.
+        """
+        self._cancel_hook = None
+        self._demand_hook = None
+        self._done_callbacks.clear()
 
     # -- construction helpers ----------------------------------------------------------------
 
