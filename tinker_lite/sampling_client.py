@@ -12,8 +12,9 @@ unpickled in this process reuses the open connection (client context) with the s
 elsewhere a new context is built (credentials from the environment; the session starts on first
 use) and closed at exit.
 
-Size (just over the house's ~600 lines): the official SamplingClient surface plus its ordered
-seq_ids, 429 window and pickling, one job.
+Size (about 700 lines, over the house's ~600): the official SamplingClient surface plus its
+ordered seq_ids, 429 window and pickling, and the per-sample job (``_SampleJob``: one slotted
+object whose bound methods are the sample's callbacks, so a queued sample costs about 1 KiB).
 """
 
 from __future__ import annotations
