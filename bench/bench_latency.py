@@ -73,8 +73,12 @@ def latency_workload(sdk: Any, args: Any) -> dict[str, Any]:
     return {"calls": calls, "_close": service}
 
 
-# The result type each case's server futures complete with.
-_RESULT_TYPES = {"Sample": "SampleResponse", "ForwardBackward": "ForwardBackwardOutput"}
+# The result types each case's server futures complete with: the local server keeps a sample's
+# result as its SampleOutcome (the response plus the 0.38 extras), never as a bare SampleResponse.
+_RESULT_TYPES = {
+    "Sample": ("SampleOutcome", "SampleResponse"),
+    "ForwardBackward": ("ForwardBackwardOutput",),
+}
 
 
 def _server_entries(server: Any, kind: str) -> list[tuple[float, float]]:
@@ -85,7 +89,7 @@ def _server_entries(server: Any, kind: str) -> list[tuple[float, float]]:
     out = [
         (e.created_perf, e.ready_perf)
         for e in entries
-        if e.done and e.ready_perf is not None and type(e.result).__name__ == _RESULT_TYPES[kind]
+        if e.done and e.ready_perf is not None and type(e.result).__name__ in _RESULT_TYPES[kind]
     ]
     return sorted(out)
 

@@ -20,6 +20,7 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import _base as _futures_base
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._async import AwaitableFuture, ReadyAwaitable
@@ -62,6 +63,85 @@ class ReadyClient(ReadyAwaitable):
 # APIFuture
 
 
+_RLock: Any = type(threading.RLock())  # the C re-entrant lock type (_thread.RLock)
+
+
+class _FutureCondition(_RLock):  # type: ignore[misc]
+    """The condition variable of one future: its own re-entrant lock, plus waiters on demand.
+
+    ``concurrent.futures`` uses a future's ``_condition`` only as a lock (``with``, ``acquire``,
+    ``release``), to ``wait(timeout)`` and to ``notify_all()``. A ``threading.Condition`` also
+    allocates a deque and six bound methods (about 1.4 KiB) for every one of thousands of
+    in-flight samples, and enters its lock through Python code; this is the lock itself (C
+    ``acquire``/``release``/``with``), and allocates a waiter list only while someone waits.
+    """
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: list[Any] | None = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Release the lock, wait for a notify or ``timeout``, re-acquire; whether notified."""
+        waiter = threading.Lock()
+        waiter.acquire()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        # The lock may be held recursively: release it fully, restore it after (as Condition).
+        saved = self._release_save()
+        notified = False
+        try:
+            if timeout is None:
+                notified = waiter.acquire()
+            elif timeout > 0:
+                notified = waiter.acquire(True, timeout)
+            else:
+                notified = waiter.acquire(False)
+            return notified
+        finally:
+            self._acquire_restore(saved)
+            if not notified and self._waiters is not None:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``predicate()`` is true or ``timeout`` expires; the last predicate value."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        result = predicate()
+        while not result:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            self.wait(remaining)
+            result = predicate()
+        return result
+
+    def notify(self, n: int = 1) -> None:
+        waiters = self._waiters
+        if not waiters:
+            return
+        for waiter in waiters[:n]:
+            waiter.release()
+        del waiters[:n]
+
+    def notify_all(self) -> None:
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            waiter.release()
+
+
+# The attributes concurrent.futures.Future.__init__ sets: APIFuture sets them itself, with a
+# light condition, unless this Python's Future has others (then it calls Future.__init__).
+_FUTURE_FIELDS = ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
+_OWN_INIT = set(vars(concurrent.futures.Future())) == set(_FUTURE_FIELDS)
+_CANCELLED_STATES = frozenset({_futures_base.CANCELLED, _futures_base.CANCELLED_AND_NOTIFIED})
+_DONE_STATES = _CANCELLED_STATES | {_futures_base.FINISHED}
+
+
 _RESULT_FIELD_NAMES: frozenset[str] | None = None
 
 
@@ -83,8 +163,19 @@ def _result_field_names() -> frozenset[str]:
 class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     """The eventual result of an asynchronous request (see the module docstring)."""
 
-    # concurrent.futures.Future's own list, undeclared in typeshed; emptied once they have run.
-    _done_callbacks: list[Callable[[concurrent.futures.Future[T]], object]]
+    # Slotted (concurrent.futures' own fields too): thousands may be in flight at once.
+    __slots__ = (
+        *_FUTURE_FIELDS,
+        "_cancel_hook",
+        "_clock",
+        "_demand_hook",
+        "_queue_state",
+        "_request_id",
+        "_sources",
+        "_started",
+        "_waiting",
+        "request_type",
+    )
 
     def __init__(
         self,
@@ -93,7 +184,15 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         request_type: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__()
+        if _OWN_INIT:
+            self._condition = _FutureCondition()
+            self._state = _futures_base.PENDING
+            self._result = None
+            self._exception = None
+            self._waiters = []
+            self._done_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] = []
+        else:  # pragma: no cover - a Python whose Future has other fields
+            super().__init__()
         self._request_id = request_id
         self.request_type = request_type
         self._clock = clock
@@ -104,7 +203,6 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         # Set by the poller: called with True when someone starts waiting, with False when the
         # last waiter's timeout expired (WIRE.md §P.7: no hot poll is left behind).
         self._demand_hook: Callable[[bool], None] | None = None
-        self._demand_lock = threading.Lock()
         self._waiting = 0
 
     # -- identity ----------------------------------------------------------------------------
@@ -171,6 +269,15 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         """Whether the request is still pending (submitted and not yet resolved)."""
         return not self.done()
 
+    def done(self) -> bool:
+        """Whether the future has a result or an error, or was cancelled."""
+        # One attribute read is atomic: no lock needed (the poller asks this on every step).
+        return self._state in _DONE_STATES
+
+    def cancelled(self) -> bool:
+        """Whether the future was cancelled."""
+        return self._state in _CANCELLED_STATES
+
     def cancel(self) -> bool:
         """Stop waiting for this request; ``False`` if it already completed.
 
@@ -184,18 +291,30 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
             hook()
         for source in self._sources:
             source.cancel()
-        self._drop_completion_links()
+        self._let_go()
         return True
 
     def set_result(self, result: T) -> None:
-        """Complete the future with ``result`` (``InvalidStateError`` if already done)."""
+        """Deliver ``result`` (``InvalidStateError`` if already done), then run the callbacks."""
         super().set_result(result)
-        self._drop_completion_links()
+        self._let_go()
 
     def set_exception(self, exception: BaseException | None) -> None:
-        """Complete the future with the error ``exception`` (``InvalidStateError`` if done)."""
+        """Deliver the error ``exception``, then run the callbacks."""
         super().set_exception(exception)
-        self._drop_completion_links()
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Drop what only a pending future needs once the callbacks have run.
+
+        A completed future may be kept for long before its result is read (a fan-out awaits
+        thousands in order); its callbacks and the poller's hooks would keep the request's whole
+        polling state alive with it. ``add_done_callback`` on a done future runs ``fn`` at once
+        and keeps nothing.
+        """
+        self._cancel_hook = None
+        self._demand_hook = None
+        self._done_callbacks.clear()
 
     # -- construction helpers ----------------------------------------------------------------
 
@@ -244,7 +363,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         cancels ``source`` (and stops its polling), also when it was cancelled before this call.
         Done-callbacks added to ``source`` before this call run before this future completes.
         """
-        with self._demand_lock:
+        with self._condition:
             waiting = self._waiting
             self._sources = (source,)
         if isinstance(source, APIFuture):
@@ -297,7 +416,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         """Someone waits on this future (and so on its sources): polling must go on."""
         if self.done():
             return
-        with self._demand_lock:
+        with self._condition:
             self._waiting += 1
             sources = self._sources
         hook = self._demand_hook
@@ -309,7 +428,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
 
     def _wait_ends(self, *, expired: bool) -> None:
         """A wait ended; when it expired and nobody else waits, a hot poll may stop."""
-        with self._demand_lock:
+        with self._condition:
             if self._waiting == 0:
                 return
             self._waiting -= 1
@@ -321,17 +440,6 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         for source in sources:
             if isinstance(source, APIFuture):
                 source._wait_ends(expired=expired)
-
-    def _drop_completion_links(self) -> None:
-        """Forget what only completion needed: the done-callbacks (they have run) and the hooks.
-
-        They usually refer back to this future (its poll task, its pending-request entry, the
-        sources of a combined future), so keeping them would leave a reference cycle per
-        request, and the request body and result it reaches, to the cyclic garbage collector.
-        """
-        self._done_callbacks = []
-        self._cancel_hook = None
-        self._demand_hook = None
 
     def _is_stored(self, exc: BaseException) -> bool:
         return self.done() and not self.cancelled() and super().exception(0) is exc

@@ -36,15 +36,17 @@ _STALL_GRACE_S = 2.0
 _QUEUED = "queued"
 _SENT = "sent"
 _DROPPED = "dropped"
+_ABSENT = object()
 
 
 class PendingRequest:
     """One queued request: its kind, ``seq_id`` (training requests), owner, future and state."""
 
-    __slots__ = ("_lock", "_on_drop", "future", "kind", "owner", "seq_id", "state")
+    __slots__ = ("_lock", "_on_drop", "_registry", "future", "kind", "owner", "seq_id", "state")
 
     def __init__(
         self,
+        registry: PendingRegistry,
         lock: threading.Condition,
         kind: str,
         future: Future[Any],
@@ -53,6 +55,7 @@ class PendingRequest:
         seq_id: int | None,
         on_drop: Callable[[BaseException], object],
     ) -> None:
+        self._registry = registry
         self._lock = lock
         self._on_drop = on_drop
         self.kind = kind
@@ -79,14 +82,18 @@ class PendingRequest:
             self.state = _SENT
             return True
 
+    def _registry_done(self, future: Future[Any]) -> None:
+        """The future's done-callback: leave the registry (a bound method, no closure)."""
+        self._registry._finished(self, future)
+
 
 class PendingRegistry:
     """The unfinished requests of one connection, in the order they were queued."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._items: dict[int, PendingRequest] = {}
-        self._next_key = 0
+        # Insertion-ordered; the request itself is the key (identity hash).
+        self._items: dict[PendingRequest, None] = {}
         self._completed = 0
         self._cancelled: str | None = None  # why, once cancel() ran
         self._watching_failures = False
@@ -107,24 +114,22 @@ class PendingRegistry:
         raced with close is failed, never sent.
         """
         request = PendingRequest(
-            self._cond, kind, future, owner=owner, seq_id=seq_id, on_drop=on_drop
+            self, self._cond, kind, future, owner=owner, seq_id=seq_id, on_drop=on_drop
         )
         with self._cond:
-            key = self._next_key
-            self._next_key += 1
-            self._items[key] = request
+            self._items[request] = None
             why = self._cancelled
             if why is not None:
                 request.state = _DROPPED
-        future.add_done_callback(lambda done: self._finished(key, request, done))
+        future.add_done_callback(request._registry_done)
         if why is not None:
             logger.warning("%s: dropped %s (queued while closing).", why, request.label())
             request._on_drop(_dropped_error(request, why))
         return request
 
-    def _finished(self, key: int, request: PendingRequest, done: Future[Any]) -> None:
+    def _finished(self, request: PendingRequest, done: Future[Any]) -> None:
         with self._cond:
-            if self._items.pop(key, None) is None:
+            if self._items.pop(request, _ABSENT) is _ABSENT:
                 return
             self._completed += 1
             if self._watching_failures and not done.cancelled():
@@ -134,7 +139,7 @@ class PendingRegistry:
             self._cond.notify_all()
 
     def _unfinished_locked(self) -> list[PendingRequest]:
-        return [r for r in self._items.values() if not r.future.done()]
+        return [r for r in self._items if not r.future.done()]
 
     # -- draining ------------------------------------------------------------------------------
 

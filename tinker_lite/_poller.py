@@ -222,7 +222,7 @@ class _PollTask:
         self.request_type = request_type
         self.decode = decode
         self.accept = accept
-        self.headers = dict(headers)
+        self.headers = headers  # not copied: the poller never changes it
         self.resubmit = resubmit
         self.on_queue_state = on_queue_state
         self.created_at = created_at

@@ -12,8 +12,9 @@ unpickled in this process reuses the open connection (client context) with the s
 elsewhere a new context is built (credentials from the environment; the session starts on first
 use) and closed at exit.
 
-Size (just over the house's ~600 lines): the official SamplingClient surface plus its ordered
-seq_ids, 429 window and pickling, one job.
+Size (about 700 lines, over the house's ~600): the official SamplingClient surface plus its
+ordered seq_ids, 429 window and pickling, and the per-sample job (``_SampleJob``: one slotted
+object whose bound methods are the sample's callbacks, so a queued sample costs about 1 KiB).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
+    from tinker_lite._batch_poller import BatchPoller
     from tinker_lite._http import HttpResponse
     from tinker_lite._pending import PendingRequest
     from tinker_lite._session import SampleGate
@@ -253,38 +255,38 @@ class SamplingClient(ReadyClient):
     ) -> APIFuture[types.SampleResponse]:
         """:meth:`sample`, sent in the name of ``sdk_method`` (its ``x-sdk-method``)."""
         created_at = time.monotonic()
-        request = self._build(
-            prompt, num_samples, sampling_params, include_prompt_logprobs, topk_prompt_logprobs
-        )
-        # WIRE.md §P.1: 0.38 always sends these three, defaults included.
-        request = attrs.evolve(
-            request,
-            topk_sample_logprobs=topk_sample_logprobs,
-            target_prompt_logprobs=target_prompt_logprobs,
-            prompt_alt_tokens_k=prompt_alt_tokens_k,
-            prompt_logprobs_last_n=prompt_logprobs_last_n,
-            record_stability_info=self.record_stability_info,
+        options = (
+            prompt,
+            num_samples,
+            sampling_params,
+            include_prompt_logprobs,
+            topk_prompt_logprobs,
+            topk_sample_logprobs,
+            target_prompt_logprobs,
+            prompt_alt_tokens_k,
+            prompt_logprobs_last_n,
         )
         pool = self._context.sample_pool()
         out: APIFuture[types.SampleResponse] = APIFuture(request_type="Sample")
         if self._cloned_sampler_id is None:
+            request = self._build(*options, seq_id=0)  # bad input raises before the join
             try:
                 self._join()
             except Exception as e:
                 self._deliver(APIFuture.failed(e), out, request, created_at)
                 return out
-        request = attrs.evolve(request, seq_id=self._take_seq_id())
-
-        def fail(error: BaseException) -> None:
-            self._deliver(APIFuture.failed(error), out, request, created_at)
-
+        with self._seq_lock:
+            # Built once, with its seq_id: the id is taken only when the request is valid.
+            request = self._build(*options, seq_id=self._next_seq_id)
+            self._next_seq_id += 1
+        job = _SampleJob(self, request, out, created_at, sdk_method)
         # Registered for close(): finished on a normal close, counted if dropped.
-        pending = self._context.pending.track("sample", out, on_drop=fail)
+        job.pending = self._context.pending.track("sample", out, on_drop=job.fail)
         try:
-            pool.submit(self._run, request, out, created_at, pending, sdk_method)
+            pool.submit(job)
         except RuntimeError:
-            if pending.claim():
-                fail(ClientClosedError("The ServiceClient is closed."))
+            if job.pending.claim():
+                job.fail(ClientClosedError("The ServiceClient is closed."))
         return out
 
     def _join(self) -> None:
@@ -383,13 +385,19 @@ class SamplingClient(ReadyClient):
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
             return self._tokenizer
 
-    def _build(
+    def _build(  # noqa: PLR0917 - the arguments of sample(), in its order
         self,
         prompt: types.ModelInput,
         num_samples: int,
         sampling_params: types.SamplingParams,
         include_prompt_logprobs: bool,
         topk_prompt_logprobs: int,
+        topk_sample_logprobs: int,
+        target_prompt_logprobs: types.TensorData | None,
+        prompt_alt_tokens_k: int,
+        prompt_logprobs_last_n: int | None,
+        *,
+        seq_id: int,
     ) -> types.SampleRequest:
         if not isinstance(prompt, types.ModelInput):
             raise InvalidInputError(
@@ -403,14 +411,21 @@ class SamplingClient(ReadyClient):
                 f"must be a SamplingParams, got {type(sampling_params).__name__}",
                 "e.g. types.SamplingParams(max_tokens=32)",
             )
+        # WIRE.md §P.1: 0.38 always sends topk_sample_logprobs, prompt_alt_tokens_k and
+        # record_stability_info, defaults included.
         return types.SampleRequest(
             num_samples=num_samples,
             prompt=prompt,
             sampling_params=sampling_params,
             sampling_session_id=self.sampling_session_id,
-            seq_id=0,
+            seq_id=seq_id,
             prompt_logprobs=include_prompt_logprobs,
             topk_prompt_logprobs=topk_prompt_logprobs,
+            topk_sample_logprobs=topk_sample_logprobs,
+            target_prompt_logprobs=target_prompt_logprobs,
+            prompt_alt_tokens_k=prompt_alt_tokens_k,
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
+            record_stability_info=self.record_stability_info,
         )
 
     def _take_seq_id(self) -> int:
@@ -421,86 +436,6 @@ class SamplingClient(ReadyClient):
 
     # -- background work -------------------------------------------------------------------------
 
-    def _run(
-        self,
-        request: types.SampleRequest,
-        out: APIFuture[types.SampleResponse],
-        created_at: float,
-        pending: PendingRequest,
-        sdk_method: str = "SamplingClient.sample",
-    ) -> None:
-        """Take an in-flight place, submit (waiting out 429s), then hand polling to the poller."""
-        gate = self._api.sample_gate
-        if not self._acquire(gate):
-            if pending.claim():
-                closed = ClientClosedError(
-                    "The ServiceClient was closed before the sample was sent."
-                )
-                self._deliver(APIFuture.failed(closed), out, request, created_at)
-            return
-        if not pending.claim():
-            gate.release()  # dropped by close(): its future already holds a ClientClosedError
-            return
-        current = [request]
-        try:
-            request_id = self._submit(request, sdk_method)
-        except BaseException as e:
-            gate.release()
-            self._deliver(APIFuture.failed(e), out, request, created_at)
-            return
-
-        def resubmit() -> str:
-            # WIRE.md §P.5: a re-run after HTTP 410 takes a new seq_id.
-            current[0] = attrs.evolve(current[0], seq_id=self._take_seq_id())
-            return self._submit(current[0], sdk_method)
-
-        # Without a journal the poller resolves the caller's own future: one future a sample.
-        journal = self._context.journal is not None
-        target: APIFuture[types.SampleResponse] = (
-            APIFuture(request_id, request_type="Sample") if journal else out
-        )
-        target.request_id = request_id
-        try:
-            batch = self._context.batch_poller()
-        except BaseException as e:
-            # Nothing may escape into the executor: the caller's future carries the error.
-            gate.release()
-            self._deliver(APIFuture.failed(e), out, request, created_at)
-            return
-        poller = self._api.poller if batch is None else batch.fetcher
-
-        def fetch() -> object:
-            return poller.poll(
-                target.request_id or request_id,
-                "Sample",
-                decode_sample,
-                created_at=created_at,
-                resubmit=resubmit,
-                accept=self._api.result_accept,
-                on_queue_state=self._queue_state_noted,
-                headers=self._api.sdk_headers(sdk_method),
-                future=target,
-                # WIRE.md §P.6: a result retrieve_futures reported complete is fetched whole.
-                metadata_only=batch is None,
-            )
-
-        if batch is None:
-            target.add_done_callback(lambda _: gate.release())
-            fetch()
-        else:
-            session, clone = self.sampling_session_id, self._cloned_sampler_id or 0
-
-            def retrieved(done: object) -> None:
-                gate.release()
-                rid = target.request_id
-                if rid is not None:
-                    batch.mark_retrieved(session, clone, rid)
-
-            target.add_done_callback(retrieved)
-            batch.wait(session, clone, target, fetch)
-        if journal:
-            self._deliver(target, out, request, created_at)
-
     def _deliver(
         self,
         source: APIFuture[types.SampleResponse],
@@ -509,6 +444,9 @@ class SamplingClient(ReadyClient):
         created_at: float,
     ) -> None:
         """Journal ``source``'s outcome, then hand it to the caller's future ``out``."""
+        if self._context.journal is None:
+            out.forward_from(source)
+            return
         prompt_tokens = request.prompt.length
 
         def tokens(response: types.SampleResponse) -> int:
@@ -559,6 +497,141 @@ class SamplingClient(ReadyClient):
                 continue
             gate.note_accepted()
             return self._api.submitted_request_id(resp, what="asample")
+
+
+class _SampleJob:
+    """One sample from its call to its result: the state its submit thread and poller share.
+
+    One slotted object per sample (its bound methods are the callbacks), so that thousands of
+    queued samples cost little: the executor calls it (:meth:`run`); close drops it with
+    :meth:`fail`.
+    """
+
+    __slots__ = (
+        "batch",
+        "client",
+        "created_at",
+        "out",
+        "pending",
+        "request",
+        "sdk_method",
+        "target",
+    )
+
+    def __init__(
+        self,
+        client: SamplingClient,
+        request: types.SampleRequest,
+        out: APIFuture[types.SampleResponse],
+        created_at: float,
+        sdk_method: str,
+    ) -> None:
+        self.client = client
+        self.request = request
+        self.out = out
+        self.created_at = created_at
+        self.sdk_method = sdk_method
+        self.pending: PendingRequest | None = None
+        self.batch: BatchPoller | None = None
+        # The future the poller resolves: ``out`` itself, or with a journal one it watches.
+        self.target = out
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the caller's future with ``error`` (journalled)."""
+        client = self.client
+        if client._context.journal is None:
+            self.out.try_set_exception(error)
+        else:
+            client._deliver(APIFuture.failed(error), self.out, self.request, self.created_at)
+
+    def run(self) -> None:
+        """Take an in-flight place, submit (waiting out 429s), then hand polling to the poller."""
+        client = self.client
+        pending = self.pending
+        assert pending is not None
+        gate = client._api.sample_gate
+        if not client._acquire(gate):
+            if pending.claim():
+                closed = ClientClosedError(
+                    "The ServiceClient was closed before the sample was sent."
+                )
+                self.fail(closed)
+            return
+        if not pending.claim():
+            gate.release()  # dropped by close(): its future already holds a ClientClosedError
+            return
+        try:
+            request_id = client._submit(self.request, self.sdk_method)
+        except BaseException as e:
+            gate.release()
+            self.fail(e)
+            return
+        # Without a journal the poller resolves the caller's own future: one future a sample.
+        journal = client._context.journal is not None
+        out = self.out
+        target: APIFuture[types.SampleResponse] = (
+            APIFuture(request_id, request_type="Sample") if journal else out
+        )
+        target.request_id = request_id
+        self.target = target
+        try:
+            batch = self.batch = client._context.batch_poller()
+        except BaseException as e:
+            # Nothing may escape into the executor: the caller's future carries the error.
+            gate.release()
+            self.fail(e)
+            return
+        if batch is None:
+            target.add_done_callback(self._released)
+            self._fetch()
+        else:
+            target.add_done_callback(self._retrieved)
+            clone = client._cloned_sampler_id or 0
+            batch.wait(client.sampling_session_id, clone, target, self._fetch)
+        if journal:
+            client._deliver(target, out, self.request, self.created_at)
+
+    __call__ = run
+
+    def _fetch(self) -> object:
+        """Poll the request for its result (per request, or fetch what is complete)."""
+        target = self.target
+        client = self.client
+        api = client._api
+        batch = self.batch
+        poller = api.poller if batch is None else batch.fetcher
+        request_id = target.request_id
+        assert request_id is not None
+        return poller.poll(
+            request_id,
+            "Sample",
+            decode_sample,
+            created_at=self.created_at,
+            resubmit=self._resubmit,
+            accept=api.result_accept,
+            on_queue_state=client._queue_state_noted,
+            headers=api.sdk_headers(self.sdk_method),
+            future=target,
+            # WIRE.md §P.6: a result retrieve_futures reported complete is fetched whole.
+            metadata_only=batch is None,
+        )
+
+    def _resubmit(self) -> str:
+        # WIRE.md §P.5: a re-run after HTTP 410 takes a new seq_id.
+        client = self.client
+        self.request = attrs.evolve(self.request, seq_id=client._take_seq_id())
+        return client._submit(self.request, self.sdk_method)
+
+    def _released(self, done: object) -> None:
+        self.client._api.sample_gate.release()
+
+    def _retrieved(self, done: object) -> None:
+        client = self.client
+        client._api.sample_gate.release()
+        rid = self.target.request_id
+        batch = self.batch
+        if rid is not None and batch is not None:
+            batch.mark_retrieved(client.sampling_session_id, client._cloned_sampler_id or 0, rid)
 
 
 _owned_contexts: list[ClientContext] = []
