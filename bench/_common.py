@@ -10,7 +10,6 @@ own; the local server always runs in another process.
 
 from __future__ import annotations
 
-import atexit
 import collections
 import contextlib
 import json
@@ -19,11 +18,9 @@ import os
 import platform
 import re
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -199,24 +196,27 @@ def official_missing_note() -> str:
     )
 
 
-_PYCACHE: list[Path] = []
+_COMPILED: list[bool] = []
 
 
-def compiled_worktree() -> Path:
-    """Compile the work tree's package once per run into a private cache; return that cache."""
-    if not _PYCACHE:
-        prefix = Path(tempfile.mkdtemp(prefix="tinker-lite-bench-pycache-"))
-        atexit.register(shutil.rmtree, prefix, ignore_errors=True)
-        env = {**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+def compile_worktree() -> None:
+    """Compile the work tree's package once per run, as pip compiles an installed package.
+
+    The bytecode goes to the usual ``__pycache__`` folders (git ignores them); a
+    ``PYTHONPYCACHEPREFIX`` would hide the venv's own compiled dependencies from the children.
+    """
+    if not _COMPILED:
+        env = {k: v for k, v in os.environ.items() if k not in _BYTECODE_ENV}
         subprocess.run(
             [sys.executable, "-m", "compileall", "-q", str(REPO_DIR / "tinker_lite")],
             env=env,
             check=True,
             stdout=subprocess.DEVNULL,
         )
-        _PYCACHE.append(prefix)
-    return _PYCACHE[0]
+        _COMPILED.append(True)
+
+
+_BYTECODE_ENV = ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
 
 
 def child_env(*, worktree_on_path: bool, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -233,9 +233,8 @@ def child_env(*, worktree_on_path: bool, extra: Mapping[str, str] | None = None)
     env["PYTHONHASHSEED"] = "0"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if worktree_on_path:
-        # An installed package has its bytecode compiled (pip does it); give the work tree the
-        # same, outside the tree, so neither client pays for compiling its modules.
-        env["PYTHONPYCACHEPREFIX"] = str(compiled_worktree())
+        # An installed package has its bytecode compiled (pip does it): so has the work tree.
+        compile_worktree()
     if extra:
         env.update(extra)
     return env
