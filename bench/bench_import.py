@@ -385,6 +385,7 @@ def run_first_use(quick: bool) -> dict[str, Any]:
         goals = [
             c.ratio_goal("import + first use: CPU", ratios.get("cpu_s"), 0.5, "CPU"),
             c.ratio_goal("import + first use: wall", ratios.get("wall_s"), 1.0, "wall"),
+            c.ratio_goal("import + first use: peak RSS", ratios.get("vm_hwm_kib"), 0.5, "VmHWM"),
         ]
     c.print_notes(notes)
     c.print_goals(goals)

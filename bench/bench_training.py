@@ -13,6 +13,7 @@ with 128 datums (10 steps) and 1,024 datums (3 steps) gives the cost per datum.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from typing import Any
 
@@ -79,6 +80,17 @@ def run(quick: bool) -> dict[str, Any]:
         scaling_rows,
     )
     notes.append("lite / official below 1: tinker_lite uses less (time, CPU, memory, threads)")
+    floor = library_floor_kib()
+    official_hwm = c.median_of(reports.get(c.OFFICIAL, []), "vm_hwm_kib")
+    if floor is not None:
+        share = ""
+        if official_hwm:
+            share = f" = {c.fmt_ratio(floor / official_hwm)} of the official peak"
+        notes.append(
+            f"floor before any tinker_lite code: {c.fmt_kib(floor)} peak RSS for "
+            f"`import {', '.join(FLOOR_MODULES)}` (the workload's numpy, an HTTP stack, the "
+            f"model library){share}"
+        )
     goals = [
         c.ratio_goal("training loop: client CPU", ratios.get("run.cpu_s"), 0.5, "CPU"),
         c.ratio_goal("training loop: wall", ratios.get("run.wall_s"), 1.0, "wall"),
@@ -97,6 +109,28 @@ def run(quick: bool) -> dict[str, Any]:
     }
     c.write_results("training", data)
     return data
+
+
+# What the workload itself (numpy data) and any urllib3 + attrs client load, tinker_lite aside.
+FLOOR_MODULES = ("numpy", "numpy.random", "urllib3", "attrs", "cattrs")
+
+
+def library_floor_kib() -> float | None:
+    """Peak RSS of a fresh interpreter that only imports FLOOR_MODULES (median of 3)."""
+    code = f"import {', '.join(FLOOR_MODULES)}; print(open('/proc/self/status').read())"
+    values = []
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=c.child_env(worktree_on_path=False),
+            check=False,
+        )
+        for line in proc.stdout.splitlines():
+            if line.startswith("VmHWM:"):
+                values.append(float(line.split()[1]))
+    return sorted(values)[len(values) // 2] if values else None
 
 
 def main(argv: list[str] | None = None) -> int:
