@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._served import served
 
 REPO = Path(__file__).resolve().parents[1]
 API_KEY = "tml-lazy-numpy"
@@ -122,45 +122,9 @@ print(json.dumps({"steps": steps, "built": built, "errors": errors, "sampled": s
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m tinker_lite.local serve`` in its own process; its URL."""
-    env = _env()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tinker_lite.local",
-            "serve",
-            "--port",
-            "0",
-            "--api-key",
-            API_KEY,
-            "--data-dir",
-            str(tmp_path_factory.mktemp("lazy-numpy-data")),
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-    try:
-        url = lines.get(timeout=60).strip()
-    except queue.Empty:
-        proc.kill()
-        proc.communicate(timeout=10)
-        pytest.fail("the local server did not print its URL within 60 s")
-    try:
+    data_dir = str(tmp_path_factory.mktemp("lazy-numpy-data"))
+    with served("--api-key", API_KEY, "--data-dir", data_dir) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.communicate(timeout=20)  # also closes its stdout pipe
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate(timeout=10)
 
 
 def _env() -> dict[str, str]:

@@ -12,11 +12,9 @@ from __future__ import annotations
 import ast
 import gzip
 import os
-import queue
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
+from tests._served import served
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._http import PoolKind, Transport
 from tinker_lite._retry import RetryPolicy, send_with_retries
@@ -57,34 +56,10 @@ def test_no_module_of_the_package_imports_requests() -> None:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[str]:
+def served_url() -> Iterator[str]:
     """``python -m tinker_lite.local serve`` in its own process; yields its base URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tinker_lite.local", "serve", "--port", "0", "--stub-model"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    stdout = proc.stdout
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
-    try:
-        url = lines.get(timeout=60).strip()
-        assert url.startswith("http://127.0.0.1:"), url
+    with served("--stub-model") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        stdout.close()
 
 
 FIRST_USE = textwrap.dedent(
@@ -113,11 +88,11 @@ FIRST_USE = textwrap.dedent(
 )
 
 
-def test_first_use_and_a_sample_never_import_requests(served: str) -> None:
+def test_first_use_and_a_sample_never_import_requests(served_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_USE, served],
+        [sys.executable, "-c", FIRST_USE, served_url],
         check=False,
         cwd=REPO,
         env=env,
