@@ -210,9 +210,34 @@ def machine_line() -> str:
         f"official SDK ``tinker=={c.OFFICIAL_VERSION}`` (``bench/setup_official.sh``, without "
         "torch). Both clients run in the same run, one process each, in alternation, against "
         "the same local server (a separate process, stub model); medians of repeated runs. "
-        "Ratios are tinker_lite / official: below 1, tinker_lite uses less. The machine was "
-        "shared with other work, so the ratios are steadier than the absolute figures."
+        "Ratios are tinker_lite / official: below 1, tinker_lite uses less. Absolute figures "
+        "move with the machine's load; the ratios, taken in alternation, are steadier."
     )
+    return textwrap.fill(text, width=96, break_on_hyphens=False, break_long_words=False)
+
+
+GOAL_FIGURES = ("first_use", "encoding", "sampling", "training", "latency")
+
+
+def goals_paragraph() -> str:
+    """Say how many of the benchmark's goals the last full run met, and explain any miss."""
+    goals: list[dict[str, Any]] = []
+    explanations: list[str] = []
+    for figure in GOAL_FIGURES:
+        data = load(figure)
+        if not data:
+            continue
+        goals += [g for g in data.get("goals", []) if g.get("met") is not None]
+        explanations += [n for n in data.get("notes", []) if n.startswith("floor before")]
+    if not goals:
+        return ""
+    missed = [g for g in goals if not g["met"]]
+    met = len(goals) - len(missed)
+    text = f"Goals of ``bench/run_all.py`` met in this run: {met} of {len(goals)}."
+    if missed:
+        text += " Missed: " + "; ".join(f"{g['goal']} ({g['detail']})" for g in missed) + "."
+        if explanations:
+            text += " For the training loop's memory: " + "; ".join(explanations) + "."
     return textwrap.fill(text, width=96, break_on_hyphens=False, break_long_words=False)
 
 
@@ -231,6 +256,9 @@ def render() -> str:
             "",
         ]
         lines += _list_table(["Load", "tinker_lite", f"official {c.OFFICIAL_VERSION}"], scaling)
+    goals = goals_paragraph()
+    if goals:
+        lines += ["", goals]
     return "\n".join(lines)
 
 
