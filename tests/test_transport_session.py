@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests._holder_support import holder_from
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     FakeClock,
@@ -99,7 +100,7 @@ def make_holder(server: ScriptedServer) -> Iterator[Callable[..., SessionHolder]
             "sleep": lambda s: None,
         }
         options.update(kwargs)
-        holder = SessionHolder(**options)
+        holder = holder_from(**options)
         made.append(holder)
         return holder
 
@@ -673,7 +674,7 @@ def test_holders_for_different_base_urls_coexist(
 def test_an_unclosed_holder_can_be_collected(server: ScriptedServer) -> None:
     script_service(server)
     before = set(threading.enumerate())
-    holder = SessionHolder(api_key=API_KEY, base_url=server.url, telemetry=True)
+    holder = holder_from(api_key=API_KEY, base_url=server.url, telemetry=True)
     assert "tinker-lite-heartbeat" in new_transport_threads(before)
     del holder
     gc.collect()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from tinker_lite._context import ClientContext
+from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures import APIFuture
 
@@ -40,7 +40,10 @@ def rest_connection(
     if holder is None:
         # golden-0.38 README: a REST-only client creates no session and sends nothing
         # until its first call.
-        context = ClientContext(api_key=api_key, base_url=base_url, session=False, **settings)
+        resolved = resolve_settings(
+            api_key=api_key, base_url=base_url, allow_local=True, **settings
+        )
+        context = ClientContext(resolved, session=False)
         return context, True
     shared = holder if isinstance(holder, ClientContext) else getattr(holder, "_context", None)
     if not isinstance(shared, ClientContext):
