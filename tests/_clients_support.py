@@ -19,7 +19,7 @@ import pytest
 
 from tests._scripted_server import Recorded, Reply, Respond, ScriptedServer
 from tinker_lite import _wire, types
-from tinker_lite._context import ClientContext
+from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite.local import _codecs
 from tinker_lite.service_client import ServiceClient
 
@@ -70,7 +70,8 @@ def ce_datum(tokens: list[int], weights: list[float] | None = None) -> types.Dat
 def service_with(holder_options: Mapping[str, Any], **settings: Any) -> ServiceClient:
     """A ServiceClient whose session holder takes test-only options (injected sleep, clock,
     heartbeat and telemetry intervals); ``settings`` are ClientContext's connection settings."""
-    return ServiceClient._on_context(ClientContext(holder_options=holder_options, **settings))
+    resolved = resolve_settings(allow_local=True, **settings)
+    return ServiceClient._on_context(ClientContext(resolved, holder_options=holder_options))
 
 
 def seq_ids(requests: list[Recorded]) -> list[int]:

@@ -303,3 +303,22 @@ def test_a_service_that_never_answers_fails_after_startup_timeout() -> None:
     # Retried (well beyond the two HTTP retries of a start-up request) until the budget ran out.
     assert len(clock.sleeps) > 3
     assert 20.0 - 1.0 <= sum(clock.sleeps) <= 20.0 + 1e-6
+
+
+def test_options_are_resolved_once_and_handed_down_whole() -> None:
+    service = ServiceClient(
+        base_url="http://127.0.0.1:9",
+        display_name="run",
+        default_headers={"x-a": "1"},
+        default_headers_overrides={"x-a": "2", "x-b": "3"},
+        sample_workers=2,
+        telemetry=False,
+    )
+    try:
+        settings = service.holder.settings
+        assert settings.display_name == "run"
+        assert settings.default_headers == {"x-a": "2", "x-b": "3"}
+        assert settings.sample_workers == 2
+        assert service.holder.transport.default_headers()["x-a"] == "2"
+    finally:
+        service.close()

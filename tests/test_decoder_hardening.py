@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._holder_support import holder_from
 from tinker_lite import _proto, _wire, types
 from tinker_lite._api import Requestor, json_result
 from tinker_lite._api import decode_forward_backward as _decode_forward_backward
@@ -276,7 +277,7 @@ def test_wire_decode_of_mutated_answers(pair: tuple[type[Any], Any]) -> None:
 @pytest.fixture(scope="module")
 def holder() -> Iterator[SessionHolder]:
     """A session holder that never starts (nothing is sent): only its ``parse`` is used."""
-    made = SessionHolder(base_url="http://127.0.0.1:9", lazy=True, telemetry=False)
+    made = holder_from(base_url="http://127.0.0.1:9", lazy=True, telemetry=False)
     yield made
     made.close()
 

@@ -48,7 +48,7 @@ from tests._golden038_support import (
 from tests._proto_support import config_from_decoded, datums_from_decoded, encode_decoded
 from tests._scripted_server import Recorded, Reply, ScriptedServer
 from tinker_lite import ExperimentalWarning, RestClient, ServiceClient, types
-from tinker_lite._context import ClientContext
+from tinker_lite._context import ClientContext, resolve_settings
 
 STEPS = fixtures_by_step()
 FIXTURES = {f["name"]: f for fixtures in STEPS.values() for f in fixtures}
@@ -140,12 +140,14 @@ class Replay:
         # heartbeat and telemetry flush come every 0.2 s instead of 10 s, so the background
         # fixtures can be compared with what this replay's first session sent.
         context = ClientContext(
+            resolve_settings(
+                base_url=self.server.url,
+                api_key=API_KEY,
+                wire="auto",
+                stall_timeout=TIMEOUT,
+                telemetry=True,
+            ),
             holder_options={"heartbeat_interval": 0.2, "telemetry_flush_interval": 0.2},
-            base_url=self.server.url,
-            api_key=API_KEY,
-            wire="auto",
-            stall_timeout=TIMEOUT,
-            telemetry=True,
         )
         client = ServiceClient._on_context(context)
         self.clients.append(client)

@@ -25,6 +25,7 @@ import pytest
 import urllib3
 import urllib3.exceptions
 
+from tests._holder_support import holder_from
 from tests._reliability_support import (
     BASE_MODEL,
     LORA_RANK,
@@ -77,7 +78,7 @@ def make_holder(server: ScriptedServer, clock: FakeClock) -> Iterator[Callable[.
     _service(server)
 
     def make(stall_timeout: float) -> SessionHolder:
-        holder = SessionHolder(
+        holder = holder_from(
             api_key=API_KEY,
             base_url=server.url,
             telemetry=False,

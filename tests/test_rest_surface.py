@@ -40,7 +40,7 @@ from tinker_lite import (
     TinkerError,
     types,
 )
-from tinker_lite._context import ClientContext
+from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite.local import LocalServer
 from tinker_lite.local._jwt import LOCAL_ORG_ID, LOCAL_USER_URN
 
@@ -121,10 +121,7 @@ def _scripted_rest(server: ScriptedServer, sleeps: list[float]) -> RestClient:
         return False
 
     context = ClientContext(
-        base_url=server.url,
-        api_key=API_KEY,
-        telemetry=False,
-        stall_timeout=12.0,
+        resolve_settings(base_url=server.url, api_key=API_KEY, telemetry=False, stall_timeout=12.0),
         session=False,
         holder_options={"sleep": sleep},
     )

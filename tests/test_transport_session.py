@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests._holder_support import holder_from
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     FakeClock,
@@ -99,7 +100,7 @@ def make_holder(server: ScriptedServer) -> Iterator[Callable[..., SessionHolder]
             "sleep": lambda s: None,
         }
         options.update(kwargs)
-        holder = SessionHolder(**options)
+        holder = holder_from(**options)
         made.append(holder)
         return holder
 
@@ -192,6 +193,57 @@ def test_stall_timeout_argument_is_validated(value: Any) -> None:
     with pytest.raises(InvalidInputError) as info:
         resolve_settings(api_key="k", stall_timeout=value, environ={})
     assert info.value.field == "stall_timeout"
+
+
+def test_the_whole_options_value_never_shows_secrets() -> None:
+    env = {"CLOUDFLARE_ACCESS_CLIENT_SECRET": "cf-secret-value", "TINKER_LITE_JOURNAL": " j.jsonl "}
+    settings = resolve_settings(
+        api_key="tml-secret-key",
+        base_url="https://arg.example",
+        default_headers={"Authorization": "Bearer header-secret"},
+        user_metadata={"team": "a"},
+        display_name="run-1",
+        sample_workers=3,
+        max_retries=2,
+        environ=env,
+    )
+    shown = repr(settings)
+    for secret in ("tml-secret-key", "cf-secret-value", "header-secret"):
+        assert secret not in shown
+    assert "'Authorization'" in shown
+    assert "sample_workers=3" in shown
+    assert settings.default_headers == {"Authorization": "Bearer header-secret"}
+    assert (settings.user_metadata, settings.display_name) == ({"team": "a"}, "run-1")
+    assert (settings.sample_workers, settings.max_retries) == (3, 2)
+    assert settings.journal == "j.jsonl"  # TINKER_LITE_JOURNAL, read here once
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"sample_workers": 0}, "sample_workers"),
+        ({"sample_workers": True}, "sample_workers"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"user_metadata": ["a"]}, "user_metadata"),
+        ({"display_name": 3}, "display_name"),
+    ],
+)
+def test_bad_client_options_name_their_field(options: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        resolve_settings(api_key="k", environ={}, **options)
+    assert info.value.field == field
+
+
+def test_local_base_url_is_kept_for_the_context_to_start() -> None:
+    settings = resolve_settings(base_url=" LOCAL://x ", allow_local=True, environ={})
+    assert settings.is_local
+    assert settings.base_url == "local://"
+    assert settings.api_key is None
+    started = settings.with_base_url("http://127.0.0.1:9")
+    assert not started.is_local
+    assert started.base_url == "http://127.0.0.1:9"
+    from_env = resolve_settings(allow_local=True, environ={"TINKER_BASE_URL": "local://"})
+    assert from_env.is_local
 
 
 def test_invalid_wire_and_urls() -> None:
@@ -673,7 +725,7 @@ def test_holders_for_different_base_urls_coexist(
 def test_an_unclosed_holder_can_be_collected(server: ScriptedServer) -> None:
     script_service(server)
     before = set(threading.enumerate())
-    holder = SessionHolder(api_key=API_KEY, base_url=server.url, telemetry=True)
+    holder = holder_from(api_key=API_KEY, base_url=server.url, telemetry=True)
     assert "tinker-lite-heartbeat" in new_transport_threads(before)
     del holder
     gc.collect()

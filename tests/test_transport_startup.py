@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests._holder_support import holder_from
 from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     Reply,
     ScriptedServer,
@@ -36,7 +37,7 @@ def holders(server: ScriptedServer) -> Iterator[list[SessionHolder]]:
 
 
 def _holder(server: ScriptedServer, made: list[SessionHolder], **kwargs: object) -> SessionHolder:
-    holder = SessionHolder(
+    holder = holder_from(
         api_key=API_KEY,
         base_url=server.url,
         telemetry=False,

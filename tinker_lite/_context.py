@@ -27,20 +27,25 @@ import queue
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tinker_lite._api import Requestor
 from tinker_lite._batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
-from tinker_lite._errors import ClientClosedError, InvalidInputError
+from tinker_lite._errors import ClientClosedError
 from tinker_lite._futures import APIFuture
 from tinker_lite._journal import Journal
 from tinker_lite._pending import PendingRegistry
 from tinker_lite._poller import Poller
 from tinker_lite._retry import DEFAULT_RETRY_POLICY
 from tinker_lite._session import FinishReason, SessionHolder
-from tinker_lite._settings import ENV_BASE_URL
+from tinker_lite._settings import (
+    DEFAULT_SAMPLE_WORKERS,
+    LOCAL_BASE_URL,
+    Settings,
+    resolve_settings,
+)
 
 __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
@@ -51,21 +56,18 @@ __all__ = [
     "LOCAL_BASE_URL",
     "ClientContext",
     "FinishReason",
+    "Settings",
     "WorkerPool",
     "exit_timeout",
     "find_live_context",
+    "resolve_settings",
 ]
 
 logger = logging.getLogger("tinker_lite.context")
 
 T = TypeVar("T")
 
-LOCAL_BASE_URL = "local://"
 FINISH_REASONS = ("success", "errored", "interrupted")
-DEFAULT_SAMPLE_WORKERS = 16
-"""Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
-(about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
-sample takes over 1.25 s; more threads only contend for the GIL (bench/, figure 3)."""
 DEFAULT_REST_WORKERS = 4
 ENV_EXIT_TIMEOUT = "TINKER_LITE_EXIT_TIMEOUT"
 DEFAULT_EXIT_TIMEOUT = 60.0
@@ -151,49 +153,28 @@ class WorkerPool:
                     thread.join()
 
 
-def _is_local(url: str | None) -> bool:
-    return url is not None and url.strip().lower().startswith(LOCAL_BASE_URL)
-
-
 class ClientContext:
     """The shared state of one connection: session holder, requestor, executors, journal.
 
-    Arguments are the connection settings of :class:`~tinker_lite.ServiceClient` (already
-    validated there); ``session=False`` makes a session-less connection (a standalone
-    RestClient). ``holder_options`` are extra :class:`~tinker_lite._session.SessionHolder`
-    arguments (injected clocks and sleeps in tests). Construction sends nothing: the
-    connection starts on first use (WIRE.md §P.10).
+    ``settings`` are the options a public client resolved once
+    (:func:`~tinker_lite._settings.resolve_settings`); ``local://`` starts the offline local
+    server here and the holder gets its URL. ``session=False`` makes a session-less connection
+    (a standalone RestClient). ``holder_options`` are extra
+    :class:`~tinker_lite._session.SessionHolder` arguments (injected clocks and sleeps in
+    tests). Construction sends nothing: the connection starts on first use (WIRE.md §P.10).
     """
 
     def __init__(
         self,
+        settings: Settings,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        user_metadata: Mapping[str, Any] | None = None,
-        project_id: str | None = None,
-        display_name: str | None = None,
-        stall_timeout: float | None = None,
-        startup_timeout: float | None = None,
-        wire: str = "auto",
-        verify: bool | str = True,
-        telemetry: bool | None = None,
-        tags: Sequence[str] | None = None,
-        default_headers: Mapping[str, str] | None = None,
-        sample_workers: int = DEFAULT_SAMPLE_WORKERS,
-        max_retries: int | None = None,
-        journal: str | os.PathLike[str] | Journal | None = None,
         session: bool = True,
         holder_options: Mapping[str, Any] | None = None,
     ) -> None:
-        if isinstance(sample_workers, bool) or not isinstance(sample_workers, int):
-            raise InvalidInputError("sample_workers", f"must be an int, got {sample_workers!r}")
-        if sample_workers < 1:
-            raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
         self._lock = threading.Lock()
         self.closing = threading.Event()
         self._closed = False
-        self._sample_workers = sample_workers
+        self._sample_workers = settings.sample_workers
         self._sample_executor: WorkerPool | None = None
         self._rest_executor: ThreadPoolExecutor | None = None
         self._train_executors: list[ThreadPoolExecutor] = []
@@ -201,32 +182,16 @@ class ClientContext:
         self.pending = PendingRegistry()
         self._batch_poller: BatchPoller | None = None
         self._batch_checked = False
-        self.journal = Journal.resolve(journal)
+        self.journal = None if settings.journal is None else Journal.resolve(settings.journal)
         self.has_session = session
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
-        if max_retries is not None:
+        if settings.max_retries is not None:
             policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
-            options["retry_policy"] = dataclasses.replace(policy, max_retries=max_retries)
-        requested_url = base_url if base_url else os.environ.get(ENV_BASE_URL)
-        if _is_local(requested_url):
-            base_url = self._start_local_server()
+            options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
+        if settings.is_local:
+            settings = settings.with_base_url(self._start_local_server())
         try:
-            self.holder = SessionHolder(
-                api_key=api_key,
-                base_url=base_url,
-                user_metadata=user_metadata,
-                project_id=project_id,
-                display_name=display_name,
-                stall_timeout=stall_timeout,
-                startup_timeout=startup_timeout,
-                wire=wire,
-                verify=verify,
-                telemetry=telemetry,
-                tags=tags,
-                default_headers=default_headers,
-                create_session=session,
-                **options,
-            )
+            self.holder = SessionHolder(settings, create_session=session, **options)
         except BaseException:
             self._stop_local_server()
             raise

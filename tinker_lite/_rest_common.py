@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from tinker_lite._context import ClientContext
+from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures import APIFuture
 
@@ -23,25 +23,20 @@ C = TypeVar("C", bound="RestOnlyClient")
 
 
 def rest_connection(
-    client_name: str,
-    holder: object | None,
-    *,
-    api_key: str | None,
-    base_url: str | None,
-    settings: Mapping[str, Any],
+    client_name: str, holder: object | None, options: Mapping[str, Any]
 ) -> tuple[ClientContext, bool]:
     """The connection a REST-only client runs over, and whether the client owns it.
 
     ``holder`` is what the official SDK calls the internal holder: ``None`` (build a
-    session-less connection from ``api_key``, ``base_url`` and ``settings``), a
+    session-less connection from the client's keyword ``options``, resolved once here), a
     :class:`ServiceClient`, or the connection of another client. It cannot be combined with
-    connection settings, which it already has.
+    connection options, which it already has.
     """
     if holder is None:
         # golden-0.38 README: a REST-only client creates no session and sends nothing
         # until its first call.
-        context = ClientContext(api_key=api_key, base_url=base_url, session=False, **settings)
-        return context, True
+        settings = resolve_settings(allow_local=True, **options)
+        return ClientContext(settings, session=False), True
     shared = holder if isinstance(holder, ClientContext) else getattr(holder, "_context", None)
     if not isinstance(shared, ClientContext):
         # Never echo the value: in the old tinker_lite order it may be the API key.
@@ -51,9 +46,8 @@ def rest_connection(
             f"(the official 0.38 order), got a {type(holder).__name__}",
             f"pass {client_name}(base_url=..., api_key=...) as keywords",
         )
-    given = {"api_key": api_key, "base_url": base_url, **settings}
     defaults: dict[str, object] = {"verify": True}
-    conflicting = [name for name, value in given.items() if value != defaults.get(name)]
+    conflicting = [name for name, value in options.items() if value != defaults.get(name)]
     if conflicting:
         raise InvalidInputError(
             conflicting[0],
@@ -82,7 +76,9 @@ class RestOnlyClient:
         startup_timeout: float | None = None,
         telemetry: bool | None = None,
     ) -> None:
-        settings = {
+        options = {
+            "api_key": api_key,
+            "base_url": base_url,
             "verify": verify,
             "default_headers": default_headers,
             "max_retries": max_retries,
@@ -90,9 +86,7 @@ class RestOnlyClient:
             "startup_timeout": startup_timeout,
             "telemetry": telemetry,
         }
-        context, owned = rest_connection(
-            type(self).__name__, _holder, api_key=api_key, base_url=base_url, settings=settings
-        )
+        context, owned = rest_connection(type(self).__name__, _holder, options)
         self._owns_context = owned
         self._context = context
         self._api = context.api

@@ -36,10 +36,10 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from tinker_lite import _wire, types
 from tinker_lite._auth import Credentials, jwt_expiry
@@ -158,35 +158,23 @@ def _atexit_close(ref: weakref.ref[SessionHolder]) -> None:
 class SessionHolder:
     """Connection, session and background machinery shared by the clients of one ServiceClient.
 
-    Arguments beyond the settings of :func:`resolve_settings`: ``user_metadata`` is sent with
-    ``create_session``; ``create_session=False`` makes a session-less holder (REST use);
-    ``lazy=True`` delays the start-up requests until first use; ``poll_threads`` caps the polling
-    threads (default: the sampling in-flight cap + 32); ``heartbeat_interval`` is the heartbeat
-    period; ``dynamic_config_min_interval`` the shortest refresh period of the dynamic config;
-    ``request_timeout`` is the timeout of requests sent without one of their own and
-    ``poll_timeout`` the one of each ``retrieve_future`` long poll. ``sleep``, ``rand``,
-    ``clock`` (monotonic), ``wall_clock`` (epoch) and ``heartbeat_wait`` are injectable for
-    tests.
+    ``settings`` are the connection's resolved options (:func:`resolve_settings`; its
+    ``user_metadata`` is sent with ``create_session``). ``create_session=False`` makes a
+    session-less holder (REST use); ``lazy=True`` delays the start-up requests until first use;
+    ``poll_threads`` caps the polling threads (default: the sampling in-flight cap + 32);
+    ``heartbeat_interval`` is the heartbeat period; ``dynamic_config_min_interval`` the shortest
+    refresh period of the dynamic config; ``request_timeout`` is the timeout of requests sent
+    without one of their own and ``poll_timeout`` the one of each ``retrieve_future`` long poll.
+    ``sleep``, ``rand``, ``clock`` (monotonic), ``wall_clock`` (epoch) and ``heartbeat_wait`` are
+    injectable for tests.
     """
 
     def __init__(
         self,
+        settings: Settings,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        user_metadata: Mapping[str, Any] | None = None,
-        project_id: str | None = None,
-        display_name: str | None = None,
-        tags: Sequence[str] | None = None,
-        stall_timeout: float | None = None,
-        startup_timeout: float | None = None,
-        wire: str = "auto",
-        verify: bool | str = True,
-        telemetry: bool | None = None,
-        sdk_version: str | None = None,
         create_session: bool = True,
         lazy: bool = False,
-        default_headers: Mapping[str, str] | None = None,
         poll_threads: int | None = None,
         request_timeout: Timeout = DEFAULT_TIMEOUT,
         poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
@@ -199,27 +187,8 @@ class SessionHolder:
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
-        environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.settings = resolve_settings(
-            api_key=api_key,
-            base_url=base_url,
-            project_id=project_id,
-            tags=tags,
-            stall_timeout=stall_timeout,
-            startup_timeout=startup_timeout,
-            wire=wire,
-            verify=verify,
-            telemetry=telemetry,
-            sdk_version=sdk_version,
-            environ=environ,
-        )
-        if user_metadata is not None and not isinstance(user_metadata, Mapping):
-            raise InvalidInputError("user_metadata", "must be a dict of str to JSON values")
-        self._user_metadata = dict(user_metadata or {})
-        if display_name is not None and not isinstance(display_name, str):
-            raise InvalidInputError("display_name", f"must be a string, got {display_name!r}")
-        self._display_name = display_name
+        self.settings = settings
         self._want_session = create_session
         self._retry_policy = retry_policy
         self._closing = threading.Event()
@@ -234,8 +203,7 @@ class SessionHolder:
         self._user_poll_threads = poll_threads
 
         self._credentials = Credentials(self.settings.api_key, wall_clock=wall_clock)
-        headers = dict(self.settings.cloudflare_headers)
-        headers.update(default_headers or {})
+        headers = {**self.settings.cloudflare_headers, **self.settings.default_headers}
         sizes = dict(DEFAULT_POOL_SIZES)
         if poll_threads is not None:
             sizes[PoolKind.RETRIEVE_PROMISE] = max(sizes[PoolKind.RETRIEVE_PROMISE], poll_threads)
@@ -518,8 +486,8 @@ class SessionHolder:
     def _create_session(self) -> str:
         request = types.CreateSessionRequest(
             tags=list(self.settings.tags),
-            user_metadata=self._user_metadata,
-            display_name=self._display_name,
+            user_metadata=dict(self.settings.user_metadata),
+            display_name=self.settings.display_name,
             sdk_version=self.settings.sdk_version,
             project_id=self.settings.project_id,
         )

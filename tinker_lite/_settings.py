@@ -1,8 +1,12 @@
 """Connection settings: explicit arguments > environment variables > defaults.
 
+A public client resolves its keyword options once, with :func:`resolve_settings`, into one
+frozen :class:`Settings`, and hands that value down: the client context, the session holder and
+the transport read it and default nothing again.
+
 WIRE.md §P.3: an explicit ``api_key=`` wins over ``TINKER_API_KEY``; the key never shows in a
 ``repr``. Every bad value raises :class:`~tinker_lite.InvalidInputError` naming the argument or
-environment variable at fault.
+environment variable at fault, before anything is sent.
 """
 
 from __future__ import annotations
@@ -12,21 +16,29 @@ import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._http import is_loopback_url, register_secret
+from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
+from tinker_lite._retry import DEFAULT_RETRY_POLICY
 from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.telemetry import is_telemetry_enabled
 
+if TYPE_CHECKING:
+    from tinker_lite._journal import Journal
+
 __all__ = [
     "DEFAULT_BASE_URL",
+    "DEFAULT_SAMPLE_WORKERS",
     "DEFAULT_STALL_TIMEOUT",
     "ENV_API_KEY",
     "ENV_BASE_URL",
+    "ENV_JOURNAL",
     "ENV_STALL_TIMEOUT",
     "ENV_STARTUP_TIMEOUT",
+    "LOCAL_BASE_URL",
     "Settings",
     "WireMode",
     "parse_seconds",
@@ -36,6 +48,8 @@ __all__ = [
 logger = logging.getLogger("tinker_lite.session")
 
 DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+LOCAL_BASE_URL = "local://"
+"""The base URL that runs the offline local server in this process (see ``ClientContext``)."""
 
 ENV_API_KEY = "TINKER_API_KEY"
 ENV_BASE_URL = "TINKER_BASE_URL"
@@ -48,6 +62,10 @@ ENV_STALL_TIMEOUT = "TINKER_LITE_STALL_TIMEOUT"
 ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
 
 DEFAULT_STALL_TIMEOUT = 300.0
+DEFAULT_SAMPLE_WORKERS = 16
+"""Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
+(about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
+sample takes over 1.25 s; more threads only contend for the GIL (bench/, figure 3)."""
 
 WireMode = Literal["auto", "protobuf", "json"]
 
@@ -57,7 +75,12 @@ _warned_lock = threading.Lock()
 
 @dataclass(frozen=True, repr=False)
 class Settings:
-    """Resolved connection settings of one holder (the API key never shows in ``repr``)."""
+    """The resolved options of one connection, built once by a public client.
+
+    Handed down whole (client context, session holder, transport) so no layer re-lists or
+    re-defaults an option. The API key, the Cloudflare secret and header values never show in
+    ``repr``.
+    """
 
     base_url: str
     api_key: str | None
@@ -70,6 +93,21 @@ class Settings:
     sdk_version: str = WIRE_SDK_VERSION
     telemetry: bool = True
     verify: bool | str = True
+    user_metadata: Mapping[str, Any] = field(default_factory=dict)
+    display_name: str | None = None
+    default_headers: Mapping[str, str] = field(default_factory=dict)
+    sample_workers: int = DEFAULT_SAMPLE_WORKERS
+    max_retries: int | None = None
+    journal: str | os.PathLike[str] | Journal | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this connection runs the offline local server (``base_url="local://"``)."""
+        return self.base_url == LOCAL_BASE_URL
+
+    def with_base_url(self, base_url: str) -> Settings:
+        """These settings with another base URL (the local server's, once it has started)."""
+        return replace(self, base_url=base_url)
 
     def sdk_headers(self, sdk_method: str | None) -> dict[str, str]:
         """The ``x-sdk-version`` / ``x-sdk-method`` headers 0.38 puts on a public call."""
@@ -84,7 +122,10 @@ class Settings:
             f"stall_timeout={self.stall_timeout!r}, startup_timeout={self.startup_timeout!r}, "
             f"wire={self.wire!r}, "
             f"sdk_version={self.sdk_version!r}, telemetry={self.telemetry!r}, "
-            f"verify={self.verify!r})"
+            f"verify={self.verify!r}, display_name={self.display_name!r}, "
+            f"default_headers={sorted(self.default_headers)!r}, "
+            f"sample_workers={self.sample_workers!r}, max_retries={self.max_retries!r}, "
+            f"journal={self.journal!r})"
         )
 
 
@@ -140,15 +181,29 @@ def resolve_settings(
     verify: bool | str = True,
     telemetry: bool | None = None,
     sdk_version: str | None = None,
+    user_metadata: Mapping[str, Any] | None = None,
+    display_name: str | None = None,
+    default_headers: Mapping[str, str] | None = None,
+    sample_workers: int = DEFAULT_SAMPLE_WORKERS,
+    max_retries: int | None = None,
+    journal: str | os.PathLike[str] | Journal | None = None,
+    allow_local: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Resolve every setting: explicit argument > environment variable > default.
+    """Resolve every option once: explicit argument > environment variable > default.
 
     Raises :class:`~tinker_lite.InvalidInputError` naming the argument or environment variable
     at fault (an API key with whitespace, a missing key for a remote service, a bad stall
-    timeout, an unknown ``wire`` mode, a base URL that is not http(s)).
+    timeout, an unknown ``wire`` mode, a base URL that is not http(s), a bad ``sample_workers``
+    or ``max_retries``). ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`;
+    the client context starts the local server and swaps in its URL).
     """
     env = os.environ if environ is None else environ
+
+    if isinstance(sample_workers, bool) or not isinstance(sample_workers, int):
+        raise InvalidInputError("sample_workers", f"must be an int, got {sample_workers!r}")
+    if sample_workers < 1:
+        raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
 
     if _nonempty(base_url) is not None:
         url, url_source = str(base_url), "base_url"
@@ -157,13 +212,16 @@ def resolve_settings(
     else:
         url, url_source = DEFAULT_BASE_URL, "base_url"
     url = url.strip()
-    if not url.lower().startswith(("http://", "https://")):
+    local = url.lower().startswith(LOCAL_BASE_URL)
+    if local and allow_local:
+        url = LOCAL_BASE_URL
+    elif not url.lower().startswith(("http://", "https://")):
         raise InvalidInputError(
             url_source,
             f"must be an http:// or https:// URL, got {url!r}",
             "base_url='local://' is resolved by ServiceClient",
         )
-    loopback = is_loopback_url(url)
+    loopback = local or is_loopback_url(url)
     if url.lower().startswith("http://") and not loopback:
         with _warned_lock:
             first = url not in _warned_insecure_urls
@@ -224,6 +282,15 @@ def resolve_settings(
     if verify is False:
         logger.warning("TLS certificate verification is disabled (verify=False) for %s", url)
 
+    if user_metadata is not None and not isinstance(user_metadata, Mapping):
+        raise InvalidInputError("user_metadata", "must be a dict of str to JSON values")
+    if display_name is not None and not isinstance(display_name, str):
+        raise InvalidInputError("display_name", f"must be a string, got {display_name!r}")
+    if max_retries is not None:
+        replace(DEFAULT_RETRY_POLICY, max_retries=max_retries)  # checks it, naming the field
+    if journal is None:
+        journal = _nonempty(env.get(ENV_JOURNAL, "").strip())
+
     return Settings(
         base_url=url,
         api_key=key_or_none,
@@ -236,4 +303,10 @@ def resolve_settings(
         sdk_version=sdk_version or _nonempty(env.get(ENV_SDK_VERSION)) or WIRE_SDK_VERSION,
         telemetry=is_telemetry_enabled(env) if telemetry is None else telemetry,
         verify=verify,
+        user_metadata=dict(user_metadata or {}),
+        display_name=display_name,
+        default_headers=dict(default_headers or {}),
+        sample_workers=sample_workers,
+        max_retries=max_retries,
+        journal=journal,
     )

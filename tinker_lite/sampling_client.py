@@ -33,7 +33,7 @@ import attrs
 from tinker_lite import _wire, types
 from tinker_lite._api import ASAMPLE_PATH, decode_sample
 from tinker_lite._async import with_async_twins
-from tinker_lite._context import ClientContext, find_live_context
+from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures import APIFuture, ReadyClient, chain
 from tinker_lite._poller import QueueStateLogger
@@ -658,7 +658,9 @@ def _restore_sampling_client(
     context = None if api_key is not None else find_live_context(base_url)
     if context is None:
         with _owned_lock:
-            context = ClientContext(base_url=base_url, api_key=api_key)
+            context = ClientContext(
+                resolve_settings(base_url=base_url, api_key=api_key, allow_local=True)
+            )
             if not _owned_contexts:
                 atexit.register(_close_owned)
             _owned_contexts.append(context)

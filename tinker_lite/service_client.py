@@ -37,6 +37,7 @@ from tinker_lite._context import (
     LOCAL_BASE_URL,
     ClientContext,
     FinishReason,
+    resolve_settings,
 )
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
@@ -137,24 +138,25 @@ class ServiceClient:
             )
         if isinstance(project_id, Mapping):
             raise InvalidInputError("project_id", "must be a string, got a mapping")
-        headers = {**(default_headers or {}), **(default_headers_overrides or {})}
-        self._context = ClientContext(
+        settings = resolve_settings(
             api_key=api_key,
             base_url=base_url,
-            user_metadata=user_metadata,
             project_id=project_id,
-            display_name=display_name,
+            tags=tags,
             stall_timeout=stall_timeout,
             startup_timeout=startup_timeout,
             wire=wire,
             verify=verify,
             telemetry=telemetry,
-            tags=tags,
-            default_headers=headers or None,
+            user_metadata=user_metadata,
+            display_name=display_name,
+            default_headers={**(default_headers or {}), **(default_headers_overrides or {})},
             sample_workers=sample_workers,
             max_retries=max_retries,
             journal=journal,
+            allow_local=True,
         )
+        self._context = ClientContext(settings)
 
     @classmethod
     def _on_context(cls, context: ClientContext) -> ServiceClient:
