@@ -6,6 +6,7 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import urllib3
@@ -425,3 +426,44 @@ def test_https_proxy_and_ca_bundle_from_the_environment_are_honoured(
     finally:
         tls.close()
     assert "/nonexistent/ca.pem" in str(info.value)
+
+
+def test_a_header_checked_once_never_lets_a_bad_value_through(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pairs found fit are remembered (emptied when full: here after 4); a bad one never is.
+    monkeypatch.setattr("tinker_lite._http._MAX_CHECKED_HEADERS", 4)
+    server.default("POST", "/p", Reply(204))
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
+    try:
+        for attempt in range(3):
+            for index in range(6):
+                t.send(PoolKind.TRAIN, "POST", "/p", body=b"{}", headers={"X-Step": str(index)})
+            bad_values: list[Any] = ["1\n", " 1", "caf\u20ac", 1]
+            for bad in bad_values:
+                with pytest.raises(InvalidInputError) as info:
+                    t.send(PoolKind.TRAIN, "POST", "/p", body=b"{}", headers={"X-Step": bad})
+                assert info.value.field == "headers", attempt
+    finally:
+        t.close()
+    assert [r.header("X-Step") for r in server.requests()] == [str(i) for i in range(6)] * 3
+
+
+def test_request_targets_are_the_ones_urllib3_sends(server: ScriptedServer) -> None:
+    # Requests without a proxy go straight to the origin's pool with the path as urllib3's
+    # PoolManager would send it (normalised once per URL, then kept).
+    paths = ["/api/v1/x", "/a b/c", "/caf\u00e9", "/a/./b/../c", "/q"]
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
+    manager = urllib3.PoolManager()
+    try:
+        for path in paths * 2:
+            t.send(PoolKind.SESSION, "GET", path, query={"k": "v w"} if path == "/q" else None)
+        for path in paths:
+            url = server.url + path + ("?k=v+w" if path == "/q" else "")
+            manager.urlopen("GET", url, retries=False, redirect=False)
+    finally:
+        t.close()
+        manager.clear()
+    recorded = [(r.path, r.query) for r in server.requests()]
+    assert recorded[: len(paths)] == recorded[len(paths) : 2 * len(paths)]
+    assert recorded[: len(paths)] == recorded[2 * len(paths) :]

@@ -25,6 +25,7 @@ __all__ = [
     "combine_outputs",
     "datum_byte_estimate",
     "datum_number_count",
+    "datum_sizes",
     "plan_chunks",
 ]
 
@@ -70,25 +71,32 @@ DEFAULT_LIMITS = ChunkLimits()
 
 def datum_number_count(datum: types.Datum) -> int:
     """Return WIRE.md §6.4's number count: tokens of the input plus loss-input elements."""
-    total = datum.model_input.length
-    for tensor in datum.loss_fn_inputs.values():
-        total += tensor.size
-    return total
+    return datum_sizes(datum)[0]
 
 
 def datum_byte_estimate(datum: types.Datum) -> int:
     """Return the estimated protobuf size of a datum (WIRE.md §13.3, 0.25.0 estimate)."""
-    total = 0
+    return datum_sizes(datum)[1]
+
+
+def datum_sizes(datum: types.Datum) -> tuple[int, int]:
+    """Return a datum's number count and estimated protobuf bytes, read in one pass."""
+    numbers = 0
+    estimate = 0
     for chunk in datum.model_input.chunks:
+        positions = chunk.length
+        numbers += positions
         if isinstance(chunk, types.EncodedTextChunk):
-            total += 4 * chunk.length
+            estimate += 4 * positions
         elif isinstance(chunk, types.ImageChunk):
-            total += len(chunk.data)
+            estimate += len(chunk.data)
         else:
-            total += len(chunk.location)
+            estimate += len(chunk.location)
     for tensor in datum.loss_fn_inputs.values():
-        total += tensor.size * tensor._values.itemsize  # sent dense, also when sparse
-    return total
+        size = tensor.size
+        numbers += size
+        estimate += size * tensor._values.itemsize  # sent dense, also when sparse
+    return numbers, estimate
 
 
 def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:

@@ -8,8 +8,8 @@ and how it would be split into requests, without a server.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -17,8 +17,7 @@ from tinker_lite import types
 from tinker_lite._chunking import (
     DEFAULT_LIMITS,
     ChunkLimits,
-    datum_byte_estimate,
-    datum_number_count,
+    datum_sizes,
     plan_chunks,
 )
 from tinker_lite._errors import InvalidInputError
@@ -99,8 +98,7 @@ def validate(
         if expected is not None:
             _check_keys(index, datum, loss_name, *expected)
         _check_values(index, datum, vocab_size)
-        numbers = datum_number_count(datum)
-        estimate = datum_byte_estimate(datum)
+        numbers, estimate = datum_sizes(datum)
         size = estimate if limits.max_bytes is not None else numbers
         if max_size is not None and size > max_size:
             raise InvalidInputError(
@@ -130,7 +128,10 @@ def _check_keys(
     required: frozenset[str],
     optional: frozenset[str],
 ) -> None:
-    keys = set(datum.loss_fn_inputs)
+    names = datum.loss_fn_inputs.keys()
+    if names >= required and not names - required - optional:
+        return
+    keys = set(names)
     missing = sorted(required - keys)
     if missing:
         raise InvalidInputError(
@@ -157,25 +158,28 @@ def _describe_keys(required: frozenset[str], optional: frozenset[str]) -> str:
 
 def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> None:
     # Reads stored values through TensorData's own helpers: no numpy for list-built tensors.
+    # The facts read from stored values are kept by the tensors and chunks (they never change),
+    # so a batch sent again is not scanned again; the field names are built only for an error.
     target_shape: list[int] | None = None
     for key, tensor in datum.loss_fn_inputs.items():
-        field = f"data[{index}].loss_fn_inputs[{key!r}]"
         expected_dtype = types.LOSS_FN_INPUT_DTYPES.get(key)
         if expected_dtype is not None and tensor.dtype != expected_dtype:
-            raise InvalidInputError(field, f"must be {expected_dtype}, got {tensor.dtype}")
+            raise InvalidInputError(
+                _input_field(index, key), f"must be {expected_dtype}, got {tensor.dtype}"
+            )
         # A sparse tensor's other values are 0: its stored values tell whether all are finite.
         bad = tensor._first_non_finite()
         if bad is not None:
             position = _dense_position(tensor, bad)
             raise InvalidInputError(
-                field,
+                _input_field(index, key),
                 f"holds a non-finite value ({tensor._values[bad]!r}) at position {position}",
                 "replace NaN/Inf before sending, e.g. with np.nan_to_num",
             )
         if key == "target_tokens":
             target_shape = tensor.shape if tensor.shape is not None else [tensor.size]
-            if vocab_size is not None:
-                _check_vocab(field, tensor._stored_max(), vocab_size)
+            if vocab_size is not None and _outside_vocab(tensor._stored_max(), vocab_size):
+                raise _vocab_error(_input_field(index, key), tensor._stored_max(), vocab_size)
     if target_shape is not None:
         for key in _ALIGNED_KEYS:
             other = datum.loss_fn_inputs.get(key)
@@ -184,21 +188,24 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
             shape = other.shape if other.shape is not None else [other.size]
             if shape != target_shape and other.size != math.prod(target_shape):
                 raise InvalidInputError(
-                    f"data[{index}].loss_fn_inputs[{key!r}]",
+                    _input_field(index, key),
                     f"has shape {shape} but target_tokens has shape {target_shape}",
                     "give every per-token input one value per target token",
                 )
     if vocab_size is not None:
         for chunk_index, chunk in enumerate(datum.model_input.chunks):
             if isinstance(chunk, types.EncodedTextChunk):
-                ids = chunk._current_ids()
-                if ids is None or isinstance(ids, array):
-                    highest = max(chunk.tokens if ids is None else ids, default=None)
-                else:
-                    highest = ids.max() if ids.size else None
-                _check_vocab(
-                    f"data[{index}].model_input.chunks[{chunk_index}].tokens", highest, vocab_size
-                )
+                highest = chunk._max_id()
+                if _outside_vocab(highest, vocab_size):
+                    raise _vocab_error(
+                        f"data[{index}].model_input.chunks[{chunk_index}].tokens",
+                        highest,
+                        vocab_size,
+                    )
+
+
+def _input_field(index: int, key: str) -> str:
+    return f"data[{index}].loss_fn_inputs[{key!r}]"
 
 
 def _dense_position(tensor: types.TensorData, stored: int) -> int:
@@ -210,13 +217,14 @@ def _dense_position(tensor: types.TensorData, stored: int) -> int:
     return row * tensor.shape[1] + cols[stored]
 
 
-def _check_vocab(field: str, highest: object, vocab_size: int | None) -> None:
-    if vocab_size is None or highest is None:
-        return
-    high = int(highest)  # type: ignore[call-overload]
-    if high >= vocab_size:
-        raise InvalidInputError(
-            field,
-            f"token id {high} is outside the model's vocabulary (size {vocab_size})",
-            "use ids from the model's tokenizer",
-        )
+def _outside_vocab(highest: Any, vocab_size: int) -> bool:
+    """Whether the largest id (None: no ids) is outside a vocabulary of ``vocab_size``."""
+    return highest is not None and int(highest) >= vocab_size
+
+
+def _vocab_error(field: str, highest: Any, vocab_size: int) -> InvalidInputError:
+    return InvalidInputError(
+        field,
+        f"token id {int(highest)} is outside the model's vocabulary (size {vocab_size})",
+        "use ids from the model's tokenizer",
+    )

@@ -127,23 +127,22 @@ def check_positions(datum: Datum, prefix: str) -> None:
     for key, tensor in datum.loss_fn_inputs.items():
         if key not in _PER_TOKEN_KEYS:
             continue
-        field = f"{prefix}loss_fn_inputs[{key!r}]"
         if not isinstance(tensor, TensorData):
             raise InvalidInputError(
-                field,
+                f"{prefix}loss_fn_inputs[{key!r}]",
                 f"must be a TensorData, got {type(tensor).__name__}",
                 "build the Datum again with the new inputs instead of changing its dict",
             )
         shape = tensor._dims()
         if len(shape) not in (1, 2):
             raise InvalidInputError(
-                field,
+                f"{prefix}loss_fn_inputs[{key!r}]",
                 f"must be 1-D or 2-D, got shape {shape}",
                 f"use shape ({length},) or ({length}, k): one value or row per input position",
             )
         if check_length and len(shape) == 2 and shape[0] == 1 and length > 1:
             raise InvalidInputError(
-                field,
+                f"{prefix}loss_fn_inputs[{key!r}]",
                 f"has shape {shape}: a leading batch dimension of 1, which the service refuses",
                 f"drop it, e.g. array.reshape(-1) or array[0], to get shape ({length},)",
             )
@@ -151,12 +150,14 @@ def check_positions(datum: Datum, prefix: str) -> None:
         # let through too (golden-0.38 forward_backward_numpy_2d: the official SDK sends it).
         if check_length and shape[0] != length and math.prod(shape) != length:
             raise InvalidInputError(
-                field,
+                f"{prefix}loss_fn_inputs[{key!r}]",
                 f"has {shape[0]} positions (shape {shape}) but model_input.length is {length}",
                 "give one value (or one row of k values) per model input position",
             )
         lowest = tensor._stored_min() if key == "target_tokens" else None
         if lowest is not None and lowest < 0:
             raise InvalidInputError(
-                field, "token ids must be non-negative", "use vocabulary indices"
+                f"{prefix}loss_fn_inputs[{key!r}]",
+                "token ids must be non-negative",
+                "use vocabulary indices",
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -58,6 +59,26 @@ class EncodedTextChunk:
         if tokens is None or ids is None:
             return ids
         return ids if tokens == state.get("_ids_list") else None
+
+    def _max_id(self) -> int | None:
+        """The largest token id (None for no ids), read once per stored id array.
+
+        The stored ids are a private copy nothing changes, so their largest value is kept with
+        them; once ``tokens`` was changed in place it is read from ``tokens`` on every call.
+        """
+        ids = self._current_ids()
+        if ids is None:
+            return max(self.tokens, default=None)
+        state = self.__dict__
+        memo: tuple[FlatValues, int | None] | None = state.get("_max_id_memo")
+        if memo is not None and memo[0] is ids:
+            return memo[1]
+        if isinstance(ids, array):
+            highest = max(ids, default=None)
+        else:
+            highest = int(ids.max()) if ids.size else None
+        state["_max_id_memo"] = (ids, highest)
+        return highest
 
     @property
     def length(self) -> int:

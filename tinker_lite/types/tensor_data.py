@@ -179,8 +179,24 @@ def _nest(flat: list[Any], shape: Sequence[int]) -> list[Any]:
     return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
+class _ValueFacts:
+    """Slots for facts read from a tensor's stored values, kept once computed.
+
+    The stored values are a private copy that nothing changes after construction (numpy input
+    is copied and made read-only; ``_numpy`` only swaps a stdlib array for a view of the same
+    memory), so what they hold is computed once: a training loop that sends the same Datums
+    every epoch does not scan them again. The slots are not attrs fields: no equality, repr,
+    pickling or wire format sees them.
+    """
+
+    __slots__ = ("_memo_max", "_memo_min", "_memo_non_finite")
+
+
+_UNKNOWN: Any = object()
+
+
 @attrs.frozen(eq=False, init=False, repr=False)
-class TensorData:
+class TensorData(_ValueFacts):
     """A tensor as the wire carries it: flat values, ``dtype`` and optional ``shape``.
 
     ``data`` accepts a numpy array, a torch tensor or a (nested) list; the values are cast to
@@ -335,20 +351,37 @@ class TensorData:
 
     def _stored_min(self) -> Any:
         """The smallest stored value (None when there are none), without importing numpy."""
-        values = self._values
-        if not len(values):
-            return None
-        return values.min() if _is_numpy_array(values) else min(values)
+        lowest = getattr(self, "_memo_min", _UNKNOWN)
+        if lowest is _UNKNOWN:
+            values = self._values
+            if not len(values):
+                lowest = None
+            else:
+                lowest = values.min() if _is_numpy_array(values) else min(values)
+            object.__setattr__(self, "_memo_min", lowest)
+        return lowest
 
     def _stored_max(self) -> Any:
         """The largest stored value (None when there are none), without importing numpy."""
-        values = self._values
-        if not len(values):
-            return None
-        return values.max() if _is_numpy_array(values) else max(values)
+        highest = getattr(self, "_memo_max", _UNKNOWN)
+        if highest is _UNKNOWN:
+            values = self._values
+            if not len(values):
+                highest = None
+            else:
+                highest = values.max() if _is_numpy_array(values) else max(values)
+            object.__setattr__(self, "_memo_max", highest)
+        return highest
 
     def _first_non_finite(self) -> int | None:
         """The position of the first NaN/Inf stored value, None when all are finite."""
+        position: int | None = getattr(self, "_memo_non_finite", _UNKNOWN)
+        if position is _UNKNOWN:
+            position = self._scan_non_finite()
+            object.__setattr__(self, "_memo_non_finite", position)
+        return position
+
+    def _scan_non_finite(self) -> int | None:
         values = self._values
         if self.dtype != "float32" or not len(values):
             return None
