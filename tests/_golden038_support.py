@@ -136,7 +136,7 @@ class GoldenService:
         self._results: dict[str, tuple[str, Any]] = {}
         self.submitted_to: dict[str, str] = {}  # request id -> the path that created it
         self._metadata_pending: set[str] = set()
-        self._pending_samples: dict[str, list[str]] = {}
+        self._pending_samples: dict[tuple[str, int], list[str]] = {}
         self.sessions: list[str] = []
         self.samplers: list[str] = []
         for name in (
@@ -268,8 +268,11 @@ class GoldenService:
             if self.metadata_first_samples:
                 self.metadata_first_samples -= 1
                 self._metadata_pending.add(request_id)
-            session = str(body.get("sampling_session_id"))
-            self._pending_samples.setdefault(session, []).append(request_id)
+            # Completions belong to the sampler clone that sent them (seq_id // 1e9), as the
+            # service and tinker_lite.local keep them.
+            clone = int(body.get("seq_id") or 0) // 1_000_000_000
+            key = (str(body.get("sampling_session_id")), clone)
+            self._pending_samples.setdefault(key, []).append(request_id)
         reply.json_body["sample_sequence_ids"] = [
             f"{request_id}:{i}" for i in range(int(body.get("num_samples", 1)))
         ]
@@ -294,9 +297,9 @@ class GoldenService:
 
     def _retrieve_futures(self, body: Mapping[str, Any]) -> Reply:
         target = body.get("target") or {}
-        session = str(target.get("sampling_session_id"))
+        key = (str(target.get("sampling_session_id")), int(target.get("cloned_sampler_id") or 0))
         with self._lock:
-            pending = self._pending_samples.pop(session, [])
+            pending = self._pending_samples.pop(key, [])
         completions = []
         for request_id in pending:
             kind, result = self._results[request_id]

@@ -11,7 +11,9 @@ flight: one per sampling session plus the fetch pool.
 
 The loop idles while nothing waits and nothing is left to acknowledge. The ids of fetched
 results are reported in ``retrieved_request_ids`` of the next poll; with nobody waiting that
-poll only acknowledges (``"timeout": 0.0``, read timeout 5 s; a long poll has 45 s). Failed
+poll only acknowledges (``"timeout": 0.0``, read timeout 5 s; a long poll has 45 s). A
+service that answers at once with nothing (it does not hold the long poll) is paced like fast
+``try_again`` answers, 0.1 s doubling to 1 s, so it is never polled in a loop. Failed
 polls (connection errors, 408, 429, 5xx) are retried with the poll back-off; a service that has
 answered nothing for the stall timeout fails the waiting samples with
 :class:`~tinker_lite.APITimeoutError` (WIRE.md §P.7). Any other answer (e.g. 404 from a service
@@ -203,6 +205,7 @@ class BatchPoller:
     def _loop(self, session: _Session) -> None:
         stall = StallWatch(self._stall_timeout, self._clock)
         failures = 0
+        fast_empty = 0  # answers in a row that brought nothing without holding the long poll
         try:
             while True:
                 with self._cond:
@@ -217,11 +220,21 @@ class BatchPoller:
                     retrieved = sorted(session.retrieved)
                     ack_only = not session.waiters
                     cursor = session.cursor
+                sent_at = self._clock()
                 outcome = self._poll_once(session, cursor, retrieved, ack_only)
                 if isinstance(outcome, types.FuturesRetrieveResponse):
                     failures = 0
                     stall.answered()
                     self._deliver(session, outcome, retrieved)
+                    if outcome.completions or ack_only:
+                        fast_empty = 0
+                        continue
+                    # A service that does not hold the long poll must not be polled in a loop.
+                    answered_in = self._clock() - sent_at
+                    fast_empty = fast_empty + 1 if answered_in < self._policy.pace_below_s else 0
+                    pause = self._policy.pace_delay(answered_in, fast_empty)
+                    if pause:
+                        self._closing.wait(pause)
                     continue
                 if isinstance(outcome, str):  # not retryable: poll per request from now on
                     with self._cond:
