@@ -228,7 +228,9 @@ def goals_paragraph() -> str:
         if not data:
             continue
         goals += [g for g in data.get("goals", []) if g.get("met") is not None]
-        explanations += [n for n in data.get("notes", []) if n.startswith("floor before")]
+        explanations += [
+            n.replace("`", "``") for n in data.get("notes", []) if n.startswith("floor before")
+        ]
     if not goals:
         return ""
     missed = [g for g in goals if not g["met"]]
