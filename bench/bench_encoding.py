@@ -64,7 +64,8 @@ def make_result_payloads(directory: Path) -> dict[str, str]:
     """Write the forward_backward result (protobuf and JSON) that both clients decode."""
     import numpy as np
 
-    from tinker_lite import _wire, types
+    from tinker_lite import types
+    from tinker_lite._codec import wire as _wire
     from tinker_lite.local import _codecs
 
     rng = np.random.default_rng(1)
@@ -98,7 +99,9 @@ def time_ops(ops: dict[str, Any], inner: int) -> dict[str, list[float]]:
 def lite_child(args: argparse.Namespace) -> None:
     """Measure tinker_lite in this (child) process and print the report."""
     import tinker_lite
-    from tinker_lite import _proto, _wire, types
+    from tinker_lite import types
+    from tinker_lite._codec import proto as _proto
+    from tinker_lite._codec import wire as _wire
 
     arrays = make_arrays()
     payload = json.loads(args.payloads)

@@ -28,7 +28,8 @@ if str(REPO) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from tinker_lite import _wire, types  # noqa: E402
+from tinker_lite import types  # noqa: E402
+from tinker_lite._codec import wire as _wire  # noqa: E402
 
 IMPORT_RUNS = 7
 ENCODE_RUNS = 7
@@ -104,7 +105,7 @@ def _build_request(total_numbers: int = 500_000, datums: int = 128) -> types.For
 
 def main() -> None:
     print(f"== import cost (median of {IMPORT_RUNS} fresh interpreters)")
-    for statement in ("import tinker_lite", "import tinker_lite.types, tinker_lite._wire"):
+    for statement in ("import tinker_lite", "import tinker_lite.types, tinker_lite._codec.wire"):
         seconds, wall, peak = _import_cost(statement)
         print(
             f"{statement:<45} import {seconds * 1000:7.1f} ms   process {wall * 1000:7.1f} ms"

@@ -128,7 +128,8 @@ def _batch_json(n_datums: int, n_tokens: int) -> list[dict[str, Any]]:
 def _batch_proto(model_id: str, seq_id: int, n_datums: int, n_tokens: int) -> bytes:
     import numpy as np
 
-    from tinker_lite import _proto, types
+    from tinker_lite import types
+    from tinker_lite._codec import proto as _proto
 
     data = []
     for i in range(n_datums):

@@ -28,7 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinker_lite import _proto, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
 from tinker_lite.local import _codecs
 
 N_DATUMS = 128
@@ -82,7 +83,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
 
 @contextmanager
 def stdlib_json(wire: Any) -> Iterator[None]:
-    """Make tinker_lite._wire use the stdlib json module (as without the ``fast`` extra)."""
+    """Make tinker_lite._codec.wire use the stdlib json module (as without the ``fast`` extra)."""
     saved = wire._orjson
     wire._orjson = None
     try:
@@ -119,7 +120,7 @@ def run(repeat: int) -> dict[str, dict[str, float]]:
     )
     wire: Any
     try:
-        from tinker_lite import _wire as wire
+        from tinker_lite._codec import wire
     except ImportError:
         wire = None
     output = make_output()
@@ -152,7 +153,7 @@ def run(repeat: int) -> dict[str, dict[str, float]]:
                 json_runs,
             )
     else:
-        print("tinker_lite._wire is not available: protobuf figures only\n")
+        print("tinker_lite._codec.wire is not available: protobuf figures only\n")
     results["result body, protobuf"] = {"best": 0.0, "median": 0.0, "bytes": len(out_proto)}
 
     print(f"{'operation':<36}{'best ms':>10}{'median ms':>11}{'body bytes':>14}")

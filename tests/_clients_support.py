@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from tests._scripted_server import Recorded, Reply, Respond, ScriptedServer
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite.local import _codecs
 from tinker_lite.service_client import ServiceClient

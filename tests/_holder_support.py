@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from tinker_lite._session import SessionHolder, resolve_settings
+from tinker_lite._session.holder import SessionHolder, resolve_settings
 
 SETTING_NAMES = frozenset(inspect.signature(resolve_settings).parameters)
 

@@ -1,10 +1,10 @@
-"""Test helpers for tinker_lite._proto: the golden-0.38 protobuf fixtures, a schema-driven codec
-for their ``body_decoded`` rendering, and the classes protoc generates from the schema.
+"""Test helpers for tinker_lite._codec.proto: the golden-0.38 protobuf fixtures, a schema-driven
+codec for their ``body_decoded`` rendering, and the classes protoc generates from the schema.
 
 The "decoded dict" form is the one of ``../shared/wire/README.md`` (golden-0.38): field names as
 keys in wire order, enums by name, array-holding ``bytes`` as ``{"int32le"|"int64le"|"float32le":
 [...]}``, other bytes as ``{"base64": ...}``, maps as objects. The codec below is built on the
-wire primitives of ``tinker_lite._proto`` (varints, keys, the field scanner, the Writer).
+wire primitives of ``tinker_lite._codec.proto`` (varints, keys, the field scanner, the Writer).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinker_lite import _protowire, types
+from tinker_lite import types
+from tinker_lite._codec import protowire as _protowire
 
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "shared" / "wire" / "golden-0.38"
 PROTO_FILE = Path(__file__).resolve().parent / "fixtures" / "tinker_public.proto"

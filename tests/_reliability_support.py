@@ -39,8 +39,8 @@ import numpy as np
 
 from tests._clients_support import service_with
 from tinker_lite import types
-from tinker_lite._download import download, extract_archive
-from tinker_lite._http import Timeout
+from tinker_lite._transport.download import download, extract_archive
+from tinker_lite._transport.http import Timeout
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
 from tinker_lite.service_client import ServiceClient

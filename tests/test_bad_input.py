@@ -19,7 +19,7 @@ import pytest
 
 from tests._clients_support import service_with
 from tinker_lite import InvalidInputError, types
-from tinker_lite._http import Transport
+from tinker_lite._transport.http import Transport
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
 from tinker_lite.sampling_client import SamplingClient

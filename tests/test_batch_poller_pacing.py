@@ -12,10 +12,10 @@ import json
 import threading
 from typing import Any, cast
 
-from tinker_lite._batch_poller import BatchPoller
-from tinker_lite._futures import APIFuture
-from tinker_lite._http import HttpResponse, Transport
-from tinker_lite._poller import Poller
+from tinker_lite._futures.batch_poller import BatchPoller
+from tinker_lite._futures.future import APIFuture
+from tinker_lite._futures.poller import Poller
+from tinker_lite._transport.http import HttpResponse, Transport
 
 
 class ScriptedTransport:

@@ -13,7 +13,7 @@ import pytest
 
 import tinker_lite as tinker
 from tinker_lite import cli, types
-from tinker_lite._download import part_path
+from tinker_lite._transport.download import part_path
 from tinker_lite.cli import main
 from tinker_lite.local import LocalServer
 

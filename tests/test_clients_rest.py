@@ -23,7 +23,7 @@ from tinker_lite import (
     ServiceClient,
     types,
 )
-from tinker_lite._http import ClientClosedError
+from tinker_lite._transport.http import ClientClosedError
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import parse_tinker_path
 

@@ -23,7 +23,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     server_fixture,
 )
 from tinker_lite import APIFuture, InvalidInputError, RestClient, ServiceClient, types
-from tinker_lite._http import ClientClosedError
+from tinker_lite._transport.http import ClientClosedError
 from tinker_lite.local import LocalServer
 
 needs_golden = pytest.mark.skipif(

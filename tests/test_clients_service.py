@@ -28,7 +28,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     server_fixture,
 )
 from tinker_lite import APIConnectionError, InvalidInputError, ServiceClient, types
-from tinker_lite._http import ClientClosedError
+from tinker_lite._transport.http import ClientClosedError
 from tinker_lite.rest_client import RestClient
 
 CKPT = f"tinker://{RUN}/weights/ckpt-001"

@@ -21,7 +21,8 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite import InvalidInputError, RestClient, ServiceClient, _api, _protowire, types
+from tinker_lite import InvalidInputError, RestClient, ServiceClient, _api, types
+from tinker_lite._codec import protowire as _protowire
 
 BASE = "Qwen/Qwen3-8B"
 CHUNKED = {"fwdbwd_max_chunk_len": 2}

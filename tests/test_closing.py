@@ -34,11 +34,11 @@ from tinker_lite import (
     RestClient,
     ServiceClient,
     TrainingClient,
-    _pending,
     types,
 )
 from tinker_lite._context import exit_timeout
-from tinker_lite._pending import PendingRegistry, describe_requests
+from tinker_lite._futures import pending as _pending
+from tinker_lite._futures.pending import PendingRegistry, describe_requests
 from tinker_lite.local import LocalServer
 
 REPO_DIR = Path(__file__).resolve().parents[1]

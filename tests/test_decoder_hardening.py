@@ -28,17 +28,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests._holder_support import holder_from
-from tinker_lite import _proto, _wire, types
+from tinker_lite import types
 from tinker_lite._api import Requestor, json_result
 from tinker_lite._api import decode_forward_backward as _decode_forward_backward
 from tinker_lite._api import decode_sample as _decode_sample
 from tinker_lite._chunking import combine_outputs
+from tinker_lite._codec import proto as _proto
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import TinkerError
-from tinker_lite._http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout, Transport
-from tinker_lite._poller import Poller
-from tinker_lite._poller import json_decoder as _json_decoder
-from tinker_lite._retry import parse_retry_after
-from tinker_lite._session import SessionHolder, jwt_expiry
+from tinker_lite._futures.poller import Poller
+from tinker_lite._futures.poller import json_decoder as _json_decoder
+from tinker_lite._session.holder import SessionHolder, jwt_expiry
+from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout, Transport
+from tinker_lite._transport.retry import parse_retry_after
 from tinker_lite.rest_client import RestClient
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,17 +20,17 @@ from tinker_lite import (
     InternalServerError,
     NotFoundError,
     PermissionDeniedError,
-    _download,
 )
-from tinker_lite._download import (
+from tinker_lite._progress import Progress
+from tinker_lite._transport import download as _download
+from tinker_lite._transport.download import (
     DownloadError,
     UnsafeArchiveError,
     download,
     extract_archive,
     part_path,
 )
-from tinker_lite._progress import Progress
-from tinker_lite._retry import DEFAULT_RETRY_POLICY
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 
 
 def make_archive(files: dict[str, bytes]) -> bytes:

@@ -27,7 +27,8 @@ from tests._golden_support import (
     load_golden,
     normalise_body,
 )
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 
 pytestmark = pytest.mark.skipif(
     not GOLDEN_DIR.is_dir(), reason=f"golden fixtures not found at {GOLDEN_DIR}"

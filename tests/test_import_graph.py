@@ -48,23 +48,23 @@ CLIENT_MODULES = frozenset(
 CONNECTION_MODULES = frozenset({"tinker_lite._context", "tinker_lite._api"})
 TRANSPORT_MODULES = frozenset(
     {
-        "tinker_lite._http",
-        "tinker_lite._retry",
-        "tinker_lite._futures",
-        "tinker_lite._poller",
-        "tinker_lite._session",
-        "tinker_lite._settings",
-        "tinker_lite._auth",
-        "tinker_lite._startup",
-        "tinker_lite._heartbeat",
-        "tinker_lite._sample_gate",
+        "tinker_lite._transport.http",
+        "tinker_lite._transport.retry",
+        "tinker_lite._futures.future",
+        "tinker_lite._futures.poller",
+        "tinker_lite._session.holder",
+        "tinker_lite._session.settings",
+        "tinker_lite._session.credentials",
+        "tinker_lite._session.startup",
+        "tinker_lite._session.heartbeat",
+        "tinker_lite._session.sample_gate",
         "tinker_lite.telemetry",
     }
 )
 # Modules the clients build on that are not clients themselves (shared helpers).
 CLIENT_IMPORTERS = frozenset({"tinker_lite", "tinker_lite.cli"})
 HTTP_LIBRARIES = frozenset({"requests", "urllib3", "httpx", "http", "aiohttp", "tenacity"})
-CODECS = frozenset({"tinker_lite._wire", "tinker_lite._proto", "tinker_lite.types"})
+CODECS = frozenset({"tinker_lite._codec.wire", "tinker_lite._codec.proto", "tinker_lite.types"})
 HEAVY_OR_FORBIDDEN = ("torch", "transformers", "pydantic", "httpx", "asyncio")
 
 
@@ -231,11 +231,16 @@ def test_transport_never_imports_clients_connection_or_local() -> None:
 
 # What a client may still name from below the requestor: the answer type it reads a redirect
 # from, and the pool of the sampling 429 loop (to move to Requestor.submit_sample).
-CLIENT_TRANSPORT_NAMES = frozenset({"tinker_lite._http.HttpResponse"})
+CLIENT_TRANSPORT_NAMES = frozenset({"tinker_lite._transport.http.HttpResponse"})
 
 
 def test_clients_speak_to_the_requestor_not_the_transport() -> None:
-    below = ("tinker_lite._http", "tinker_lite._retry", "tinker_lite._session", "tinker_lite._wire")
+    below = (
+        "tinker_lite._transport.http",
+        "tinker_lite._transport.retry",
+        "tinker_lite._session.holder",
+        "tinker_lite._codec.wire",
+    )
     for module in CLIENT_MODULES:
         # Annotations (TYPE_CHECKING imports) may name anything.
         imports = _graph()[module].runtime
@@ -248,7 +253,7 @@ def test_clients_speak_to_the_requestor_not_the_transport() -> None:
 
 
 def test_http_knows_no_codec() -> None:
-    imports = _graph()["tinker_lite._http"].every
+    imports = _graph()["tinker_lite._transport.http"].every
     bad = sorted(name for name in imports if name in CODECS or _in_types(name))
     assert not bad, f"_http imports {bad}"
 
@@ -281,7 +286,7 @@ def test_numpy_is_imported_lazily_outside_the_local_server() -> None:
 
 
 def test_wire_never_imports_http_code() -> None:
-    imports = _graph()["tinker_lite._wire"].every
+    imports = _graph()["tinker_lite._codec.wire"].every
     bad = sorted(
         name
         for name in imports
@@ -302,7 +307,7 @@ def test_local_never_imports_clients_or_transport() -> None:
 
 
 def test_the_parser_sees_relative_lazy_and_type_checking_imports() -> None:
-    assert "tinker_lite._errors" in _graph()["tinker_lite._http"].runtime
+    assert "tinker_lite._errors" in _graph()["tinker_lite._transport.http"].runtime
     assert _module_name(PACKAGE / "local" / "x.py") == "tinker_lite.local.x"
     context = _graph()["tinker_lite._context"]
     # Imported lazily inside a method: it runs, but not at module level.
@@ -310,8 +315,8 @@ def test_the_parser_sees_relative_lazy_and_type_checking_imports() -> None:
     assert "tinker_lite.local" not in context.top_level
     api = _graph()["tinker_lite._api"]
     # Imported under TYPE_CHECKING only: an annotation, not a runtime edge.
-    assert "tinker_lite._session" in api.every
-    assert "tinker_lite._session" not in api.runtime
+    assert "tinker_lite._session.holder" in api.every
+    assert "tinker_lite._session.holder" not in api.runtime
 
 
 def test_import_does_not_load_heavy_modules() -> None:
@@ -319,8 +324,8 @@ def test_import_does_not_load_heavy_modules() -> None:
     statements = (
         "import tinker_lite",
         "import tinker_lite.types",
-        "import tinker_lite._wire",
-        "import tinker_lite._proto",
+        "import tinker_lite._codec.wire",
+        "import tinker_lite._codec.proto",
     )
     code = (
         "import sys\n"

@@ -103,7 +103,7 @@ sampled = {
     "target_shape": result.target_prompt_logprobs.shape,
     "target_data_types": sorted({type(v).__name__ for v in result.target_prompt_logprobs.data}),
     "computed": [None if v is None else type(v).__name__ for v in logprobs],
-    "proto_decoder_loaded": "tinker_lite._proto" in sys.modules,
+    "proto_decoder_loaded": "tinker_lite._codec.proto" in sys.modules,
     "never_loaded": [
         name
         for name in ("tokenizers", "tinker_lite.cli", "tinker_lite.local", "torch")
@@ -237,7 +237,8 @@ def test_a_list_reads_the_same_with_or_without_numpy(
 ) -> None:
     import numpy as np
 
-    from tinker_lite import _proto, types
+    from tinker_lite import types
+    from tinker_lite._codec import proto as _proto
 
     tensor = types.TensorData(data=values, dtype=dtype)  # type: ignore[arg-type]
     stored = type(tensor._values).__module__  # before to_numpy(), which keeps a numpy view

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from tests._local_server_support import Api, datum, fb_body
-from tinker_lite import _proto
+from tinker_lite._codec import proto as _proto
 from tinker_lite.local import LocalServer
 
 GOLDEN_DIRS = ("golden", "golden-0.38")

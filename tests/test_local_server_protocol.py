@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from tests._local_server_support import Api, datum, fb_body
-from tinker_lite import _proto, _protowire, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
+from tinker_lite._codec import protowire as _protowire
 from tinker_lite.local import LocalServer
 
 TOKENS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100]

@@ -1,7 +1,7 @@
 """Malformed protobuf bodies: every decoder returns a value or raises WireFormatError, nothing else.
 
 Random bytes, valid bodies with bytes replaced / inserted / deleted, and every truncation of a
-valid body are fed to the three decoders of tinker_lite._proto.
+valid body are fed to the three decoders of tinker_lite._codec.proto.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests._proto_support import encode_decoded
-from tinker_lite import _proto, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
 from tinker_lite._errors import WireFormatError
 from tinker_lite.local import _codecs
 

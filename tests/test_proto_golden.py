@@ -1,4 +1,4 @@
-"""tinker_lite._proto against the protobuf bodies captured from the official SDK 0.38.
+"""tinker_lite._codec.proto against the protobuf bodies captured from the official SDK 0.38.
 
 Each golden-0.38 file with ``body_base64`` holds the exact ForwardBackwardRequest bytes and their
 decoded rendering (``body_decoded``). The tests check that (1) the decoded rendering written back
@@ -25,7 +25,8 @@ from tests._proto_support import (
     golden_message_bytes,
     golden_proto_fixtures,
 )
-from tinker_lite import _proto, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
 from tinker_lite.local import _codecs
 
 GOLDEN = golden_proto_fixtures()

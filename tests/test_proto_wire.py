@@ -1,4 +1,5 @@
-"""Unit tests of tinker_lite._proto: wire primitives, the public codecs' rules and their errors."""
+"""Unit tests of tinker_lite._codec.proto: wire primitives, the public codecs' rules and their
+errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 
 from tests._proto_support import decode_to_dict, encode_decoded
-from tinker_lite import _proto, _protowire, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
+from tinker_lite._codec import protowire as _protowire
 from tinker_lite._errors import InvalidInputError, WireFormatError
 from tinker_lite.local import _codecs
 

@@ -17,7 +17,7 @@ import pytest
 import requests
 import requests.utils
 
-import tinker_lite._proxies as proxies_module
+import tinker_lite._transport.proxies as proxies_module
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Reply,
@@ -26,8 +26,8 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     server_fixture,
 )
 from tinker_lite._errors import APIConnectionError, InvalidInputError
-from tinker_lite._http import PoolKind, Timeout, Transport
-from tinker_lite._proxies import (
+from tinker_lite._transport.http import PoolKind, Timeout, Transport
+from tinker_lite._transport.proxies import (
     basic_auth,
     environment_settings,
     netrc_auth,

@@ -47,10 +47,10 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     server_fixture,
 )
 from tinker_lite import APIConnectionError, APITimeoutError, RateLimitError, types
-from tinker_lite._futures import APIFuture, FutureTimeoutError, combine
-from tinker_lite._http import HttpResponse, PoolKind, Timeout, Transport
-from tinker_lite._poller import Poller
-from tinker_lite._session import SessionHolder
+from tinker_lite._futures.future import APIFuture, FutureTimeoutError, combine
+from tinker_lite._futures.poller import Poller
+from tinker_lite._session.holder import SessionHolder
+from tinker_lite._transport.http import HttpResponse, PoolKind, Timeout, Transport
 from tinker_lite.local import LocalServer
 from tinker_lite.service_client import ServiceClient
 

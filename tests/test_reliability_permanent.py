@@ -57,8 +57,8 @@ from tinker_lite import (
     PromiseExpiredError,
     types,
 )
-from tinker_lite._download import download
-from tinker_lite._futures import FutureTimeoutError
+from tinker_lite._futures.future import FutureTimeoutError
+from tinker_lite._transport.download import download
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
 from tinker_lite.service_client import ServiceClient

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from tests._scripted_server import FakeClock
-from tinker_lite._sample_gate import THROTTLE_WARNING_INTERVAL_S, SampleGate
+from tinker_lite._session.sample_gate import THROTTLE_WARNING_INTERVAL_S, SampleGate
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

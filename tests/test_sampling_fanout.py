@@ -19,7 +19,7 @@ import pytest
 
 from tinker_lite import FutureTimeoutError, ServiceClient, types
 from tinker_lite._context import WorkerPool
-from tinker_lite._futures import APIFuture
+from tinker_lite._futures.future import APIFuture
 from tinker_lite.local import LocalServer
 
 BASE_MODEL = "tinker-lite/tiny-64"

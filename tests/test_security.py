@@ -40,8 +40,8 @@ from tinker_lite import (
     RequestFailedError,
     types,
 )
-from tinker_lite._download import download
-from tinker_lite._http import user_agent
+from tinker_lite._transport.download import download
+from tinker_lite._transport.http import user_agent
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
 from tinker_lite.service_client import ServiceClient

@@ -26,7 +26,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
 )
 from tinker_lite import APIFuture, ServiceClient, types
 from tinker_lite._api import TrainingRequest
-from tinker_lite._futures import chain, combine
+from tinker_lite._futures.future import chain, combine
 from tinker_lite.local import LocalServer
 
 

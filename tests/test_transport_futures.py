@@ -24,7 +24,8 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIResponseValidationError,
     APITimeoutError,
@@ -34,9 +35,9 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
-from tinker_lite._futures import APIFuture, FutureTimeoutError, chain, combine
-from tinker_lite._http import ClientClosedError, HttpResponse, Timeout, Transport
-from tinker_lite._poller import Poller, QueueStateLogger, default_queue_reason
+from tinker_lite._futures.future import APIFuture, FutureTimeoutError, chain, combine
+from tinker_lite._futures.poller import Poller, QueueStateLogger, default_queue_reason
+from tinker_lite._transport.http import ClientClosedError, HttpResponse, Timeout, Transport
 
 RETRIEVE = "/api/v1/retrieve_future"
 WALL = 1_700_000_000.0

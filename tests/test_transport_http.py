@@ -23,7 +23,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite._decoding import decode_json
+from tinker_lite._codec.decoding import decode_json
 from tinker_lite._errors import (
     APIConnectionError,
     APIResponseValidationError,
@@ -42,7 +42,7 @@ from tinker_lite._errors import (
     UnprocessableEntityError,
     WireFormatError,
 )
-from tinker_lite._http import (
+from tinker_lite._transport.http import (
     DEFAULT_TIMEOUT,
     HEARTBEAT_TIMEOUT,
     RETRIEVE_FUTURE_TIMEOUT,
@@ -432,7 +432,7 @@ def test_a_header_checked_once_never_lets_a_bad_value_through(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Pairs found fit are remembered (emptied when full: here after 4); a bad one never is.
-    monkeypatch.setattr("tinker_lite._http._MAX_CHECKED_HEADERS", 4)
+    monkeypatch.setattr("tinker_lite._transport.http._MAX_CHECKED_HEADERS", 4)
     server.default("POST", "/p", Reply(204))
     t = Transport(server.url, headers={}, auth=lambda: API_KEY)
     try:

@@ -26,8 +26,8 @@ from tinker_lite._errors import (
     NotFoundError,
     RateLimitError,
 )
-from tinker_lite._http import ClientClosedError, PoolKind, Timeout, Transport
-from tinker_lite._retry import (
+from tinker_lite._transport.http import ClientClosedError, PoolKind, Timeout, Transport
+from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
     RetryPolicy,

@@ -31,8 +31,7 @@ from tinker_lite._errors import (
     InternalServerError,
     InvalidInputError,
 )
-from tinker_lite._http import ClientClosedError, PoolKind, Timeout
-from tinker_lite._session import (
+from tinker_lite._session.holder import (
     DEFAULT_BASE_URL,
     SampleGate,
     SessionHolder,
@@ -40,6 +39,7 @@ from tinker_lite._session import (
     resolve_settings,
     sample_gate_for,
 )
+from tinker_lite._transport.http import ClientClosedError, PoolKind, Timeout
 
 CONFIG = "/api/v1/client/config"
 TOKEN = "/api/v1/auth/token"

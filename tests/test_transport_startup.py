@@ -20,7 +20,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite._session import SessionHolder
+from tinker_lite._session.holder import SessionHolder
 
 API_KEY = "tml-test-key"
 CONFIG = "/api/v1/client/config"

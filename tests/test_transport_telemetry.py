@@ -27,7 +27,7 @@ from tinker_lite._errors import (
     RequestErrorCategory,
     RequestFailedError,
 )
-from tinker_lite._http import Transport, register_secret
+from tinker_lite._transport.http import Transport, register_secret
 from tinker_lite.telemetry import PROCESS_UUID, Telemetry, is_telemetry_enabled, is_user_error
 
 PATH = "/api/v1/telemetry"

@@ -33,8 +33,8 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
 )
 from tests._served import served
 from tinker_lite._errors import APIConnectionError, APITimeoutError
-from tinker_lite._http import PoolKind, Transport
-from tinker_lite._retry import RetryPolicy, send_with_retries
+from tinker_lite._transport.http import PoolKind, Transport
+from tinker_lite._transport.retry import RetryPolicy, send_with_retries
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tinker_lite"

@@ -254,7 +254,7 @@ def test_unknown_loss_escape_hatch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_nan_is_reported_with_datum_index_and_key() -> None:
-    from tinker_lite import _wire
+    from tinker_lite._codec import wire as _wire
 
     bad = _datum(target_tokens=[2, 3, 4], weights=[1.0, float("nan"), 1.0])
     request = types.ForwardBackwardRequest(

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite.types.topk_logprobs import MASK_LOGPROB, TopkLogprobs, topk_to_lists
 
 SAMPLE_BODY = {

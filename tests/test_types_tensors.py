@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tests._proto_support import decode_to_dict
-from tinker_lite import _proto, _wire, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
 from tinker_lite.local import _codecs
 

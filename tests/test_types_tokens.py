@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinker_lite import _proto, _wire, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
 from tinker_lite.local import _codecs
 

@@ -14,7 +14,8 @@ import attrs
 import numpy as np
 import pytest
 
-from tinker_lite import _proto, types
+from tinker_lite import types
+from tinker_lite._codec import proto as _proto
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._validate import validate
 

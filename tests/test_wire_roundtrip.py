@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 
 ID = st.text(string.ascii_letters + string.digits + "-:_", min_size=1, max_size=12)
 TEXT = st.text(max_size=12)

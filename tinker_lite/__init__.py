@@ -45,7 +45,7 @@ from tinker_lite._version import __version__
 if TYPE_CHECKING:
     from tinker_lite import auth, types
     from tinker_lite._chunking import ChunkLimits
-    from tinker_lite._futures import APIFuture
+    from tinker_lite._futures.future import APIFuture
     from tinker_lite._loss_handle import LossHandle, PerDatumLossFn
     from tinker_lite._progress import Progress, gather
     from tinker_lite._request_options import RequestOptions, Timeout
@@ -177,7 +177,7 @@ __all__ = [
 
 # Public name -> module that defines it; resolved on first attribute access (PEP 562).
 _LAZY: dict[str, str] = {
-    "APIFuture": "tinker_lite._futures",
+    "APIFuture": "tinker_lite._futures.future",
     # Defined with APIFuture for now; every other exception class lives in _errors.
     "RestClient": "tinker_lite.rest_client",
     "AdminClient": "tinker_lite.admin_client",

@@ -4,7 +4,7 @@ Clients call an operation (``create_model``, ``submit_training``, ``list_trainin
 with ``types`` models and get ``types`` models (or futures of them) back. This module alone knows
 the endpoint paths, the request and result encodings (JSON, protobuf, zstd), the pool each
 operation uses, the ``x-sdk-*`` headers and which statuses an operation accepts. The session
-holder below it sends bytes with retries; :mod:`tinker_lite._http` knows HTTP only.
+holder below it sends bytes with retries; :mod:`tinker_lite._transport.http` knows HTTP only.
 
 Threading: a :class:`Requestor` is stateless beyond its holder and may be shared by every thread.
 
@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 
-from tinker_lite import _wire, types
+from tinker_lite import types
 from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
-from tinker_lite._decoding import parse_model
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import APIResponseValidationError, TinkerError
-from tinker_lite._futures import APIFuture
-from tinker_lite._http import (
+from tinker_lite._futures.future import APIFuture
+from tinker_lite._transport.http import (
     JSON,
     PROTOBUF,
     HttpResponse,
@@ -38,9 +39,9 @@ from tinker_lite._http import (
 )
 
 if TYPE_CHECKING:
-    from tinker_lite._poller import Poller
-    from tinker_lite._retry import StallWatch
-    from tinker_lite._session import SampleGate, SessionHolder
+    from tinker_lite._futures.poller import Poller
+    from tinker_lite._session.holder import SampleGate, SessionHolder
+    from tinker_lite._transport.retry import StallWatch
     from tinker_lite.telemetry import Telemetry
 
 __all__ = [
@@ -104,7 +105,7 @@ def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
 def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
     """A forward/forward_backward result in whichever content type came back (WIRE.md §P.10)."""
     if resp.is_protobuf:
-        from tinker_lite import _proto
+        from tinker_lite._codec import proto as _proto
 
         return _proto.decode_forward_backward_output(resp.body)
     return _wire.structure(resp.json(), types.ForwardBackwardOutput)
@@ -113,7 +114,7 @@ def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
 def decode_sample(resp: HttpResponse) -> types.SampleResponse:
     """A sample result in whichever content type came back (WIRE.md §P.10)."""
     if resp.is_protobuf:
-        from tinker_lite import _proto
+        from tinker_lite._codec import proto as _proto
 
         return _proto.decode_sample_response(resp.body)
     return _wire.structure(resp.json(), types.SampleResponse)
@@ -412,7 +413,7 @@ class Requestor:
         request_type = "Forward" if forward_only else "ForwardBackward"
         tokens = sum(datum.model_input.length for datum in data)
         if wire == "protobuf":
-            from tinker_lite import _proto
+            from tinker_lite._codec import proto as _proto
 
             # WIRE.md §13.3/§P.10: protobuf to /forward_backward; forward_only marks a forward.
             body = _proto.encode_forward_backward_request(

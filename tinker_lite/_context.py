@@ -12,7 +12,7 @@ executor per TrainingClient (``tinker-lite-train``; submits in ``seq_id`` order)
 executor for sampling submits (``tinker-lite-sample``), one small executor for REST calls
 (``tinker-lite-rest``), and the session holder's poller, heartbeat and telemetry threads.
 :meth:`ClientContext.close` finishes (or drops, with a WARNING) what the clients queued
-(:mod:`tinker_lite._pending`), then stops and joins all of them.
+(:mod:`tinker_lite._futures.pending`), then stops and joins all of them.
 """
 
 from __future__ import annotations
@@ -32,20 +32,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tinker_lite._api import Requestor
-from tinker_lite._batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
 from tinker_lite._errors import ClientClosedError
-from tinker_lite._futures import APIFuture
+from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
+from tinker_lite._futures.future import APIFuture
+from tinker_lite._futures.pending import PendingRegistry
+from tinker_lite._futures.poller import Poller
 from tinker_lite._journal import Journal
-from tinker_lite._pending import PendingRegistry
-from tinker_lite._poller import Poller
-from tinker_lite._retry import DEFAULT_RETRY_POLICY
-from tinker_lite._session import FinishReason, SessionHolder
-from tinker_lite._settings import (
+from tinker_lite._session.holder import FinishReason, SessionHolder
+from tinker_lite._session.settings import (
     DEFAULT_SAMPLE_WORKERS,
     LOCAL_BASE_URL,
     Settings,
     resolve_settings,
 )
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 
 __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
@@ -157,10 +157,10 @@ class ClientContext:
     """The shared state of one connection: session holder, requestor, executors, journal.
 
     ``settings`` are the options a public client resolved once
-    (:func:`~tinker_lite._settings.resolve_settings`); ``local://`` starts the offline local
+    (:func:`~tinker_lite._session.settings.resolve_settings`); ``local://`` starts the offline local
     server here and the holder gets its URL. ``session=False`` makes a session-less connection
     (a standalone RestClient). ``holder_options`` are extra
-    :class:`~tinker_lite._session.SessionHolder` arguments (injected clocks and sleeps in
+    :class:`~tinker_lite._session.holder.SessionHolder` arguments (injected clocks and sleeps in
     tests). Construction sends nothing: the connection starts on first use (WIRE.md §P.10).
     """
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._futures import APIFuture
+from tinker_lite._futures.future import APIFuture
 
 __all__ = ["RestOnlyClient", "rest_connection"]
 

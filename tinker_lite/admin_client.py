@@ -16,7 +16,7 @@ from typing import Literal
 from tinker_lite import types
 from tinker_lite._async import with_async_twins
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._futures import APIFuture
+from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]

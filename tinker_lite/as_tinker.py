@@ -50,7 +50,7 @@ ALIASES: dict[str, str] = {
     "tinker.lib.public_interfaces.training_client": "tinker_lite.training_client",
     "tinker.lib.public_interfaces.sampling_client": "tinker_lite.sampling_client",
     "tinker.lib.public_interfaces.rest_client": "tinker_lite.rest_client",
-    "tinker.lib.public_interfaces.api_future": "tinker_lite._futures",
+    "tinker.lib.public_interfaces.api_future": "tinker_lite._futures.future",
 }
 """Official module name -> the tinker_lite module that stands in for it."""
 

@@ -29,7 +29,7 @@ from typing import Literal, TypeVar
 from tinker_lite import types
 from tinker_lite._api import ACCESS_SCOPES, REDIRECT_STATUSES
 from tinker_lite._async import with_async_twins
-from tinker_lite._decoding import parse_model
+from tinker_lite._codec.decoding import parse_model
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIError,
@@ -39,9 +39,9 @@ from tinker_lite._errors import (
     ExperimentalWarning,
     InvalidInputError,
 )
-from tinker_lite._futures import APIFuture
-from tinker_lite._http import HttpResponse
+from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
+from tinker_lite._transport.http import HttpResponse
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
 __all__ = ["CheckpointListing", "RestClient", "parse_tinker_path"]

@@ -30,22 +30,23 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from tinker_lite import _wire, types
+from tinker_lite import types
 from tinker_lite._api import ASAMPLE_PATH, decode_sample
 from tinker_lite._async import with_async_twins
+from tinker_lite._codec import wire as _wire
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
-from tinker_lite._futures import APIFuture, ReadyClient, chain
-from tinker_lite._poller import QueueStateLogger
+from tinker_lite._futures.future import APIFuture, ReadyClient, chain
+from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from tinker_lite._batch_poller import BatchPoller
-    from tinker_lite._http import HttpResponse
-    from tinker_lite._pending import PendingRequest
-    from tinker_lite._session import SampleGate
+    from tinker_lite._futures.batch_poller import BatchPoller
+    from tinker_lite._futures.pending import PendingRequest
+    from tinker_lite._session.holder import SampleGate
+    from tinker_lite._transport.http import HttpResponse
 
 __all__ = ["SamplingClient", "check_record_stability_info"]
 

@@ -41,7 +41,7 @@ from tinker_lite._context import (
 )
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
-from tinker_lite._futures import APIFuture
+from tinker_lite._futures.future import APIFuture
 from tinker_lite._journal import Journal
 from tinker_lite._loss_handle import (
     LossHandle,
@@ -55,7 +55,7 @@ from tinker_lite.sampling_client import SamplingClient
 from tinker_lite.training_client import TrainingClient
 
 if TYPE_CHECKING:
-    from tinker_lite._session import SessionHolder
+    from tinker_lite._session.holder import SessionHolder
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 

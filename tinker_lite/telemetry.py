@@ -31,7 +31,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIStatusError,
     InvalidInputError,
@@ -39,8 +40,8 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
-from tinker_lite._http import TELEMETRY_TIMEOUT, PoolKind, Transport, redact
-from tinker_lite._retry import RetryPolicy, send_with_retries
+from tinker_lite._transport.http import TELEMETRY_TIMEOUT, PoolKind, Transport, redact
+from tinker_lite._transport.retry import RetryPolicy, send_with_retries
 
 __all__ = [
     "PROCESS_UUID",

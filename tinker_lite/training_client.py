@@ -54,10 +54,10 @@ from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
 )
-from tinker_lite._futures import APIFuture, ReadyClient, chain, combine
+from tinker_lite._futures.future import APIFuture, ReadyClient, chain, combine
+from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite._journal import SeqOrder
 from tinker_lite._loss_handle import LossHandle
-from tinker_lite._poller import QueueStateLogger
 from tinker_lite._validate import validate
 from tinker_lite.sampling_client import SamplingClient, check_record_stability_info
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
@@ -65,7 +65,7 @@ from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from tinker_lite._pending import PendingRequest
+    from tinker_lite._futures.pending import PendingRequest
 
 __all__ = ["CustomLossFn", "TrainingClient"]
 

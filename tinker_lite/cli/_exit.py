@@ -112,7 +112,7 @@ def exit_code_for(exc: BaseException) -> int:
 
 
 def _is_download_error(exc: BaseException) -> bool:
-    module = sys.modules.get("tinker_lite._download")
+    module = sys.modules.get("tinker_lite._transport.download")
     return module is not None and isinstance(exc, module.DownloadError)
 
 

@@ -136,7 +136,7 @@ def probe_service(
     Each question is one attempt through tinker_lite's own transport (its headers, its error
     messages); ``connect_timeout`` is the start-up budget, ``timeout`` bounds each answer.
     """
-    from tinker_lite._http import PoolKind, Timeout, Transport, register_secret
+    from tinker_lite._transport.http import PoolKind, Timeout, Transport, register_secret
 
     register_secret(api_key)
     headers: dict[str, str] = {}

@@ -313,8 +313,8 @@ def default_archive_name(parsed: types.ParsedCheckpointTinkerPath) -> str:
 
 def cmd_checkpoint_download(ctx: Context) -> int:
     """Download a checkpoint's archive (resumable), and optionally extract it."""
-    from tinker_lite._download import download, extract_archive
     from tinker_lite._progress import Progress, progress_mode
+    from tinker_lite._transport.download import download, extract_archive
 
     args = ctx.args
     parsed = parse_path(args.path)

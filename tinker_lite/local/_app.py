@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import TinkerError
 from tinker_lite.local import _codecs
 from tinker_lite.local import model as model_mod

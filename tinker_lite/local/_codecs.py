@@ -1,10 +1,9 @@
 """The local server's protobuf codecs: requests it reads and results it writes (WIRE.md §13.7).
 
-The mirror of the client codecs in :mod:`tinker_lite._proto`, built on the shared primitives of
-:mod:`tinker_lite._protowire`: :func:`decode_forward_backward_request`,
+The mirror of the client codecs in :mod:`tinker_lite._codec.proto`, built on the shared primitives
+of :mod:`tinker_lite._codec.protowire`: :func:`decode_forward_backward_request`,
 :func:`encode_forward_backward_output`, :func:`encode_sample_response`. Decoders raise
-:class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skip unknown fields.
-"""
+:class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skip unknown fields."""
 
 from __future__ import annotations
 
@@ -17,9 +16,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite import _wire, types
-from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite._protowire import (
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.protowire import (
     DTYPE_FLOAT32,
     DTYPE_INT64,
     F32,
@@ -53,6 +52,7 @@ from tinker_lite._protowire import (
     read_entry,
     read_string,
 )
+from tinker_lite._errors import InvalidInputError, WireFormatError
 
 __all__ = [
     "ProtoForwardBackwardRequest",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from tinker_lite import _wire
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import TinkerError
 from tinker_lite.local._errors import InvalidRequest, refusal
 from tinker_lite.local._validation import field_error, parse_json
@@ -109,7 +109,7 @@ def decompress(body: bytes, encoding: str | None) -> bytes:
         except (OSError, EOFError) as e:
             raise InvalidRequest(f"Request body is not valid gzip: {e}") from e
     if enc == "zstd":
-        from tinker_lite import _protowire
+        from tinker_lite._codec import protowire as _protowire
 
         if not _protowire.zstd_available():
             raise refusal(

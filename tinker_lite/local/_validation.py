@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError, WireFormatError
 from tinker_lite.local._errors import InvalidField, InvalidRequest, RequestRefused, UserInputError
 

@@ -7,7 +7,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite.local._catalog import LoraSpec
 from tinker_lite.local._checkpoints import (
     CheckpointError,

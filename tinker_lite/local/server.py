@@ -24,7 +24,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite.local._app import App
 from tinker_lite.local._errors import InvalidRequest, RequestRefused, refusal
 from tinker_lite.local._faults import FaultInjector
@@ -312,7 +313,7 @@ class LocalServer:
         config: dict[str, Any] = _wire.to_builtins(base)
         config.update(self._config_overrides)
         if config.get("proto_compress_fwdbwd"):
-            from tinker_lite import _protowire
+            from tinker_lite._codec import protowire as _protowire
 
             if not _protowire.zstd_available():
                 # advertising it would make clients send bodies this server answers with 415

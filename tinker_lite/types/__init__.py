@@ -3,7 +3,7 @@
 ``from tinker_lite import types`` reads like ``from tinker import types``: requests, results, model
 inputs, tensors and REST records are frozen, slotted attrs classes. Every constructor validates
 its arguments and raises :class:`~tinker_lite.InvalidInputError` naming the field and how to fix
-it, so nothing malformed can be sent. Serialization lives in ``tinker_lite._wire``, not here.
+it, so nothing malformed can be sent. Serialization lives in ``tinker_lite._codec.wire``, not here.
 
 The package imports only the standard library, attrs, numpy and ``tinker_lite._errors``; numpy
 only when a numpy value or array is at hand (values built from lists are kept in stdlib arrays).

@@ -1,11 +1,12 @@
 """The one retry and deadline policy of tinker_lite, and the retry loops that follow it.
 
 :class:`RetryPolicy` is a frozen value whose pure methods decide every wait of the client: HTTP
-retries (Layer A), operation retries of submits (Layer B), poll back-off and ``try_again``
-pacing (:mod:`tinker_lite._poller`), the sampling 429 window (:mod:`tinker_lite._sample_gate`)
-and download retries (:mod:`tinker_lite._download`). :class:`StallWatch` measures the one
-deadline of a request's life (WIRE.md §P.7): the time since the service last answered anything
-useful, from the submit through its retries, back-off sleeps and polls.
+retries (Layer A), operation retries of submits (Layer B), poll back-off and ``try_again`` pacing
+(:mod:`tinker_lite._futures.poller`), the sampling 429 window
+(:mod:`tinker_lite._session.sample_gate`) and download retries
+(:mod:`tinker_lite._transport.download`). :class:`StallWatch` measures the one deadline of a
+request's life (WIRE.md §P.7): the time since the service last answered anything useful, from the
+submit through its retries, back-off sleeps and polls.
 
 Layer A (:func:`send_with_retries`, WIRE.md §5.1 as fixed by §P.4) retries one HTTP call on
 408/409/429/5xx answers and connection errors, obeys ``x-should-retry``, honours
@@ -45,7 +46,7 @@ from typing import TypeVar
 import tenacity
 
 from tinker_lite._errors import APIConnectionError, APIStatusError, InvalidInputError
-from tinker_lite._http import (
+from tinker_lite._transport.http import (
     DEFAULT_TIMEOUT,
     JSON,
     ClientClosedError,

@@ -1,18 +1,18 @@
 """HTTP transport: a urllib3 pool manager per pool kind, default headers, the error mapping.
 
 A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (retries live
-in :mod:`tinker_lite._retry`; urllib3's own are off); it never raises a ``urllib3``,
+in :mod:`tinker_lite._transport.retry`; urllib3's own are off); it never raises a ``urllib3``,
 ``http.client`` or socket exception: those become :class:`~tinker_lite.APIConnectionError` or
 :class:`~tinker_lite.APITimeoutError` with the original kept as ``__cause__``. Statuses are not
 raised by ``send``; :func:`raise_for_status` is the one mapping from a response to its exception
 (WIRE.md §1.8).
 
-Threading: a :class:`Transport` is shared by every thread of one session holder. Each pool kind
-has its own ``PoolManager`` (a ``ProxyManager`` when the environment routes the base URL through
-a proxy, :mod:`tinker_lite._proxies`) keeping up to ``pool_sizes[kind]`` connections per host, so
-a burst of sampling requests can never starve heartbeats or training submits (WIRE.md §P.9).
-:meth:`Transport.close` aborts requests still in flight (their sockets are shut down, so blocked
-threads return at once with :class:`ClientClosedError`) and closes every pooled connection.
+Threading: a :class:`Transport` is shared by every thread of one session holder. Each pool kind has
+its own ``PoolManager`` (a ``ProxyManager`` when the environment routes the base URL through a
+proxy, :mod:`tinker_lite._transport.proxies`) keeping up to ``pool_sizes[kind]`` connections per
+host, so a burst of sampling requests can never starve heartbeats or training submits (WIRE.md
+§P.9). :meth:`Transport.close` aborts requests still in flight (their sockets are shut down, so
+blocked threads return at once with :class:`ClientClosedError`) and closes every pooled connection.
 
 What the transport does itself, as requests did for it: redirects (up to 30, 301/302/303 turn a
 POST into a GET, ``Authorization`` and ``Cookie`` dropped for another origin), a cookie store
@@ -64,7 +64,7 @@ from tinker_lite._errors import (
     format_status_error,
     status_error_class,
 )
-from tinker_lite._proxies import (
+from tinker_lite._transport.proxies import (
     basic_auth,
     environment_settings,
     pool_manager,
@@ -640,7 +640,7 @@ class Transport:
     :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is ``True`` (certifi's
     bundle, or ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``.
     Proxies, the CA bundle and netrc are read from the environment once, here
-    (:mod:`tinker_lite._proxies`).
+    (:mod:`tinker_lite._transport.proxies`).
     """
 
     def __init__(

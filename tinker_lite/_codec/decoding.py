@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from tinker_lite import _wire
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIResponseValidationError, TinkerError, WireFormatError
-from tinker_lite._http import HttpResponse, redact
+from tinker_lite._transport.http import HttpResponse, redact
 
 __all__ = ["decode_json", "parse_model"]
 

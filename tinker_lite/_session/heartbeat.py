@@ -11,9 +11,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import ClientClosedError, TinkerError
-from tinker_lite._http import HEARTBEAT_TIMEOUT, PoolKind, Transport, redact
+from tinker_lite._transport.http import HEARTBEAT_TIMEOUT, PoolKind, Transport, redact
 
 __all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_PATH", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
 

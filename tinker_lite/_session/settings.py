@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._http import is_loopback_url, register_secret
 from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
-from tinker_lite._retry import DEFAULT_RETRY_POLICY
+from tinker_lite._transport.http import is_loopback_url, register_secret
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.telemetry import is_telemetry_enabled
 

@@ -1,10 +1,10 @@
 """The session holder shared by every client of one ServiceClient.
 
-A :class:`SessionHolder` takes its settings from :mod:`tinker_lite._settings`, its credentials
-from :mod:`tinker_lite._auth`, its start-up requests from :mod:`tinker_lite._startup` and its
-heartbeat from :mod:`tinker_lite._heartbeat`; it owns the HTTP transport, the poller, the
-heartbeat, dynamic-config and telemetry threads, and runs the start-up sequence in order
-(WIRE.md §P.10, golden-0.38):
+A :class:`SessionHolder` takes its settings from :mod:`tinker_lite._session.settings`, its
+credentials from :mod:`tinker_lite._session.credentials`, its start-up requests from
+:mod:`tinker_lite._session.startup` and its heartbeat from :mod:`tinker_lite._session.heartbeat`; it
+owns the HTTP transport, the poller, the heartbeat, dynamic-config and telemetry threads, and runs
+the start-up sequence in order (WIRE.md §P.10, golden-0.38):
 
 1. ``POST /api/v1/client/config {"sdk_version"}``;
 2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key; the JWT is then
@@ -41,17 +41,35 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Literal, TypeVar
 
-from tinker_lite import _wire, types
-from tinker_lite._auth import Credentials, jwt_expiry
-from tinker_lite._decoding import parse_model
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
     NotFoundError,
     TinkerError,
 )
-from tinker_lite._heartbeat import HEARTBEAT_INTERVAL, Heartbeat
-from tinker_lite._http import (
+from tinker_lite._futures.poller import Poller
+from tinker_lite._session.credentials import Credentials, jwt_expiry
+from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
+from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
+from tinker_lite._session.settings import (
+    DEFAULT_BASE_URL,
+    ENV_BASE_URL,
+    Settings,
+    WireMode,
+    resolve_settings,
+)
+from tinker_lite._session.startup import (
+    CLIENT_CONFIG_PATH,
+    DYNAMIC_CONFIG_PATH,
+    MIN_REFRESH_INTERVAL_S,
+    DynamicConfig,
+    fetch_client_config,
+    make_token_fetcher,
+)
+from tinker_lite._transport.http import (
     DEFAULT_POOL_SIZES,
     DEFAULT_TIMEOUT,
     JSON,
@@ -62,30 +80,13 @@ from tinker_lite._http import (
     Transport,
     redact,
 )
-from tinker_lite._poller import Poller
-from tinker_lite._retry import (
+from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
     RetryPolicy,
     StallWatch,
     send_with_retries,
     with_operation_retries,
-)
-from tinker_lite._sample_gate import SampleGate, sample_gate_for
-from tinker_lite._settings import (
-    DEFAULT_BASE_URL,
-    ENV_BASE_URL,
-    Settings,
-    WireMode,
-    resolve_settings,
-)
-from tinker_lite._startup import (
-    CLIENT_CONFIG_PATH,
-    DYNAMIC_CONFIG_PATH,
-    MIN_REFRESH_INTERVAL_S,
-    DynamicConfig,
-    fetch_client_config,
-    make_token_fetcher,
 )
 from tinker_lite.telemetry import Telemetry
 

@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from tinker_lite._errors import ClientClosedError
-from tinker_lite._futures import APIFuture
+from tinker_lite._futures.future import APIFuture
 
 __all__ = ["PROGRESS_LOG_INTERVAL", "PendingRegistry", "PendingRequest", "describe_requests"]
 

@@ -1,4 +1,5 @@
-"""Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.APIFuture` resolves.
+"""Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.future.APIFuture`
+resolves.
 
 :class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements):
 re-poll at once after ``try_again`` and 408 when the service held the poll (long-poll), and pace
@@ -10,7 +11,7 @@ re-submits when a ``resubmit`` callback is given (sampling) and raises
 :class:`~tinker_lite.APIStatusError` subclass. A future fails with
 :class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
 ``stall_timeout`` seconds (WIRE.md §P.7). Every wait is decided by the
-:class:`~tinker_lite._retry.RetryPolicy`.
+:class:`~tinker_lite._transport.retry.RetryPolicy`.
 
 Threading contract
 ------------------
@@ -38,7 +39,7 @@ Threading contract
 * If a polling thread dies unexpectedly, the future it was working on fails with that error and
   a replacement thread is started for the others; if none can be started, every queued future
   fails. :meth:`Poller.close` fails every pending future with
-  :class:`~tinker_lite._http.ClientClosedError` and joins its threads.
+  :class:`~tinker_lite._transport.http.ClientClosedError` and joins its threads.
 * Every public method of :class:`APIFuture` and :class:`Poller` is safe to call from any thread.
 
 Size: about 830 lines, because the poll loop, its pacing, parking and thread pool are one state
@@ -55,7 +56,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIConnectionError,
     APIError,
@@ -67,8 +69,8 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
-from tinker_lite._futures import APIFuture
-from tinker_lite._http import (
+from tinker_lite._futures.future import APIFuture
+from tinker_lite._transport.http import (
     JSON,
     RETRIEVE_FUTURE_TIMEOUT,
     ClientClosedError,
@@ -79,7 +81,7 @@ from tinker_lite._http import (
     raise_for_status,
     redact,
 )
-from tinker_lite._retry import (
+from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     RetryNotice,
     RetryPolicy,

@@ -4,7 +4,7 @@
    that cannot be used: built-in defaults; a connection that cannot be made is retried for the
    start-up budget, then fails);
 2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key
-   (:mod:`tinker_lite._auth` keeps and refreshes the JWT);
+   (:mod:`tinker_lite._session.credentials` keeps and refreshes the JWT);
 3. ``POST /api/v1/client/dynamic_config {"sdk_version"}`` (read timeout 10 s): flags the
    service may change while the client runs, fetched again every ``refresh_interval_sec``
    (at least 10 s) by :class:`DynamicConfig`'s thread; a failed refresh keeps the last values.
@@ -20,9 +20,9 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from tinker_lite import _wire, types
-from tinker_lite._auth import token_fetcher
-from tinker_lite._decoding import decode_json
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import decode_json
 from tinker_lite._errors import (
     APIConnectionError,
     APITimeoutError,
@@ -30,7 +30,8 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
-from tinker_lite._http import (
+from tinker_lite._session.credentials import token_fetcher
+from tinker_lite._transport.http import (
     HttpResponse,
     PoolKind,
     Timeout,
@@ -39,7 +40,7 @@ from tinker_lite._http import (
     raise_for_status,
     redact,
 )
-from tinker_lite._retry import RetryPolicy, send_with_retries, with_operation_retries
+from tinker_lite._transport.retry import RetryPolicy, send_with_retries, with_operation_retries
 
 __all__ = [
     "CLIENT_CONFIG_PATH",

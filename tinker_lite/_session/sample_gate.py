@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch, wait_until
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch, wait_until
 
 __all__ = ["THROTTLE_WARNING_INTERVAL_S", "SampleGate", "sample_gate_for"]
 

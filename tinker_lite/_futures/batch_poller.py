@@ -1,12 +1,12 @@
 """One ``retrieve_futures`` long-poll per sampling session serving all of its samples.
 
-When the service's client config sets ``sample_use_retrieve_futures`` (WIRE.md §P.10,
-golden-0.38 "Polling and sampling"), a sample's completion is not awaited by polling
-``retrieve_future`` for each request: one thread per (sampling session, cloned sampler) sends
-``POST /api/v1/retrieve_futures {"target", "prev_cursor", ["timeout"], "retrieved_request_ids"}``
-in a loop, and each request the answer names as finished (or failed) is fetched with one
-``retrieve_future`` by a small, separate :class:`~tinker_lite._poller.Poller` (decoding, errors
-and 410 re-submits are the poller's). So the threads stay flat however many samples are in
+When the service's client config sets ``sample_use_retrieve_futures`` (WIRE.md §P.10, golden-0.38
+"Polling and sampling"), a sample's completion is not awaited by polling ``retrieve_future`` for
+each request: one thread per (sampling session, cloned sampler) sends ``POST
+/api/v1/retrieve_futures {"target", "prev_cursor", ["timeout"], "retrieved_request_ids"}`` in a
+loop, and each request the answer names as finished (or failed) is fetched with one
+``retrieve_future`` by a small, separate :class:`~tinker_lite._futures.poller.Poller` (decoding,
+errors and 410 re-submits are the poller's). So the threads stay flat however many samples are in
 flight: one per sampling session plus the fetch pool.
 
 The loop idles while nothing waits and nothing is left to acknowledge. The ids of fetched
@@ -34,12 +34,20 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tinker_lite import _wire, types
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
-from tinker_lite._futures import APIFuture
-from tinker_lite._http import ClientClosedError, HttpResponse, PoolKind, Timeout, Transport, redact
-from tinker_lite._poller import Poller
-from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._futures.future import APIFuture
+from tinker_lite._futures.poller import Poller
+from tinker_lite._transport.http import (
+    ClientClosedError,
+    HttpResponse,
+    PoolKind,
+    Timeout,
+    Transport,
+    redact,
+)
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
     "ACK_POLL_TIMEOUT",

@@ -1,8 +1,8 @@
 """Protobuf wire primitives shared by the client codecs and the local server's codecs.
 
 Varints, field keys, length-delimited fields, little-endian packed arrays, the ``Tensor`` and map
-entry readers both sides need, and optional zstd body compression (WIRE.md §13.3, §13.7). No
-message of its own: :mod:`tinker_lite._proto` (client) and ``tinker_lite.local._codecs`` (server)
+entry readers both sides need, and optional zstd body compression (WIRE.md §13.3, §13.7). No message
+of its own: :mod:`tinker_lite._codec.proto` (client) and ``tinker_lite.local._codecs`` (server)
 build the messages from these pieces.
 
 numpy is imported only by the readers and writers of numpy arrays; the dense tensors and the

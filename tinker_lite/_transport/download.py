@@ -3,13 +3,12 @@
 :func:`download` writes into ``<dest>.part`` and renames it to ``dest`` only once the size is
 verified, so ``dest`` either does not exist or is complete. An interrupted download (a dropped
 connection, a killed process) resumes from the ``.part`` file with an HTTP ``Range`` request. A
-signed URL that has expired (403, 404 or 410) is replaced once through the ``refresh_url``
-callback; 408, 409, 425, 429 and 5xx answers are retried with the back-off of the
-:class:`~tinker_lite._retry.RetryPolicy`, honouring ``Retry-After``, until ``max_attempts``
-failures in a row or ``stall_timeout`` seconds without progress. The signed URL is fetched
-without Tinker credentials (WIRE.md §3.10), through urllib3 with the environment's proxies, CA
-bundle and netrc (:mod:`tinker_lite._proxies`), following up to 30 redirects.
-"""
+signed URL that has expired (403, 404 or 410) is replaced once through the ``refresh_url`` callback;
+408, 409, 425, 429 and 5xx answers are retried with the back-off of the
+:class:`~tinker_lite._transport.retry.RetryPolicy`, honouring ``Retry-After``, until
+``max_attempts`` failures in a row or ``stall_timeout`` seconds without progress. The signed URL is
+fetched without Tinker credentials (WIRE.md §3.10), through urllib3 with the environment's proxies,
+CA bundle and netrc (:mod:`tinker_lite._transport.proxies`), following up to 30 redirects."""
 
 from __future__ import annotations
 
@@ -34,16 +33,16 @@ from tinker_lite._errors import (
     UnsafeArchiveError,
     status_error_class,
 )
-from tinker_lite._http import classify_failure
 from tinker_lite._progress import Progress
-from tinker_lite._proxies import (
+from tinker_lite._transport.http import classify_failure
+from tinker_lite._transport.proxies import (
     basic_auth,
     environment_settings,
     pool_manager,
     select_proxy,
     tls_pool_kwargs,
 )
-from tinker_lite._retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
     "DownloadError",

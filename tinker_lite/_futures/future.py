@@ -11,7 +11,7 @@ answers polls at once, polling pauses until then: WIRE.md §P.7, no hot poll is 
 ``cancel()`` succeeds while the future is pending and stops its polling; the service may still
 execute the request.
 
-The poller that resolves these futures lives in :mod:`tinker_lite._poller`.
+The poller that resolves these futures lives in :mod:`tinker_lite._futures.poller`.
 """
 
 from __future__ import annotations

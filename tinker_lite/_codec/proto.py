@@ -5,7 +5,7 @@ runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes``
 copied in and out in one piece (numpy arrays, or the stdlib arrays of values built from lists),
 never element by element, so a 500,000-number request encodes in a few milliseconds. Sampling
 results and list-built requests are read and written without importing numpy. The wire
-primitives live in :mod:`tinker_lite._protowire`; the local server's codecs (the other
+primitives live in :mod:`tinker_lite._codec.protowire`; the local server's codecs (the other
 direction) live in ``tinker_lite.local._codecs``. Every decoder raises
 :class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skips fields it does not
 know (a newer service may add some).
@@ -21,9 +21,9 @@ from array import array
 from collections.abc import Mapping, Sequence
 from typing import Final, cast
 
-from tinker_lite import _protowire, types
-from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite._protowire import (
+from tinker_lite import types
+from tinker_lite._codec import protowire as _protowire
+from tinker_lite._codec.protowire import (
     BOOL_TRUE,
     CODE_F32,
     CODE_I32,
@@ -73,6 +73,7 @@ from tinker_lite._protowire import (
     widen,
     zstd_available,
 )
+from tinker_lite._errors import InvalidInputError, WireFormatError
 
 __all__ = [
     "CONTENT_TYPE",

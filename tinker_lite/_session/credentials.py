@@ -12,10 +12,11 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
-from tinker_lite import _wire, types
-from tinker_lite._decoding import decode_json
+from tinker_lite import types
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import decode_json
 from tinker_lite._errors import APIResponseValidationError, TinkerError, WireFormatError
-from tinker_lite._http import HttpResponse, redact, register_secret
+from tinker_lite._transport.http import HttpResponse, redact, register_secret
 
 __all__ = ["AUTH_TOKEN_PATH", "Credentials", "jwt_expiry", "token_fetcher"]
 
