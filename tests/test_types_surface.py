@@ -28,11 +28,12 @@ needs_surface = pytest.mark.skipif(not SURFACE_PATH.is_file(), reason="surface f
 
 # (class, field) -> why tinker_lite differs. field "" = the class itself.
 _LENIENT = "responses are read leniently: a missing key takes this default instead of failing"
-_SENT_BY_CLIENT = "None = not sent by the model; the client sends the 0.38 value (WIRE.md §P.1)"
+_SENT_BY_CLIENT = "None in the model; the client sends the 0.38 value (WIRE.md §P.1)"
+_OWN_CAP = "tinker_lite's own cap (§P.8)"
 _PRIVATE = "private storage of the official dataclass; tinker_lite keeps the lists as fields"
 _CONVENIENCE = "a default for constructing it by hand; always sent, so the body is the same"
 ALLOWED: dict[tuple[str, str], str] = {
-    ("ClientConfigResponse", "sample_max_concurrent_requests"): "tinker_lite's own cap (§P.8)",
+    ("ClientConfigResponse", "sample_max_concurrent_requests"): _OWN_CAP,
     ("SampleRequest", "prompt_alt_tokens_k"): _SENT_BY_CLIENT,
     ("SampleRequest", "topk_sample_logprobs"): _SENT_BY_CLIENT,
     ("SampleRequest", "prompt_logprobs"): "a bool, False when not asked for (None in 0.38)",
