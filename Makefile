@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-installed
 # error still show.
 PIP_INSTALL := $(BIN)/python -W "ignore:Editable installation:UserWarning" -m pip install -q
 
-.PHONY: install dev test official-venv test-official lint typecheck bench demo dist docs clean
+.PHONY: install dev test test-transformers official-venv test-official lint typecheck bench demo dist docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,21 @@ dev: $(DEV_STAMP)
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q
+
+# Opt-in: get_tokenizer() and the light tokenizer compared with transformers, in a virtualenv of
+# their own (transformers is never a dependency: `make test` runs without it, as users do).
+TRANSFORMERS_VENV ?= .venv-transformers
+TRANSFORMERS_STAMP := $(TRANSFORMERS_VENV)/.installed
+
+$(TRANSFORMERS_STAMP): setup.cfg setup.py
+	test -x $(TRANSFORMERS_VENV)/bin/python || $(PYTHON) -m venv $(TRANSFORMERS_VENV)
+	$(TRANSFORMERS_VENV)/bin/python -W "ignore:Editable installation:UserWarning" -m pip install -q \
+		-e '.[chat]' 'transformers>=5' pytest pytest-timeout hypothesis requests
+	touch $@
+
+test-transformers: $(TRANSFORMERS_STAMP)
+	$(TRANSFORMERS_VENV)/bin/python -m pytest -q tests/test_tokenizer_compat.py \
+		tests/test_tokenizer.py tests/test_official_script.py
 
 # Opt-in: the official SDK 0.38 (in its own venv, installed from the package index when missing)
 # drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst).
@@ -65,4 +80,4 @@ dist: $(DEV_STAMP)
 	$(BIN)/python -m pip wheel --no-deps -w dist .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TRANSFORMERS_VENV) build dist *.egg-info .mypy_cache .ruff_cache

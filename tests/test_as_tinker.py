@@ -52,7 +52,8 @@ if __name__ == "__main__":
     service_client = tinker.ServiceClient(base_url="local://", telemetry=False)
     training_client = service_client.create_lora_training_client(base_model=BASE_MODEL, rank=4)
     tokenizer = training_client.get_tokenizer()
-    print("tokenizer", tokenizer.decode(tokenizer.encode("hello").ids) == "hello")
+    tokens = tokenizer.encode("hel") + tokenizer.encode("lo")
+    print("tokenizer", tokenizer.decode(tokens) == "hello")
     data = [datum([1, 2, 3, 4, 5, 6]), datum([7, 8, 9, 10])]
     losses = []
     for _ in range(3):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from tinker_lite.local import kernels
 from tinker_lite.local import model as lm
-from tinker_lite.local._build_tokenizer import build_tokenizer_json
+from tinker_lite.local._build_tokenizer import CONFIG_FILE, build_config_json, build_tokenizer_json
 from tinker_lite.local.model import DatumArrays, TinyLM, UserInputError
 
 Array = npt.NDArray[Any]
@@ -892,3 +893,11 @@ def test_tokenizer_round_trips_text_and_loads_offline() -> None:
 def test_shipped_tokenizer_matches_the_build_script() -> None:
     shipped = lm.tokenizer_path().read_text(encoding="utf-8")
     assert shipped == build_tokenizer_json() + "\n"
+    assert CONFIG_FILE.read_text(encoding="utf-8") == build_config_json() + "\n"
+    config = json.loads(build_config_json())
+    assert (config["bos_token"], config["eos_token"], config["pad_token"]) == (
+        "<|bos|>",
+        "<|eos|>",
+        "<|pad|>",
+    )
+    assert config["model_max_length"] == lm.CONTEXT_LENGTH
