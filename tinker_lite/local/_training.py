@@ -44,6 +44,7 @@ _OUTPUT_TYPES = {
     "ppo": "PPOLossReturn",
     "cispo": "CISPOLossReturn",
     "dro": "DROLossReturn",
+    "gspo": "GSPOLossReturn",
 }
 
 

@@ -1,10 +1,14 @@
-"""The local server serves today's model lineup (SERVER.md §6) and refuses other names in full."""
+"""What code written today for the service finds on the local server.
+
+Today's model lineup (SERVER.md §6), every loss function of 0.38's ``LossFnType`` (SERVER.md §1)
+run or refused with its reason, and service messages that reach the caller whole.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from tinker_lite import BadRequestError, ServiceClient
+from tinker_lite import BadRequestError, ServiceClient, TinkerError, types
 from tinker_lite._errors import service_message
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
@@ -67,7 +71,7 @@ def test_every_lineup_name_is_listed_and_accepted(service: ServiceClient) -> Non
     capabilities = RestClient(service).get_server_capabilities().result(timeout=60)
     listed = [m.model_name for m in capabilities.supported_models]
     assert set(TODAYS_LINEUP + EARLIER_LINEUP) <= set(listed)
-    for name in TODAYS_LINEUP + ("meta-llama/Llama-3.1-8B",):
+    for name in (*TODAYS_LINEUP, "meta-llama/Llama-3.1-8B"):
         training = service.create_lora_training_client(base_model=name, rank=4)
         assert training.get_info().model_data.model_name == name
         sampling = service.create_sampling_client(base_model=name)
@@ -108,3 +112,33 @@ def test_a_message_too_long_is_cut_at_a_separator_saying_what_is_left_out() -> N
     # a message of today's length is kept whole
     short = f"Supported models: {names[:2500].strip()}"
     assert service_message({"detail": short}) == short
+
+
+def rl_datum(tokens: list[int], advantage: float) -> types.Datum:
+    n = len(tokens) - 1
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": tokens[1:],
+            "logprobs": [-5.0] * n,
+            "advantages": [0.0] * 2 + [advantage] * (n - 2),
+        },
+    )
+
+
+def test_gspo_trains_and_stable_reinforce_is_refused_with_its_reason() -> None:
+    with ServiceClient(base_url="local://", telemetry=False) as client:
+        training = client.create_lora_training_client(base_model="Qwen/Qwen3.5-9B-Base", rank=4)
+        data = [rl_datum(list(b"hello there"), 1.0), rl_datum(list(b"general kenobi"), -0.5)]
+        out = training.forward_backward(data, "gspo").result(timeout=60)
+        assert out.loss_fn_output_type == "GSPOLossReturn"
+        elementwise = [o["elementwise_loss"].to_numpy() for o in out.loss_fn_outputs]
+        assert out.metrics["loss:sum"] == pytest.approx(sum(float(e.sum()) for e in elementwise))
+        assert all(float(e[0]) == 0.0 for e in elementwise)  # prompt positions: no loss
+        training.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+        with pytest.raises(TinkerError) as info:
+            training.forward_backward(data, "stable_reinforce").result(timeout=60)
+        message = str(info.value)
+        assert "'stable_reinforce'" in message
+        assert "not published" in message
+        assert "known loss functions" not in message
