@@ -7,7 +7,8 @@ RUN_STAMP := $(VENV)/.run-installed
 # pip relays setuptools' "Editable installation" notice as a warning on every editable install;
 # it says nothing about this project. Only that notice is filtered: other warnings and every
 # error still show.
-PIP_INSTALL := $(BIN)/python -W "ignore:Editable installation:UserWarning" -m pip install -q
+PIP_PYTHON = $(BIN)/python
+PIP_INSTALL = $(PIP_PYTHON) -W "ignore:Editable installation:UserWarning" -m pip install -q
 
 .PHONY: install dev test test-transformers official-venv test-official lint typecheck bench demo dist docs clean
 
@@ -35,10 +36,10 @@ test: $(DEV_STAMP)
 TRANSFORMERS_VENV ?= .venv-transformers
 TRANSFORMERS_STAMP := $(TRANSFORMERS_VENV)/.installed
 
+$(TRANSFORMERS_STAMP): PIP_PYTHON = $(TRANSFORMERS_VENV)/bin/python
 $(TRANSFORMERS_STAMP): setup.cfg setup.py
 	test -x $(TRANSFORMERS_VENV)/bin/python || $(PYTHON) -m venv $(TRANSFORMERS_VENV)
-	$(TRANSFORMERS_VENV)/bin/python -W "ignore:Editable installation:UserWarning" -m pip install -q \
-		-e '.[chat]' 'transformers>=5' pytest pytest-timeout hypothesis requests
+	$(PIP_INSTALL) -e '.[chat]' 'transformers>=5' pytest pytest-timeout hypothesis requests
 	touch $@
 
 test-transformers: $(TRANSFORMERS_STAMP)
