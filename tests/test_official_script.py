@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests._served import served
 
 OFFICIAL_STYLE_SCRIPT = """
 import sys
@@ -83,23 +83,8 @@ print("tokenizer", type(tokenizer).__name__)
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     """``tinker-lite local serve`` in its own process, as a user starts it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tinker_lite.cli", "local", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()  # the server prints its URL once it listens
-        assert url.startswith("http://127.0.0.1:"), url
+    with served(entry=("tinker_lite.cli", "local", "serve")) as url:
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 @pytest.mark.parametrize("base_model", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3.5-9B-Base"])
