@@ -7,9 +7,10 @@ RUN_STAMP := $(VENV)/.run-installed
 # pip relays setuptools' "Editable installation" notice as a warning on every editable install;
 # it says nothing about this project. Only that notice is filtered: other warnings and every
 # error still show.
-PIP_INSTALL := $(BIN)/python -W "ignore:Editable installation:UserWarning" -m pip install -q
+PIP_PYTHON = $(BIN)/python
+PIP_INSTALL = $(PIP_PYTHON) -W "ignore:Editable installation:UserWarning" -m pip install -q
 
-.PHONY: install dev test official-venv test-official lint typecheck bench demo dist docs clean
+.PHONY: install dev test test-transformers official-venv test-official lint typecheck bench demo dist docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,21 @@ dev: $(DEV_STAMP)
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q
+
+# Opt-in: get_tokenizer() and the light tokenizer compared with transformers, in a virtualenv of
+# their own (transformers is never a dependency: `make test` runs without it, as users do).
+TRANSFORMERS_VENV ?= .venv-transformers
+TRANSFORMERS_STAMP := $(TRANSFORMERS_VENV)/.installed
+
+$(TRANSFORMERS_STAMP): PIP_PYTHON = $(TRANSFORMERS_VENV)/bin/python
+$(TRANSFORMERS_STAMP): setup.cfg setup.py
+	test -x $(TRANSFORMERS_VENV)/bin/python || $(PYTHON) -m venv $(TRANSFORMERS_VENV)
+	$(PIP_INSTALL) -e '.[chat]' 'transformers>=5' pytest pytest-timeout hypothesis requests
+	touch $@
+
+test-transformers: $(TRANSFORMERS_STAMP)
+	$(TRANSFORMERS_VENV)/bin/python -m pytest -q tests/test_tokenizer_compat.py \
+		tests/test_tokenizer.py tests/test_official_script.py
 
 # Opt-in: the official SDK 0.38 (in its own venv, installed from the package index when missing)
 # drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst).
@@ -65,4 +81,4 @@ dist: $(DEV_STAMP)
 	$(BIN)/python -m pip wheel --no-deps -w dist .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TRANSFORMERS_VENV) build dist *.egg-info .mypy_cache .ruff_cache

@@ -38,8 +38,8 @@ EXAMPLES = [
 
 
 def make_datum(tokenizer: Any, question: str, answer: str) -> types.Datum:
-    prompt = tokenizer.encode(f"User: {question}\nAssistant:").ids
-    completion = tokenizer.encode(f" {answer}\n").ids
+    prompt = tokenizer.encode(f"User: {question}\nAssistant:")
+    completion = tokenizer.encode(f" {answer}\n")
     tokens = prompt + completion
     weights = [0.0] * len(prompt) + [1.0] * len(completion)
     return types.Datum(

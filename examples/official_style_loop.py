@@ -27,16 +27,10 @@ EXAMPLES = [
 ]
 
 
-def encode(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of ``text`` (works with a transformers or a tokenizers tokenizer)."""
-    encoded = tokenizer.encode(text)
-    return list(encoded) if isinstance(encoded, list) else list(encoded.ids)
-
-
 def make_datum(tokenizer: Any, prompt: str, completion: str) -> types.Datum:
     """One supervised example: the loss covers the completion tokens only."""
-    prompt_tokens = encode(tokenizer, prompt)
-    completion_tokens = encode(tokenizer, completion)
+    prompt_tokens = tokenizer.encode(prompt)
+    completion_tokens = tokenizer.encode(completion)
     tokens = prompt_tokens + completion_tokens
     weights = [0.0] * len(prompt_tokens) + [1.0] * len(completion_tokens)
     return types.Datum(
@@ -68,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"step {step}: loss per token {fwdbwd_result.metrics['loss:sum'] / tokens:.4f}")
 
     sampling_client = training_client.save_weights_and_get_sampling_client()
-    prompt = types.ModelInput.from_ints(encode(tokenizer, EXAMPLES[0][0]))
+    prompt = types.ModelInput.from_ints(tokenizer.encode(EXAMPLES[0][0]))
     params = types.SamplingParams(max_tokens=8, temperature=0.0, stop=["\n"])
     result = sampling_client.sample(prompt=prompt, num_samples=1, sampling_params=params).result()
     print("sample:", repr(tokenizer.decode(result.sequences[0].tokens)))

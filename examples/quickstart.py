@@ -5,9 +5,10 @@ Runs against the offline server by default (``local://``); pass ``--base-url`` (
 
     python examples/quickstart.py --steps 30
 
-``get_tokenizer()`` returns a plain Hugging Face ``tokenizers.Tokenizer`` and applies no chat
-template, so the prompt is formatted here by hand as ``"User: ...\\nAssistant:"``. Only the
-answer tokens carry weight in the loss: the model learns to answer, not to ask.
+The prompt is formatted here by hand as ``"User: ...\\nAssistant:"``, so that the example runs on
+the base install (``get_tokenizer().apply_chat_template(...)`` renders the model's own chat
+template when ``jinja2`` is installed). Only the answer tokens carry weight in the loss: the
+model learns to answer, not to ask.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def format_prompt(question: str) -> str:
 
 def make_datum(tokenizer: Any, question: str, answer: str) -> types.Datum:
     """One training example: the whole conversation as input, loss only on the answer."""
-    prompt = tokenizer.encode(format_prompt(question)).ids
-    completion = tokenizer.encode(f" {answer}\n").ids
+    prompt = tokenizer.encode(format_prompt(question))
+    completion = tokenizer.encode(f" {answer}\n")
     tokens = prompt + completion
     weights = [0.0] * len(prompt) + [1.0] * len(completion)
     # Position i of the input predicts token i + 1: shift targets and weights by one.
@@ -85,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampler = training.save_weights_and_get_sampling_client()
         params = types.SamplingParams(max_tokens=args.max_tokens, temperature=0.0, stop=["\n"])
         for question, expected in CONVERSATIONS:
-            prompt = types.ModelInput.from_ints(tokenizer.encode(format_prompt(question)).ids)
+            prompt = types.ModelInput.from_ints(tokenizer.encode(format_prompt(question)))
             result = sampler.sample(prompt, 1, params).result()
             answer = tokenizer.decode(result.sequences[0].tokens).strip()
             print(f"{format_prompt(question)} {answer!r} (trained on {expected!r})")

@@ -42,7 +42,7 @@ class SimulatedCrash(RuntimeError):
 
 
 def datum(tokenizer: Any, text: str) -> types.Datum:
-    tokens = tokenizer.encode(text).ids
+    tokens = tokenizer.encode(text)
     return types.Datum(
         model_input=types.ModelInput.from_ints(tokens[:-1]),
         loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},

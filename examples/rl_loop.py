@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tinker.ServiceClient(base_url=args.base_url) as service:
         training = service.create_lora_training_client(args.base_model, rank=8, seed=0)
         tokenizer = training.get_tokenizer()
-        prompts = [tokenizer.encode(p).ids for p in PROMPTS]
+        prompts = [tokenizer.encode(p) for p in PROMPTS]
 
         for iteration in range(1, args.iterations + 1):
             sampler = training.save_weights_and_get_sampling_client()

@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         training = service.create_lora_training_client(BASE_MODEL, rank=8, seed=0)
         tokenizer = training.get_tokenizer()
-        prompts = [tokenizer.encode(p).ids for p in PROMPTS]
+        prompts = [tokenizer.encode(p) for p in PROMPTS]
         for iteration in range(1, args.iterations + 1):
             sampler = training.save_weights_and_get_sampling_client()
             handed: tinker.SamplingClient | str = (

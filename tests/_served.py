@@ -20,12 +20,20 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
-def served(*args: str, startup_timeout: float = 60.0) -> Iterator[str]:
-    """Start the server on a free loopback port with ``args``; yield its base URL; stop it."""
+def served(
+    *args: str,
+    startup_timeout: float = 60.0,
+    entry: tuple[str, ...] = ("tinker_lite.local", "serve"),
+) -> Iterator[str]:
+    """Start the server on a free loopback port with ``args``; yield its base URL; stop it.
+
+    ``entry`` is the module and command run with ``python -m`` (``("tinker_lite.cli", "local",
+    "serve")`` runs it as ``tinker-lite local serve``).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tinker_lite.local", "serve", "--port", "0", *args],
+        [sys.executable, "-m", *entry, "--port", "0", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

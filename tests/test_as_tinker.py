@@ -12,6 +12,7 @@ import pytest
 
 import tinker_lite
 from tinker_lite import as_tinker
+from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.local import LocalServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +53,8 @@ if __name__ == "__main__":
     service_client = tinker.ServiceClient(base_url="local://", telemetry=False)
     training_client = service_client.create_lora_training_client(base_model=BASE_MODEL, rank=4)
     tokenizer = training_client.get_tokenizer()
-    print("tokenizer", tokenizer.decode(tokenizer.encode("hello").ids) == "hello")
+    tokens = tokenizer.encode("hel") + tokenizer.encode("lo")
+    print("tokenizer", tokenizer.decode(tokens) == "hello")
     data = [datum([1, 2, 3, 4, 5, 6]), datum([7, 8, 9, 10])]
     losses = []
     for _ in range(3):
@@ -251,7 +253,7 @@ def test_covered_modules_resolve_to_tinker_lite() -> None:
 
     assert tinker.__name__ == "tinker"
     assert tinker.ServiceClient is tinker_lite.ServiceClient
-    assert tinker.__version__ == tinker_lite.__version__
+    assert tinker.__version__ == WIRE_SDK_VERSION
     assert tinker._exceptions.TinkerError is _errors.TinkerError
     trainer_module = tinker.lib.public_interfaces.training_client
     assert trainer_module.TrainingClient is training_client.TrainingClient
@@ -282,3 +284,44 @@ def test_install_is_idempotent_and_uninstall_restores() -> None:
     finally:
         as_tinker.uninstall()
     assert sys.meta_path == before
+
+
+VERSION_SCRIPT = """
+import importlib.metadata
+import tinker
+import tinker._version
+import tinker_lite
+
+print(tinker.__version__, tinker._version.__version__, tinker._version.__title__)
+print(importlib.metadata.version("tinker"), importlib.metadata.metadata("tinker")["Name"])
+major, minor = (int(part) for part in importlib.metadata.version("tinker").split(".")[:2])
+print("recent" if (major, minor) >= (0, 30) else "old", tinker_lite.__version__)
+"""
+
+
+def test_code_asking_which_tinker_it_runs_on_gets_the_official_release(tmp_path: Path) -> None:
+    script = tmp_path / "versions.py"
+    script.write_text(VERSION_SCRIPT, encoding="utf-8")
+    result = _run(str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{WIRE_SDK_VERSION} {WIRE_SDK_VERSION} tinker",
+        f"{WIRE_SDK_VERSION} tinker",
+        f"recent {tinker_lite.__version__}",
+    ]
+
+
+def test_the_tinker_distribution_exists_only_while_the_hook_is_installed() -> None:
+    import importlib.metadata
+    import importlib.util
+
+    as_tinker.install()
+    try:
+        assert importlib.metadata.version("tinker") == WIRE_SDK_VERSION
+        assert importlib.metadata.version("tinker-lite") == tinker_lite.__version__
+    finally:
+        as_tinker.uninstall()
+    if importlib.util.find_spec("tinker") is None:  # without the hook, nothing changes
+        with pytest.raises(importlib.metadata.PackageNotFoundError):
+            importlib.metadata.version("tinker")
+    assert tinker_lite.__version__ != WIRE_SDK_VERSION

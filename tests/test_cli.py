@@ -260,7 +260,7 @@ def test_missing_api_key_for_remote_service_exits_3(
     code, out, err = run(capsys, "run", "list", "--base-url", "https://tinker.example.invalid")
     assert code == 3
     assert out == ""
-    assert err.startswith("tinker-lite: error: api_key: no API key")
+    assert err.startswith("tinker-lite: error: no API key")
     assert len(err.splitlines()) == 1
 
 

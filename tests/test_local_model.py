@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from tinker_lite.local import kernels
 from tinker_lite.local import model as lm
-from tinker_lite.local._build_tokenizer import build_tokenizer_json
+from tinker_lite.local._build_tokenizer import CONFIG_FILE, build_config_json, build_tokenizer_json
 from tinker_lite.local.model import DatumArrays, TinyLM, UserInputError
 
 Array = npt.NDArray[Any]
@@ -253,6 +254,115 @@ def test_gradient_dro() -> None:
     q = lp - np.log(ratios[0])
     expected = -(lp * advantages[0] - 0.5 * lm.DEFAULT_DRO_BETA * (lp - q) ** 2)
     np.testing.assert_allclose(outputs[0]["elementwise_loss"], expected, rtol=1e-4, atol=1e-6)
+
+
+def gspo_expected(
+    lp: Array, q: Array, adv: Array, low: float = 0.8, high: float = 1.2
+) -> tuple[float, float]:
+    """SERVER.md §1.6 gspo for one datum, by the formula: (loss, sequence ratio)."""
+    trained = adv != 0
+    ratio = math.exp(float(np.mean(lp[trained] - q[trained])))
+    advantage = float(np.mean(adv[trained]))
+    return -min(ratio * advantage, min(max(ratio, low), high) * advantage), ratio
+
+
+def test_gradient_gspo_sequence_level_ratio() -> None:
+    model = tiny_model()
+    rng = np.random.default_rng(8)
+    n_a, n_b = len(SEQ_A) - 1, len(SEQ_B) - 1
+    # datum A: mixed per-token ratios whose sequence ratio is inside [0.8, 1.2]; its first three
+    # positions are prompt (advantage 0, not trained). Datum B: every ratio 1.5 with a positive
+    # advantage, so the clipped branch is active and B adds no gradient.
+    ratio_a = np.exp(rng.uniform(-0.3, 0.3, n_a))
+    adv_a = np.concatenate([np.zeros(3), np.full(n_a - 3, 0.7)])
+    ratio_b = np.full(n_b, 1.5)
+    adv_b = np.full(n_b, 2.0)
+    batch = rl_batch(model, [ratio_a, ratio_b], [adv_a, adv_b])
+    check_gradients(model, batch, "gspo")
+    outputs, metrics = model.forward_backward(batch, "gspo", None, backward=False)
+    total = 0.0
+    for output, datum in zip(outputs, batch, strict=True):
+        lp = output["logprobs"].astype(np.float64)
+        q = datum.inputs["logprobs"].astype(np.float64)
+        adv = datum.inputs["advantages"].astype(np.float64)
+        expected, _ = gspo_expected(lp, q, adv)
+        elementwise = output["elementwise_loss"].astype(np.float64)
+        assert elementwise.sum() == pytest.approx(expected, rel=1e-5)
+        assert not np.any(elementwise[adv == 0])  # untrained positions carry no loss
+        total += expected
+    assert metrics["loss:sum"] == pytest.approx(total, rel=1e-5)
+    assert (
+        0.8
+        < gspo_expected(
+            outputs[0]["logprobs"].astype(np.float64),
+            batch[0].inputs["logprobs"].astype(np.float64),
+            adv_a,
+        )[1]
+        < 1.2
+    )
+    # the clipped datum alone contributes no gradient; a negative advantage unclips it
+    model.reset_optimizer()
+    model.forward_backward([batch[1]], "gspo", None, backward=True)
+    assert all(not np.any(grad) for grad in gradients(model).values())
+    flipped = DatumArrays(batch[1].tokens, {**batch[1].inputs, "advantages": -adv_b})
+    check_gradients(model, [flipped], "gspo")
+    # custom thresholds from loss_fn_config put datum B's ratio inside the range
+    check_gradients(model, batch, "gspo", {"clip_low_threshold": 0.5, "clip_high_threshold": 2.0})
+
+
+def test_gspo_without_trained_tokens_is_zero() -> None:
+    model = tiny_model(n_layers=1)
+    (datum,) = rl_batch(
+        model,
+        [np.ones(len(SEQ_A) - 1), np.ones(len(SEQ_B) - 1)],
+        [
+            np.zeros(len(SEQ_A) - 1),
+            np.zeros(len(SEQ_B) - 1),
+        ],
+    )[:1]
+    model.reset_optimizer()
+    outputs, metrics = model.forward_backward([datum], "gspo", None, backward=True)
+    assert metrics["loss:sum"] == 0.0
+    assert not np.any(outputs[0]["elementwise_loss"])
+    assert all(not np.any(grad) for grad in gradients(model).values())
+
+
+@pytest.mark.parametrize(
+    ("loss_fn", "why"),
+    [
+        ("stable_reinforce", r"'stable_reinforce'.*not published.*'importance_sampling' or 'ppo'"),
+        ("custom", r"'custom'.*create_custom_loss.*forward_backward_custom"),
+    ],
+)
+def test_loss_functions_of_the_sdk_it_does_not_run_are_refused_with_the_reason(
+    loss_fn: str, why: str
+) -> None:
+    model = tiny_model(n_layers=1)
+    with pytest.raises(UserInputError, match=why) as info:
+        model.forward_backward([ce_datum(SEQ_A)], loss_fn, None, backward=True)
+    assert "known loss functions" not in str(info.value)
+
+
+def test_every_loss_function_of_the_sdk_runs_or_is_refused_by_name() -> None:
+    from tinker_lite.types import LossFnType
+
+    model = tiny_model(n_layers=1)
+    seq = np.array(SEQ_A, dtype=np.int64)
+    n = len(seq) - 1
+    rl = {"target_tokens": seq[1:], "logprobs": np.full(n, -3.0), "advantages": np.ones(n)}
+    refusals: dict[str, str] = {}
+    for loss_fn in LossFnType:
+        datum = ce_datum(SEQ_A) if loss_fn == "cross_entropy" else DatumArrays(seq[:-1], rl)
+        try:
+            _, metrics = model.forward_backward([datum], loss_fn.value, None, backward=False)
+        except UserInputError as e:
+            refusals[loss_fn.value] = str(e)
+        else:
+            assert math.isfinite(metrics["loss:sum"]), loss_fn
+    assert sorted(refusals) == ["custom", "stable_reinforce"]
+    for name, message in refusals.items():
+        assert f"loss function '{name}'" in message
+        assert "known loss functions" not in message
 
 
 def test_dro_accepts_reference_sampler_and_rejects_other_string_values() -> None:
@@ -892,3 +1002,11 @@ def test_tokenizer_round_trips_text_and_loads_offline() -> None:
 def test_shipped_tokenizer_matches_the_build_script() -> None:
     shipped = lm.tokenizer_path().read_text(encoding="utf-8")
     assert shipped == build_tokenizer_json() + "\n"
+    assert CONFIG_FILE.read_text(encoding="utf-8") == build_config_json() + "\n"
+    config = json.loads(build_config_json())
+    assert (config["bos_token"], config["eos_token"], config["pad_token"]) == (
+        "<|bos|>",
+        "<|eos|>",
+        "<|pad|>",
+    )
+    assert config["model_max_length"] == lm.CONTEXT_LENGTH

@@ -108,7 +108,14 @@ NOTES: tuple[tuple[str, str], ...] = (
         "answers ``result()``, ``await`` and ``future()`` like the official future of a client.",
     ),
     ("Streaming sampling", "Not supported: the service documents no streaming endpoint."),
-    ("Tokenizer", "HF ``tokenizers`` only (no ``transformers``); no chat template is applied."),
+    (
+        "Tokenizer",
+        "``get_tokenizer()`` returns ``transformers``' tokenizer when ``transformers`` is "
+        "installed, as the official SDK does; otherwise tinker_lite's light tokenizer, built from "
+        "the same files with the same ids (``encode``, ``decode``, the special tokens, "
+        "``apply_chat_template`` with ``jinja2``: the ``chat`` extra). Padding, truncation and "
+        "tensors need ``transformers``.",
+    ),
     (
         "``forward_backward_custom``",
         "Works without torch: the loss function gets numpy logprobs and returns "

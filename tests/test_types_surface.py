@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import enum
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import attrs
 import pytest
 
-from tinker_lite import types
+from tinker_lite import InvalidInputError, types
 
 SURFACE_PATH = Path(__file__).resolve().parents[2] / "shared" / "api" / "official-0.38-surface.json"
 
@@ -180,3 +181,78 @@ def test_every_exported_name_resolves_and_modules_load_on_first_use() -> None:
     assert "Datum" in dir(types)
     with pytest.raises(AttributeError, match="NoSuchModel"):
         getattr(types, "NoSuchModel")  # noqa: B009
+
+
+@needs_surface
+def test_every_official_field_is_a_constructor_argument() -> None:
+    """0.38 builds these models from their fields, ``*_np`` views and ``optim_params`` included.
+
+    Only the fixed tags (``type``, ``event``: set by the class) are not arguments.
+    """
+    missing = []
+    for name, spec in sorted(_surface().items()):
+        cls = getattr(types, name, None)
+        if cls is None or not attrs.has(cls):
+            continue
+        fixed = {f.name for f in attrs.fields(cls) if not f.init}
+        parameters = inspect.signature(cls).parameters
+        for field_name, fact in spec.get("fields", {}).items():
+            if "value" in fact or field_name.startswith("_") or field_name in fixed:
+                continue
+            if field_name not in parameters:
+                missing.append(f"{name}.{field_name}")
+    assert not missing, missing
+
+
+def test_sampled_results_built_from_arrays_read_back_as_lists_and_arrays() -> None:
+    np = pytest.importorskip("numpy")
+    from tinker_lite.types.topk_logprobs import MASK_LOGPROB, TopkLogprobs
+
+    topk = TopkLogprobs(
+        token_ids=np.array([[0, 0], [7, 9]], dtype=np.int32),
+        logprobs=np.array([[MASK_LOGPROB, MASK_LOGPROB], [-0.5, -1.5]], dtype=np.float32),
+    )
+    sequence = types.SampledSequence(
+        stop_reason="stop",
+        sequence_id="seq-1",
+        tokens_np=np.array([5, 6], dtype=np.int32),
+        logprobs_np=np.array([-0.25, -2.0], dtype=np.float32),
+        topk_logprobs_np=topk,
+    )
+    assert sequence.tokens == [5, 6]
+    assert sequence.logprobs == [-0.25, -2.0]
+    assert sequence.topk_logprobs == [None, [(7, -0.5), (9, -1.5)]]
+    assert sequence.tokens_np.dtype == np.int32
+    assert sequence.tokens_np.tolist() == [5, 6]
+    assert sequence.logprobs_np.tolist() == [-0.25, -2.0]
+    assert types.SampledSequence("length").tokens == []  # as 0.38: no tokens given, none read
+    response = types.SampleResponse(
+        sequences=[sequence],
+        prompt_logprobs_np=np.array([np.nan, -3.0], dtype=np.float32),
+        topk_prompt_logprobs_np=topk,
+    )
+    assert response.prompt_logprobs == [None, -3.0]
+    assert response.topk_prompt_logprobs == [None, [(7, -0.5), (9, -1.5)]]
+    assert np.isnan(response.prompt_logprobs_np[0])
+    assert response.topk_prompt_logprobs_np.token_ids.tolist() == [[0, 0], [7, 9]]
+    with pytest.raises(InvalidInputError, match="both tokens and tokens_np"):
+        types.SampledSequence("stop", [1], tokens_np=np.array([1]))
+
+
+def test_optim_step_request_takes_optim_params_and_sends_it_as_0_38_does() -> None:
+    from tinker_lite._codec import wire
+
+    adam = types.AdamParams(learning_rate=1e-3)
+    request = types.OptimStepRequest(optim_params=adam, model_id="m", seq_id=2)
+    assert request.optim_params is adam
+    assert request == types.OptimStepRequest(adam_params=adam, model_id="m", seq_id=2)
+    assert wire.to_builtins(request)["adam_params"]["learning_rate"] == 1e-3
+    dimuon = types.DimuonParams(learning_rate=0.01)
+    request = types.OptimStepRequest(optim_params=dimuon, model_id="m")
+    body = wire.to_builtins(request)
+    assert "adam_params" not in body
+    assert body["optimizer_params"]["type"] == "dimuon"
+    with pytest.raises(InvalidInputError, match="optim_params"):
+        types.OptimStepRequest(model_id="m")
+    with pytest.raises(InvalidInputError, match=r"given 2 times"):
+        types.OptimStepRequest(model_id="m", optim_params=adam, adam_params=adam)

@@ -337,7 +337,11 @@ class UnsafeArchiveError(DownloadError):
 
 
 _MESSAGE_KEYS = ("detail", "message", "error", "msg", "reason")
-_MAX_SERVICE_MESSAGE = 500
+# Long enough for any message the service writes (a refusal listing every model it serves is
+# about 2,000 characters); only a stray body such as an HTML page is longer, and it is cut at a
+# separator with the length left out said.
+_MAX_SERVICE_MESSAGE = 4000
+_SEPARATORS = (". ", "; ", ", ", " ")
 
 _STATUS_HINTS: dict[int, str] = {
     400: "Check the arguments of the call.",
@@ -362,8 +366,19 @@ def service_message(body: object) -> str | None:
         return None
     text = " ".join(text.split())
     if len(text) > _MAX_SERVICE_MESSAGE:
-        text = text[:_MAX_SERVICE_MESSAGE] + "..."
+        text = _shortened(text, _MAX_SERVICE_MESSAGE)
     return text
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` cut after the last separator before ``limit``, saying how much is left out."""
+    head = text[:limit]
+    for separator in _SEPARATORS:
+        at = head.rfind(separator)
+        if at > limit // 2:
+            head = head[: at + len(separator.rstrip())]
+            break
+    return f"{head.rstrip()} ... ({len(text) - len(head)} more characters)"
 
 
 def _message_of(body: object, depth: int) -> str | None:

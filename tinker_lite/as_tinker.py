@@ -19,6 +19,12 @@ Each official module is a stand-in whose attributes are those of a tinker_lite m
   ``training_client``, ``sampling_client``, ``rest_client`` and ``api_future`` modules -> the
   tinker_lite modules of those clients and of ``APIFuture``.
 
+Code that asks which ``tinker`` it runs on gets the official SDK release whose API tinker_lite
+provides (:data:`tinker_lite._version.WIRE_SDK_VERSION`, the ``sdk_version`` it sends):
+``tinker.__version__`` and ``importlib.metadata.version("tinker")`` (a ``tinker`` distribution
+answers for as long as the hook is installed). tinker_lite's own version stays
+``tinker_lite.__version__``.
+
 Not covered: any other official module (``tinker.lib.*`` internals, ``tinker.resources``,
 ``tinker.cli``, ``tinker.proto``, ...) fails to import with an :class:`ImportError` that names
 it, and official names tinker_lite does not provide fail as ``from tinker import X`` normally
@@ -31,12 +37,18 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import os
+import re
 import runpy
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+from tinker_lite._version import WIRE_SDK_VERSION
 
 __all__ = ["ALIASES", "TinkerAliasFinder", "install", "main", "uninstall"]
 
@@ -56,6 +68,8 @@ ALIASES: dict[str, str] = {
 
 # Official packages with no counterpart of their own that must import to reach covered modules.
 _BRIDGES = frozenset({"tinker.lib"})
+# The official modules that say which release they are (``__version__``, ``__title__``).
+_VERSIONED = frozenset({"tinker", "tinker._version"})
 
 _USAGE = "usage: python -m tinker_lite.as_tinker (script.py | -m module) [args...]"
 
@@ -104,14 +118,43 @@ class _AliasLoader(importlib.abc.Loader):
             bridge = ModuleType(spec.name, "Path to official modules that tinker_lite covers.")
             bridge.__path__ = []
             return bridge
-        return _StandIn(spec.name, importlib.import_module(self.target))
+        stand_in = _StandIn(spec.name, importlib.import_module(self.target))
+        if spec.name in _VERSIONED:
+            # The official release whose API is provided, not tinker_lite's own version.
+            vars(stand_in).update(__version__=WIRE_SDK_VERSION, __title__="tinker")
+        return stand_in
 
     def exec_module(self, module: ModuleType) -> None:
         del module  # the tinker_lite module behind it is already initialised
 
 
+class _TinkerDistribution(importlib.metadata.Distribution):
+    """The ``tinker`` distribution's metadata: the official release whose API is provided."""
+
+    def read_text(self, filename: str) -> str | None:
+        if filename in ("METADATA", "PKG-INFO"):
+            return (
+                "Metadata-Version: 2.1\n"
+                "Name: tinker\n"
+                f"Version: {WIRE_SDK_VERSION}\n"
+                "Summary: The official tinker SDK's API, provided by tinker_lite\n"
+            )
+        return None
+
+    def locate_file(self, path: Any) -> Path:
+        return Path(__file__).parent / str(path)
+
+
 class TinkerAliasFinder(importlib.abc.MetaPathFinder):
     """Resolves ``tinker`` and its covered submodules to tinker_lite (see the module docstring)."""
+
+    def find_distributions(
+        self, context: importlib.metadata.DistributionFinder.Context | None = None
+    ) -> Iterator[importlib.metadata.Distribution]:
+        """``importlib.metadata`` asking for ``tinker`` finds :class:`_TinkerDistribution`."""
+        name = getattr(context, "name", None)
+        if name is None or re.sub(r"[-_.]+", "-", name).lower() == "tinker":
+            yield _TinkerDistribution()
 
     def find_spec(
         self,

@@ -41,12 +41,11 @@ from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
     from tinker_lite._futures.batch_poller import BatchPoller
     from tinker_lite._futures.pending import PendingRequest
     from tinker_lite._session.holder import SampleGate
     from tinker_lite._transport.http import HttpResponse
+    from tinker_lite.tokenizer import PretrainedTokenizer
 
 __all__ = ["SamplingClient", "check_record_stability_info"]
 
@@ -102,7 +101,7 @@ class SamplingClient(ReadyClient):
         self._queue_logger = QueueStateLogger(
             "Sampling", model_path or sampling_session_id, kind="sampling"
         )
-        self._tokenizer: Tokenizer | None = None
+        self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -374,8 +373,11 @@ class SamplingClient(ReadyClient):
         """The poller's queue-state callback: hands it to :meth:`on_queue_state_change`."""
         self.on_queue_state_change(types.QueueState(state), reason)
 
-    def get_tokenizer(self) -> Tokenizer:
-        """Return the tokenizer of the sampled model (resolved from the sampler's base model)."""
+    def get_tokenizer(self) -> PretrainedTokenizer:
+        """Return the tokenizer of the sampled model (resolved from the sampler's base model).
+
+        The same kind of tokenizer as :meth:`TrainingClient.get_tokenizer` returns.
+        """
         with self._tokenizer_lock:
             if self._tokenizer is None:
                 base_model = self.base_model

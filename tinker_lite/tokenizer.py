@@ -1,37 +1,49 @@
-"""Find and load the tokenizer of a Tinker model, on Hugging Face ``tokenizers`` only.
+"""Find and load the tokenizer of a Tinker model: what ``get_tokenizer()`` returns (WIRE.md §P.13).
 
-Resolution follows WIRE.md §9: the server's ``tokenizer_id`` when it gives one, otherwise a
-heuristic on the model name (Llama-3 models use an ungated copy of their tokenizer; an
-``org/model/variant`` name uses ``org/model``; the local server's ``tinker-lite/*`` models use
-its byte-level tokenizer). The id is then looked up, in this order:
+With ``transformers`` installed, the result is the tokenizer ``transformers`` builds from the
+model's tokenizer files (``AutoTokenizer.from_pretrained``), as the official SDK returns; without
+it, a :class:`~tinker_lite._light_tokenizer.LightTokenizer` built from the same files, with the
+same ids and the calls scripts use (``encode`` gives ``list[int]``). Either way the raw
+``tokenizers.Tokenizer`` is its ``backend_tokenizer``.
 
-1. ``tinker-lite/byte-tokenizer`` (the local server's model) from the file shipped in the package;
-2. an existing local path (a ``tokenizer.json`` file or a directory holding one);
-3. ``$TINKER_LITE_TOKENIZER_DIR/<org>/<name>/tokenizer.json``, then
-   ``$TINKER_LITE_TOKENIZER_DIR/tokenizer.json``;
+Resolution follows the official SDK 0.38 (WIRE.md §9): the server's ``tokenizer_id`` when it gives
+one, otherwise a heuristic on the model name (Llama-3 models use an ungated copy of their
+tokenizer; an ``org/model/variant`` name uses ``org/model``; the local server's ``tinker-lite/*``
+models use its byte-level tokenizer). The tokenizer files are then looked up, in this order:
+
+1. ``tinker-lite/byte-tokenizer`` (the local server's model): the files shipped in the package;
+2. an existing local path (a ``tokenizer.json`` file, or a directory holding one);
+3. ``$TINKER_LITE_TOKENIZER_DIR/<org>/<name>/``, then ``$TINKER_LITE_TOKENIZER_DIR/``;
 4. the Hugging Face hub cache (``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or ``~/.cache/huggingface/hub``);
-5. a download with ``tokenizers.Tokenizer.from_pretrained`` (skipped when ``HF_HUB_OFFLINE`` is
-   set).
+5. a download from the Hugging Face hub (skipped when ``HF_HUB_OFFLINE`` is set).
 
-Loaded tokenizers are cached per id for the life of the process. ``transformers`` is never used:
-the result is a plain ``tokenizers.Tokenizer`` and no chat template is applied.
+A directory supplies ``tokenizer.json`` and, when present, ``tokenizer_config.json`` (special
+tokens, chat template), ``special_tokens_map.json`` and ``chat_template.jinja``. Loaded tokenizers
+are cached per id for the life of the process.
 """
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tinker_lite._errors import TokenizerUnavailableError
+from tinker_lite._light_tokenizer import BatchEncoding, LightTokenizer
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+    from typing import TypeAlias
+
+    from transformers import PreTrainedTokenizerBase
+
+    PretrainedTokenizer: TypeAlias = LightTokenizer | PreTrainedTokenizerBase
 
 __all__ = [
     "BYTE_TOKENIZER_ID",
+    "BatchEncoding",
+    "LightTokenizer",
     "TokenizerUnavailableError",
     "clear_tokenizer_cache",
     "load_tokenizer",
@@ -41,15 +53,25 @@ __all__ = [
 BYTE_TOKENIZER_ID = "tinker-lite/byte-tokenizer"
 TOKENIZER_DIR_ENV = "TINKER_LITE_TOKENIZER_DIR"
 
-# The local server's own model names (tinker_lite.local) all use its byte-level tokenizer.
+# The local server's own model names (tinker_lite.local) all use its byte-level tokenizer, whose
+# files ship in the package next to the server (read as files: the server is not imported).
 _LOCAL_PREFIX = "tinker-lite/"
-# WIRE.md §9: 0.4.1 maps every meta-llama/Llama-3* model to this ungated copy (avoids HF gating).
+_BYTE_TOKENIZER_DIR = Path(__file__).with_name("local")
+# The official SDK 0.38 maps every meta-llama/Llama-3* model to this ungated copy (avoids gating).
 _LLAMA3_PREFIX = "meta-llama/Llama-3"
-_LLAMA3_TOKENIZER = "baseten/Meta-Llama-3-tokenizer"
-# WIRE.md §9: Kimi tokenizers need `trust_remote_code` (tiktoken), which plain `tokenizers` lacks.
+_LLAMA3_TOKENIZER = "thinkingmachineslabinc/meta-llama-3-instruct-tokenizer"
+# Kimi tokenizers are tiktoken code run with `trust_remote_code`, which tinker_lite never does.
 _UNSUPPORTED_PREFIXES = ("moonshotai/Kimi",)
+# The files a tokenizer directory may hold (downloaded together).
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "additional_chat_templates/*.jinja",
+)
 
-_cache: dict[str, Tokenizer] = {}
+_cache: dict[str, PretrainedTokenizer] = {}
 _cache_lock = threading.Lock()
 
 
@@ -73,8 +95,9 @@ def resolve_tokenizer_id(model_name: str | None, tokenizer_id: str | None = None
     return name
 
 
-def load_tokenizer(tokenizer_id: str) -> Tokenizer:
-    """Return the ``tokenizers.Tokenizer`` for ``tokenizer_id`` (cached per id)."""
+def load_tokenizer(tokenizer_id: str) -> PretrainedTokenizer:
+    """Return the tokenizer for ``tokenizer_id`` (cached per id): ``transformers``' when it is
+    installed, tinker_lite's :class:`LightTokenizer` otherwise."""
     with _cache_lock:
         cached = _cache.get(tokenizer_id)
     if cached is not None:
@@ -94,47 +117,93 @@ def _looks_like_repo(tokenizer_id: str) -> bool:
     return tokenizer_id.count("/") == 1 and not Path(tokenizer_id).exists()
 
 
-def _load_uncached(tokenizer_id: str) -> Tokenizer:
-    from tokenizers import Tokenizer
+def _transformers_available() -> bool:
+    return importlib.util.find_spec("transformers") is not None
 
+
+def _load_uncached(tokenizer_id: str) -> PretrainedTokenizer:
+    with_transformers = _transformers_available()
     if tokenizer_id == BYTE_TOKENIZER_ID:
-        # Read as package data: the local server's code is not imported.
-        resource = importlib.resources.files("tinker_lite") / "local" / "tokenizer.json"
-        if resource.is_file():
-            return Tokenizer.from_str(resource.read_text(encoding="utf-8"))
-    local = _find_local_file(tokenizer_id)
-    if local is not None:
-        try:
-            return Tokenizer.from_file(str(local))
-        except Exception as e:
+        found: Path | None = _BYTE_TOKENIZER_DIR / "tokenizer.json"
+    else:
+        found = _find_local_file(tokenizer_id)
+    if found is None:
+        if tokenizer_id.startswith(_UNSUPPORTED_PREFIXES):
             raise TokenizerUnavailableError(
-                tokenizer_id, f"{local} is not a valid tokenizers JSON file: {e}"
-            ) from e
-    if tokenizer_id.startswith(_UNSUPPORTED_PREFIXES):
-        raise TokenizerUnavailableError(
-            tokenizer_id,
-            "its tokenizer needs transformers with trust_remote_code, which tinker_lite does not "
-            "use; " + _offline_hint(tokenizer_id),
-        )
-    if _env_flag("HF_HUB_OFFLINE"):
-        raise TokenizerUnavailableError(
-            tokenizer_id,
-            "not found locally and HF_HUB_OFFLINE is set; " + _offline_hint(tokenizer_id),
-        )
+                tokenizer_id,
+                "its tokenizer is code run with transformers' trust_remote_code, which "
+                "tinker_lite does not do; " + _offline_hint(tokenizer_id),
+            )
+        if _env_flag("HF_HUB_OFFLINE"):
+            raise TokenizerUnavailableError(
+                tokenizer_id,
+                "not found locally and HF_HUB_OFFLINE is set; " + _offline_hint(tokenizer_id),
+            )
+        if with_transformers:
+            # What the official SDK does: transformers fetches the files itself.
+            return _with_transformers(tokenizer_id, tokenizer_id)
+        found = _download(tokenizer_id) / "tokenizer.json"
+    source = str(found.parent) if found.name == "tokenizer.json" else str(found)
+    if with_transformers:
+        return _with_transformers(source, tokenizer_id)
     try:
-        return Tokenizer.from_pretrained(tokenizer_id)
+        if found.name == "tokenizer.json":
+            return LightTokenizer.from_directory(found.parent, name_or_path=tokenizer_id)
+        from tokenizers import Tokenizer
+
+        return LightTokenizer(Tokenizer.from_file(str(found)), name_or_path=tokenizer_id)
+    except Exception as e:
+        raise TokenizerUnavailableError(
+            tokenizer_id, f"{found} is not a valid tokenizers JSON file: {e}"
+        ) from e
+
+
+def _with_transformers(source: str, tokenizer_id: str) -> Any:
+    """``transformers``' tokenizer from a directory, a tokenizer file or a hub id."""
+    try:
+        if source.endswith(".json"):
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast(tokenizer_file=source)
+        else:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(source)
+    except Exception as e:
+        raise TokenizerUnavailableError(
+            tokenizer_id,
+            f"transformers could not load it from {source} ({type(e).__name__}: {e}); "
+            + _offline_hint(tokenizer_id),
+        ) from e
+    # The id, not where the files happened to be found, as the official SDK's tokenizer says.
+    tokenizer.name_or_path = tokenizer_id
+    return tokenizer
+
+
+def _download(tokenizer_id: str) -> Path:
+    """Fetch the tokenizer files of a hub repository into the hub cache; their directory."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        directory = Path(snapshot_download(tokenizer_id, allow_patterns=list(_TOKENIZER_FILES)))
     except Exception as e:
         raise TokenizerUnavailableError(
             tokenizer_id,
             f"could not fetch it from the Hugging Face hub ({type(e).__name__}: {e}); "
             + _offline_hint(tokenizer_id),
         ) from e
+    if not (directory / "tokenizer.json").is_file():
+        raise TokenizerUnavailableError(
+            tokenizer_id,
+            "its hub repository has no tokenizer.json; " + _offline_hint(tokenizer_id),
+        )
+    return directory
 
 
 def _offline_hint(tokenizer_id: str) -> str:
     return (
-        f"to use it offline put its tokenizer.json at ${TOKENIZER_DIR_ENV}/{tokenizer_id}/"
-        f"tokenizer.json (or ${TOKENIZER_DIR_ENV}/tokenizer.json)"
+        f"to use it offline put its tokenizer.json (and tokenizer_config.json) in "
+        f"${TOKENIZER_DIR_ENV}/{tokenizer_id}/ (or ${TOKENIZER_DIR_ENV}/)"
     )
 
 

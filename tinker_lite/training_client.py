@@ -63,9 +63,8 @@ from tinker_lite.sampling_client import SamplingClient, check_record_stability_i
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
-
     from tinker_lite._futures.pending import PendingRequest
+    from tinker_lite.tokenizer import PretrainedTokenizer
 
 __all__ = ["CustomLossFn", "TrainingClient"]
 
@@ -136,7 +135,7 @@ class TrainingClient(ReadyClient):
         # Journal lines in seq_id order (results may be polled back out of order).
         self._journal_order = SeqOrder(first=self._next_request_id + 1)
         self._queue_logger = QueueStateLogger("Training", model_id, kind="training")
-        self._tokenizer: Tokenizer | None = None
+        self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
         self._vocab_size: int | None = None
 
@@ -875,11 +874,14 @@ class TrainingClient(ReadyClient):
             )
         return self._info
 
-    def get_tokenizer(self) -> Tokenizer:
-        """Return the model's tokenizer as a ``tokenizers.Tokenizer`` (no chat template).
+    def get_tokenizer(self) -> PretrainedTokenizer:
+        """Return the model's tokenizer, as the official SDK does (WIRE.md §P.13).
 
-        Resolved per WIRE.md §9 and loaded by :mod:`tinker_lite.tokenizer` (local files first,
-        the Hugging Face hub otherwise); cached for this client.
+        ``transformers``' tokenizer when it is installed, else tinker_lite's
+        :class:`~tinker_lite.tokenizer.LightTokenizer` (``encode`` gives ``list[int]``); both
+        from the model's tokenizer files, resolved per WIRE.md §9 and loaded by
+        :mod:`tinker_lite.tokenizer` (local files first, the Hugging Face hub otherwise); cached
+        for this client.
         """
         with self._tokenizer_lock:
             if self._tokenizer is None:
@@ -891,7 +893,7 @@ class TrainingClient(ReadyClient):
                 model_name = info.model_data.model_name or info.model_name or self._base_model
                 tokenizer_id = resolve_tokenizer_id(model_name, info.model_data.tokenizer_id)
                 tokenizer = load_tokenizer(tokenizer_id)
-                self._vocab_size = int(tokenizer.get_vocab_size())
+                self._vocab_size = len(tokenizer)
                 self._tokenizer = tokenizer
             return self._tokenizer
 

@@ -315,14 +315,16 @@ def path_param(value: str, *, keep_slash: bool = True) -> str:
 
 
 def is_loopback_url(url: str) -> bool:
-    """Whether ``url`` points at this machine (``localhost``, 127.0.0.0/8 or ``::1``)."""
+    """Whether ``url`` points at this machine (``localhost``, 127.0.0.0/8, ``::1``, or the
+    unspecified ``0.0.0.0`` / ``::``, which a connection reaches this machine through)."""
     host = urllib.parse.urlsplit(url).hostname or ""
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    return address.is_loopback or address.is_unspecified
 
 
 def _format_seconds(value: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
+from typing import TypeGuard
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -111,6 +112,14 @@ def exit_code_for(exc: BaseException) -> int:
     return EXIT_ERROR
 
 
+def _is_missing_key(exc: BaseException) -> TypeGuard[InvalidInputError]:
+    return (
+        isinstance(exc, InvalidInputError)
+        and exc.field == "api_key"
+        and exc.problem.startswith("no API key")
+    )
+
+
 def _is_download_error(exc: BaseException) -> bool:
     module = sys.modules.get("tinker_lite._transport.download")
     return module is not None and isinstance(exc, module.DownloadError)
@@ -124,6 +133,9 @@ def error_message(exc: BaseException) -> str:
     """
     if isinstance(exc, CLIError):
         return exc.message
+    if _is_missing_key(exc):
+        # In a shell the key comes from the environment: no api_key= argument to pass.
+        return f"{exc.problem}: set TINKER_API_KEY (export TINKER_API_KEY=...) and run it again."
     if isinstance(exc, TinkerError | OSError):
         return describe_error(exc)
     text = " ".join(str(exc).split())

@@ -20,7 +20,8 @@ def cmd_local_serve(ctx: Context) -> int:
     if rest[:1] == ["--"]:
         rest = rest[1:]
     try:
-        code = local_main.main(["serve", *rest])
+        # Its usage, help and errors name the command that was typed.
+        code = local_main.main(["serve", *rest], prog="tinker-lite local")
     except SystemExit as exc:  # the server's own argument parser: --help (0) or a usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     return int(code or 0)

@@ -1,20 +1,31 @@
-"""Regenerate ``tokenizer.json``, the byte-level tokenizer shipped with the local model.
+"""Regenerate ``tokenizer.json`` and ``tokenizer_config.json``, the local model's tokenizer files.
 
 Run ``python -m tinker_lite.local._build_tokenizer`` after changing the layout below; the output is
-deterministic, so an unchanged layout rewrites an identical file.
+deterministic, so an unchanged layout rewrites identical files.
 
 Layout: ids 0..255 are the 256 byte values (id == byte value), followed by the special tokens
 ``<|bos|>`` (256), ``<|eos|>`` (257) and ``<|pad|>`` (258). The model is a BPE without merges over
 the byte-level alphabet, so every UTF-8 string encodes to its bytes and decodes back unchanged.
+The config names the special tokens and carries a chat template, as a model repository's does
+(``get_tokenizer()`` reads both files, with or without ``transformers``).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 SPECIAL_TOKENS = ("<|bos|>", "<|eos|>", "<|pad|>")
 TOKENIZER_FILE = Path(__file__).with_name("tokenizer.json")
+CONFIG_FILE = Path(__file__).with_name("tokenizer_config.json")
+# One line per message: <|bos|>role, newline, content, <|eos|>, newline.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ bos_token + message['role'] + '\\n' + message['content'] + eos_token + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ bos_token + 'assistant\\n' }}{% endif %}"
+)
 
 
 def byte_to_unicode() -> dict[int, str]:
@@ -54,11 +65,26 @@ def build_tokenizer_json() -> str:
     return result
 
 
+def build_config_json() -> str:
+    """The ``tokenizer_config.json``: special tokens, context length and chat template."""
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": SPECIAL_TOKENS[0],
+        "eos_token": SPECIAL_TOKENS[1],
+        "pad_token": SPECIAL_TOKENS[2],
+        "model_max_length": 512,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+    }
+    return json.dumps(config, indent=2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Write ``tokenizer.json`` (or the path given as the only argument)."""
+    """Write both files (into the directory given as the only argument, else the package)."""
     args = sys.argv[1:] if argv is None else argv
-    target = Path(args[0]) if args else TOKENIZER_FILE
-    target.write_text(build_tokenizer_json() + "\n", encoding="utf-8")
+    directory = Path(args[0]) if args else TOKENIZER_FILE.parent
+    (directory / TOKENIZER_FILE.name).write_text(build_tokenizer_json() + "\n", encoding="utf-8")
+    (directory / CONFIG_FILE.name).write_text(build_config_json() + "\n", encoding="utf-8")
     return 0
 
 

@@ -17,9 +17,9 @@ from tinker_lite.local._errors import InvalidRequest
 __all__ = ["MODELS_ENV", "SUPPORTED_MODELS", "Catalog", "LoraSpec", "registered_models"]
 
 # Names listed by get_server_capabilities and accepted as base_model, each served by TinyLM: the
-# tiny model's own name and the service's lineup (SERVER.md §6). Any other name is refused like
-# the service refuses it, with the list; more names are registered with ``models=`` /
-# ``serve --model`` / $TINKER_LITE_LOCAL_MODELS (comma-separated).
+# tiny model's own name and the service's lineup, today's included (SERVER.md §6, "Today's
+# lineup"). Any other name is refused like the service refuses it, with the list; more names are
+# registered with ``models=`` / ``serve --model`` / $TINKER_LITE_LOCAL_MODELS (comma-separated).
 SUPPORTED_MODELS = (
     "tinker-lite/tiny-64",
     "Qwen/Qwen3-8B",
@@ -32,6 +32,16 @@ SUPPORTED_MODELS = (
     "Qwen/Qwen3-235B-A22B-Instruct-2507",
     "Qwen/Qwen3-VL-30B-A3B-Instruct",
     "Qwen/Qwen3-VL-235B-A22B-Instruct",
+    "Qwen/Qwen3.5-4B",
+    "Qwen/Qwen3.5-9B",
+    "Qwen/Qwen3.5-9B-Base",
+    "Qwen/Qwen3.5-27B",
+    "Qwen/Qwen3.5-35B-A3B",
+    "Qwen/Qwen3.5-35B-A3B-Base",
+    "Qwen/Qwen3.5-397B-A17B",
+    "Qwen/Qwen3.6-27B",
+    "Qwen/Qwen3.6-35B-A3B",
+    "Qwen/Qwen3.8-27B",
     "meta-llama/Llama-3.2-1B",
     "meta-llama/Llama-3.2-3B",
     "meta-llama/Llama-3.1-8B",
@@ -41,6 +51,12 @@ SUPPORTED_MODELS = (
     "deepseek-ai/DeepSeek-V3.1",
     "deepseek-ai/DeepSeek-V3.1-Base",
     "moonshotai/Kimi-K2-Thinking",
+    "moonshotai/Kimi-K2.5",
+    "moonshotai/Kimi-K2.6",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16",
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+    "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16",
     "openai/gpt-oss-20b",
     "openai/gpt-oss-120b",
 )

@@ -44,6 +44,7 @@ _OUTPUT_TYPES = {
     "ppo": "PPOLossReturn",
     "cispo": "CISPOLossReturn",
     "dro": "DROLossReturn",
+    "gspo": "GSPOLossReturn",
 }
 
 
@@ -185,6 +186,7 @@ class Training:
                 )
                 return types.OptimStepResponse(metrics=metrics)
             p = req.adam_params
+            assert p is not None  # a body without optimizer_params was read with adam_params
             metrics = m.lm.optim_step(
                 learning_rate=p.learning_rate,
                 beta1=p.beta1,

@@ -17,6 +17,7 @@ __all__ = [
     "LOSS_CONFIG_TEXT",
     "LOSS_FUNCTIONS",
     "LOSS_INPUTS",
+    "REFUSED_LOSSES",
     "RL_INPUTS",
     "check_number",
     "resolve_loss_config",
@@ -37,6 +38,7 @@ LOSS_INPUTS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "ppo": (RL_INPUTS, ()),
     "cispo": (RL_INPUTS, ()),
     "dro": (RL_INPUTS, ()),
+    "gspo": (RL_INPUTS, ()),
 }
 LOSS_CONFIG_DEFAULTS: Final[dict[str, dict[str, float]]] = {
     "cross_entropy": {},
@@ -47,6 +49,8 @@ LOSS_CONFIG_DEFAULTS: Final[dict[str, dict[str, float]]] = {
     "cispo": {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0},
     # SERVER.md §1.5: the default beta is undocumented; 0.05 is the documented example.
     "dro": {"beta": DEFAULT_DRO_BETA},
+    # SERVER.md §1.6: ppo's absolute ratio bounds, applied to the sequence-level ratio.
+    "gspo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
 }
 # String-valued loss_fn_config keys (WIRE.md §13.7: loss_fn_config_v2 "text") and the values the
 # model implements; they select behaviour but change no number.
@@ -55,6 +59,19 @@ LOSS_CONFIG_TEXT: Final[dict[str, dict[str, tuple[str, ...]]]] = {
     "dro": {"reference": ("sampler",)},
 }
 LOSS_FUNCTIONS: Final = tuple(LOSS_INPUTS)
+# Loss functions of 0.38's LossFnType the local server does not run, and why (SERVER.md §1.6).
+REFUSED_LOSSES: Final[dict[str, str]] = {
+    "stable_reinforce": (
+        "the local server does not implement loss function 'stable_reinforce': the service's math "
+        "for it is not published (it trains on sequences recorded by a sampler created with "
+        "record_stability_info=True); use 'importance_sampling' or 'ppo' locally"
+    ),
+    "custom": (
+        "the local server does not implement loss function 'custom': it runs a loss uploaded with "
+        "ServiceClient.create_custom_loss, which the local server does not take; "
+        "TrainingClient.forward_backward_custom runs such a loss on the client instead"
+    ),
+}
 
 
 def check_number(name: str, value: Any) -> float:
@@ -125,6 +142,8 @@ def token_losses_unchecked(
         loss = -(logp * adv - 0.5 * beta * diff * diff)
         grad = -(adv - beta * diff)
         return loss, grad[:, None]
+    if loss_fn == "gspo":
+        return _gspo(logp, sampler_lp, adv, config)
     ratio = np.exp(logp - sampler_lp)
     if loss_fn == "importance_sampling":
         # SERVER.md §1.2: loss = -r·A
@@ -139,3 +158,29 @@ def token_losses_unchecked(
         return loss, grad[:, None]
     # SERVER.md §1.4 cispo: loss = -stopgrad(clamp(r))·lp·A
     return -clipped * logp * adv, (-clipped * adv)[:, None]
+
+
+def _gspo(
+    logp: Array, sampler_lp: Array, adv: Array, config: Mapping[str, float]
+) -> tuple[Array, Array]:
+    """SERVER.md §1.6 gspo: ppo's clipped objective on one datum's sequence-level ratio.
+
+    Over the datum's trained tokens T (those with a non-zero advantage; prompt positions carry
+    0, as for importance_sampling): ``s = exp(mean_T(lp - q))``, ``A = mean_T(advantages)``,
+    ``loss = -min(s·A, clamp(s, low, high)·A)``, spread evenly over T in the elementwise loss.
+    No gradient flows through the clipped branch; otherwise ``dloss/dlp[t] = -A·s/|T|`` on T.
+    """
+    trained = adv != 0.0
+    count = int(trained.sum())
+    loss = np.zeros_like(logp)
+    grad = np.zeros_like(logp)
+    if count == 0:
+        return loss, grad[:, None]
+    ratio = float(np.exp((logp - sampler_lp)[trained].mean()))
+    advantage = float(adv[trained].mean())
+    clipped = min(max(ratio, config["clip_low_threshold"]), config["clip_high_threshold"])
+    unclipped_obj, clipped_obj = ratio * advantage, clipped * advantage
+    loss[trained] = -min(unclipped_obj, clipped_obj) / count
+    if unclipped_obj <= clipped_obj:
+        grad[trained] = -advantage * ratio / count
+    return loss, grad[:, None]

@@ -21,8 +21,10 @@ MLP up/down (``train_mlp``) and the unembedding ``lm_head`` (``train_unembed``).
 Where the spec leaves a choice open: cross_entropy without ``weights`` weighs every token 1;
 dro's ``beta`` defaults to 0.05; dro accepts ``reference: "sampler"`` (what the 0.38 SDK may send)
 and ignores it, since its reference policy always is the sampler's (the ``logprobs`` input);
-unknown loss_fn_config keys or string values and extra loss_fn_inputs keys are user errors; EOS
-stops sampling unless a stop list is explicitly empty.
+gspo's trained tokens are those with a non-zero advantage; stable_reinforce (whose math is not
+published) and custom (an uploaded loss) are refused with the reason; unknown loss_fn_config keys
+or string values and extra loss_fn_inputs keys are user errors; EOS stops sampling unless a stop
+list is explicitly empty.
 
 Thread safety: mutating calls (forward_backward, optim_step, load_*, reset_optimizer) serialise on
 an internal lock; :meth:`TinyLM.sample` reads a snapshot of the weights and may run concurrently.
@@ -62,6 +64,7 @@ from tinker_lite.local.losses import (
     DEFAULT_DRO_BETA,
     LOSS_FUNCTIONS,
     LOSS_INPUTS,
+    REFUSED_LOSSES,
     check_number,
     resolve_loss_config,
     token_losses,
@@ -410,6 +413,8 @@ class TinyLM:
         (N, K)) and ``{"loss:sum": total}``. Gradients add up across calls until :meth:`optim_step`.
         Raises :class:`UserInputError` for bad inputs, before touching any state.
         """
+        if loss_fn in REFUSED_LOSSES:
+            raise UserInputError(REFUSED_LOSSES[loss_fn])
         if loss_fn not in LOSS_INPUTS:
             raise UserInputError(
                 f"Unknown loss function {loss_fn!r}; known loss functions: {list(LOSS_FUNCTIONS)}"

@@ -286,7 +286,19 @@ def _as_ndarray(field: str, value: object) -> npt.NDArray[Any]:
     raise InvalidInputError(
         field,
         f"must be a numpy array, a torch tensor or a list of numbers, got {type(value).__name__}",
+        _container_hint(value),
     )
+
+
+def _container_hint(value: object) -> str:
+    """How to get the numbers out of a tokenizer's result, when ``value`` is one."""
+    if isinstance(getattr(value, "ids", None), list):
+        # tokenizers.Encoding, what a raw tokenizers.Tokenizer's encode() returns
+        return "a tokenizers Encoding holds its token ids in .ids: pass encoding.ids"
+    if isinstance(value, Mapping) and "input_ids" in value:
+        # transformers' BatchEncoding (apply_chat_template's default result in transformers 5)
+        return "pass its ['input_ids'], or call apply_chat_template(..., return_dict=False)"
+    return ""
 
 
 def _coerce_array(field: str, value: object, dtype: str | None) -> npt.NDArray[Any]:

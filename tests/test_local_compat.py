@@ -1,0 +1,144 @@
+"""What code written today for the service finds on the local server.
+
+Today's model lineup (SERVER.md §6), every loss function of 0.38's ``LossFnType`` (SERVER.md §1)
+run or refused with its reason, and service messages that reach the caller whole.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tinker_lite import BadRequestError, ServiceClient, TinkerError, types
+from tinker_lite._errors import service_message
+from tinker_lite.local import LocalServer
+from tinker_lite.rest_client import RestClient
+
+# SERVER.md §6 "Today's lineup": the names real code is written against today.
+TODAYS_LINEUP = (
+    "Qwen/Qwen3.5-4B",
+    "Qwen/Qwen3.5-9B",
+    "Qwen/Qwen3.5-9B-Base",
+    "Qwen/Qwen3.5-27B",
+    "Qwen/Qwen3.5-35B-A3B",
+    "Qwen/Qwen3.5-35B-A3B-Base",
+    "Qwen/Qwen3.5-397B-A17B",
+    "Qwen/Qwen3.6-27B",
+    "Qwen/Qwen3.6-35B-A3B",
+    "Qwen/Qwen3.8-27B",
+    "moonshotai/Kimi-K2.5",
+    "moonshotai/Kimi-K2.6",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16",
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
+    "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16",
+)
+# SERVER.md §6: the lineup of 2025-12-26, still served.
+EARLIER_LINEUP = (
+    "deepseek-ai/DeepSeek-V3.1",
+    "deepseek-ai/DeepSeek-V3.1-Base",
+    "moonshotai/Kimi-K2-Thinking",
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.2-1B",
+    "meta-llama/Llama-3.2-3B",
+    "meta-llama/Llama-3.3-70B-Instruct",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen3-30B-A3B-Base",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "Qwen/Qwen3-32B",
+    "Qwen/Qwen3-4B-Instruct-2507",
+    "Qwen/Qwen3-8B",
+    "Qwen/Qwen3-8B-Base",
+    "Qwen/Qwen3-VL-235B-A22B-Instruct",
+    "Qwen/Qwen3-VL-30B-A3B-Instruct",
+    "openai/gpt-oss-120b",
+    "openai/gpt-oss-20b",
+)
+
+
+@pytest.fixture(scope="module")
+def service() -> ServiceClient:
+    with (
+        LocalServer(stub_model=True) as base_url,
+        ServiceClient(base_url=base_url, telemetry=False) as client,
+    ):
+        yield client
+
+
+def test_every_lineup_name_is_listed_and_accepted(service: ServiceClient) -> None:
+    capabilities = RestClient(service).get_server_capabilities().result(timeout=60)
+    listed = [m.model_name for m in capabilities.supported_models]
+    assert set(TODAYS_LINEUP + EARLIER_LINEUP) <= set(listed)
+    for name in (*TODAYS_LINEUP, "meta-llama/Llama-3.1-8B"):
+        training = service.create_lora_training_client(base_model=name, rank=4)
+        assert training.get_info().model_data.model_name == name
+        sampling = service.create_sampling_client(base_model=name)
+        assert sampling.base_model == name
+
+
+def test_an_unknown_name_is_refused_with_the_whole_message(service: ServiceClient) -> None:
+    with pytest.raises(BadRequestError) as info:
+        service.create_lora_training_client(base_model="qwen/qwen3.5-9b-base", rank=4)
+    message = str(info.value)
+    assert "'qwen/qwen3.5-9b-base'" in message
+    assert "case-sensitive" in message
+    # the list is whole (its last name included) and so is the hint on how to register a name
+    assert "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16" in message
+    assert "tinker-lite/tiny-64" in message
+    for way in ("--model", "models=", "TINKER_LITE_LOCAL_MODELS"):
+        assert way in message
+    assert "more characters" not in message
+
+
+def test_registered_names_are_served() -> None:
+    with (
+        LocalServer(stub_model=True, models=["acme/custom-7b"]) as base_url,
+        ServiceClient(base_url=base_url, telemetry=False) as client,
+    ):
+        training = client.create_lora_training_client(base_model="acme/custom-7b", rank=4)
+        assert training.get_info().model_data.model_name == "acme/custom-7b"
+
+
+def test_a_message_too_long_is_cut_at_a_separator_saying_what_is_left_out() -> None:
+    names = ", ".join(f"org/model-{i}" for i in range(600))
+    message = service_message({"detail": f"Unknown base_model 'x'. Supported models: {names}."})
+    assert message is not None
+    head, _, tail = message.rpartition(" ... (")
+    assert head.endswith(",")  # cut after a whole name, never inside one
+    left_out = int(tail.removesuffix(" more characters)"))
+    assert len(head) + left_out == len(f"Unknown base_model 'x'. Supported models: {names}.")
+    # a message of today's length is kept whole
+    short = f"Supported models: {names[:2500].strip()}"
+    assert service_message({"detail": short}) == short
+
+
+def rl_datum(tokens: list[int], advantage: float) -> types.Datum:
+    n = len(tokens) - 1
+    return types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": tokens[1:],
+            "logprobs": [-5.0] * n,
+            "advantages": [0.0] * 2 + [advantage] * (n - 2),
+        },
+    )
+
+
+def test_gspo_trains_and_stable_reinforce_is_refused_with_its_reason() -> None:
+    with ServiceClient(base_url="local://", telemetry=False) as client:
+        training = client.create_lora_training_client(base_model="Qwen/Qwen3.5-9B-Base", rank=4)
+        data = [rl_datum(list(b"hello there"), 1.0), rl_datum(list(b"general kenobi"), -0.5)]
+        out = training.forward_backward(data, "gspo").result(timeout=60)
+        assert out.loss_fn_output_type == "GSPOLossReturn"
+        elementwise = [o["elementwise_loss"].to_numpy() for o in out.loss_fn_outputs]
+        assert out.metrics["loss:sum"] == pytest.approx(sum(float(e.sum()) for e in elementwise))
+        assert all(float(e[0]) == 0.0 for e in elementwise)  # prompt positions: no loss
+        training.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+        with pytest.raises(TinkerError) as info:
+            training.forward_backward(data, "stable_reinforce").result(timeout=60)
+        message = str(info.value)
+        assert "'stable_reinforce'" in message
+        assert "not published" in message
+        assert "known loss functions" not in message

@@ -1,0 +1,561 @@
+"""``LightTokenizer``: what ``get_tokenizer()`` returns when ``transformers`` is not installed.
+
+It answers the calls scripts written for the official SDK make on the ``transformers`` tokenizer
+the official ``get_tokenizer()`` returns, with the same results for the same tokenizer files
+(WIRE.md §P.13): ``encode`` gives ``list[int]`` (so ``encode(a) + encode(b)`` works), ``decode``
+honours ``skip_special_tokens`` and the config's ``clean_up_tokenization_spaces``, the special
+tokens and their ids come from ``tokenizer_config.json``, and ``apply_chat_template`` renders the
+model's chat template (with ``jinja2``, the ``chat`` extra). It reads ``tokenizer.json`` as it is
+and sets it up the way ``transformers``' generic fast tokenizer does (special tokens named by the
+config are registered as special); the model-specific classes some ``transformers`` versions pick
+from ``tokenizer_class`` may rebuild a tokenizer, which this class does not do. Padding,
+truncation and tensors are not covered: those options raise an error that says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, overload
+
+from tinker_lite import _chat_template
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+__all__ = ["NAMED_SPECIAL_TOKENS", "BatchEncoding", "LightTokenizer"]
+
+# The special tokens transformers names (its SPECIAL_TOKENS_ATTRIBUTES), in its order.
+NAMED_SPECIAL_TOKENS: Final = (
+    "bos_token",
+    "eos_token",
+    "unk_token",
+    "sep_token",
+    "pad_token",
+    "cls_token",
+    "mask_token",
+)
+# transformers' "no limit" for model_max_length when the config gives none.
+_NO_MAX_LENGTH: Final = int(1e30)
+# decode's clean-up of tokenization spaces: the pairs transformers replaces, in its order.
+_CLEAN_UP: Final = (
+    (" .", "."),
+    (" ?", "?"),
+    (" !", "!"),
+    (" ,", ","),
+    (" ' ", "'"),
+    (" n't", "n't"),
+    (" 'm", "'m"),
+    (" 's", "'s"),
+    (" 've", "'ve"),
+    (" 're", "'re"),
+)
+
+
+class BatchEncoding(dict[str, Any]):
+    """A tokenizer call's result: ``input_ids`` and ``attention_mask``, as keys or attributes."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class _SpecialToken:
+    """A named special token (``tokenizer.eos_token``); assignable, as in transformers."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, tokenizer: LightTokenizer | None, owner: type) -> Any:
+        if tokenizer is None:
+            return self
+        return tokenizer._named.get(self.name)
+
+    def __set__(self, tokenizer: LightTokenizer, value: str | None) -> None:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{self.name} must be a string or None, got {type(value).__name__}")
+        tokenizer._named[self.name] = value
+
+
+class _SpecialTokenId:
+    """The id of a named special token (``tokenizer.eos_token_id``), None when it is not set."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.token_name = name.removesuffix("_id")
+
+    def __get__(self, tokenizer: LightTokenizer | None, owner: type) -> Any:
+        if tokenizer is None:
+            return self
+        token = tokenizer._named.get(self.token_name)
+        return None if token is None else tokenizer.convert_tokens_to_ids(token)
+
+    def __set__(self, tokenizer: LightTokenizer, value: int | None) -> None:
+        tokenizer._named[self.token_name] = (
+            None if value is None else tokenizer.convert_ids_to_tokens(int(value))
+        )
+
+
+class LightTokenizer:
+    """A Hugging Face tokenizer with the calls of ``transformers``' fast tokenizer that scripts use.
+
+    Built from a model's tokenizer files by :func:`tinker_lite.tokenizer.load_tokenizer` (or
+    :meth:`from_directory`); the raw ``tokenizers.Tokenizer`` is :attr:`backend_tokenizer`.
+    """
+
+    bos_token = _SpecialToken()
+    eos_token = _SpecialToken()
+    unk_token = _SpecialToken()
+    sep_token = _SpecialToken()
+    pad_token = _SpecialToken()
+    cls_token = _SpecialToken()
+    mask_token = _SpecialToken()
+    bos_token_id = _SpecialTokenId()
+    eos_token_id = _SpecialTokenId()
+    unk_token_id = _SpecialTokenId()
+    sep_token_id = _SpecialTokenId()
+    pad_token_id = _SpecialTokenId()
+    cls_token_id = _SpecialTokenId()
+    mask_token_id = _SpecialTokenId()
+
+    def __init__(
+        self,
+        backend: Tokenizer,
+        config: Mapping[str, Any] | None = None,
+        *,
+        name_or_path: str = "",
+        chat_template: str | dict[str, str] | None = None,
+    ) -> None:
+        """Wrap ``backend`` (modified in place) with the settings of ``tokenizer_config.json``.
+
+        ``chat_template`` overrides the config's template (a ``chat_template.jinja`` file wins
+        over the config in transformers too).
+        """
+        config = dict(config or {})
+        self._backend = backend
+        self.name_or_path = name_or_path
+        self.model_max_length: int = int(config.get("model_max_length") or _NO_MAX_LENGTH)
+        self.padding_side: str = str(config.get("padding_side", "right"))
+        self.clean_up_tokenization_spaces = bool(config.get("clean_up_tokenization_spaces", False))
+        self._clean_up_bpe = bool(
+            config.get("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")
+        )
+        self._named: dict[str, str | None] = dict.fromkeys(NAMED_SPECIAL_TOKENS)
+        self._model_specific: dict[str, str] = {}
+        self._extra: list[str] = []
+        self._read_special_tokens(config)
+        template = chat_template if chat_template is not None else config.get("chat_template")
+        if isinstance(template, list):
+            template = {item["name"]: item["template"] for item in template}
+        self.chat_template: str | dict[str, str] | None = template
+
+    @classmethod
+    def from_directory(cls, directory: str | Path, *, name_or_path: str = "") -> LightTokenizer:
+        """Load ``tokenizer.json`` and, when present, ``tokenizer_config.json``,
+        ``special_tokens_map.json``, ``chat_template.jinja`` and ``additional_chat_templates/``.
+        """
+        from tokenizers import Tokenizer
+
+        root = Path(directory)
+        backend = Tokenizer.from_file(str(root / "tokenizer.json"))
+        config = _read_json(root / "tokenizer_config.json") or {}
+        special_map = _read_json(root / "special_tokens_map.json")
+        # transformers reads special_tokens_map.json only for configs without added_tokens_decoder.
+        if special_map and "added_tokens_decoder" not in config:
+            config.update(special_map)
+        return cls(
+            backend,
+            config,
+            name_or_path=name_or_path or str(root),
+            chat_template=_template_files(root),
+        )
+
+    # -- special tokens ------------------------------------------------------------------------
+
+    def _read_special_tokens(self, config: Mapping[str, Any]) -> None:
+        from tokenizers import AddedToken
+
+        extra = config.get("extra_special_tokens") or config.get("additional_special_tokens")
+        named_extra = extra if isinstance(extra, Mapping) else {}
+        for key, value in config.items():
+            if key in NAMED_SPECIAL_TOKENS:
+                self._named[key] = _content(value)
+            elif key.endswith("_token") and isinstance(value, str):
+                self._model_specific[key] = value
+        self._model_specific.update({k: str(_content(v)) for k, v in named_extra.items()})
+        if isinstance(extra, list | tuple):
+            self._extra = [str(_content(token)) for token in extra]
+        # Tokens the config declares that tokenizer.json lacks are added, as transformers does.
+        declared = config.get("added_tokens_decoder") or {}
+        present = set(self._backend.get_vocab(with_added_tokens=True))
+        for _, entry in sorted(declared.items(), key=lambda item: int(item[0])):
+            if isinstance(entry, Mapping) and entry.get("content") not in present:
+                self._backend.add_tokens([AddedToken(**_added_token_fields(entry))])
+        # Named and extra special tokens are registered as special (skipped by
+        # decode(skip_special_tokens=True)), even when they are ordinary vocabulary entries.
+        specials: list[AddedToken] = []
+        raw_values = [config.get(key) for key in NAMED_SPECIAL_TOKENS]
+        raw_values += list(named_extra.values()) + (list(extra) if isinstance(extra, list) else [])
+        raw_values += [config[key] for key in self._model_specific if key in config]
+        for value in raw_values:
+            if isinstance(value, Mapping) and "content" in value:
+                fields = _added_token_fields(value)
+                fields["special"] = True
+                specials.append(AddedToken(**fields))
+            elif isinstance(value, str):
+                specials.append(AddedToken(value, special=True, normalized=False))
+        if specials:
+            self._backend.add_special_tokens(specials)
+
+    @property
+    def special_tokens_map(self) -> dict[str, str]:
+        """The named special tokens that are set (model-specific ones included), by name."""
+        named = {key: value for key, value in self._named.items() if value is not None}
+        return {**named, **self._model_specific}
+
+    @property
+    def extra_special_tokens(self) -> list[str]:
+        """The unnamed special tokens of the config (``additional_special_tokens``)."""
+        return list(self._extra)
+
+    additional_special_tokens = extra_special_tokens
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """Every special token (named first, then extra), each once."""
+        return list(dict.fromkeys([*self.special_tokens_map.values(), *self._extra]))
+
+    @property
+    def all_special_ids(self) -> list[int | None]:
+        """The ids of :attr:`all_special_tokens`."""
+        return [self._token_id(token) for token in self.all_special_tokens]
+
+    def __getattr__(self, name: str) -> Any:
+        # Model-specific special tokens of the config: image_token, image_token_id, ...
+        specific = self.__dict__.get("_model_specific", {})
+        if name in specific:
+            return specific[name]
+        if name.endswith("_id") and name.removesuffix("_id") in specific:
+            return self.convert_tokens_to_ids(specific[name.removesuffix("_id")])
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # -- vocabulary ----------------------------------------------------------------------------
+
+    @property
+    def backend_tokenizer(self) -> Tokenizer:
+        """The ``tokenizers.Tokenizer`` doing the work."""
+        return self._backend
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the base vocabulary, without added tokens."""
+        return int(self._backend.get_vocab_size(with_added_tokens=False))
+
+    def __len__(self) -> int:
+        """Size of the whole vocabulary, added tokens included."""
+        return int(self._backend.get_vocab_size(with_added_tokens=True))
+
+    def get_vocab(self) -> dict[str, int]:
+        """Token -> id, added tokens included."""
+        return dict(self._backend.get_vocab(with_added_tokens=True))
+
+    def get_added_vocab(self) -> dict[str, int]:
+        """The added tokens (special ones included) -> id, by id."""
+        decoder = self._backend.get_added_tokens_decoder()
+        return {token.content: index for index, token in sorted(decoder.items())}
+
+    def _token_id(self, token: str) -> int | None:
+        index: int | None = self._backend.token_to_id(token)
+        if index is None:
+            unk = self._named.get("unk_token")
+            index = None if unk is None else self._backend.token_to_id(unk)
+        return index
+
+    @overload
+    def convert_tokens_to_ids(self, tokens: str) -> int | None: ...
+    @overload
+    def convert_tokens_to_ids(self, tokens: list[str] | tuple[str, ...]) -> list[int | None]: ...
+    def convert_tokens_to_ids(
+        self, tokens: str | list[str] | tuple[str, ...]
+    ) -> int | list[int | None] | None:
+        """Id of a token (the unknown token's id, or None, when absent), or ids of tokens."""
+        if isinstance(tokens, str):
+            return self._token_id(tokens)
+        return [self._token_id(token) for token in tokens]
+
+    @overload
+    def convert_ids_to_tokens(self, ids: int, skip_special_tokens: bool = False) -> str | None: ...
+    @overload
+    def convert_ids_to_tokens(
+        self, ids: Sequence[int], skip_special_tokens: bool = False
+    ) -> list[str | None]: ...
+    def convert_ids_to_tokens(
+        self, ids: int | Sequence[int], skip_special_tokens: bool = False
+    ) -> str | list[str | None] | None:
+        """Token of an id, or tokens of ids (special ones left out with ``skip_special_tokens``)."""
+        if not isinstance(ids, Sequence) and hasattr(ids, "__index__"):
+            token: str | None = self._backend.id_to_token(int(ids))
+            return token
+        skip = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._backend.id_to_token(int(i)) for i in _ids(ids) if int(i) not in skip]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """Join tokens into text with the tokenizer's decoder."""
+        decoder = self._backend.decoder
+        return str(decoder.decode(list(tokens))) if decoder is not None else " ".join(tokens)
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def encode(
+        self,
+        text: str,
+        text_pair: str | None = None,
+        add_special_tokens: bool = True,
+        **options: Any,
+    ) -> list[int]:
+        """Token ids of ``text`` (and ``text_pair``), with the model's special tokens by default."""
+        _refuse_options("encode", options)
+        return list(self._encoding(text, text_pair, add_special_tokens).ids)
+
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        text_pair: str | Sequence[str] | None = None,
+        add_special_tokens: bool = True,
+        **options: Any,
+    ) -> BatchEncoding:
+        """``input_ids`` and ``attention_mask`` of a text (lists) or of a batch of texts."""
+        _refuse_options("__call__", options)
+        if isinstance(text, str):
+            if text_pair is not None and not isinstance(text_pair, str):
+                raise TypeError("text_pair must be a string when text is a string")
+            encoding = self._encoding(text, text_pair, add_special_tokens)
+            return BatchEncoding(
+                input_ids=list(encoding.ids), attention_mask=list(encoding.attention_mask)
+            )
+        texts = list(text)
+        pairs: list[str | None] = [None] * len(texts) if text_pair is None else list(text_pair)
+        if len(pairs) != len(texts):
+            raise ValueError(f"text has {len(texts)} texts but text_pair has {len(pairs)}")
+        encodings = [
+            self._encoding(t, p, add_special_tokens) for t, p in zip(texts, pairs, strict=True)
+        ]
+        return BatchEncoding(
+            input_ids=[list(e.ids) for e in encodings],
+            attention_mask=[list(e.attention_mask) for e in encodings],
+        )
+
+    def tokenize(
+        self, text: str, pair: str | None = None, add_special_tokens: bool = False
+    ) -> list[str]:
+        """The tokens (strings) of ``text``, without special tokens by default."""
+        return list(self._encoding(text, pair, add_special_tokens).tokens)
+
+    def _encoding(self, text: str, pair: str | None, add_special_tokens: bool) -> Any:
+        if not isinstance(text, str):
+            raise TypeError(
+                f"text must be a string, got {type(text).__name__}; encode one text per call"
+            )
+        if pair is not None and not isinstance(pair, str):
+            raise TypeError(f"text_pair must be a string, got {type(pair).__name__}")
+        return self._backend.encode(text, pair, add_special_tokens=add_special_tokens)
+
+    # -- decoding ------------------------------------------------------------------------------
+
+    @overload
+    def decode(
+        self,
+        token_ids: int | Sequence[int],
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> str: ...
+    @overload
+    def decode(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> list[str]: ...
+    def decode(
+        self,
+        token_ids: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> str | list[str]:
+        """Text of token ids (an int, a list, an array or a tensor); a list of texts for a batch."""
+        ids = _py_obj(token_ids)
+        if isinstance(ids, Mapping):
+            ids = ids["input_ids"]
+        if isinstance(ids, list) and ids and isinstance(ids[0], list | tuple):
+            return [
+                self._decode(seq, skip_special_tokens, clean_up_tokenization_spaces) for seq in ids
+            ]
+        return self._decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> list[str]:
+        """The text of each sequence of ids."""
+        return [
+            self._decode(seq, skip_special_tokens, clean_up_tokenization_spaces)
+            for seq in _py_obj(sequences)
+        ]
+
+    def _decode(self, ids: Any, skip_special_tokens: bool, clean_up: bool | None) -> str:
+        ids = [ids] if isinstance(ids, int) else [int(i) for i in _ids(ids)]
+        text = str(self._backend.decode(ids, skip_special_tokens=skip_special_tokens))
+        clean_up = self.clean_up_tokenization_spaces if clean_up is None else clean_up
+        # transformers skips the clean-up for BPE models: it would remove real spaces.
+        is_bpe = type(self._backend.model).__name__ == "BPE"
+        if clean_up and (not is_bpe or self._clean_up_bpe):
+            for old, new in _CLEAN_UP:
+                text = text.replace(old, new)
+        return text
+
+    # -- chat template -------------------------------------------------------------------------
+
+    def get_chat_template(
+        self, chat_template: str | None = None, tools: Sequence[Any] | None = None
+    ) -> str:
+        """The template ``apply_chat_template`` uses: the argument (a template or the name of one
+        of the model's), else the model's (its ``tool_use`` one when tools are given).
+        """
+        return _chat_template.select(self.chat_template, chat_template, tools)
+
+    def apply_chat_template(  # noqa: PLR0917 - transformers' signature, in its order
+        self,
+        conversation: Any,
+        tools: Sequence[Any] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        chat_template: str | None = None,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool | str = False,
+        tokenize: bool = True,
+        return_dict: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """Render a conversation (or a batch of them) with the model's chat template.
+
+        As ``transformers`` 5 does: a :class:`BatchEncoding` (``input_ids``,
+        ``attention_mask``) by default, the ids alone with ``return_dict=False``, the text with
+        ``tokenize=False``; ``**kwargs`` reach the template. Needs ``jinja2`` (the ``chat``
+        extra). Padding, truncation, tensors and assistant masks are not supported.
+        """
+        for name in _chat_template.UNSUPPORTED:
+            if kwargs.pop(name, None) not in (None, False):
+                raise NotImplementedError(
+                    f"apply_chat_template({name}=...) is not supported by tinker_lite's light "
+                    "tokenizer; install transformers to get its full tokenizer from get_tokenizer()"
+                )
+        template = self.get_chat_template(chat_template, tools)
+        rendered, batched = _chat_template.render(
+            template,
+            conversation,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            variables={**self.special_tokens_map, **kwargs},
+        )
+        if not tokenize:
+            return rendered if batched else rendered[0]
+        encoded = self(rendered if batched else rendered[0], add_special_tokens=False)
+        return encoded if return_dict else encoded["input_ids"]
+
+    def __repr__(self) -> str:
+        return (
+            f"LightTokenizer(name_or_path={self.name_or_path!r}, vocab_size={self.vocab_size}, "
+            f"special_tokens={self.special_tokens_map})"
+        )
+
+
+# The arguments of transformers' encode/__call__ accepted only at their defaults.
+_OPTION_DEFAULTS: Final[dict[str, Any]] = {
+    "padding": False,
+    "truncation": None,
+    "max_length": None,
+    "stride": 0,
+    "return_tensors": None,
+    "is_split_into_words": False,
+    "pad_to_multiple_of": None,
+    "padding_side": None,
+    "return_token_type_ids": None,
+    "return_overflowing_tokens": False,
+    "return_special_tokens_mask": False,
+    "return_offsets_mapping": False,
+    "return_length": False,
+    "verbose": True,
+}
+
+
+def _refuse_options(call: str, options: Mapping[str, Any]) -> None:
+    for name, value in options.items():
+        if name == "return_attention_mask" and value in (None, True):
+            continue
+        if name in _OPTION_DEFAULTS and value in (_OPTION_DEFAULTS[name], False, None):
+            continue
+        known = name in _OPTION_DEFAULTS or name == "return_attention_mask"
+        what = "is not supported by" if known else "is not an argument of"
+        raise TypeError(
+            f"{call}({name}={value!r}) {what} tinker_lite's light tokenizer; install "
+            "transformers to get its full tokenizer from get_tokenizer()"
+        )
+
+
+def _content(value: Any) -> str | None:
+    """A special token of the config: a string, or an AddedToken dict (its ``content``)."""
+    if isinstance(value, Mapping):
+        content = value.get("content")
+        return None if content is None else str(content)
+    return None if value is None else str(value)
+
+
+def _added_token_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("content", "single_word", "lstrip", "rstrip", "normalized", "special")
+    return {key: entry[key] for key in keys if key in entry}
+
+
+def _py_obj(value: Any) -> Any:
+    """Lists from numpy arrays and tensors (``tolist``); other values as they are."""
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and not isinstance(value, list | tuple):
+        return tolist()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _ids(values: Any) -> list[Any]:
+    values = _py_obj(values)
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise TypeError(f"token ids must be an int or a sequence of ints, got {values!r}")
+    return list(values)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    loaded = json.loads(path.read_text(encoding="utf-8"))
+    return loaded if isinstance(loaded, dict) else None
+
+
+def _template_files(root: Path) -> str | dict[str, str] | None:
+    """The chat templates kept as files, which win over the config's (as in transformers)."""
+    templates: dict[str, str] = {}
+    default = root / "chat_template.jinja"
+    if default.is_file():
+        templates["default"] = default.read_text(encoding="utf-8")
+    extra_dir = root / "additional_chat_templates"
+    if extra_dir.is_dir():
+        for path in sorted(extra_dir.glob("*.jinja")):
+            templates[path.name.removesuffix(".jinja")] = path.read_text(encoding="utf-8")
+    if not templates:
+        return None
+    if list(templates) == ["default"]:
+        return templates["default"]
+    return templates
