@@ -172,9 +172,9 @@ def _unstructure_other(cls: Any) -> Callable[[Any], Any]:
         return identity
     if issubclass(cls, (bytearray, memoryview)):
         return _base64_text
-    if cls.__module__ == "numpy" and cls.__name__ == "ndarray":
-        return _array_value
     np = sys.modules.get("numpy")  # a value can be a numpy object only once numpy is loaded
+    if np is not None and issubclass(cls, np.ndarray):
+        return _array_value
     if np is not None and issubclass(cls, np.generic):
         return lambda value: _converter.unstructure(value.item())
     name = cls.__name__
@@ -205,9 +205,9 @@ def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[A
         return special
     attrs.resolve_types(cls)
     fields = attrs.fields_dict(cls)
-    keys = _WIRE_KEYS.get(cls.__name__) if _is_model(cls, cls.__name__) else None
-    sent = [fields[key] for key in keys] if keys else list(fields.values())
-    generated = make_dict_unstructure_fn_from_attrs(
+    keys = _WIRE_KEYS.get(cls.__name__)
+    sent = [fields[key] for key in keys] if keys and _is_model(cls, cls.__name__) else [*fields.values()]
+    generated: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn_from_attrs(
         sent, cls, conv, _cattrs_include_init_false=True
     )
     # Hook: WIRE.md §P.1 sends every field that is not None, in class order, and null never
@@ -253,7 +253,7 @@ def _describe(value: Any) -> str:
 
 def _structure_int(value: Any, _: Any) -> int:
     if value.__class__ is int:
-        return value  # type: ignore[no-any-return]
+        return value
     if value.__class__ is float and value.is_integer():
         return int(value)
     raise WireFormatError(f"expected an integer, got {_describe(value)}")
@@ -267,7 +267,7 @@ def _structure_float(value: Any, _: Any) -> float:
 
 def _structure_bool(value: Any, _: Any) -> bool:
     if value.__class__ is bool:
-        return value  # type: ignore[no-any-return]
+        return value
     raise WireFormatError(f"expected true or false, got {_describe(value)}")
 
 
@@ -342,7 +342,7 @@ def _structure_tensor(value: Any, _: Any, *, strict: bool) -> types.TensorData:
     if value.get("sparse_crow_indices") is not None:
         # WIRE.md §13.3: kept sparse, as the official SDK does; to_numpy() densifies.
         shape = value.get("shape")
-        if not isinstance(shape, list) or len(shape) != 2 or any(d.__class__ is not int for d in shape):
+        if not isinstance(shape, list) or len(shape) != 2 or any(type(d) is not int for d in shape):
             raise WireFormatError("a sparse tensor needs a 2-D shape")
         if value.get("sparse_col_indices") is None:
             raise WireFormatError("a sparse tensor needs 'sparse_col_indices'")
@@ -389,40 +389,27 @@ def _models_union_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any
     """Read a union of models told apart by a literal tag (``type``, ``state``, ``event``).
 
     cattrs' disambiguation picks the class by its literal tag. Hook: 0.4.1 model-input chunks
-    carry no ``type`` (WIRE.md §2.1), so for them cattrs' key-based disambiguation is the
-    fallback, and an unknown tag is named.
+    carry no ``type`` (WIRE.md §2.1): cattrs' key-based disambiguation picks theirs.
     """
     members = tuple(arg for arg in typing.get_args(tp) if arg is not _NONE)
-    optional = _NONE in typing.get_args(tp)
+    optional = len(members) < len(typing.get_args(tp))
     by_tag = create_default_dis_func(conv, *members)
-    tags = [
-        {name for name, field in attrs.fields_dict(cls).items() if _is_literal(field.type)}
-        for cls in members
-    ]
-    tag = min(set.intersection(*tags), default="type")
-    known = sorted(
-        str(value) for cls in members for value in typing.get_args(attrs.fields_dict(cls)[tag].type)
-    ) if all(tag in names for names in tags) else []
-    by_keys = None
-    label = tag
+    untagged = None
     if {cls.__name__ for cls in members} == _CHUNK_NAMES:
-        by_keys = create_default_dis_func(conv, *members, use_literals=False)
-        label = "chunk type"
+        untagged = create_default_dis_func(conv, *members, use_literals=False)
+    hooks = {cls: conv.get_structure_hook(cls) for cls in members}
+    expected = " | ".join(cls.__name__ for cls in members)
 
     def structure_union(value: Any, _: Any) -> Any:
         if value is None and optional:
             return None
-        if not isinstance(value, Mapping):
-            raise WireFormatError(f"expected an object, got {_describe(value)}")
-        if tag in value:
-            if value[tag] not in known:
-                raise WireFormatError(f"unknown {label} {_describe(value[tag])} (known: {known})")
+        try:
             cls = by_tag(value)
-        elif by_keys is not None:
-            cls = by_keys(value)
-        else:
-            raise WireFormatError(f"missing required key {tag!r}")
-        return conv.structure(value, cls)
+        except (KeyError, ValueError):
+            if untagged is None or not isinstance(value, Mapping) or "type" in value:
+                raise WireFormatError(f"expected {expected}, got {_describe(value)}") from None
+            cls = untagged(value)
+        return hooks[cls](value, cls)
 
     return structure_union
 
@@ -445,15 +432,19 @@ def _structure_model_factory(
         return functools.partial(_structure_tensor, strict=strict)
     attrs.resolve_types(cls)
     fields = attrs.fields(cls)
-    overrides = {
-        field.name: override(struct_hook=_passed_to_model)
+    # A union cattrs cannot tell apart (`str | list[str] | list[int]`) is read by the model's
+    # own converter; token ids by the model's packing, which checks them in one pass.
+    passed = [
+        field.name
         for field in fields
-        # A union cattrs cannot tell apart (`str | list[str] | list[int]`) is read by the
-        # model's own converter; token ids by the model's packing, which checks them at once.
-        if (field.converter is not None and _is_union(field.type) and not _is_models_union(field.type))
-        or (field.name == "tokens" and _is_model(cls, "EncodedTextChunk"))
-    }
-    generated = make_dict_structure_fn(cls, conv, **overrides)
+        if field.converter is not None
+        and _is_union(field.type)
+        and not _is_models_union(field.type)
+    ]
+    if _is_model(cls, "EncodedTextChunk"):
+        passed.append("tokens")
+    overrides: dict[str, Any] = {name: override(struct_hook=_passed_to_model) for name in passed}
+    generated: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, conv, **overrides)
     name = cls.__name__
     # Hook: `type`/`event` discriminators are init=False class constants, which cattrs skips
     # (so forbid_extra_keys would refuse them): strictly they must hold their value.
@@ -537,7 +528,9 @@ def _checking_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
 # ---------------------------------------------------------------------------------------------
 
 
-def _first_problem(exc: BaseException, path: str = "", tp: Any = None) -> tuple[str, str, BaseException]:
+def _first_problem(
+    exc: BaseException, path: str = "", tp: Any = None
+) -> tuple[str, str, BaseException]:
     """The path, description and exception of the first error in a cattrs exception group."""
     if isinstance(exc, cattrs.BaseValidationError):
         for inner in exc.exceptions:
