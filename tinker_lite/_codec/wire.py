@@ -206,7 +206,9 @@ def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[A
     attrs.resolve_types(cls)
     fields = attrs.fields_dict(cls)
     keys = _WIRE_KEYS.get(cls.__name__)
-    sent = [fields[key] for key in keys] if keys and _is_model(cls, cls.__name__) else [*fields.values()]
+    if keys is None or not _is_model(cls, cls.__name__):
+        keys = tuple(fields)
+    sent = [fields[key] for key in keys]
     generated: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn_from_attrs(
         sent, cls, conv, _cattrs_include_init_false=True
     )
