@@ -1,14 +1,14 @@
 """Client protobuf codecs: the forward/forward_backward request, and the results it reads back.
 
-The service's ``tinker_public`` schema (WIRE.md §13.7) is written by hand and read through the
-field tables of :mod:`tinker_lite._codec.protowire`, so no protobuf runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes`` fields; they are
-copied in and out in one piece (numpy arrays, or the stdlib arrays of values built from lists),
-never element by element, so a 500,000-number request encodes in a few milliseconds. Sampling
-results and list-built requests are read and written without importing numpy. The wire
-primitives live in :mod:`tinker_lite._codec.protowire`; the local server's codecs (the other
-direction) live in ``tinker_lite.local._codecs``. Every decoder raises
-:class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skips fields it does not
-know (a newer service may add some).
+The service's ``tinker_public`` schema (WIRE.md §13.7) is written by hand and read through field
+tables (one per message, for the shared reader of :mod:`tinker_lite._codec.protowire`), so no
+protobuf runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes``
+fields; they are copied in and out in one piece (numpy arrays, or the stdlib arrays of values
+built from lists), never element by element, so a 500,000-number request encodes in a few
+milliseconds. Sampling results and list-built requests are read and written without importing
+numpy. The local server's codecs (the other direction) live in ``tinker_lite.local._codecs``.
+Every decoder raises :class:`~tinker_lite._errors.WireFormatError` for malformed bytes and
+skips fields it does not know (a newer service may add some).
 """
 
 from __future__ import annotations
