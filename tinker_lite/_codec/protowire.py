@@ -245,16 +245,29 @@ def iter_fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, in
     """
     pos = start
     while pos < end:
-        key, pos = read_varint(buf, pos, end)
+        # One-byte varints (keys of fields 1-15, small values and lengths) are read inline.
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = read_varint(buf, pos, end)
         field = key >> 3
         wire_type = key & 7
         if field == 0 or field > MAX_FIELD:
             raise WireFormatError(f"protobuf: invalid field number {field}")
         if wire_type == WT_VARINT:
-            value, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
             yield field, WT_VARINT, value, 0
         elif wire_type == WT_LEN:
-            size, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                size = buf[pos]
+                pos += 1
+            else:
+                size, pos = read_varint(buf, pos, end)
             stop = pos + size
             if stop > end:
                 raise WireFormatError(
