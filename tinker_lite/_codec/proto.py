@@ -45,7 +45,6 @@ from tinker_lite._codec.protowire import (
     K6_VARINT,
     K7_LEN,
     LIST,
-    MAP,
     PACKED,
     SMALL_VARINTS,
     STOP_REASON_LENGTH,
@@ -64,7 +63,7 @@ from tinker_lite._codec.protowire import (
     decode,
     decompress,
     encode_varint,
-    map_entry,
+    map_field,
     owned,
     read_array,
     read_bytes,
@@ -436,7 +435,7 @@ ARRAY_RECORD: Final = Message(
     "ArrayRecord",
     {
         1: Field("type_tag", WT_LEN, read_bytes),  # not used: only its wire type is checked
-        2: Field("fields", WT_LEN, map_entry(Field("value", WT_LEN, BATCHED_TENSOR.read), []), MAP),
+        2: map_field("fields", Field("value", WT_LEN, BATCHED_TENSOR.read), []),
         3: Field("num_datums", WT_VARINT, read_int64),
     },
     _record_outputs,
@@ -458,7 +457,7 @@ FORWARD_BACKWARD_OUTPUT: Final = Message(
     {
         1: Field("loss_fn_output_type", WT_LEN, read_string),
         2: Field("loss_fn_outputs", WT_LEN, ARRAY_RECORD.read, LIST),
-        3: Field("metrics", WT_LEN, map_entry(Field("value", WT_I64, read_double), 0.0), MAP),
+        3: map_field("metrics", Field("value", WT_I64, read_double), 0.0),
     },
     _forward_backward_output,
 )

@@ -75,6 +75,7 @@ __all__ = [
     "WT_VARINT",
     "Field",
     "FieldError",
+    "MapEntry",
     "Message",
     "Writer",
     "as_bytes",
@@ -87,7 +88,7 @@ __all__ = [
     "encode_varint",
     "field_key",
     "iter_fields",
-    "map_entry",
+    "map_field",
     "owned",
     "read_array",
     "read_bool",
@@ -432,15 +433,20 @@ def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
         raise exc.within(message.name) from None
 
 
-def map_entry(value: Field, default: Any) -> Callable[[bytes, int, int], tuple[str, Any]]:
+class MapEntry(NamedTuple):
     """The decoder of a ``map<string, V>`` entry ``{key = 1; value = 2}`` (``value.read`` for V).
 
     An entry without a value holds ``default`` (proto3); errors in the value name its key.
     """
 
-    def read_entry(buf: bytes, start: int, end: int) -> tuple[str, Any]:
+    value: Field
+    default: Any
+
+    def read(self, buf: bytes, start: int, end: int) -> tuple[str, Any]:
+        """Read one entry: its key and its value."""
         key = ""
         found: tuple[int, int] | None = None
+        value = self.value
         for number, wire_type, a, b in iter_fields(buf, start, end):
             if number == 1:
                 if wire_type != WT_LEN:
@@ -453,11 +459,14 @@ def map_entry(value: Field, default: Any) -> Callable[[bytes, int, int], tuple[s
                     )
                 found = (a, b)
         try:
-            return key, default if found is None else value.read(buf, *found)
+            return key, self.default if found is None else value.read(buf, *found)
         except FieldError as exc:
             raise exc.within(f"[{key!r}]") from None
 
-    return read_entry
+
+def map_field(name: str, value: Field, default: Any) -> Field:
+    """The table row of a ``map<string, V>`` field: entries whose values ``value`` decodes."""
+    return Field(name, WT_LEN, MapEntry(value, default).read, MAP)
 
 
 # Decoders of scalar fields, for the tables: (buf, a, b) -> value.

@@ -36,7 +36,6 @@ from tinker_lite._codec.protowire import (
     K5_LEN,
     K6_LEN,
     LIST,
-    MAP,
     STOP_REASON_LENGTH,
     TENSOR,
     TOPK_MASK_LOGPROB,
@@ -49,7 +48,7 @@ from tinker_lite._codec.protowire import (
     Message,
     Writer,
     decode,
-    map_entry,
+    map_field,
     read_array,
     read_bool,
     read_bytes,
@@ -143,9 +142,7 @@ DATUM = Message(
     "Datum",
     {
         1: Field("model_input", WT_LEN, CHUNK.read, LIST),
-        2: Field(
-            "loss_fn_inputs", WT_LEN, map_entry(Field("value", WT_LEN, TENSOR.read), None), MAP
-        ),
+        2: map_field("loss_fn_inputs", _TENSOR_VALUE, None),
     },
     lambda values: types.Datum(
         model_input=types.ModelInput(chunks=values.get("model_input", [])),
@@ -187,16 +184,9 @@ FORWARD_BACKWARD_REQUEST = Message(
         2: _SEQ_ID,
         3: Field("data", WT_LEN, DATUM.read, LIST),
         4: Field("loss_fn", WT_LEN, read_string),
-        5: Field(
-            "loss_fn_config", WT_LEN, map_entry(Field("value", WT_I64, read_double), 0.0), MAP
-        ),
+        5: map_field("loss_fn_config", _NUMBER_VALUE, 0.0),
         6: Field("forward_only", WT_VARINT, read_bool),
-        7: Field(
-            "loss_fn_config_v2",
-            WT_LEN,
-            map_entry(Field("value", WT_LEN, LOSS_CONFIG_VALUE.read), 0.0),
-            MAP,
-        ),
+        7: map_field("loss_fn_config_v2", Field("value", WT_LEN, LOSS_CONFIG_VALUE.read), 0.0),
     },
     _forward_backward_request,
 )
