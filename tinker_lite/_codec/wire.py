@@ -1,8 +1,8 @@
 """The one converter between tinker_lite models and the wire's JSON.
 
-cattrs maps the models: it generates the structure and unstructure function of each attrs model
-(``make_dict_structure_fn`` / ``make_dict_unstructure_fn``), on a converter that starts from
-``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its own rules, each
+cattrs maps the models: it generates the structure and unstructure function of each attrs
+model (``make_dict_structure_fn`` / ``make_dict_unstructure_fn_from_attrs``), on a converter
+that starts from ``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its own rules, each
 saying why cattrs cannot do it: tensors, base64 bytes, datetimes, JSON types that must not be
 coerced, enums that keep new values, and the None rule of WIRE.md §P.1.
 
