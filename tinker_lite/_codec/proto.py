@@ -70,6 +70,7 @@ from tinker_lite._codec.protowire import (
     read_double,
     read_int32,
     read_int64,
+    read_list,
     read_packed_int64s,
     read_string,
     read_uint32,
@@ -527,11 +528,11 @@ def _sampled_sequence(values: dict[str, Any]) -> types.SampledSequence:
 
 
 def _int32_list(buf: bytes, a: int, b: int) -> list[int]:
-    return read_values(memoryview(buf)[a:b], CODE_I32).tolist()
+    return read_list(buf, a, b, CODE_I32)
 
 
 def _float32_list(buf: bytes, a: int, b: int) -> list[float]:
-    return read_values(memoryview(buf)[a:b], CODE_F32).tolist()
+    return read_list(buf, a, b, CODE_F32)
 
 
 def _prompt_logprobs(buf: bytes, a: int, b: int) -> list[float | None]:

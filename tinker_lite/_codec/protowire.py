@@ -96,6 +96,7 @@ __all__ = [
     "read_double",
     "read_int32",
     "read_int64",
+    "read_list",
     "read_message",
     "read_packed_int64s",
     "read_string",
@@ -529,6 +530,14 @@ def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -
     if len(view) % dtype.itemsize:
         raise FieldError(f"has {len(view)} bytes, not a multiple of {dtype.itemsize}", name)
     return np.frombuffer(view, dtype=dtype)
+
+
+def read_list(buf: bytes, a: int, b: int, code: str) -> list[Any]:
+    """Return ``buf[a:b]``, 4-byte little-endian values of typecode ``code``, as a Python list."""
+    view = memoryview(buf)[a:b]
+    if len(view) % 4 or _BIG_ENDIAN:
+        return read_values(view, code).tolist()  # a partial value's error, or a byte swap
+    return view.cast(code).tolist()
 
 
 def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[Any]:
