@@ -2,9 +2,9 @@
 
 cattrs maps the models: it generates the structure and unstructure function of each attrs
 model (``make_dict_structure_fn`` / ``make_dict_unstructure_fn_from_attrs``), on a converter
-that starts from ``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its own rules, each
-saying why cattrs cannot do it: tensors, base64 bytes, datetimes, JSON types that must not be
-coerced, enums that keep new values, and the None rule of WIRE.md §P.1.
+that starts from ``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its
+own rules, each saying why cattrs cannot do it: tensors, base64 bytes, datetimes, JSON types
+that must not be coerced, enums that keep new values, and the None rule of WIRE.md §P.1.
 
 Encoding follows the tinker_lite profile (WIRE.md §P.1-P.2): every field whose value is not None
 is sent (``type`` discriminators included), ``null`` never is, image bytes travel as base64,
