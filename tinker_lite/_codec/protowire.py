@@ -19,7 +19,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from tinker_lite import types
 from tinker_lite._errors import InvalidInputError, WireFormatError
@@ -532,12 +532,13 @@ def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -
     return np.frombuffer(view, dtype=dtype)
 
 
-def read_list(buf: bytes, a: int, b: int, code: str) -> list[Any]:
+def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
     """Return ``buf[a:b]``, 4-byte little-endian values of typecode ``code``, as a Python list."""
     view = memoryview(buf)[a:b]
     if len(view) % 4 or _BIG_ENDIAN:
         return read_values(view, code).tolist()  # a partial value's error, or a byte swap
-    return view.cast(code).tolist()
+    values: list[Any] = view.cast("i" if code == "i" else "f").tolist()
+    return values
 
 
 def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[Any]:
