@@ -102,6 +102,7 @@ __all__ = [
     "read_string",
     "read_uint32",
     "read_values",
+    "read_varint",
     "read_view",
     "sparse_to_dense",
     "tensor_dtype",
@@ -329,7 +330,10 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
 
 
 class FieldError(WireFormatError):
-    """A field the reader cannot use; each enclosing message adds its place to ``path``."""
+    """A field the reader cannot use; each enclosing message adds its place to ``path``.
+
+    Internal to the codecs: :func:`decode` raises it as the WireFormatError it is.
+    """
 
     def __init__(self, problem: str, path: str = "") -> None:
         super().__init__(f"protobuf: {path}: {problem}" if path else f"protobuf: {problem}")
@@ -431,7 +435,7 @@ def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
     try:
         return message.read(buf, 0, len(buf))
     except FieldError as exc:
-        raise exc.within(message.name) from None
+        raise WireFormatError(str(exc.within(message.name))) from exc.__cause__
 
 
 class MapEntry(NamedTuple):
