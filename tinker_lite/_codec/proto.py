@@ -436,7 +436,7 @@ ARRAY_RECORD: Final = Message(
     "ArrayRecord",
     {
         1: Field("type_tag", WT_LEN, read_bytes),  # not used: only its wire type is checked
-        2: map_field("fields", Field("value", WT_LEN, BATCHED_TENSOR.read), []),
+        2: map_field("fields", Field("value", WT_LEN, BATCHED_TENSOR.read)),
         3: Field("num_datums", WT_VARINT, read_int64),
     },
     _record_outputs,

@@ -441,11 +441,12 @@ def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
 class MapEntry(NamedTuple):
     """The decoder of a ``map<string, V>`` entry ``{key = 1; value = 2}`` (``value.read`` for V).
 
-    An entry without a value holds ``default`` (proto3); errors in the value name its key.
+    An entry without a value holds V's default (proto3): ``default`` for a scalar, the message
+    read from no bytes for a message. Errors in the value name its key.
     """
 
     value: Field
-    default: Any
+    default: Any = None
 
     def read(self, buf: bytes, start: int, end: int) -> tuple[str, Any]:
         """Read one entry: its key and its value."""
@@ -463,13 +464,17 @@ class MapEntry(NamedTuple):
                         f"has wire type {wire_type}, expected {value.wire_type}", f"[{key!r}]"
                     )
                 found = (a, b)
+        if found is None:
+            if value.wire_type != WT_LEN:
+                return key, self.default
+            found = (end, end)
         try:
-            return key, self.default if found is None else value.read(buf, *found)
+            return key, value.read(buf, *found)
         except FieldError as exc:
             raise exc.within(f"[{key!r}]") from None
 
 
-def map_field(name: str, value: Field, default: Any) -> Field:
+def map_field(name: str, value: Field, default: Any = None) -> Field:
     """The table row of a ``map<string, V>`` field: entries whose values ``value`` decodes."""
     return Field(name, WT_LEN, MapEntry(value, default).read, MAP)
 

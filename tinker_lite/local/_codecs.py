@@ -142,7 +142,7 @@ DATUM = Message(
     "Datum",
     {
         1: Field("model_input", WT_LEN, CHUNK.read, LIST),
-        2: map_field("loss_fn_inputs", _TENSOR_VALUE, None),
+        2: map_field("loss_fn_inputs", _TENSOR_VALUE),
     },
     lambda values: types.Datum(
         model_input=types.ModelInput(chunks=values.get("model_input", [])),
@@ -186,7 +186,7 @@ FORWARD_BACKWARD_REQUEST = Message(
         4: Field("loss_fn", WT_LEN, read_string),
         5: map_field("loss_fn_config", _NUMBER_VALUE, 0.0),
         6: Field("forward_only", WT_VARINT, read_bool),
-        7: map_field("loss_fn_config_v2", Field("value", WT_LEN, LOSS_CONFIG_VALUE.read), 0.0),
+        7: map_field("loss_fn_config_v2", Field("value", WT_LEN, LOSS_CONFIG_VALUE.read)),
     },
     _forward_backward_request,
 )
