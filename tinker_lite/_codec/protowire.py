@@ -99,6 +99,7 @@ __all__ = [
     "read_list",
     "read_message",
     "read_packed_int64s",
+    "read_span",
     "read_string",
     "read_uint32",
     "read_values",
@@ -450,26 +451,15 @@ class MapEntry(NamedTuple):
 
     def read(self, buf: bytes, start: int, end: int) -> tuple[str, Any]:
         """Read one entry: its key and its value."""
-        key = ""
-        found: tuple[int, int] | None = None
-        value = self.value
-        for number, wire_type, a, b in iter_fields(buf, start, end):
-            if number == 1:
-                if wire_type != WT_LEN:
-                    raise FieldError(f"key has wire type {wire_type}, expected {WT_LEN}")
-                key = read_string(buf, a, b)
-            elif number == 2:
-                if wire_type != value.wire_type:
-                    raise FieldError(
-                        f"has wire type {wire_type}, expected {value.wire_type}", f"[{key!r}]"
-                    )
-                found = (a, b)
+        entry = read_message(buf, start, end, _ENTRIES[self.value.wire_type])
+        key: str = entry.get("key", "")
+        found: tuple[int, int] | None = entry.get("value")
         if found is None:
-            if value.wire_type != WT_LEN:
+            if self.value.wire_type != WT_LEN:
                 return key, self.default
             found = (end, end)
         try:
-            return key, value.read(buf, *found)
+            return key, self.value.read(buf, *found)
         except FieldError as exc:
             raise exc.within(f"[{key!r}]") from None
 
@@ -517,6 +507,11 @@ def read_bytes(buf: bytes, a: int, b: int) -> bytes:
     return buf[a:b]
 
 
+def read_span(buf: bytes, a: int, b: int) -> tuple[int, int]:
+    """Where a field's payload is, to decode it later (a map's value, once its key is known)."""
+    return a, b
+
+
 def read_view(buf: bytes, a: int, b: int) -> memoryview:
     """A ``bytes`` field holding an array, as a view of the body (read once its dtype is known)."""
     return memoryview(buf)[a:b]
@@ -530,6 +525,15 @@ def read_packed_int64s(buf: bytes, a: int, b: int) -> list[int]:
         value, pos = read_varint(buf, pos, b)
         values.append(as_int64(value))
     return values
+
+
+# The map entries: the key, and where the value is (its decoder runs once the key is known).
+_ENTRIES: Final = {
+    wire_type: Message(
+        "entry", {1: Field("key", WT_LEN, read_string), 2: Field("value", wire_type, read_span)}
+    )
+    for wire_type in (WT_LEN, WT_I64)
+}
 
 
 def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -> npt.NDArray[Any]:
