@@ -8,6 +8,9 @@
   forward_backward only as protobuf).
 * Decode a forward_backward result holding ``logprobs`` for 128 x 1,024 tokens, protobuf and
   JSON; both payloads are made once by the parent and read by both clients.
+* Decode 1,000 ``sample`` results (one sequence of one token with its logprob, as the sampling
+  fan-out of figure 3 gets them), protobuf and JSON (parse + structure into SampleResponse; the
+  official SDK 0.38 keeps a JSON sample result as a plain dict).
 
 Each client runs in its own child process (this script with ``--child`` for tinker_lite,
 official_driver.py ``encoding`` for the official SDK), several times, in alternation. Each
@@ -31,6 +34,7 @@ N_DATUMS = 128
 TOKENS_PER_DATUM = 500_000 // (3 * N_DATUMS)  # 1,302
 DECODE_DATUMS = 128
 DECODE_TOKENS = 1024
+SAMPLE_RESULTS = 1000
 VOCAB = 32_000
 MODEL_ID = "bench-model"
 
@@ -44,6 +48,8 @@ OPS = [
     ("build_encode_json", "build + encode JSON"),
     ("decode_proto", "decode result, protobuf (128 x 1024 logprobs)"),
     ("decode_json", "decode result, JSON (128 x 1024 logprobs)"),
+    ("decode_sample_proto", "decode 1,000 sample results, protobuf"),
+    ("decode_sample_json", "decode 1,000 sample results, JSON (parse + structure)"),
 ]
 
 
@@ -82,12 +88,19 @@ def make_result_payloads(directory: Path) -> dict[str, str]:
         loss_fn_outputs=outputs,
         metrics={"loss:sum": 1234.5},
     )
+    sample = types.SampleResponse(
+        sequences=[types.SampledSequence(stop_reason="length", tokens=[17], logprobs=[-0.25])]
+    )
     paths = {
         "proto": directory / "fb_output.pb",
         "json": directory / "fb_output.json",
+        "sample_proto": directory / "sample.pb",
+        "sample_json": directory / "sample.json",
     }
     paths["proto"].write_bytes(_codecs.encode_forward_backward_output(result))
     paths["json"].write_bytes(_wire.dumps(result))
+    paths["sample_proto"].write_bytes(_codecs.encode_sample_response(sample))
+    paths["sample_json"].write_bytes(_wire.dumps(sample))
     return {k: str(v) for k, v in paths.items()}
 
 
@@ -107,6 +120,8 @@ def lite_child(args: argparse.Namespace) -> None:
     payload = json.loads(args.payloads)
     proto_body = Path(payload["proto"]).read_bytes()
     json_body = Path(payload["json"]).read_bytes()
+    sample_proto = Path(payload["sample_proto"]).read_bytes()
+    sample_json = Path(payload["sample_json"]).read_bytes()
 
     def build() -> list[types.Datum]:
         return [
@@ -148,6 +163,12 @@ def lite_child(args: argparse.Namespace) -> None:
     def decode_json() -> Any:
         return _wire.decode(json_body, types.ForwardBackwardOutput)
 
+    def decode_sample_proto() -> Any:
+        return [_proto.decode_sample_response(sample_proto) for _ in range(SAMPLE_RESULTS)]
+
+    def decode_sample_json() -> Any:
+        return [_wire.decode(sample_json, types.SampleResponse) for _ in range(SAMPLE_RESULTS)]
+
     check_proto = decode_proto()
     check_json = decode_json()
     assert len(check_proto.loss_fn_outputs) == DECODE_DATUMS
@@ -162,6 +183,8 @@ def lite_child(args: argparse.Namespace) -> None:
             "build_encode_json": lambda: encode_json(build()),
             "decode_proto": decode_proto,
             "decode_json": decode_json,
+            "decode_sample_proto": decode_sample_proto,
+            "decode_sample_json": decode_sample_json,
         },
         args.inner,
     )
@@ -232,7 +255,8 @@ def run(quick: bool) -> dict[str, Any]:
         notes.append(f"official request body: protobuf {c.fmt_bytes(sizes[c.OFFICIAL]['proto'])}")
     notes.append(
         "n/a: the official SDK 0.38 sends forward_backward only as protobuf and decodes "
-        "ForwardBackwardOutput only from protobuf (a JSON result comes back as a plain dict)"
+        "ForwardBackwardOutput only from protobuf; a JSON forward_backward or sample result "
+        "comes back as a plain dict"
     )
     goals = []
     if have_official and c.OFFICIAL not in failures:

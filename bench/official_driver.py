@@ -28,16 +28,20 @@ MODEL_ID = "bench-model"
 
 def encoding(args: argparse.Namespace) -> dict[str, Any]:
     """Figure 2 for the official SDK: build + protobuf-encode, and decode a result."""
-    from bench_encoding import make_arrays
+    from bench_encoding import SAMPLE_RESULTS, make_arrays
     from tinker import types
     from tinker.proto.request_conv import forward_backward_request_to_proto
-    from tinker.proto.response_conv import deserialize_forward_backward_output
+    from tinker.proto.response_conv import (
+        deserialize_forward_backward_output,
+        deserialize_sample_response,
+    )
     from tinker.types.forward_backward_input import ForwardBackwardInput
     from tinker.types.forward_backward_request import ForwardBackwardRequest
 
     arrays = make_arrays()
     payload = json.loads(args.payloads)
     proto_body = Path(payload["proto"]).read_bytes()
+    sample_proto = Path(payload["sample_proto"]).read_bytes()
 
     def build() -> list[Any]:
         # ModelInput.from_ints wants a list (its pydantic model rejects an ndarray).
@@ -66,6 +70,9 @@ def encoding(args: argparse.Namespace) -> dict[str, Any]:
     def decode_proto() -> Any:
         return deserialize_forward_backward_output(proto_body)
 
+    def decode_sample_proto() -> Any:
+        return [deserialize_sample_response(sample_proto) for _ in range(SAMPLE_RESULTS)]
+
     # 0.38 decodes ForwardBackwardOutput only from protobuf: its JSON path
     # (lib._pydantic_conv.deserialize_json_response) hands back the plain dict.
     assert len(decode_proto().loss_fn_outputs) == 128
@@ -78,6 +85,7 @@ def encoding(args: argparse.Namespace) -> dict[str, Any]:
             # 0.38 validates no values; its chunking of the batch is not timed here.
             "build_validate_encode_proto": lambda: encode_proto(build()),
             "decode_proto": decode_proto,
+            "decode_sample_proto": decode_sample_proto,
         }.items()
     }
     return {"times": times, "request_bytes": {"proto": len(encode_proto())}}

@@ -273,7 +273,10 @@ def _decode_message(
                 out[name] = value
         elif spec.get("repeated"):
             values: list[int] = out.setdefault(name, [])
-            _protowire.read_int64s(buf, wire_type, a, b, into=values, where=name)
+            if wire_type == _protowire.WT_VARINT:
+                values.append(_protowire.as_int64(a))
+            else:
+                values.extend(_protowire.read_packed_int64s(buf, a, b))
         elif kind == "string":
             out[name] = buf[a:b].decode("utf-8")
         elif kind == "bytes":

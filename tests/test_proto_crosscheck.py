@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 from tests._proto_support import generated_module
+from tests.test_proto_roundtrip import DECODERS, tables
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
+from tinker_lite._codec import protowire as _protowire
 from tinker_lite.local import _codecs
 
 PNG = bytes.fromhex(
@@ -531,3 +533,50 @@ def test_generated_module_compiled_from_the_schema_file(pb: ModuleType) -> None:
     names = set(pb.DESCRIPTOR.message_types_by_name)
     assert {"ForwardBackwardRequest", "ForwardBackwardOutput", "SampleResponse"} <= names
     assert Path(str(pb.__file__)).name == "tinker_public_pb2.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# The field tables of the reader against the schema
+# ---------------------------------------------------------------------------------------------
+
+
+def _wire_type(field: Any) -> int:
+    """The wire type protoc gives a field (repeated scalars are packed in proto3)."""
+    descriptor = type(field)
+    if field.type in (descriptor.TYPE_DOUBLE, descriptor.TYPE_FIXED64, descriptor.TYPE_SFIXED64):
+        scalar = _protowire.WT_I64
+    elif field.type in (descriptor.TYPE_FLOAT, descriptor.TYPE_FIXED32, descriptor.TYPE_SFIXED32):
+        scalar = _protowire.WT_I32
+    elif field.type in (descriptor.TYPE_STRING, descriptor.TYPE_BYTES, descriptor.TYPE_MESSAGE):
+        return _protowire.WT_LEN
+    else:
+        scalar = _protowire.WT_VARINT
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is None:
+        repeated = field.label == descriptor.LABEL_REPEATED
+    return _protowire.WT_LEN if repeated else scalar
+
+
+def test_every_table_of_the_reader_matches_the_schema(pb: ModuleType) -> None:
+    checked = set()
+    for decoder in DECODERS:
+        for table in tables(decoder):
+            schema = pb.DESCRIPTOR.message_types_by_name[table.name]
+            for number, field in table.fields.items():
+                declared = schema.fields_by_number[number]
+                assert field.name == declared.name, (table.name, number)
+                assert field.wire_type == _wire_type(declared), (table.name, field.name)
+                oneof = declared.containing_oneof
+                if oneof is not None and oneof.name == f"_{declared.name}":
+                    oneof = None  # proto3 `optional`: a oneof of its own, not a choice
+                assert field.oneof == (oneof and oneof.name), (table.name, field.name)
+                owner = getattr(field.read, "__self__", None)
+                if isinstance(owner, _protowire.MapEntry):
+                    value = declared.message_type.fields_by_number[2]
+                    assert owner.value.wire_type == _wire_type(value), (table.name, field.name)
+                    owner = getattr(owner.value.read, "__self__", None)
+                    declared = value
+                if isinstance(owner, _protowire.Message):
+                    assert owner.name == declared.message_type.name, (table.name, field.name)
+            checked.add(table.name)
+    assert len(checked) == 15

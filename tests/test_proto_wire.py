@@ -109,13 +109,23 @@ def test_iter_fields_rejects_malformed_bytes(body: bytes, match: str) -> None:
 
 
 def test_packed_and_unpacked_repeated_int64_are_both_read() -> None:
-    values: list[int] = []
+    shape = _protowire.Field(
+        "shape", _protowire.WT_LEN, _protowire.read_packed_int64s, _protowire.PACKED
+    )
+    table = _protowire.Message("Tensor", {4: shape})
     packed = _protowire.encode_varint(3) + _protowire.encode_varint(-1)
-    _protowire.read_int64s(packed, _protowire.WT_LEN, 0, len(packed), into=values, where="shape")
-    _protowire.read_int64s(b"", _protowire.WT_VARINT, 9, 0, into=values, where="shape")
-    assert values == [3, -1, 9]
-    with pytest.raises(WireFormatError, match="shape"):
-        _protowire.read_int64s(b"", _protowire.WT_I64, 0, 0, into=values, where="shape")
+    key = _protowire.field_key(4, _protowire.WT_LEN)
+    body = (
+        key
+        + bytes([len(packed)])
+        + packed
+        + _protowire.field_key(4, _protowire.WT_VARINT)
+        + b"\x09"
+    )
+    assert _protowire.read_message(body, 0, len(body), table) == {"shape": [3, -1, 9]}
+    fixed = _protowire.field_key(4, _protowire.WT_I64) + bytes(8)
+    with pytest.raises(WireFormatError, match="shape: has wire type 1"):
+        _protowire.read_message(fixed, 0, len(fixed), table)
 
 
 def test_writer_joins_pieces_once() -> None:

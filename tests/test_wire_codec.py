@@ -302,7 +302,7 @@ def test_chunks_without_type_are_recognised_by_shape() -> None:
     kinds = [type(chunk) for chunk in model_input.chunks]
     assert kinds == [types.EncodedTextChunk, types.ImageChunk, types.ImageAssetPointerChunk]
     assert model_input.chunks[1].data == b"\x89PNG\r\n"  # type: ignore[union-attr]
-    with pytest.raises(WireFormatError, match="unknown chunk type"):
+    with pytest.raises(WireFormatError, match=r"chunks\[0\]: expected EncodedTextChunk \|"):
         _wire.structure({"chunks": [{"type": "video", "tokens": [1]}]}, types.ModelInput)
 
 
@@ -425,3 +425,25 @@ def test_stdlib_float32_text_reads_back_bit_exact(values: Any) -> None:
     text = json.dumps(_wire._float32_values(values))
     back = np.asarray(json.loads(text), dtype=np.float32).reshape(values.shape)
     np.testing.assert_array_equal(back.view(np.int32), values.view(np.int32))
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_bad_answer_names_the_json_path_and_the_expected_type(strict: bool) -> None:
+    body = {"sequences": [{"stop_reason": "stop", "tokens": [1, 2, 3, 4]}]}
+    body["sequences"][0]["logprobs"] = [-0.5, -0.25, -1.0, "x"]
+    with pytest.raises(WireFormatError) as info:
+        _wire.structure(body, types.SampleResponse, strict=strict)
+    assert str(info.value) == (
+        "cannot read SampleResponse at sequences[0].logprobs[3]: expected a number, got 'x'"
+    )
+    body["sequences"][0]["logprobs"] = None
+    body["sequences"][0]["tokens"] = {"0": 1}
+    with pytest.raises(WireFormatError, match=r"at sequences\[0\]\.tokens: expected a list"):
+        _wire.structure(body, types.SampleResponse, strict=strict)
+
+
+def test_a_null_reads_as_an_absent_key_only_leniently() -> None:
+    body = {"sequences": [], "prompt_cache_hit_tokens": None}
+    assert _wire.structure(body, types.SampleResponse).prompt_cache_hit_tokens == 0
+    with pytest.raises(WireFormatError, match="at prompt_cache_hit_tokens: expected an integer"):
+        _wire.structure(body, types.SampleResponse, strict=True)

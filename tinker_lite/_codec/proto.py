@@ -1,14 +1,14 @@
 """Client protobuf codecs: the forward/forward_backward request, and the results it reads back.
 
-The service's ``tinker_public`` schema (WIRE.md §13.7) is written and read by hand, so no protobuf
-runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes`` fields; they are
-copied in and out in one piece (numpy arrays, or the stdlib arrays of values built from lists),
-never element by element, so a 500,000-number request encodes in a few milliseconds. Sampling
-results and list-built requests are read and written without importing numpy. The wire
-primitives live in :mod:`tinker_lite._codec.protowire`; the local server's codecs (the other
-direction) live in ``tinker_lite.local._codecs``. Every decoder raises
-:class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skips fields it does not
-know (a newer service may add some).
+The service's ``tinker_public`` schema (WIRE.md §13.7) is written by hand and read through field
+tables (one per message, for the shared reader of :mod:`tinker_lite._codec.protowire`), so no
+protobuf runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes``
+fields; they are copied in and out in one piece (numpy arrays, or the stdlib arrays of values
+built from lists), never element by element, so a 500,000-number request encodes in a few
+milliseconds. Sampling results and list-built requests are read and written without importing
+numpy. The local server's codecs (the other direction) live in ``tinker_lite.local._codecs``.
+Every decoder raises :class:`~tinker_lite._errors.WireFormatError` for malformed bytes and
+skips fields it does not know (a newer service may add some).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from tinker_lite import types
 from tinker_lite._codec import protowire as _protowire
@@ -44,36 +44,43 @@ from tinker_lite._codec.protowire import (
     K5_LEN,
     K6_VARINT,
     K7_LEN,
+    LIST,
+    PACKED,
     SMALL_VARINTS,
     STOP_REASON_LENGTH,
     STOP_REASON_STOP,
+    TENSOR,
     TOPK_MASK_LOGPROB,
     TOPK_MASK_TOKEN,
+    WT_I64,
     WT_LEN,
     WT_VARINT,
+    Field,
+    FieldError,
+    Message,
     Writer,
-    as_bytes,
-    as_int32,
-    as_int64,
-    as_uint32,
     compress,
-    decode_tensor,
+    decode,
     decompress,
     encode_varint,
-    expect_wire_type,
-    iter_fields,
+    map_field,
     owned,
     read_array,
-    read_double_entry,
-    read_entry,
-    read_int64s,
+    read_bytes,
+    read_double,
+    read_int32,
+    read_int64,
+    read_list,
+    read_packed_int64s,
     read_string,
+    read_uint32,
     read_values,
+    read_view,
     tensor_dtype,
     widen,
     zstd_available,
 )
-from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite._errors import InvalidInputError
 
 __all__ = [
     "CONTENT_TYPE",
@@ -346,102 +353,39 @@ def _encode_image(chunk: types.ImageChunk, where: str) -> Writer:
     return image
 
 
-def decode_forward_backward_output(
-    body: bytes | bytearray | memoryview,
-) -> types.ForwardBackwardOutput:
-    """Decode a ``ForwardBackwardOutput`` body into per-datum TensorData and metrics."""
-    buf = as_bytes(body)
-    output_type = ""
-    outputs: list[dict[str, types.TensorData]] = []
-    metrics: dict[str, float] = {}
-    for field, wire_type, a, b in iter_fields(buf, 0, len(buf)):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardOutput.loss_fn_output_type")
-            output_type = read_string(buf, a, b, "ForwardBackwardOutput.loss_fn_output_type")
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardOutput.loss_fn_outputs")
-            outputs.extend(_decode_array_record(buf, a, b, len(outputs)))
-        elif field == 3:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardOutput.metrics")
-            name, number = read_double_entry(buf, a, b, "ForwardBackwardOutput.metrics")
-            metrics[name] = number
-    # WIRE.md §13.6: the output type is reduced to the part after the last ':'.
-    return types.ForwardBackwardOutput(
-        loss_fn_output_type=output_type.rsplit(":", 1)[-1],
-        loss_fn_outputs=outputs,
-        metrics=metrics,
-    )
+# ---------------------------------------------------------------------------------------------
+# Results (WIRE.md §13.7): the tables of the messages a client reads
+# ---------------------------------------------------------------------------------------------
 
 
-def _decode_array_record(
-    buf: bytes, start: int, end: int, first_index: int
-) -> list[dict[str, types.TensorData]]:
-    where = "ForwardBackwardOutput.loss_fn_outputs"
-    num_datums = 0
-    columns: dict[str, list[types.TensorData]] = {}
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.fields")
-            name, tensor_range = read_entry(buf, a, b, f"{where}.fields", WT_LEN)
-            columns[name] = _decode_batched_tensor(
-                buf, *(tensor_range or (b, b)), f"{where}.fields[{name!r}]"
-            )
-        elif field == 3:
-            expect_wire_type(wire_type, WT_VARINT, f"{where}.num_datums")
-            num_datums = as_int64(a)
-        elif field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.type_tag")
-    sizes = {len(column) for column in columns.values()}
-    if len(sizes) > 1 or (sizes and num_datums and sizes != {num_datums}):
-        raise WireFormatError(
-            f"protobuf: {where}: fields hold {sorted(sizes)} datums, num_datums is {num_datums}"
-        )
-    count = sizes.pop() if sizes else num_datums
-    if count < 0 or (not columns and count > _MAX_EMPTY_RECORD_DATUMS):
-        raise WireFormatError(f"protobuf: {where}.num_datums {num_datums} is invalid")
-    return [{name: column[i] for name, column in columns.items()} for i in range(count)]
-
-
-def _decode_batched_tensor(buf: bytes, start: int, end: int, where: str) -> list[types.TensorData]:
-    data_range = offsets_range = (end, end)
-    code = DTYPE_UNSPECIFIED
-    trailing: list[int] = []
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.data")
-            data_range = (a, b)
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.offsets")
-            offsets_range = (a, b)
-        elif field == 3:
-            expect_wire_type(wire_type, WT_VARINT, f"{where}.dtype")
-            code = as_int32(a)
-        elif field == 4:
-            read_int64s(buf, wire_type, a, b, into=trailing, where=f"{where}.trailing_shape")
-    wire_dtype, dtype_name = tensor_dtype(code, where)
+def _split_batched(values: dict[str, Any]) -> list[types.TensorData]:
+    """A BatchedTensor: the datums' values in one array, cut at int64 byte offsets."""
+    code = values.get("dtype", DTYPE_UNSPECIFIED)
+    trailing: list[int] = values.get("trailing_shape", [])
+    wire_dtype, dtype_name = tensor_dtype(code)
     itemsize = wire_dtype.itemsize
     import numpy as np
 
-    values = read_array(buf, *data_range, wire_dtype, f"{where}.data")
-    offsets = read_array(buf, *offsets_range, _protowire.I64, f"{where}.offsets")
+    data = values.get("data", b"")
+    flat = read_array(data, wire_dtype, "data")
+    offsets = read_array(values.get("offsets", b""), _protowire.I64, "offsets")
     if any(dim < 0 for dim in trailing):
-        raise WireFormatError(f"protobuf: {where}.trailing_shape {trailing} is negative")
+        raise FieldError(f"trailing_shape {trailing} is negative")
     per_row = math.prod(trailing)
     if offsets.size == 0:
-        if values.size:
-            raise WireFormatError(f"protobuf: {where} has data but no offsets")
+        if flat.size:
+            raise FieldError("has data but no offsets")
         return []
     # WIRE.md §13.6: offsets are int64 byte offsets into data, one per datum plus the end.
-    nbytes = data_range[1] - data_range[0]
     if (
         int(offsets[0]) < 0
-        or int(offsets[-1]) > nbytes
+        or int(offsets[-1]) > len(data)
         or bool(np.any(np.diff(offsets) < 0))
         or bool(np.any(offsets % itemsize))
     ):
-        raise WireFormatError(f"protobuf: {where}.offsets are out of range or not aligned")
+        raise FieldError("offsets are out of range or not aligned")
     # One copy for all datums, aligned and independent of the body they were read from.
-    widened = owned(widen(values, code))
+    widened = owned(widen(flat, code))
     # In Python: numpy's int64 floor_divide alone pages in 1 MiB of its library (RSS).
     bounds = [offset // itemsize for offset in offsets.tolist()]
     result: list[types.TensorData] = []
@@ -451,93 +395,123 @@ def _decode_batched_tensor(buf: bytes, start: int, end: int, where: str) -> list
         size = segment.size
         if per_row:
             if size % per_row:
-                raise WireFormatError(
-                    f"protobuf: {where}: datum {i} has {size} values, "
-                    f"not a multiple of trailing shape {trailing}"
+                raise FieldError(
+                    f"datum {i} has {size} values, not a multiple of trailing shape {trailing}"
                 )
             shape = [size // per_row, *trailing]
         elif size:
-            raise WireFormatError(f"protobuf: {where}: values with an empty trailing shape")
+            raise FieldError("values with an empty trailing shape")
         else:
             shape = [0, *trailing]
         result.append(trusted(segment, dtype_name, shape))
     return result
 
 
-def decode_sample_response(body: bytes | bytearray | memoryview) -> types.SampleResponse:
-    """Decode a ``SampleResponse`` body (NaN prompt logprobs and top-k padding become None)."""
-    buf = as_bytes(body)
-    sequences: list[types.SampledSequence] = []
-    prompt_logprobs: list[float | None] | None = None
-    topk: list[list[tuple[int, float]] | None] | None = None
-    cache_hits = 0
-    target: types.TensorData | None = None
-    alt: types.PromptAltTokens | None = None
-    for field, wire_type, a, b in iter_fields(buf, 0, len(buf)):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, "SampleResponse.sequences")
-            sequences.append(_decode_sampled_sequence(buf, a, b, len(sequences)))
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, "SampleResponse.prompt_logprobs")
-            values = read_values(buf, a, b, CODE_F32, "SampleResponse.prompt_logprobs").tolist()
-            prompt_logprobs = [None if math.isnan(value) else value for value in values]
-        elif field == 3:
-            expect_wire_type(wire_type, WT_LEN, "SampleResponse.topk_prompt_logprobs")
-            topk = _decode_topk(buf, a, b, "SampleResponse.topk_prompt_logprobs")
-        elif field == 4:
-            expect_wire_type(wire_type, WT_VARINT, "SampleResponse.prompt_cache_hit_tokens")
-            cache_hits = as_int32(a)
-        elif field == 5:
-            expect_wire_type(wire_type, WT_LEN, "SampleResponse.target_prompt_logprobs")
-            target = decode_tensor(buf, a, b, "SampleResponse.target_prompt_logprobs")
-        elif field == 6:
-            expect_wire_type(wire_type, WT_LEN, "SampleResponse.prompt_alt_tokens")
-            alt = _decode_prompt_alt_tokens(buf, a, b)
-    return types.SampleResponse(
-        sequences=sequences,
-        prompt_logprobs=prompt_logprobs,
-        topk_prompt_logprobs=topk,
-        target_prompt_logprobs=target,
-        prompt_cache_hit_tokens=cache_hits,
-        prompt_alt_tokens=alt,
+BATCHED_TENSOR: Final = Message(
+    "BatchedTensor",
+    {
+        1: Field("data", WT_LEN, read_view),
+        2: Field("offsets", WT_LEN, read_view),
+        3: Field("dtype", WT_VARINT, read_int32),
+        4: Field("trailing_shape", WT_LEN, read_packed_int64s, PACKED),
+    },
+    _split_batched,
+)
+
+
+def _record_outputs(values: dict[str, Any]) -> list[dict[str, types.TensorData]]:
+    """An ArrayRecord: its columns (one tensor per datum) turned into per-datum outputs."""
+    columns: dict[str, list[types.TensorData]] = values.get("fields", {})
+    num_datums: int = values.get("num_datums", 0)
+    sizes = {len(column) for column in columns.values()}
+    if len(sizes) > 1 or (sizes and num_datums and sizes != {num_datums}):
+        raise FieldError(f"fields hold {sorted(sizes)} datums, num_datums is {num_datums}")
+    count = sizes.pop() if sizes else num_datums
+    if count < 0 or (not columns and count > _MAX_EMPTY_RECORD_DATUMS):
+        raise FieldError(f"num_datums {num_datums} is invalid")
+    return [{name: column[i] for name, column in columns.items()} for i in range(count)]
+
+
+ARRAY_RECORD: Final = Message(
+    "ArrayRecord",
+    {
+        1: Field("type_tag", WT_LEN, read_bytes),  # not used: only its wire type is checked
+        2: map_field("fields", Field("value", WT_LEN, BATCHED_TENSOR.read)),
+        3: Field("num_datums", WT_VARINT, read_int64),
+    },
+    _record_outputs,
+)
+
+
+def _forward_backward_output(values: dict[str, Any]) -> types.ForwardBackwardOutput:
+    # WIRE.md §13.6: the output type is reduced to the part after the last ':'.
+    records: list[list[dict[str, types.TensorData]]] = values.get("loss_fn_outputs", [])
+    return types.ForwardBackwardOutput(
+        loss_fn_output_type=values.get("loss_fn_output_type", "").rsplit(":", 1)[-1],
+        loss_fn_outputs=[outputs for record in records for outputs in record],
+        metrics=values.get("metrics", {}),
     )
 
 
-def _decode_prompt_alt_tokens(buf: bytes, start: int, end: int) -> types.PromptAltTokens:
-    where = "SampleResponse.prompt_alt_tokens"
-    tokens = logprobs = None
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field in (1, 2):
-            expect_wire_type(wire_type, WT_LEN, f"{where}.{'tokens' if field == 1 else 'logprobs'}")
-            tensor = decode_tensor(buf, a, b, where)
-            if field == 1:
-                tokens = tensor
-            else:
-                logprobs = tensor
-    if tokens is None or logprobs is None:
-        raise WireFormatError(f"protobuf: {where} needs both tokens and logprobs")
-    return types.PromptAltTokens(tokens=tokens, logprobs=logprobs)
+FORWARD_BACKWARD_OUTPUT: Final = Message(
+    "ForwardBackwardOutput",
+    {
+        1: Field("loss_fn_output_type", WT_LEN, read_string),
+        2: Field("loss_fn_outputs", WT_LEN, ARRAY_RECORD.read, LIST),
+        3: map_field("metrics", Field("value", WT_I64, read_double), 0.0),
+    },
+    _forward_backward_output,
+)
 
 
-def _decode_sampled_sequence(buf: bytes, start: int, end: int, index: int) -> types.SampledSequence:
-    where = f"SampleResponse.sequences[{index}]"
-    reason = STOP_REASON_STOP
-    tokens: list[int] = []
-    logprobs: list[float] | None = None
-    topk: list[list[tuple[int, float]] | None] | None = None
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_VARINT, f"{where}.stop_reason")
-            reason = as_int32(a)
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.tokens")
-            tokens = read_values(buf, a, b, CODE_I32, f"{where}.tokens").tolist()
-        elif field == 3:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.logprobs")
-            logprobs = read_values(buf, a, b, CODE_F32, f"{where}.logprobs").tolist()
-        elif field == 4:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.topk_sampled_logprobs")
-            topk = _decode_topk(buf, a, b, f"{where}.topk_sampled_logprobs")
+def decode_forward_backward_output(
+    body: bytes | bytearray | memoryview,
+) -> types.ForwardBackwardOutput:
+    """Decode a ``ForwardBackwardOutput`` body into per-datum TensorData and metrics."""
+    result: types.ForwardBackwardOutput = decode(body, FORWARD_BACKWARD_OUTPUT)
+    return result
+
+
+def _topk_rows(values: dict[str, Any]) -> list[list[tuple[int, float]] | None]:
+    """TopkLogprobs: ``length`` rows of ``k`` (token id, logprob) cells, padding dropped."""
+    k: int = values.get("k", 0)
+    length: int = values.get("length", 0)
+    token_ids = read_values(values.get("token_ids", b""), CODE_I32, "token_ids").tolist()
+    logprobs = read_values(values.get("logprobs", b""), CODE_F32, "logprobs").tolist()
+    if len(token_ids) != k * length or len(logprobs) != k * length:
+        raise FieldError(
+            f"{len(token_ids)} token ids and {len(logprobs)} logprobs for length {length} x k {k}"
+        )
+    if k == 0:
+        return [None] * length
+    rows: list[list[tuple[int, float]] | None] = []
+    for start in range(0, k * length, k):
+        # WIRE.md §13.6: cells padded with (token 0, logprob -99999.0) are empty.
+        cells = [
+            (token, logprob)
+            for token, logprob in zip(
+                token_ids[start : start + k], logprobs[start : start + k], strict=True
+            )
+            if token != TOPK_MASK_TOKEN or logprob != TOPK_MASK_LOGPROB
+        ]
+        rows.append(cells or None)
+    return rows
+
+
+TOPK_LOGPROBS: Final = Message(
+    "TopkLogprobs",
+    {
+        1: Field("token_ids", WT_LEN, read_view),
+        2: Field("logprobs", WT_LEN, read_view),
+        3: Field("k", WT_VARINT, read_uint32),
+        4: Field("length", WT_VARINT, read_uint32),
+    },
+    _topk_rows,
+)
+
+
+def _sampled_sequence(values: dict[str, Any]) -> types.SampledSequence:
+    reason = values.get("stop_reason", STOP_REASON_STOP)
     if reason == STOP_REASON_STOP:
         stop_reason = types.StopReason.STOP
     elif reason == STOP_REASON_LENGTH:
@@ -546,45 +520,77 @@ def _decode_sampled_sequence(buf: bytes, start: int, end: int, index: int) -> ty
         # A reason newer than this release: kept (StopReason tolerates unknown values).
         stop_reason = types.StopReason(f"stop_reason_{reason}")
     return types.SampledSequence(
-        stop_reason=stop_reason, tokens=tokens, logprobs=logprobs, topk_logprobs=topk
+        stop_reason=stop_reason,
+        tokens=values.get("tokens", []),
+        logprobs=values.get("logprobs"),
+        topk_logprobs=values.get("topk_sampled_logprobs"),
     )
 
 
-def _decode_topk(
-    buf: bytes, start: int, end: int, where: str
-) -> list[list[tuple[int, float]] | None]:
-    ids_range = logprobs_range = (end, end)
-    k = length = 0
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.token_ids")
-            ids_range = (a, b)
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.logprobs")
-            logprobs_range = (a, b)
-        elif field == 3:
-            expect_wire_type(wire_type, WT_VARINT, f"{where}.k")
-            k = as_uint32(a)
-        elif field == 4:
-            expect_wire_type(wire_type, WT_VARINT, f"{where}.length")
-            length = as_uint32(a)
-    token_ids = read_values(buf, *ids_range, CODE_I32, f"{where}.token_ids").tolist()
-    logprobs = read_values(buf, *logprobs_range, CODE_F32, f"{where}.logprobs").tolist()
-    if len(token_ids) != k * length or len(logprobs) != k * length:
-        raise WireFormatError(
-            f"protobuf: {where}: {len(token_ids)} token ids and {len(logprobs)} logprobs "
-            f"for length {length} x k {k}"
-        )
-    if k == 0:
-        return [None] * length
-    id_rows = [token_ids[start : start + k] for start in range(0, k * length, k)]
-    lp_rows = [logprobs[start : start + k] for start in range(0, k * length, k)]
-    rows: list[list[tuple[int, float]] | None] = []
-    for id_row, lp_row in zip(id_rows, lp_rows, strict=True):
-        cells = [
-            (token, logprob)
-            for token, logprob in zip(id_row, lp_row, strict=True)
-            if token != TOPK_MASK_TOKEN or logprob != TOPK_MASK_LOGPROB
-        ]
-        rows.append(cells or None)
-    return rows
+def _int32_list(buf: bytes, a: int, b: int) -> list[int]:
+    return read_list(buf, a, b, CODE_I32)
+
+
+def _float32_list(buf: bytes, a: int, b: int) -> list[float]:
+    return read_list(buf, a, b, CODE_F32)
+
+
+def _prompt_logprobs(buf: bytes, a: int, b: int) -> list[float | None]:
+    # WIRE.md §13.6: a prompt position without a logprob travels as NaN.
+    return [None if math.isnan(value) else value for value in _float32_list(buf, a, b)]
+
+
+SAMPLED_SEQUENCE: Final = Message(
+    "SampledSequence",
+    {
+        1: Field("stop_reason", WT_VARINT, read_int32),
+        2: Field("tokens", WT_LEN, _int32_list),
+        3: Field("logprobs", WT_LEN, _float32_list),
+        4: Field("topk_sampled_logprobs", WT_LEN, TOPK_LOGPROBS.read),
+    },
+    _sampled_sequence,
+)
+
+
+def _prompt_alt_tokens(values: dict[str, Any]) -> types.PromptAltTokens:
+    if "tokens" not in values or "logprobs" not in values:
+        raise FieldError("needs both tokens and logprobs")
+    return types.PromptAltTokens(tokens=values["tokens"], logprobs=values["logprobs"])
+
+
+PROMPT_ALT_TOKENS: Final = Message(
+    "PromptAltTokens",
+    {1: Field("tokens", WT_LEN, TENSOR.read), 2: Field("logprobs", WT_LEN, TENSOR.read)},
+    _prompt_alt_tokens,
+)
+
+
+def _sample_response(values: dict[str, Any]) -> types.SampleResponse:
+    return types.SampleResponse(
+        sequences=values.get("sequences", []),
+        prompt_logprobs=values.get("prompt_logprobs"),
+        topk_prompt_logprobs=values.get("topk_prompt_logprobs"),
+        target_prompt_logprobs=values.get("target_prompt_logprobs"),
+        prompt_cache_hit_tokens=values.get("prompt_cache_hit_tokens", 0),
+        prompt_alt_tokens=values.get("prompt_alt_tokens"),
+    )
+
+
+SAMPLE_RESPONSE: Final = Message(
+    "SampleResponse",
+    {
+        1: Field("sequences", WT_LEN, SAMPLED_SEQUENCE.read, LIST),
+        2: Field("prompt_logprobs", WT_LEN, _prompt_logprobs),
+        3: Field("topk_prompt_logprobs", WT_LEN, TOPK_LOGPROBS.read),
+        4: Field("prompt_cache_hit_tokens", WT_VARINT, read_int32),
+        5: Field("target_prompt_logprobs", WT_LEN, TENSOR.read),
+        6: Field("prompt_alt_tokens", WT_LEN, PROMPT_ALT_TOKENS.read),
+    },
+    _sample_response,
+)
+
+
+def decode_sample_response(body: bytes | bytearray | memoryview) -> types.SampleResponse:
+    """Decode a ``SampleResponse`` body (NaN prompt logprobs and top-k padding become None)."""
+    result: types.SampleResponse = decode(body, SAMPLE_RESPONSE)
+    return result

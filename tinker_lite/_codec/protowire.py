@@ -1,9 +1,11 @@
 """Protobuf wire primitives shared by the client codecs and the local server's codecs.
 
-Varints, field keys, length-delimited fields, little-endian packed arrays, the ``Tensor`` and map
-entry readers both sides need, and optional zstd body compression (WIRE.md §13.3, §13.7). No message
-of its own: :mod:`tinker_lite._codec.proto` (client) and ``tinker_lite.local._codecs`` (server)
-build the messages from these pieces.
+Varints, field keys, the field scanner, the :class:`Writer`, optional zstd body compression
+(WIRE.md §13.3, §13.7), and the one reader of every message: :func:`read_message` walks a
+message's fields once and decodes each through the message's table (field number -> name, wire
+type, decoder), so a message is declared, not read by a loop of its own. The ``Tensor`` and
+``SparseCsr`` tables live here (both sides read tensors); :mod:`tinker_lite._codec.proto`
+(client) and ``tinker_lite.local._codecs`` (server) declare the others.
 
 numpy is imported only by the readers and writers of numpy arrays; the dense tensors and the
 sampling results a client reads are decoded into stdlib ``array.array`` stores without it.
@@ -16,11 +18,11 @@ import math
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from tinker_lite import types
-from tinker_lite._errors import WireFormatError
+from tinker_lite._errors import InvalidInputError, WireFormatError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,10 +54,16 @@ __all__ = [
     "K6_LEN",
     "K6_VARINT",
     "K7_LEN",
+    "LIST",
+    "MAP",
     "MAX_FIELD",
+    "ONE",
+    "PACKED",
     "SMALL_VARINTS",
+    "SPARSE_CSR",
     "STOP_REASON_LENGTH",
     "STOP_REASON_STOP",
+    "TENSOR",
     "TOPK_MASK_LOGPROB",
     "TOPK_MASK_TOKEN",
     "U64",
@@ -65,27 +73,38 @@ __all__ = [
     "WT_LEN",
     "WT_SGROUP",
     "WT_VARINT",
+    "Field",
+    "FieldError",
+    "MapEntry",
+    "Message",
     "Writer",
     "as_bytes",
     "as_int32",
     "as_int64",
     "as_uint32",
     "compress",
-    "decode_tensor",
+    "decode",
     "decompress",
     "encode_varint",
-    "expect_wire_type",
     "field_key",
     "iter_fields",
+    "map_field",
     "owned",
     "read_array",
+    "read_bool",
+    "read_bytes",
     "read_double",
-    "read_double_entry",
-    "read_entry",
-    "read_int64s",
+    "read_int32",
+    "read_int64",
+    "read_list",
+    "read_message",
+    "read_packed_int64s",
+    "read_span",
     "read_string",
+    "read_uint32",
     "read_values",
     "read_varint",
+    "read_view",
     "sparse_to_dense",
     "tensor_dtype",
     "widen",
@@ -230,16 +249,29 @@ def iter_fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, in
     """
     pos = start
     while pos < end:
-        key, pos = read_varint(buf, pos, end)
+        # One-byte varints (keys of fields 1-15, small values and lengths) are read inline.
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = read_varint(buf, pos, end)
         field = key >> 3
         wire_type = key & 7
         if field == 0 or field > MAX_FIELD:
             raise WireFormatError(f"protobuf: invalid field number {field}")
         if wire_type == WT_VARINT:
-            value, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
             yield field, WT_VARINT, value, 0
         elif wire_type == WT_LEN:
-            size, pos = read_varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                size = buf[pos]
+                pos += 1
+            else:
+                size, pos = read_varint(buf, pos, end)
             stop = pos + size
             if stop > end:
                 raise WireFormatError(
@@ -293,59 +325,241 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
     return pos
 
 
-def expect_wire_type(wire_type: int, expected: int, where: str) -> None:
-    """Raise WireFormatError unless a known field arrived with its schema's wire type."""
-    if wire_type != expected:
-        raise WireFormatError(f"protobuf: {where} has wire type {wire_type}, expected {expected}")
+# ---------------------------------------------------------------------------------------------
+# The reader: one loop for every message, driven by the message's field table
+# ---------------------------------------------------------------------------------------------
 
 
-def read_string(buf: bytes, a: int, b: int, where: str) -> str:
-    """Decode a proto3 ``string`` payload (UTF-8, validated)."""
+class FieldError(WireFormatError):
+    """A field the reader cannot use; each enclosing message adds its place to ``path``.
+
+    Internal to the codecs: :func:`decode` raises it as the WireFormatError it is.
+    """
+
+    def __init__(self, problem: str, path: str = "") -> None:
+        super().__init__(f"protobuf: {path}: {problem}" if path else f"protobuf: {problem}")
+        self.problem = problem
+        self.path = path
+
+    def within(self, segment: str) -> FieldError:
+        """The same error one level up, inside the field (or map key) ``segment``."""
+        if not self.path:
+            return FieldError(self.problem, segment)
+        joint = "" if self.path.startswith("[") else "."
+        return FieldError(self.problem, f"{segment}{joint}{self.path}")
+
+
+# How the occurrences of a field combine: the last one wins (a oneof member: into the oneof, as
+# ``(name, value)``); each is appended; a repeated int64 packed or not; map entries.
+ONE: Final = 0
+LIST: Final = 1
+PACKED: Final = 2
+MAP: Final = 3
+
+
+class Field(NamedTuple):
+    """One row of a message table: the field's name, wire type and decoder.
+
+    ``read(buf, a, b)`` decodes one occurrence: for a varint ``a`` is its value, for the other
+    wire types ``buf[a:b]`` is the payload. ``kind`` says how occurrences combine (ONE, LIST,
+    PACKED, MAP: ``read`` then returns a ``(key, value)`` entry); ``oneof`` names the oneof the
+    field belongs to.
+    """
+
+    name: str
+    wire_type: int
+    read: Callable[[bytes, int, int], Any]
+    kind: int = ONE
+    oneof: str | None = None
+
+
+def _fields_of(values: dict[str, Any]) -> dict[str, Any]:
+    return values
+
+
+class Message(NamedTuple):
+    """A message table (field number -> Field) and what to build from the fields read."""
+
+    name: str
+    fields: Mapping[int, Field]
+    build: Callable[[dict[str, Any]], Any] = _fields_of
+
+    def read(self, buf: bytes, start: int, end: int) -> Any:
+        """Read this message from ``buf[start:end]`` and build its value."""
+        values = read_message(buf, start, end, self)
+        try:
+            return self.build(values)
+        except InvalidInputError as exc:  # a model's constructor refused what was read
+            raise FieldError(str(exc)) from exc
+
+
+def read_message(buf: bytes, start: int, end: int, message: Message) -> dict[str, Any]:
+    """Read the fields of ``message`` in ``buf[start:end]``: a dict of the fields present.
+
+    Fields the table does not know are skipped (a newer peer may add some). A known field with
+    another wire type, or a value its decoder refuses, raises FieldError naming its path.
+    """
+    values: dict[str, Any] = {}
+    table = message.fields
+    for number, wire_type, a, b in iter_fields(buf, start, end):
+        field = table.get(number)
+        if field is None:
+            continue
+        name, expected, read, kind, oneof = field
+        try:
+            if wire_type != expected:
+                if kind != PACKED or wire_type != WT_VARINT:
+                    raise FieldError(f"has wire type {wire_type}, expected {expected}")
+                values.setdefault(name, []).append(as_int64(a))  # a repeated int64, unpacked
+                continue
+            if kind == ONE:
+                if oneof is None:
+                    values[name] = read(buf, a, b)
+                else:
+                    values[oneof] = (name, read(buf, a, b))
+            elif kind == LIST:
+                values.setdefault(name, []).append(read(buf, a, b))
+            elif kind == PACKED:
+                values.setdefault(name, []).extend(read(buf, a, b))
+            else:
+                key, value = read(buf, a, b)
+                values.setdefault(name, {})[key] = value
+        except FieldError as exc:
+            index = f"[{len(values.get(name, ()))}]" if kind == LIST else ""
+            raise exc.within(name + index) from None
+    return values
+
+
+def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
+    """Read a whole body as ``message``; WireFormatError naming the path of a bad field."""
+    buf = as_bytes(body)
     try:
-        return buf[a:b].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WireFormatError(f"protobuf: {where} is not valid UTF-8") from exc
+        return message.read(buf, 0, len(buf))
+    except FieldError as exc:
+        raise WireFormatError(str(exc.within(message.name))) from exc.__cause__
 
 
-def read_double(buf: bytes, a: int) -> float:
-    """Decode a ``double`` (fixed64, little-endian) payload."""
+class MapEntry(NamedTuple):
+    """The decoder of a ``map<string, V>`` entry ``{key = 1; value = 2}`` (``value.read`` for V).
+
+    An entry without a value holds V's default (proto3): ``default`` for a scalar, the message
+    read from no bytes for a message. Errors in the value name its key.
+    """
+
+    value: Field
+    default: Any = None
+
+    def read(self, buf: bytes, start: int, end: int) -> tuple[str, Any]:
+        """Read one entry: its key and its value."""
+        entry = read_message(buf, start, end, _ENTRIES[self.value.wire_type])
+        key: str = entry.get("key", "")
+        found: tuple[int, int] | None = entry.get("value")
+        if found is None:
+            if self.value.wire_type != WT_LEN:
+                return key, self.default
+            found = (end, end)
+        try:
+            return key, self.value.read(buf, *found)
+        except FieldError as exc:
+            raise exc.within(f"[{key!r}]") from None
+
+
+def map_field(name: str, value: Field, default: Any = None) -> Field:
+    """The table row of a ``map<string, V>`` field: entries whose values ``value`` decodes."""
+    return Field(name, WT_LEN, MapEntry(value, default).read, MAP)
+
+
+# Decoders of scalar fields, for the tables: (buf, a, b) -> value.
+
+
+def read_int32(buf: bytes, a: int, b: int) -> int:
+    """An ``int32`` (or enum): the low 32 bits of the varint, signed, like protobuf."""
+    return as_int32(a)
+
+
+def read_int64(buf: bytes, a: int, b: int) -> int:
+    return as_int64(a)
+
+
+def read_uint32(buf: bytes, a: int, b: int) -> int:
+    return as_uint32(a)
+
+
+def read_bool(buf: bytes, a: int, b: int) -> bool:
+    return a != 0
+
+
+def read_double(buf: bytes, a: int, b: int = 0) -> float:
+    """A ``double`` (fixed64, little-endian)."""
     value: float = DOUBLE.unpack_from(buf, a)[0]
     return value
 
 
-def read_int64s(buf: bytes, wire_type: int, a: int, b: int, *, into: list[int], where: str) -> None:
-    """Append a ``repeated int64`` occurrence, packed or not (parsers must accept both)."""
-    if wire_type == WT_VARINT:
-        into.append(as_int64(a))
-        return
-    expect_wire_type(wire_type, WT_LEN, where)
+def read_string(buf: bytes, a: int, b: int) -> str:
+    """A proto3 ``string`` (UTF-8, validated)."""
+    try:
+        return buf[a:b].decode("utf-8")
+    except UnicodeDecodeError:
+        raise FieldError("is not valid UTF-8") from None
+
+
+def read_bytes(buf: bytes, a: int, b: int) -> bytes:
+    return buf[a:b]
+
+
+def read_span(buf: bytes, a: int, b: int) -> tuple[int, int]:
+    """Where a field's payload is, to decode it later (a map's value, once its key is known)."""
+    return a, b
+
+
+def read_view(buf: bytes, a: int, b: int) -> memoryview:
+    """A ``bytes`` field holding an array, as a view of the body (read once its dtype is known)."""
+    return memoryview(buf)[a:b]
+
+
+def read_packed_int64s(buf: bytes, a: int, b: int) -> list[int]:
+    """A packed ``repeated int64`` (the reader also takes it unpacked: kind PACKED)."""
+    values = []
     pos = a
     while pos < b:
         value, pos = read_varint(buf, pos, b)
-        into.append(as_int64(value))
+        values.append(as_int64(value))
+    return values
 
 
-def read_array(buf: bytes, a: int, b: int, dtype: np.dtype[Any], where: str) -> npt.NDArray[Any]:
-    """Return ``buf[a:b]`` as a read-only little-endian array view (no copy)."""
+# The map entries: the key, and where the value is (its decoder runs once the key is known).
+_ENTRIES: Final = {
+    wire_type: Message(
+        "entry", {1: Field("key", WT_LEN, read_string), 2: Field("value", wire_type, read_span)}
+    )
+    for wire_type in (WT_LEN, WT_I64)
+}
+
+
+def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -> npt.NDArray[Any]:
+    """Return little-endian values as a read-only numpy array over ``view`` (no copy)."""
     import numpy as np
 
-    size = b - a
-    if size % dtype.itemsize:
-        raise WireFormatError(
-            f"protobuf: {where} has {size} bytes, not a multiple of {dtype.itemsize}"
-        )
-    return np.frombuffer(buf, dtype=dtype, count=size // dtype.itemsize, offset=a)
+    if len(view) % dtype.itemsize:
+        raise FieldError(f"has {len(view)} bytes, not a multiple of {dtype.itemsize}", name)
+    return np.frombuffer(view, dtype=dtype)
 
 
-def read_values(buf: bytes, a: int, b: int, code: str, where: str) -> array[Any]:
-    """Return ``buf[a:b]``, little-endian values of typecode ``code``, as a new stdlib array."""
+def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
+    """Return ``buf[a:b]``, 4-byte little-endian values of typecode ``code``, as a Python list."""
+    view = memoryview(buf)[a:b]
+    if len(view) % 4 or _BIG_ENDIAN:
+        return read_values(view, code).tolist()  # a partial value's error, or a byte swap
+    values: list[Any] = view.cast("i" if code == "i" else "f").tolist()
+    return values
+
+
+def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[Any]:
+    """Return little-endian values of typecode ``code`` as a new stdlib array (no numpy)."""
     values = array(code)
-    size = b - a
-    if size % values.itemsize:
-        raise WireFormatError(
-            f"protobuf: {where} has {size} bytes, not a multiple of {values.itemsize}"
-        )
-    values.frombytes(memoryview(buf)[a:b])
+    if len(view) % values.itemsize:
+        raise FieldError(f"has {len(view)} bytes, not a multiple of {values.itemsize}", name)
+    values.frombytes(view)
     if _BIG_ENDIAN:  # pragma: no cover - the wire is little-endian
         values.byteswap()
     return values
@@ -445,71 +659,18 @@ K7_LEN: Final = field_key(7, WT_LEN)
 BOOL_TRUE: Final = b"\x01"
 
 
-def read_entry(
-    buf: bytes, start: int, end: int, where: str, value_type: int
-) -> tuple[str, tuple[int, int] | None]:
-    """Read a map entry ``{string key = 1; value = 2}``: its key and its value's payload range.
+# ---------------------------------------------------------------------------------------------
+# Tensor and SparseCsr (WIRE.md §13.7): read by both sides
+# ---------------------------------------------------------------------------------------------
 
-    The range is None when the entry has no value (proto3: the value's default).
-    """
-    name = ""
-    value: tuple[int, int] | None = None
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where} key")
-            name = read_string(buf, a, b, f"{where} key")
-        elif field == 2:
-            expect_wire_type(wire_type, value_type, f"{where}[{name!r}]")
-            value = (a, b)
-    return name, value
-
-
-def read_double_entry(buf: bytes, start: int, end: int, where: str) -> tuple[str, float]:
-    name, value = read_entry(buf, start, end, where, WT_I64)
-    return name, 0.0 if value is None else read_double(buf, value[0])
-
-
-def decode_tensor(buf: bytes, start: int, end: int, where: str) -> types.TensorData:
-    dense: tuple[int, int] | None = None
-    sparse: tuple[int, int] | None = None
-    code = DTYPE_UNSPECIFIED
-    shape: list[int] = []
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.dense")
-            dense, sparse = (a, b), None
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr")
-            sparse, dense = (a, b), None
-        elif field == 3:
-            expect_wire_type(wire_type, WT_VARINT, f"{where}.dtype")
-            code = as_int32(a)
-        elif field == 4:
-            read_int64s(buf, wire_type, a, b, into=shape, where=f"{where}.shape")
-    if any(dim < 0 for dim in shape):
-        raise WireFormatError(f"protobuf: {where}.shape {shape} has a negative dimension")
-    if sparse is None and code in _STDLIB_CODES:
-        # The usual result tensors: read into a stdlib array, without numpy.
-        stdlib_code, dtype_name = _STDLIB_CODES[code]
-        stored = read_values(buf, *(dense or (end, end)), stdlib_code, f"{where}.dense")
-        if shape and math.prod(shape) != len(stored):
-            raise WireFormatError(
-                f"protobuf: {where}.shape {shape} does not match its {len(stored)} values"
-            )
-        if code == DTYPE_INT32:
-            stored = array(CODE_I64, stored)
-        return types.TensorData._trusted(stored, dtype_name, shape or None)
-    wire_dtype, dtype_name = tensor_dtype(code, where)
-    if sparse is not None:
-        values = sparse_to_dense(buf, sparse, wire_dtype, shape, where)
-    else:
-        values = read_array(buf, *(dense or (end, end)), wire_dtype, f"{where}.dense")
-        if shape and math.prod(shape) != values.size:
-            raise WireFormatError(
-                f"protobuf: {where}.shape {shape} does not match its {values.size} values"
-            )
-    return types.TensorData._trusted(owned(widen(values, code)), dtype_name, shape or None)
-
+SPARSE_CSR: Final = Message(
+    "SparseCsr",
+    {
+        1: Field("values", WT_LEN, read_view),
+        2: Field("crow_indices", WT_LEN, read_view),
+        3: Field("col_indices", WT_LEN, read_view),
+    },
+)
 
 # Wire dtypes read without numpy: the stdlib typecode and the dtype they are reported as.
 _STDLIB_CODES: Final[dict[int, tuple[str, types.TensorDtype]]] = {
@@ -519,7 +680,44 @@ _STDLIB_CODES: Final[dict[int, tuple[str, types.TensorDtype]]] = {
 }
 
 
-def tensor_dtype(code: int, where: str) -> tuple[np.dtype[Any], types.TensorDtype]:
+def _tensor(values: dict[str, Any]) -> types.TensorData:
+    kind, encoding = values.get("encoding", ("dense", b""))
+    code: int = values.get("dtype", DTYPE_UNSPECIFIED)
+    shape: list[int] = values.get("shape", [])
+    if any(dim < 0 for dim in shape):
+        raise FieldError(f"shape {shape} has a negative dimension")
+    if kind == "dense" and code in _STDLIB_CODES:
+        # The usual result tensors: read into a stdlib array, without numpy.
+        stdlib_code, dtype_name = _STDLIB_CODES[code]
+        stored = read_values(encoding, stdlib_code, "dense")
+        if shape and math.prod(shape) != len(stored):
+            raise FieldError(f"shape {shape} does not match its {len(stored)} values")
+        if code == DTYPE_INT32:
+            stored = array(CODE_I64, stored)
+        return types.TensorData._trusted(stored, dtype_name, shape or None)
+    wire_dtype, dtype_name = tensor_dtype(code)
+    if kind == "sparse_csr":
+        dense = sparse_to_dense(encoding, wire_dtype, shape)
+    else:
+        dense = read_array(encoding, wire_dtype, "dense")
+        if shape and math.prod(shape) != dense.size:
+            raise FieldError(f"shape {shape} does not match its {dense.size} values")
+    return types.TensorData._trusted(owned(widen(dense, code)), dtype_name, shape or None)
+
+
+TENSOR: Final = Message(
+    "Tensor",
+    {
+        1: Field("dense", WT_LEN, read_view, oneof="encoding"),
+        2: Field("sparse_csr", WT_LEN, SPARSE_CSR.read, oneof="encoding"),
+        3: Field("dtype", WT_VARINT, read_int32),
+        4: Field("shape", WT_LEN, read_packed_int64s, PACKED),
+    },
+    _tensor,
+)
+
+
+def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
     # WIRE.md §13.6: int32 is reported as int64 and bfloat16 widened to float32.
     if code == DTYPE_FLOAT32:
         return __getattr__("F32"), "float32"
@@ -529,7 +727,7 @@ def tensor_dtype(code: int, where: str) -> tuple[np.dtype[Any], types.TensorDtyp
         return __getattr__("I32"), "int64"
     if code == DTYPE_BFLOAT16:
         return __getattr__("U16"), "float32"
-    raise WireFormatError(f"protobuf: {where}.dtype {DTYPE_NAMES.get(code, code)} is not usable")
+    raise FieldError(f"dtype {DTYPE_NAMES.get(code, code)} is not usable")
 
 
 def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
@@ -544,27 +742,16 @@ def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
 
 
 def sparse_to_dense(
-    buf: bytes, rng: tuple[int, int], wire_dtype: np.dtype[Any], shape: list[int], where: str
+    csr: dict[str, memoryview], wire_dtype: np.dtype[Any], shape: list[int]
 ) -> npt.NDArray[Any]:
-    values_range = crow_range = col_range = (rng[1], rng[1])
-    for field, wire_type, a, b in iter_fields(buf, *rng):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.values")
-            values_range = (a, b)
-        elif field == 2:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.crow_indices")
-            crow_range = (a, b)
-        elif field == 3:
-            expect_wire_type(wire_type, WT_LEN, f"{where}.sparse_csr.col_indices")
-            col_range = (a, b)
-    values = read_array(buf, *values_range, wire_dtype, f"{where}.sparse_csr.values")
+    values = read_array(csr.get("values", b""), wire_dtype, "sparse_csr.values")
     int64 = __getattr__("I64")
-    crow = read_array(buf, *crow_range, int64, f"{where}.sparse_csr.crow_indices")
-    col = read_array(buf, *col_range, int64, f"{where}.sparse_csr.col_indices")
+    crow = read_array(csr.get("crow_indices", b""), int64, "sparse_csr.crow_indices")
+    col = read_array(csr.get("col_indices", b""), int64, "sparse_csr.col_indices")
     try:
         return types._csr_to_dense(values, crow, col, shape)
     except ValueError as exc:
-        raise WireFormatError(f"protobuf: {where}: {exc}") from None
+        raise FieldError(str(exc)) from None
 
 
 def owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:

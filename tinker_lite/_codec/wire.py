@@ -1,16 +1,22 @@
 """The one converter between tinker_lite models and the wire's JSON.
 
+cattrs maps the models: it generates the structure and unstructure function of each attrs
+model (``make_dict_structure_fn`` / ``make_dict_unstructure_fn_from_attrs``), on a converter
+that starts from ``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its
+own rules, each saying why cattrs cannot do it: tensors, base64 bytes, datetimes, JSON types
+that must not be coerced, enums that keep new values, and the None rule of WIRE.md §P.1.
+
 Encoding follows the tinker_lite profile (WIRE.md §P.1-P.2): every field whose value is not None
 is sent (``type`` discriminators included), ``null`` never is, image bytes travel as base64,
 float32 tensors as values that parse back to the same float32 numbers, NaN/Inf are rejected
 before sending. With orjson installed (the ``fast`` extra) numpy arrays are written directly;
 otherwise the stdlib ``json`` module is used. numpy is imported only for numpy values and
-float32 tensors (their shortest float32 text); token ids and int64 values built from lists are
-written without it. Decoding is lenient by default (unknown keys
-ignored, new enum values kept) and strict on request (unknown keys rejected).
+float32 tensors (their shortest float32 text).
 
-Size: about 800 lines, because encoding and the strict/lenient structuring hooks form one
-converter configured once (STYLE.md practice 9); splitting it would split that configuration.
+Decoding is lenient by default (unknown keys ignored, new enum values kept, a null read as an
+absent key) and strict on request (cattrs' ``forbid_extra_keys``; unknown values refused). The
+fast path runs functions generated without detailed validation; only when one fails is the
+value read again with detailed validation, whose exception group names the path of the error.
 
 This module never does HTTP.
 """
@@ -18,23 +24,29 @@ This module never does HTTP.
 from __future__ import annotations
 
 import base64
-import contextvars
 import enum
 import functools
 import json
-import math
 import re
 import reprlib
 import sys
-import types as _pytypes
 import typing
 from array import array
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import cattrs
+from cattrs.cols import list_structure_factory
+from cattrs.disambiguators import create_default_dis_func
+from cattrs.fns import identity
+from cattrs.gen import (
+    make_dict_structure_fn,
+    make_dict_unstructure_fn_from_attrs,
+    override,
+)
+from cattrs.preconf.json import make_converter
 
 from tinker_lite import types
 from tinker_lite._errors import InvalidInputError, RequestErrorCategory, WireFormatError
@@ -55,102 +67,68 @@ T = TypeVar("T")
 # Read at call time, so tests and benchmarks can switch the fast path off.
 _orjson: Any = _orjson_module
 
+_NONE = type(None)
+
+
+def _is_model(cls: Any, name: str) -> bool:
+    """Whether ``cls`` is the model ``types.<name>`` (imports its module only on a name match)."""
+    return getattr(cls, "__name__", None) == name and getattr(types, name) is cls
+
+
+def _admits_none(tp: Any) -> bool:
+    return tp is Any or (_is_union(tp) and _NONE in typing.get_args(tp))
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, type(int | str))
+
+
 # ---------------------------------------------------------------------------------------------
-# Unstructure (models -> JSON-able values)
+# Unstructure hooks (models -> JSON-able values)
 # ---------------------------------------------------------------------------------------------
 
 
 def _format_datetime(value: datetime) -> str:
-    # WIRE.md §11.3: UTC with a `Z` suffix, microseconds only when non-zero.
+    # Hook: WIRE.md §11.3 wants UTC with a `Z` suffix, preconf's isoformat() keeps the offset.
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     spec = "microseconds" if value.microsecond else "seconds"
     return value.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
 
 
-def _finite_float(value: float, field: str) -> float:
-    if not math.isfinite(value):
-        raise InvalidInputError(
-            field, f"is {value!r}", "JSON cannot carry NaN or Infinity; send a finite number"
-        )
-    return value
-
-
-def _value(value: Any, field: str) -> Any:
-    """Unstructure one value; numpy arrays are left in place for the encoder."""
-    kind = type(value)
-    if kind is str or kind is int or kind is bool:
-        return value
-    if kind is float:
-        return _finite_float(value, field)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return _finite_float(float(value), field)
-    if attrs.has(kind):
-        return _converter.unstructure(value)
-    if isinstance(value, (list, tuple)):
-        return [_value(item, f"{field}[{index}]") for index, item in enumerate(value)]
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise InvalidInputError(field, f"keys must be strings, got {key!r}")
-            out[key] = _value(item, f"{field}[{key!r}]")
-        return out
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, datetime):
-        return _format_datetime(value)
-    np = sys.modules.get("numpy")  # a value can be a numpy object only once numpy is loaded
-    if np is not None and isinstance(value, np.generic):
-        return _value(value.item(), field)
-    if np is not None and isinstance(value, np.ndarray):
-        return _array_value(value, field)
+def _finite_float(value: float) -> float:
+    # Hook: JSON cannot carry NaN/Infinity (orjson would write null), so they are refused.
+    if value - value == 0.0:
+        return value if value.__class__ is float else float(value)
     raise InvalidInputError(
-        field,
-        f"cannot be sent as JSON: {type(value).__name__}",
-        "use numbers, strings, lists, dicts",
+        "value", f"is {value!r}", "JSON cannot carry NaN or Infinity; send a finite number"
     )
 
 
-def _array_value(arr: npt.NDArray[Any], field: str) -> npt.NDArray[Any]:
-    import numpy as np
-
-    if arr.dtype.kind == "f":
-        arr = np.ascontiguousarray(arr, dtype=np.float32)
-        _check_finite(arr, field)
-    elif arr.dtype.kind in "iub":
-        arr = np.ascontiguousarray(arr, dtype=np.int64)
-    else:
-        raise InvalidInputError(field, f"unsupported dtype {arr.dtype}")
-    return arr
+def _base64_text(value: bytes | bytearray | memoryview) -> str:
+    # Hook: the wire carries bytes (images) as standard base64, preconf writes base85.
+    return base64.b64encode(bytes(value)).decode("ascii")
 
 
-def _check_finite(arr: npt.NDArray[Any], field: str) -> None:
+def _check_finite(arr: npt.NDArray[Any]) -> None:
     import numpy as np
 
     if arr.size and not bool(np.isfinite(arr).all()):
         position = int(np.flatnonzero(~np.isfinite(arr))[0])
         raise InvalidInputError(
-            field,
+            "TensorData.data",
             f"holds {float(arr.flat[position])!r} at position {position}",
             "JSON cannot carry NaN or Infinity; replace or mask those values",
         )
 
 
-def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
+def _unstructure_tensor(tensor: types.TensorData) -> dict[str, Any]:
+    # Hook: the values live in a stdlib or numpy store, not in an attribute cattrs could read;
+    # float32 values go to the encoder as an array (orjson writes it, or _float32_values).
     data: Any = tensor._values
     if tensor.dtype == "float32":
-        # Written by _float32_values (numpy) for the shortest text of each float32.
         data = tensor._numpy
-        _check_finite(data, field)
+        _check_finite(data)
     elif isinstance(data, array):
         data = data.tolist()  # int64 values built from a list: written without numpy
     out: dict[str, Any] = {"data": data, "dtype": tensor.dtype}
@@ -162,98 +140,101 @@ def _unstructure_tensor(tensor: types.TensorData, field: str) -> dict[str, Any]:
     return out
 
 
-def _unstructure_chunk(chunk: types.ModelInputChunk) -> dict[str, Any]:
-    if isinstance(chunk, types.EncodedTextChunk):
-        ids = chunk._current_ids()  # written as a list of ints, like `tokens`
-        if ids is None or isinstance(ids, array):
-            return {"tokens": chunk.tokens, "type": "encoded_text"}
-        return {"tokens": ids, "type": "encoded_text"}
-    return _unstructure_attrs_generic(chunk)
+def _unstructure_text_chunk(chunk: types.EncodedTextChunk) -> dict[str, Any]:
+    # Hook: the ids live in an int32 store; cattrs would read `tokens`, which copies them into a
+    # list kept on the chunk. numpy ids go to the encoder as they are.
+    ids = chunk._current_ids()
+    if ids is None or isinstance(ids, array):
+        return {"tokens": chunk.tokens, "type": "encoded_text"}
+    return {"tokens": ids, "type": "encoded_text"}
 
 
-def _unstructure_model_input(model_input: types.ModelInput) -> dict[str, Any]:
-    return {"chunks": [_unstructure_chunk(chunk) for chunk in model_input.chunks]}
+def _array_value(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    import numpy as np
+
+    if arr.dtype.kind == "f":
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        _check_finite(arr)
+    elif arr.dtype.kind in "iub":
+        arr = np.ascontiguousarray(arr, dtype=np.int64)
+    else:
+        raise InvalidInputError("value", f"unsupported dtype {arr.dtype}")
+    return arr
 
 
-def _unstructure_datum(datum: types.Datum, prefix: str = "") -> dict[str, Any]:
-    inputs = {
-        key: _unstructure_tensor(tensor, f"{prefix}loss_fn_inputs[{key!r}]")
-        for key, tensor in datum.loss_fn_inputs.items()
-    }
-    return {"loss_fn_inputs": inputs, "model_input": _unstructure_model_input(datum.model_input)}
+def _unstructure_other(cls: Any) -> Callable[[Any], Any]:
+    """The hook for a type no other hook takes: JSON scalars, numpy values, or a refusal.
 
+    Hook: numpy arrays are left for the encoder (orjson writes them; stdlib json gets float32
+    text) and numpy scalars become Python numbers; anything else cannot be sent.
+    """
+    if not isinstance(cls, type) or cls in (int, bool, _NONE):
+        return identity
+    if issubclass(cls, (bytearray, memoryview)):
+        return _base64_text
+    np = sys.modules.get("numpy")  # a value can be a numpy object only once numpy is loaded
+    if np is not None and issubclass(cls, np.ndarray):
+        return _array_value
+    if np is not None and issubclass(cls, np.generic):
+        return lambda value: _converter.unstructure(value.item())
+    name = cls.__name__
 
-def _unstructure_fb_input(fb_input: types.ForwardBackwardInput) -> dict[str, Any]:
-    # WIRE.md §P.1: a non-finite value is reported with its datum index and key.
-    data = [
-        _unstructure_datum(datum, f"data[{index}].") for index, datum in enumerate(fb_input.data)
-    ]
-    out: dict[str, Any] = {"data": data, "loss_fn": fb_input.loss_fn}
-    if fb_input.loss_fn_config is not None:
-        out["loss_fn_config"] = _value(fb_input.loss_fn_config, "loss_fn_config")
-    return out
+    def refuse(value: Any) -> Any:
+        raise InvalidInputError(
+            "value", f"cannot be sent as JSON: {name}", "use numbers, strings, lists, dicts"
+        )
 
-
-_FIELD_NAMES: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
-
-
-def _unstructure_attrs_generic(obj: Any) -> dict[str, Any]:
-    cls = type(obj)
-    spec = _FIELD_NAMES.get(cls)
-    if spec is None:
-        names = tuple(field.name for field in attrs.fields(cls))
-        nullable: frozenset[str] = getattr(cls, "_wire_nullable", frozenset())
-        spec = _FIELD_NAMES[cls] = (names, nullable)
-    names, nullable = spec
-    out: dict[str, Any] = {}
-    for name in names:
-        value = getattr(obj, name)
-        if value is None:
-            # WIRE.md §P.1: null is never sent, except on the hand-built bodies that need it.
-            if name in nullable:
-                out[name] = None
-            continue
-        out[name] = _value(value, name)
-    return out
+    return refuse
 
 
 # By class name: the models are looked up (and their modules imported) only when one is met.
-_SPECIAL_UNSTRUCTURE: dict[str, Callable[[Any], Any]] = {
-    "TensorData": lambda tensor: _unstructure_tensor(tensor, "TensorData.data"),
-    "ModelInput": _unstructure_model_input,
-    "EncodedTextChunk": _unstructure_chunk,
-    "Datum": _unstructure_datum,
-    "ForwardBackwardInput": _unstructure_fb_input,
+_SPECIAL_UNSTRUCTURE: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "TensorData": _unstructure_tensor,
+    "EncodedTextChunk": _unstructure_text_chunk,
 }
 
 
-def _is_model(cls: Any, name: str) -> bool:
-    """Whether ``cls`` is the model ``types.<name>`` (imports its module only on a name match)."""
-    return getattr(cls, "__name__", None) == name and getattr(types, name) is cls
+# The keys a model sends, in the wire's order, where that is not its fields' order: a Datum
+# writes loss_fn_inputs first (WIRE.md §2.2); its provenance spans travel in protobuf only.
+_WIRE_KEYS: dict[str, tuple[str, ...]] = {"Datum": ("loss_fn_inputs", "model_input")}
 
 
-def _unstructure_factory(cls: type) -> Callable[[Any], Any]:
+def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[Any], Any]:
     special = _SPECIAL_UNSTRUCTURE.get(cls.__name__)
     if special is not None and _is_model(cls, cls.__name__):
         return special
-    return _unstructure_attrs_generic
+    attrs.resolve_types(cls)
+    fields = attrs.fields_dict(cls)
+    keys = _WIRE_KEYS.get(cls.__name__)
+    if keys is None or not _is_model(cls, cls.__name__):
+        keys = tuple(fields)
+    sent = [fields[key] for key in keys]
+    generated: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn_from_attrs(
+        sent, cls, conv, _cattrs_include_init_false=True
+    )
+    # Hook: WIRE.md §P.1 sends every field that is not None, in class order, and null never
+    # (but on the few bodies that need it). cattrs' omit_if_default compares with the default
+    # (0.38 sends defaults) and moves the omitted fields after the others.
+    nullable: frozenset[str] = getattr(cls, "_wire_nullable", frozenset())
+    omitted = tuple(
+        field.name for field in sent if _admits_none(field.type) and field.name not in nullable
+    )
+    if not omitted:
+        return generated
+
+    def unstructure_model(obj: Any) -> dict[str, Any]:
+        out: dict[str, Any] = generated(obj)
+        for name in omitted:
+            if out[name] is None:
+                del out[name]
+        return out
+
+    return unstructure_model
 
 
 # ---------------------------------------------------------------------------------------------
-# Structure (JSON values -> models)
+# Structure hooks (JSON values -> models)
 # ---------------------------------------------------------------------------------------------
-
-
-class _PathError(Exception):
-    """A decoding failure, with the path to the offending value."""
-
-    def __init__(self, message: str, path: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.message = message
-        self.path = path
-
-    def at(self, segment: str) -> _PathError:
-        return _PathError(self.message, (segment, *self.path))
 
 
 _PREVIEW = reprlib.Repr()
@@ -268,434 +249,334 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _guard(segment: str, value: Any, tp: Any) -> Any:
-    try:
-        return _converter.structure(value, tp)
-    except _PathError as exc:
-        raise exc.at(segment) from exc.__cause__
-    except (InvalidInputError, WireFormatError, ValueError, TypeError, KeyError) as exc:
-        raise _PathError(str(exc)).at(segment) from exc
+# Hooks of the JSON scalars: preconf would coerce (int("8") == 8, str(5) == "5", bool("no")),
+# the wire reads a value only when JSON gave it the declared type.
 
 
-def _struct_str(value: Any, tp: Any) -> str:
-    if tp is not str and _is_enum(tp):
-        # A str enum reaches the str hook (class hooks match subclasses): read it as an enum.
-        result: str = _enum_hook(tp)(value, tp)
-        return result
-    if not isinstance(value, str):
-        raise _PathError(f"expected a string, got {_describe(value)}")
-    return value
-
-
-def _struct_int(value: Any, _: Any) -> int:
-    if type(value) is int:
+def _structure_int(value: Any, _: Any) -> int:
+    if value.__class__ is int:
         return value
-    if isinstance(value, float) and value.is_integer():
+    if value.__class__ is float and value.is_integer():
         return int(value)
-    raise _PathError(f"expected an integer, got {_describe(value)}")
+    raise WireFormatError(f"expected an integer, got {_describe(value)}")
 
 
-def _struct_float(value: Any, _: Any) -> float:
-    if type(value) is float or (type(value) is int):
+def _structure_float(value: Any, _: Any) -> float:
+    if value.__class__ is float or value.__class__ is int:
         return float(value)
-    raise _PathError(f"expected a number, got {_describe(value)}")
+    raise WireFormatError(f"expected a number, got {_describe(value)}")
 
 
-def _struct_bool(value: Any, _: Any) -> bool:
-    if type(value) is bool:
+def _structure_bool(value: Any, _: Any) -> bool:
+    if value.__class__ is bool:
         return value
-    raise _PathError(f"expected true or false, got {_describe(value)}")
+    raise WireFormatError(f"expected true or false, got {_describe(value)}")
 
 
-def _struct_any(value: Any, _: Any) -> Any:
-    return value
+def _structure_str(value: Any, tp: Any, *, strict: bool) -> Any:
+    if tp is not str:
+        # A str enum reaches the str hook (cattrs dispatches classes along their MRO).
+        return _structure_enum(value, tp, strict=strict)
+    if value.__class__ is str or isinstance(value, str):
+        return value
+    raise WireFormatError(f"expected a string, got {_describe(value)}")
 
 
-def _struct_bytes(value: Any, _: Any) -> Any:
-    # Models decode base64 text themselves (ImageChunk.data).
+def _structure_enum(value: Any, cls: type[enum.Enum], *, strict: bool) -> Any:
+    # Hook: new values are kept when reading leniently (WIRE.md §3.6/§12), refused strictly;
+    # preconf would call cls(value) either way.
+    known = cls._value2member_map_
+    if not isinstance(value, str):
+        raise WireFormatError(f"expected one of {sorted(known)}, got {_describe(value)}")
+    if cls is RequestErrorCategory:
+        # WIRE.md §3.7: lower-case on the wire; capitalised forms are read too.
+        if strict and value.lower() not in known:
+            raise WireFormatError(f"expected one of {sorted(known)}, got {value!r}")
+        return RequestErrorCategory.parse(value)
+    if strict and value not in known:
+        raise WireFormatError(f"expected one of {sorted(known)}, got {value!r}")
+    return cls(value)
+
+
+def _structure_base64(value: Any, _: Any) -> Any:
+    # Hook: bytes travel as base64 text, which the model decodes (ImageChunk.data); preconf
+    # reads base85.
     if isinstance(value, (str, bytes)):
         return value
-    raise _PathError(f"expected base64 text, got {_describe(value)}")
+    raise WireFormatError(f"expected base64 text, got {_describe(value)}")
 
 
 _FRACTION = re.compile(r"\.(\d+)")
 
 
-def _struct_datetime(value: Any, _: Any) -> datetime:
+def _structure_datetime(value: Any, _: Any) -> datetime:
+    # Hook: the service writes `Z` and any number of fraction digits (Python 3.10's
+    # fromisoformat takes neither), or seconds since the epoch.
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             return datetime.fromtimestamp(value, tz=timezone.utc)
         except (OverflowError, OSError, ValueError):
-            raise _PathError(f"timestamp {_describe(value)} is out of range") from None
+            raise WireFormatError(f"timestamp {_describe(value)} is out of range") from None
     if not isinstance(value, str):
-        raise _PathError(f"expected an ISO-8601 datetime, got {_describe(value)}")
+        raise WireFormatError(f"expected an ISO-8601 datetime, got {_describe(value)}")
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
-    # Python 3.10's fromisoformat accepts only 3 or 6 fraction digits.
     text = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], text, count=1)
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        raise _PathError(f"expected an ISO-8601 datetime, got {_describe(value)}") from None
-
-
-def _struct_tensor(value: Any, _: Any) -> types.TensorData:
-    if not isinstance(value, Mapping):
-        raise _PathError(f"expected a tensor object, got {_describe(value)}")
-    if _strict.get() and value.keys() - _TENSOR_KEYS:
-        raise _PathError(f"unknown keys {sorted(value.keys() - _TENSOR_KEYS)}")
-    if "data" not in value or "dtype" not in value:
-        raise _PathError("a tensor needs 'data' and 'dtype'")
-    data = value["data"]
-    shape = value.get("shape")
-    if value.get("sparse_crow_indices") is not None:
-        _check_sparse_shape(value)
-        # WIRE.md §13.3: kept sparse, as the official SDK does; to_numpy() densifies.
-        return types.TensorData(
-            data=data,
-            dtype=value["dtype"],
-            shape=shape,
-            sparse_crow_indices=value["sparse_crow_indices"],
-            sparse_col_indices=value.get("sparse_col_indices"),
-        )
-    return types.TensorData(data=data, dtype=value["dtype"], shape=shape)
+        raise WireFormatError(f"expected an ISO-8601 datetime, got {_describe(value)}") from None
 
 
 _TENSOR_KEYS = frozenset({"data", "dtype", "shape", "sparse_crow_indices", "sparse_col_indices"})
 
 
-def _check_sparse_shape(value: Mapping[str, Any]) -> None:
-    # WIRE.md §13.3: a sparse CSR tensor carries nnz values, row pointers and column indices.
-    shape = value.get("shape")
-    if not isinstance(shape, list) or len(shape) != 2 or any(type(d) is not int for d in shape):
-        raise _PathError("a sparse tensor needs a 2-D shape")
-    if value.get("sparse_col_indices") is None:
-        raise _PathError("a sparse tensor needs 'sparse_col_indices'")
-
-
-def _chunk_class(value: Mapping[str, Any]) -> type:
-    kind = value.get("type")
-    if kind is not None:
-        for cls in (types.EncodedTextChunk, types.ImageChunk, types.ImageAssetPointerChunk):
-            if attrs.fields_dict(cls)["type"].default == kind:
-                return cls
-        raise _PathError(f"unknown chunk type {kind!r}")
-    # WIRE.md §2.1: 0.4.1 sends no `type`; the kind follows from the keys.
-    if "tokens" in value and isinstance(value["tokens"], list):
-        return types.EncodedTextChunk
-    if "location" in value:
-        return types.ImageAssetPointerChunk
-    if "data" in value:
-        return types.ImageChunk
-    raise _PathError(f"cannot tell the chunk kind of {_describe(value)}")
-
-
-def _struct_chunk(value: Any, _: Any) -> types.ModelInputChunk:
+def _structure_tensor(value: Any, _: Any, *, strict: bool) -> types.TensorData:
+    # Hook: the model's constructor reads the values into its own store (float32 / int64,
+    # without numpy for lists) and checks the sparse CSR layout.
     if not isinstance(value, Mapping):
-        raise _PathError(f"expected a chunk object, got {_describe(value)}")
-    cls = _chunk_class(value)
-    if cls is types.EncodedTextChunk and not _strict.get() and "tokens" in value:
-        return types.EncodedTextChunk(tokens=value["tokens"])
-    result: types.ModelInputChunk = _structure_attrs(value, cls)
-    return result
-
-
-# Telemetry event kind -> the name of its model in `types`.
-_EVENT_CLASSES: dict[str, str] = {
-    "SESSION_START": "SessionStartEvent",
-    "SESSION_END": "SessionEndEvent",
-    "UNHANDLED_EXCEPTION": "UnhandledExceptionEvent",
-    "GENERIC_EVENT": "GenericEvent",
-}
-_CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk"})
-_EVENT_NAMES = frozenset(_EVENT_CLASSES.values())
-
-
-def _struct_event(value: Any, _: Any) -> Any:
-    if not isinstance(value, Mapping) or value.get("event") not in _EVENT_CLASSES:
-        raise _PathError(f"expected a telemetry event, got {_describe(value)}")
-    return _structure_attrs(value, getattr(types, _EVENT_CLASSES[value["event"]]))
-
-
-def _struct_enum_factory(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
-    known = {member.value for member in cls}
-
-    def structure_enum(value: Any, _: Any) -> Any:
-        if not isinstance(value, str):
-            raise _PathError(f"expected one of {sorted(known)}, got {_describe(value)}")
-        if cls is RequestErrorCategory:
-            # WIRE.md §3.7: lower-case on the wire; capitalised forms are read too.
-            if _strict.get() and value.lower() not in known:
-                raise _PathError(f"expected one of {sorted(known)}, got {value!r}")
-            return RequestErrorCategory.parse(value)
-        if _strict.get() and value not in known:
-            raise _PathError(f"expected one of {sorted(known)}, got {value!r}")
-        return cls(value)
-
-    return structure_enum
-
-
-@functools.cache
-def _enum_hook(cls: type[enum.Enum]) -> Callable[[Any, Any], Any]:
-    return _struct_enum_factory(cls)
-
-
-def _struct_literal(tp: Any) -> Callable[[Any, Any], Any]:
-    allowed = typing.get_args(tp)
-
-    def structure_literal(value: Any, _: Any) -> Any:
-        if value not in allowed:
-            raise _PathError(f"expected one of {list(allowed)}, got {_describe(value)}")
-        return value
-
-    return structure_literal
-
-
-def _struct_list_factory(tp: Any) -> Callable[[Any, Any], Any]:
-    args = typing.get_args(tp)
-    elem = args[0] if args else Any
-
-    def structure_list(value: Any, _: Any) -> list[Any]:
-        if not isinstance(value, list):
-            raise _PathError(f"expected a list, got {_describe(value)}")
-        if elem is int and all(type(item) is int for item in value):
-            return list(value)
-        if elem is float and all(type(item) is float for item in value):
-            return list(value)
-        out = []
-        for index, item in enumerate(value):
-            out.append(_guard(f"[{index}]", item, elem))
-        return out
-
-    return structure_list
-
-
-def _struct_tuple_factory(tp: Any) -> Callable[[Any, Any], Any]:
-    args = typing.get_args(tp)
-
-    def structure_tuple(value: Any, _: Any) -> tuple[Any, ...]:
-        if not isinstance(value, (list, tuple)):
-            raise _PathError(f"expected a list, got {_describe(value)}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_guard(f"[{i}]", item, args[0]) for i, item in enumerate(value))
-        if len(value) != len(args):
-            raise _PathError(f"expected {len(args)} items, got {len(value)}")
-        return tuple(_guard(f"[{i}]", value[i], args[i]) for i in range(len(args)))
-
-    return structure_tuple
-
-
-def _struct_dict_factory(tp: Any) -> Callable[[Any, Any], Any]:
-    args = typing.get_args(tp)
-    value_type = args[1] if len(args) == 2 else Any
-
-    def structure_dict(value: Any, _: Any) -> dict[str, Any]:
-        if not isinstance(value, Mapping):
-            raise _PathError(f"expected an object, got {_describe(value)}")
-        if value_type is Any:
-            return dict(value)
-        return {key: _guard(f"[{key!r}]", item, value_type) for key, item in value.items()}
-
-    return structure_dict
-
-
-def _is_model_union(classes: tuple[Any, ...], names: frozenset[str]) -> bool:
-    """Whether ``classes`` are exactly the models of ``types`` named ``names``."""
-    given = {getattr(cls, "__name__", None) for cls in classes}
-    return given == names and all(_is_model(cls, cls.__name__) for cls in classes)
-
-
-def _struct_union_factory(tp: Any) -> Callable[[Any, Any], Any]:
-    args = typing.get_args(tp)
-    non_none = tuple(arg for arg in args if arg is not type(None))
-    optional = len(non_none) != len(args)
-    if _is_model_union(non_none, _CHUNK_NAMES):
-        inner: Callable[[Any, Any], Any] = _struct_chunk
-    elif _is_model_union(non_none, _EVENT_NAMES):
-        inner = _struct_event
-    elif len(non_none) == 1:
-        target = non_none[0]
-
-        def inner(value: Any, _: Any) -> Any:
-            return _converter.structure(value, target)
-    elif (tagged := _discriminated(non_none)) is not None:
-        inner = tagged
-    else:
-        # Mixed scalar unions (`float | str`, `str | list[str] | list[int]`): the model's own
-        # validators check the value.
-        inner = _struct_any
-
-    def structure_union(value: Any, _: Any) -> Any:
-        if value is None:
-            if optional:
-                return None
-            raise _PathError("expected a value, got null")
-        return inner(value, tp)
-
-    return structure_union
-
-
-def _discriminated(classes: tuple[Any, ...]) -> Callable[[Any, Any], Any] | None:
-    """A hook for a union of models told apart by their ``type`` (or ``state``) value, or None."""
-    if not all(isinstance(cls, type) and attrs.has(cls) for cls in classes):
-        return None
-    for tag in ("type", "state"):
-        by_value: dict[Any, type] = {}
-        for cls in classes:
-            field = attrs.fields_dict(cls).get(tag)
-            if field is None or field.default is attrs.NOTHING or field.default in by_value:
-                break
-            by_value[field.default] = cls
-        else:
-            return _tagged_union_hook(tag, by_value)
-    return None
-
-
-def _tagged_union_hook(tag: str, by_value: dict[Any, type]) -> Callable[[Any, Any], Any]:
-    def structure_tagged(value: Any, _: Any) -> Any:
-        if not isinstance(value, Mapping) or value.get(tag) not in by_value:
-            raise _PathError(
-                f"expected an object with {tag} in {sorted(map(str, by_value))}, "
-                f"got {_describe(value)}"
-            )
-        return _structure_attrs(value, by_value[value[tag]])
-
-    return structure_tagged
-
-
-def _is_union(tp: Any) -> bool:
-    return typing.get_origin(tp) in (Union, _pytypes.UnionType)
-
-
-def _field_specs(
-    cls: type,
-) -> tuple[list[tuple[str, str, Any, bool, bool]], dict[str, Any], set[str]]:
-    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-    specs = []
-    fixed: dict[str, Any] = {}
-    for field in attrs.fields(cls):
-        if not field.init:
-            fixed[field.name] = field.default
-            continue
-        tp = hints[field.name]
-        allows_none = _is_union(tp) and type(None) in typing.get_args(tp)
-        specs.append(
-            (field.name, field.alias or field.name, tp, field.default is attrs.NOTHING, allows_none)
+        raise WireFormatError(f"expected a tensor object, got {_describe(value)}")
+    if strict and value.keys() - _TENSOR_KEYS:
+        raise WireFormatError(f"unknown keys {sorted(value.keys() - _TENSOR_KEYS)}")
+    if "data" not in value or "dtype" not in value:
+        raise WireFormatError("a tensor needs 'data' and 'dtype'")
+    if value.get("sparse_crow_indices") is not None:
+        # WIRE.md §13.3: kept sparse, as the official SDK does; to_numpy() densifies.
+        shape = value.get("shape")
+        if not isinstance(shape, list) or len(shape) != 2 or any(type(d) is not int for d in shape):
+            raise WireFormatError("a sparse tensor needs a 2-D shape")
+        if value.get("sparse_col_indices") is None:
+            raise WireFormatError("a sparse tensor needs 'sparse_col_indices'")
+        return types.TensorData(
+            data=value["data"],
+            dtype=value["dtype"],
+            shape=shape,
+            sparse_crow_indices=value["sparse_crow_indices"],
+            sparse_col_indices=value["sparse_col_indices"],
         )
-    return specs, fixed, {field.name for field in attrs.fields(cls)}
-
-
-_SPEC_CACHE: dict[
-    type, tuple[list[tuple[str, str, Any, bool, bool]], dict[str, Any], set[str]]
-] = {}
-
-
-def _structure_attrs(value: Any, cls: type[T]) -> T:
-    if not isinstance(value, Mapping):
-        raise _PathError(f"expected an object for {cls.__name__}, got {_describe(value)}")
-    spec = _SPEC_CACHE.get(cls)
-    if spec is None:
-        spec = _SPEC_CACHE[cls] = _field_specs(cls)
-    specs, fixed, known = spec
-    strict = _strict.get()
-    if strict:
-        extra = value.keys() - known
-        if extra:
-            raise _PathError(f"unknown keys {sorted(extra)} for {cls.__name__}")
-        for name, expected in fixed.items():
-            if name in value and value[name] != expected:
-                raise _PathError(f"{name} must be {expected!r}, got {_describe(value[name])}")
-    kwargs: dict[str, Any] = {}
-    for name, alias, tp, required, allows_none in specs:
-        if name not in value:
-            if required:
-                raise _PathError(f"missing required key {name!r} for {cls.__name__}")
-            continue
-        item = value[name]
-        if item is None and not allows_none:
-            if required or strict:
-                raise _PathError(f"{name} must not be null")
-            continue
-        kwargs[alias] = _guard(name, item, tp)
-    try:
-        return cls(**kwargs)
-    except InvalidInputError as exc:
-        raise _PathError(str(exc)) from exc
-    except TypeError as exc:
-        raise _PathError(f"cannot build {cls.__name__}: {exc}") from exc
-
-
-# Whether the current decode forbids unknown keys and values (per thread of control).
-_strict: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "tinker_lite_wire_strict", default=False
-)
-
-
-def _is_attrs_model(tp: Any) -> bool:
-    return isinstance(tp, type) and attrs.has(tp) and not _is_model(tp, "TensorData")
-
-
-def _is_tensor_data(tp: Any) -> bool:
-    return _is_model(tp, "TensorData")
-
-
-def _is_any(tp: Any) -> bool:
-    return tp is Any
-
-
-def _is_ndarray(tp: Any) -> bool:
-    np = sys.modules.get("numpy")  # an annotation names ndarray only once numpy is loaded
-    return np is not None and (tp is np.ndarray or typing.get_origin(tp) is np.ndarray)
-
-
-def _is_enum(tp: Any) -> bool:
-    return isinstance(tp, type) and issubclass(tp, enum.Enum)
-
-
-def _is_literal(tp: Any) -> bool:
-    return typing.get_origin(tp) is typing.Literal
+    return types.TensorData(data=value["data"], dtype=value["dtype"], shape=value.get("shape"))
 
 
 def _is_list(tp: Any) -> bool:
     return tp is list or typing.get_origin(tp) is list
 
 
-def _is_tuple(tp: Any) -> bool:
-    return typing.get_origin(tp) is tuple
+def _list_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    # Hook: only a JSON array is a list (cattrs would iterate a string or an object), and a
+    # list of plain numbers is taken in one pass instead of a call per item.
+    items = list_structure_factory(tp, conv)
+    args = typing.get_args(tp)
+    number = args[0] if args and args[0] in (int, float) else None
+
+    def structure_list(value: Any, _: Any) -> list[Any]:
+        if value.__class__ is not list:
+            raise WireFormatError(f"expected a list, got {_describe(value)}")
+        if number is not None and all(item.__class__ is number for item in value):
+            return value[:]
+        result: list[Any] = items(value, tp)
+        return result
+
+    return structure_list
 
 
-def _is_dict(tp: Any) -> bool:
-    return tp is dict or typing.get_origin(tp) in (dict, Mapping)
+def _is_models_union(tp: Any) -> bool:
+    if not _is_union(tp):
+        return False
+    members = [arg for arg in typing.get_args(tp) if arg is not _NONE]
+    return len(members) > 1 and all(isinstance(arg, type) and attrs.has(arg) for arg in members)
 
 
-def _build_converter() -> cattrs.Converter:
-    conv = cattrs.Converter()
-    conv.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
-    # Class hooks also match subclasses (a str enum is a str), so each enum gets its own hook.
-    for cls, hook in (
-        (str, _struct_str),
-        (int, _struct_int),
-        (float, _struct_float),
-        (bool, _struct_bool),
-        (bytes, _struct_bytes),
-        (datetime, _struct_datetime),
+def _models_union_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Read a union of models told apart by a literal tag (``type``, ``state``, ``event``).
+
+    cattrs' disambiguation picks the class by its literal tag. Hook: 0.4.1 model-input chunks
+    carry no ``type`` (WIRE.md §2.1): cattrs' key-based disambiguation picks theirs.
+    """
+    members = tuple(arg for arg in typing.get_args(tp) if arg is not _NONE)
+    optional = len(members) < len(typing.get_args(tp))
+    by_tag = create_default_dis_func(conv, *members)
+    untagged = None
+    if {cls.__name__ for cls in members} == _CHUNK_NAMES:
+        untagged = create_default_dis_func(conv, *members, use_literals=False)
+    hooks = {cls: conv.get_structure_hook(cls) for cls in members}
+    expected = " | ".join(cls.__name__ for cls in members)
+
+    def structure_union(value: Any, _: Any) -> Any:
+        if value is None and optional:
+            return None
+        try:
+            cls = by_tag(value)
+        except (KeyError, ValueError):
+            if untagged is None or not isinstance(value, Mapping) or "type" in value:
+                raise WireFormatError(f"expected {expected}, got {_describe(value)}") from None
+            cls = untagged(value)
+        return hooks[cls](value, cls)
+
+    return structure_union
+
+
+_CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk"})
+
+
+def _is_literal(tp: Any) -> bool:
+    return typing.get_origin(tp) is typing.Literal
+
+
+def _passed_to_model(value: Any, _: Any) -> Any:
+    return value
+
+
+def _structure_model_factory(
+    cls: type, conv: cattrs.Converter, *, strict: bool
+) -> Callable[[Any, Any], Any]:
+    if _is_model(cls, "TensorData"):
+        return functools.partial(_structure_tensor, strict=strict)
+    attrs.resolve_types(cls)
+    fields = attrs.fields(cls)
+    # A union cattrs cannot tell apart (`str | list[str] | list[int]`) is read by the model's
+    # own converter; token ids by the model's packing, which checks them in one pass.
+    passed = [
+        field.name
+        for field in fields
+        if field.converter is not None
+        and _is_union(field.type)
+        and not _is_models_union(field.type)
+    ]
+    if _is_model(cls, "EncodedTextChunk"):
+        passed.append("tokens")
+    overrides: dict[str, Any] = {name: override(struct_hook=_passed_to_model) for name in passed}
+    generated: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, conv, **overrides)
+    name = cls.__name__
+    # Hook: `type`/`event` discriminators are init=False class constants, which cattrs skips
+    # (so forbid_extra_keys would refuse them): strictly they must hold their value.
+    fixed = {field.name: field.default for field in fields if not field.init}
+    # Hook: reading leniently, a null stands for an absent key where None is not allowed.
+    defaulted = tuple(
+        field.name
+        for field in fields
+        if field.init and field.default is not attrs.NOTHING and not _admits_none(field.type)
+    )
+
+    def structure_model(value: Any, _: Any) -> Any:
+        if value.__class__ is not dict and not isinstance(value, Mapping):
+            raise WireFormatError(f"expected an object for {name}, got {_describe(value)}")
+        if strict:
+            if fixed and not fixed.keys().isdisjoint(value):
+                for key, expected in fixed.items():
+                    if key in value and value[key] != expected:
+                        raise WireFormatError(
+                            f"{key} must be {expected!r}, got {_describe(value[key])}"
+                        )
+                value = {key: item for key, item in value.items() if key not in fixed}
+        else:
+            for key in defaulted:
+                if key in value and value[key] is None:
+                    value = {k: v for k, v in value.items() if v is not None or k not in defaulted}
+                    break
+        return generated(value, cls)
+
+    return structure_model
+
+
+# ---------------------------------------------------------------------------------------------
+# The converters: one configuration, four cattrs modes
+# ---------------------------------------------------------------------------------------------
+
+
+def _make_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
+    """The wire's converter: preconf json, the wire's hooks, and cattrs' generated functions.
+
+    ``strict`` forbids extra keys and new enum values; ``detailed`` makes cattrs' generated
+    functions collect every error with its path (slower: used only once reading has failed).
+    """
+    conv = make_converter(
+        forbid_extra_keys=strict,
+        detailed_validation=detailed,
+        unstructure_fallback_factory=_unstructure_other,
+        unstruct_collection_overrides={tuple: list},
+    )
+    conv.register_unstructure_hook(float, _finite_float)
+    conv.register_unstructure_hook(bytes, _base64_text)
+    conv.register_unstructure_hook(datetime, _format_datetime)
+    conv.register_unstructure_hook_factory(attrs.has, _unstructure_model_factory)
+    for scalar, hook in (
+        (str, functools.partial(_structure_str, strict=strict)),
+        (int, _structure_int),
+        (float, _structure_float),
+        (bool, _structure_bool),
+        (bytes, _structure_base64),
+        (datetime, _structure_datetime),
     ):
-        conv.register_structure_hook(cls, hook)
-    conv.register_structure_hook_func(_is_tensor_data, _struct_tensor)
-    conv.register_structure_hook_func(_is_any, _struct_any)
-    conv.register_structure_hook_func(_is_ndarray, _struct_any)
-    conv.register_structure_hook_factory(_is_enum, _struct_enum_factory)
-    conv.register_structure_hook_factory(_is_literal, _struct_literal)
-    conv.register_structure_hook_factory(_is_list, _struct_list_factory)
-    conv.register_structure_hook_factory(_is_tuple, _struct_tuple_factory)
-    conv.register_structure_hook_factory(_is_dict, _struct_dict_factory)
-    conv.register_structure_hook_factory(_is_union, _struct_union_factory)
-    conv.register_structure_hook_func(_is_attrs_model, _structure_attrs)
+        conv.register_structure_hook(scalar, hook)
+    conv.register_structure_hook_factory(_is_list, _list_factory)
+    conv.register_structure_hook_factory(_is_models_union, _models_union_factory)
+    conv.register_structure_hook_factory(
+        attrs.has, functools.partial(_structure_model_factory, strict=strict)
+    )
     return conv
 
 
-_converter = _build_converter()
+_converter = _make_converter(strict=False, detailed=False)
+
+
+@functools.cache
+def _checking_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
+    return _make_converter(strict=strict, detailed=detailed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: cattrs' exception groups -> a WireFormatError naming the path
+# ---------------------------------------------------------------------------------------------
+
+
+def _first_problem(
+    exc: BaseException, path: str = "", tp: Any = None
+) -> tuple[str, str, BaseException]:
+    """The path, description and exception of the first error in a cattrs exception group."""
+    if isinstance(exc, cattrs.BaseValidationError):
+        for inner in exc.exceptions:
+            for note in getattr(inner, "__notes__", ()):
+                if isinstance(note, cattrs.AttributeValidationNote):
+                    if isinstance(inner, KeyError) and inner.args == (note.name,):
+                        return path, f"missing required key {note.name!r}", inner
+                    return _first_problem(inner, f"{path}.{note.name}", note.type)
+                if isinstance(note, cattrs.IterableValidationNote):
+                    return _first_problem(inner, f"{path}[{note.index!r}]", note.type)
+        return _first_problem(exc.exceptions[0], path, tp)
+    return path, _describe_error(exc, tp), exc
+
+
+def _describe_error(exc: BaseException, tp: Any) -> str:
+    if isinstance(exc, (WireFormatError, InvalidInputError)):
+        return str(exc)
+    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
+        return f"unknown keys {sorted(exc.extra_fields)} for {exc.cl.__name__}"
+    if isinstance(exc, KeyError):
+        return f"missing required key {exc.args[0]!r}"
+    if isinstance(exc, AttributeError):
+        return "expected an object"
+    if _is_literal(tp):
+        return f"expected one of {list(typing.get_args(tp))}"
+    return f"expected {_type_name(tp)}: {exc}" if tp is not None else str(exc)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or repr(tp)
+
+
+def _wire_error(data: Any, cls: Any, strict: bool, fast_error: Exception) -> WireFormatError:
+    """Read ``data`` again with detailed validation and name where and why it fails."""
+    try:
+        _checking_converter(strict=strict, detailed=True).structure(data, cls)
+    except Exception as exc:  # cattrs' exception group, or an error before any field
+        path, problem, cause = _first_problem(exc)
+    else:  # pragma: no cover - both modes run the same hooks
+        path, problem, cause = "", _describe_error(fast_error, None), fast_error
+    where = f" at {path.lstrip('.')}" if path else ""
+    error = WireFormatError(f"cannot read {_type_name(cls)}{where}: {problem}")
+    error.__cause__ = cause
+    return error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -704,9 +585,33 @@ _converter = _build_converter()
 
 
 def _tree(obj: Any) -> Any:
-    if attrs.has(type(obj)):
+    try:
         return _converter.unstructure(obj)
-    return _value(obj, "body")
+    except InvalidInputError as exc:
+        path = _refused_at(obj).lstrip(".")
+        raise InvalidInputError(path or exc.field, exc.problem, exc.hint) from None
+
+
+def _refused_at(value: Any) -> str:
+    """The path to the value of ``value`` that the converter refuses (slow: after a refusal)."""
+    if attrs.has(type(value)):
+        if type(value).__name__ in _SPECIAL_UNSTRUCTURE:
+            return ""
+        steps: Any = ((f".{f.name}", getattr(value, f.name)) for f in attrs.fields(type(value)))
+    elif isinstance(value, Mapping):
+        steps = ((f"[{key!r}]", item) for key, item in value.items())
+    elif isinstance(value, (list, tuple)):
+        steps = ((f"[{index}]", item) for index, item in enumerate(value))
+    else:
+        return ""
+    for step, item in steps:
+        try:
+            _converter.unstructure(item)
+        except InvalidInputError:
+            # A ForwardBackwardInput holds the caller's arguments: the path starts there.
+            within = _refused_at(item)
+            return within if _is_model(type(item), "ForwardBackwardInput") else step + within
+    return ""
 
 
 # Exact powers of ten: float(10**i) is exact for i <= 22.
@@ -768,6 +673,8 @@ def _builtins(tree: Any) -> Any:
         return {key: _builtins(item) for key, item in tree.items()}
     if isinstance(tree, list):
         return [_builtins(item) for item in tree]
+    if isinstance(tree, enum.Enum):
+        return tree.value  # str enums go to the encoder as they are: it writes their value
     np = sys.modules.get("numpy")
     if np is not None and isinstance(tree, np.ndarray):
         return _json_default(tree)
@@ -783,8 +690,8 @@ def dumps(obj: Any) -> bytes:
     """Encode a model (or a plain JSON-able value) as compact UTF-8 JSON per WIRE.md §P.1.
 
     Model fields that are None are left out; plain dicts and lists are written as given (a None
-    there is sent as null). Raises InvalidInputError (naming the datum index and key) for
-    NaN/Infinity and WireFormatError for values JSON cannot carry.
+    there is sent as null). Raises InvalidInputError (naming the path, e.g. the datum index and
+    key) for NaN/Infinity and WireFormatError for values JSON cannot carry.
     """
     tree = _tree(obj)
     fast = _orjson
@@ -820,31 +727,17 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 def structure(data: Any, cls: type[T], *, strict: bool = False) -> T:
     """Build a model from parsed JSON.
 
-    Lenient by default: unknown keys are ignored and new enum values kept. ``strict=True``
-    rejects unknown keys and values. Raises WireFormatError naming the path on a mismatch.
+    Lenient by default: unknown keys are ignored, new enum values kept, a null read as an absent
+    key. ``strict=True`` rejects unknown keys and values. Raises WireFormatError naming the path
+    and what was expected on a mismatch.
     """
-    token = _strict.set(strict)
+    conv = _checking_converter(strict=True, detailed=False) if strict else _converter
     try:
-        result: T = _converter.structure(data, cls)
-        return result
-    except _PathError as exc:
-        path = "".join(
-            segment if segment.startswith("[") else f".{segment}" for segment in exc.path
-        ).lstrip(".")
-        where = f" at {path}" if path else ""
-        raise WireFormatError(f"cannot read {_type_name(cls)}{where}: {exc.message}") from (
-            exc.__cause__
-        )
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        if isinstance(exc, WireFormatError):
-            raise
-        raise WireFormatError(f"cannot read {_type_name(cls)}: {exc}") from exc
-    finally:
-        _strict.reset(token)
-
-
-def _type_name(cls: Any) -> str:
-    return getattr(cls, "__name__", repr(cls))
+        result: T = conv.structure(data, cls)
+    except Exception as exc:  # any failure is read again, for its path (cattrs never escapes)
+        error = _wire_error(data, cls, strict, exc)
+        raise error from error.__cause__
+    return result
 
 
 def decode(body: bytes | bytearray | memoryview | str, cls: type[T], *, strict: bool = False) -> T:

@@ -1,9 +1,10 @@
 """The local server's protobuf codecs: requests it reads and results it writes (WIRE.md §13.7).
 
 The mirror of the client codecs in :mod:`tinker_lite._codec.proto`, built on the shared primitives
-of :mod:`tinker_lite._codec.protowire`: :func:`decode_forward_backward_request`,
-:func:`encode_forward_backward_output`, :func:`encode_sample_response`. Decoders raise
-:class:`~tinker_lite._errors.WireFormatError` for malformed bytes and skip unknown fields."""
+of :mod:`tinker_lite._codec.protowire`: :func:`decode_forward_backward_request` (the request's
+messages declared as field tables for the shared reader), :func:`encode_forward_backward_output`,
+:func:`encode_sample_response`. Decoders raise :class:`~tinker_lite._errors.WireFormatError` for
+malformed bytes and skip unknown fields."""
 
 from __future__ import annotations
 
@@ -34,25 +35,30 @@ from tinker_lite._codec.protowire import (
     K4_VARINT,
     K5_LEN,
     K6_LEN,
+    LIST,
     STOP_REASON_LENGTH,
+    TENSOR,
     TOPK_MASK_LOGPROB,
     TOPK_MASK_TOKEN,
     WT_I64,
     WT_LEN,
     WT_VARINT,
+    Field,
+    FieldError,
+    Message,
     Writer,
-    as_bytes,
-    as_int32,
-    decode_tensor,
-    expect_wire_type,
-    iter_fields,
+    decode,
+    map_field,
     read_array,
+    read_bool,
+    read_bytes,
     read_double,
-    read_double_entry,
-    read_entry,
+    read_int32,
+    read_message,
     read_string,
+    read_view,
 )
-from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite._errors import WireFormatError
 
 __all__ = [
     "ProtoForwardBackwardRequest",
@@ -65,7 +71,7 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# ForwardBackwardRequest (client encodes, server decodes)
+# ForwardBackwardRequest (client encodes, server decodes): the tables of its messages
 # ---------------------------------------------------------------------------------------------
 
 
@@ -85,135 +91,113 @@ class ProtoForwardBackwardRequest:
     forward_only: bool
 
 
+ENCODED_TEXT_CHUNK = Message(
+    "EncodedTextChunk",
+    {1: Field("tokens", WT_LEN, read_view)},
+    lambda values: types.EncodedTextChunk(
+        tokens=read_array(values.get("tokens", b""), I32, "tokens")
+    ),
+)
+
+IMAGE_CHUNK = Message(
+    "ImageChunk",
+    {
+        1: Field("data", WT_LEN, read_bytes),
+        2: Field("format", WT_LEN, read_string),
+        3: Field("expected_tokens", WT_VARINT, read_int32),
+    },
+    lambda values: types.ImageChunk(
+        data=values.get("data", b""),
+        format=values.get("format", ""),
+        expected_tokens=values.get("expected_tokens"),
+    ),
+)
+
+
+def _chunk(values: dict[str, Any]) -> types.ModelInputChunk:
+    kind, chunk = values.get("chunk", (None, None))
+    if kind == "dmel":
+        raise FieldError("dmel (audio) chunks are not supported")
+    if chunk is None:
+        raise FieldError("chunk has no content")
+    result: types.ModelInputChunk = chunk
+    return result
+
+
+CHUNK = Message(
+    "Chunk",
+    {
+        1: Field("encoded_text", WT_LEN, ENCODED_TEXT_CHUNK.read, oneof="chunk"),
+        2: Field("image", WT_LEN, IMAGE_CHUNK.read, oneof="chunk"),
+        3: Field("dmel", WT_LEN, read_bytes, oneof="chunk"),
+    },
+    _chunk,
+)
+
+# Values of the map entries (map<string, Tensor>, map<string, double>).
+_TENSOR_VALUE = Field("value", WT_LEN, TENSOR.read)
+_NUMBER_VALUE = Field("value", WT_I64, read_double)
+
+DATUM = Message(
+    "Datum",
+    {
+        1: Field("model_input", WT_LEN, CHUNK.read, LIST),
+        2: map_field("loss_fn_inputs", _TENSOR_VALUE),
+    },
+    lambda values: types.Datum(
+        model_input=types.ModelInput(chunks=values.get("model_input", [])),
+        loss_fn_inputs=values.get("loss_fn_inputs", {}),
+    ),
+)
+
+LOSS_CONFIG_VALUE = Message(
+    "LossConfigValue",
+    {
+        1: Field("number", WT_I64, read_double, oneof="value"),
+        2: Field("text", WT_LEN, read_string, oneof="value"),
+    },
+    lambda values: values.get("value", ("number", 0.0))[1],
+)
+
+
+def _forward_backward_request(values: dict[str, Any]) -> ProtoForwardBackwardRequest:
+    config: dict[str, float | str] | None = None
+    if "loss_fn_config" in values or "loss_fn_config_v2" in values:
+        config = {**values.get("loss_fn_config", {}), **values.get("loss_fn_config_v2", {})}
+    return ProtoForwardBackwardRequest(
+        model_id=values.get("model_id", ""),
+        seq_id=values.get("seq_id", 0),
+        data=values.get("data", []),
+        loss_fn=values.get("loss_fn", ""),
+        loss_fn_config=config,
+        forward_only=values.get("forward_only", False),
+    )
+
+
+_MODEL_ID = Field("model_id", WT_LEN, read_string)
+_SEQ_ID = Field("seq_id", WT_VARINT, read_int32)
+
+FORWARD_BACKWARD_REQUEST = Message(
+    "ForwardBackwardRequest",
+    {
+        1: _MODEL_ID,
+        2: _SEQ_ID,
+        3: Field("data", WT_LEN, DATUM.read, LIST),
+        4: Field("loss_fn", WT_LEN, read_string),
+        5: map_field("loss_fn_config", _NUMBER_VALUE, 0.0),
+        6: Field("forward_only", WT_VARINT, read_bool),
+        7: map_field("loss_fn_config_v2", Field("value", WT_LEN, LOSS_CONFIG_VALUE.read)),
+    },
+    _forward_backward_request,
+)
+
+
 def decode_forward_backward_request(
     body: bytes | bytearray | memoryview,
 ) -> ProtoForwardBackwardRequest:
     """Decode a ``ForwardBackwardRequest`` body (sparse CSR tensors become dense)."""
-    buf = as_bytes(body)
-    model_id = ""
-    seq_id = 0
-    loss_fn = ""
-    forward_only = False
-    datum_ranges: list[tuple[int, int]] = []
-    config_v1: dict[str, float] = {}
-    config_v2: dict[str, float | str] = {}
-    for field, wire_type, a, b in iter_fields(buf, 0, len(buf)):
-        if field == 1:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardRequest.model_id")
-            model_id = read_string(buf, a, b, "ForwardBackwardRequest.model_id")
-        elif field == 2:
-            expect_wire_type(wire_type, WT_VARINT, "ForwardBackwardRequest.seq_id")
-            seq_id = as_int32(a)
-        elif field == 3:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardRequest.data")
-            datum_ranges.append((a, b))
-        elif field == 4:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardRequest.loss_fn")
-            loss_fn = read_string(buf, a, b, "ForwardBackwardRequest.loss_fn")
-        elif field == 5:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardRequest.loss_fn_config")
-            name, number = read_double_entry(buf, a, b, "ForwardBackwardRequest.loss_fn_config")
-            config_v1[name] = number
-        elif field == 6:
-            expect_wire_type(wire_type, WT_VARINT, "ForwardBackwardRequest.forward_only")
-            forward_only = a != 0
-        elif field == 7:
-            expect_wire_type(wire_type, WT_LEN, "ForwardBackwardRequest.loss_fn_config_v2")
-            name, value = _read_config_v2_entry(buf, a, b)
-            config_v2[name] = value
-    data = [_decode_datum(buf, a, b, index) for index, (a, b) in enumerate(datum_ranges)]
-    config: dict[str, float | str] | None = None
-    if config_v1 or config_v2:
-        config = dict(config_v1)
-        config.update(config_v2)
-    return ProtoForwardBackwardRequest(
-        model_id=model_id,
-        seq_id=seq_id,
-        data=data,
-        loss_fn=loss_fn,
-        loss_fn_config=config,
-        forward_only=forward_only,
-    )
-
-
-def _read_config_v2_entry(buf: bytes, start: int, end: int) -> tuple[str, float | str]:
-    where = "ForwardBackwardRequest.loss_fn_config_v2"
-    name, entry_value = read_entry(buf, start, end, where, WT_LEN)
-    value: float | str = 0.0
-    if entry_value is not None:
-        # LossConfigValue { oneof value { double number = 1; string text = 2; } }
-        for inner, inner_type, c, d in iter_fields(buf, *entry_value):
-            if inner == 1:
-                expect_wire_type(inner_type, WT_I64, f"{where}[{name!r}].number")
-                value = read_double(buf, c)
-            elif inner == 2:
-                expect_wire_type(inner_type, WT_LEN, f"{where}[{name!r}].text")
-                value = read_string(buf, c, d, f"{where}[{name!r}].text")
-    return name, value
-
-
-def _decode_datum(buf: bytes, start: int, end: int, index: int) -> types.Datum:
-    where = f"data[{index}]"
-    chunks: list[types.ModelInputChunk] = []
-    inputs: dict[str, types.TensorData] = {}
-    try:
-        for field, wire_type, a, b in iter_fields(buf, start, end):
-            if field == 1:
-                expect_wire_type(wire_type, WT_LEN, f"{where}.model_input")
-                chunks.append(_decode_chunk(buf, a, b, f"{where}.model_input[{len(chunks)}]"))
-            elif field == 2:
-                expect_wire_type(wire_type, WT_LEN, f"{where}.loss_fn_inputs")
-                name, tensor = _decode_tensor_entry(buf, a, b, f"{where}.loss_fn_inputs")
-                inputs[name] = tensor
-        return types.Datum(model_input=types.ModelInput(chunks=chunks), loss_fn_inputs=inputs)
-    except InvalidInputError as exc:
-        raise WireFormatError(f"protobuf: {where}: {exc}") from exc
-
-
-def _decode_chunk(buf: bytes, start: int, end: int, where: str) -> types.ModelInputChunk:
-    kind = 0
-    a_sel = b_sel = 0
-    for field, wire_type, a, b in iter_fields(buf, start, end):
-        if field in (1, 2, 3):
-            expect_wire_type(wire_type, WT_LEN, where)
-            kind, a_sel, b_sel = field, a, b
-    if kind == 1:
-        token_range = (b_sel, b_sel)
-        for field, wire_type, a, b in iter_fields(buf, a_sel, b_sel):
-            if field == 1:
-                expect_wire_type(wire_type, WT_LEN, f"{where}.encoded_text.tokens")
-                token_range = (a, b)
-        ids = read_array(buf, *token_range, I32, f"{where}.encoded_text.tokens")
-        return types.EncodedTextChunk(tokens=ids)
-    if kind == 2:
-        data = b""
-        image_format = ""
-        expected: int | None = None
-        for field, wire_type, a, b in iter_fields(buf, a_sel, b_sel):
-            if field == 1:
-                expect_wire_type(wire_type, WT_LEN, f"{where}.image.data")
-                data = buf[a:b]
-            elif field == 2:
-                expect_wire_type(wire_type, WT_LEN, f"{where}.image.format")
-                image_format = read_string(buf, a, b, f"{where}.image.format")
-            elif field == 3:
-                expect_wire_type(wire_type, WT_VARINT, f"{where}.image.expected_tokens")
-                expected = as_int32(a)
-        return types.ImageChunk(
-            data=data,
-            format=image_format,  # type: ignore[arg-type]  # validated by ImageChunk
-            expected_tokens=expected,
-        )
-    if kind == 3:
-        raise WireFormatError(f"protobuf: {where}: dmel (audio) chunks are not supported")
-    raise WireFormatError(f"protobuf: {where}: chunk has no content")
-
-
-def _decode_tensor_entry(
-    buf: bytes, start: int, end: int, where: str
-) -> tuple[str, types.TensorData]:
-    name, tensor_range = read_entry(buf, start, end, where, WT_LEN)
-    return name, decode_tensor(buf, *(tensor_range or (end, end)), f"{where}[{name!r}]")
+    request: ProtoForwardBackwardRequest = decode(body, FORWARD_BACKWARD_REQUEST)
+    return request
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,14 +416,13 @@ def peek_model_and_seq(body: bytes) -> tuple[str, int] | None:
 
     Used for a request refused before it was queued: its seq_id must still be consumed.
     """
-    model_id: str | None = None
-    seq_id = 0
     try:
-        for field, wire_type, a, b in iter_fields(body, 0, len(body)):
-            if field == 1 and wire_type == WT_LEN:
-                model_id = read_string(body, a, b, "ForwardBackwardRequest.model_id")
-            elif field == 2 and wire_type == WT_VARINT:
-                seq_id = as_int32(a)
+        head = read_message(body, 0, len(body), _REQUEST_HEAD)
     except WireFormatError:
         return None
-    return (model_id, seq_id) if model_id else None
+    model_id = head.get("model_id")
+    return (model_id, head.get("seq_id", 0)) if model_id else None
+
+
+# The fields of a ForwardBackwardRequest that say where it goes; the rest is left unread.
+_REQUEST_HEAD = Message("ForwardBackwardRequest", {1: _MODEL_ID, 2: _SEQ_ID})
