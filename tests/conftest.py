@@ -99,3 +99,24 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+# ---------------------------------------------------------------------------------------------
+# No stored login
+
+
+@pytest.fixture(scope="session")
+def _empty_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(autouse=True)
+def _no_stored_login(monkeypatch: pytest.MonkeyPatch, _empty_home: Path) -> None:
+    """Point ``HOME`` at an empty directory and unset ``TINKER_CREDENTIAL_CMD``.
+
+    A client falls back to ``~/.tinker/credentials.json`` (the stored login): the developer's
+    own login must not change what a test sees. Tests of the stored login write their own file
+    under a ``HOME`` of their own.
+    """
+    monkeypatch.setenv("HOME", str(_empty_home))
+    monkeypatch.delenv("TINKER_CREDENTIAL_CMD", raising=False)
