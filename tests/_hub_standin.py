@@ -43,7 +43,11 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _answer(self, status: int, body: Any = None, headers: dict[str, str] | None = None):
-            data = b"" if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+            data = (
+                b""
+                if body is None
+                else (body if isinstance(body, bytes) else json.dumps(body).encode())
+            )
             self.send_response(status)
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
@@ -93,7 +97,9 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                 repo_id, revision, name = f"{parts[0]}/{parts[1]}", parts[3], "/".join(parts[4:])
                 files = hub.repos.get(repo_id, {}).get("branches", {}).get(revision, {})
                 if name not in files:
-                    self._answer(404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"})
+                    self._answer(
+                        404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}
+                    )
                     return
                 content = files[name]
                 etag = f'"{len(content)}-{abs(hash(content))}"'
@@ -108,7 +114,9 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
         def _repo_action(self, repo_id: str, action: str, revision: str, body: bytes) -> None:
             repo = hub.repos.get(repo_id)
             if repo is None:
-                self._answer(404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"})
+                self._answer(
+                    404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}
+                )
                 return
             branches: dict[str, dict[str, bytes]] = repo["branches"]
             if action == "branch":
@@ -131,7 +139,9 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                 )
             elif action == "commit":
                 if revision not in branches:
-                    self._answer(404, {"error": "Revision not found"}, {"X-Error-Code": "RevisionNotFound"})
+                    self._answer(
+                        404, {"error": "Revision not found"}, {"X-Error-Code": "RevisionNotFound"}
+                    )
                     return
                 with hub.lock:
                     for line in body.splitlines():

@@ -235,17 +235,27 @@ class Credentials:
     def uses_jwt(self) -> bool:
         return self._jwt is not None
 
-    def use_client_config(self, config: types.ClientConfigResponse) -> None:
+    def use_client_config(
+        self, config: types.ClientConfigResponse, *, from_server: bool = True
+    ) -> None:
         """Check the credential suits the service's client config, before anything else is sent.
 
         A service that exchanges no tokens takes only API keys; one whose
         ``credential_default_source`` is ``"credential_cmd"`` takes only the command's output
-        (or a JWT given as the key) for the exchange.
+        (or a JWT given as the key) for the exchange. ``from_server`` is false when the config
+        could not be read (built-in defaults).
         """
         if self._command_error is not None:
             # The command failed before the client config was asked for: that is the problem.
             raise self._command_error
         if not config.pjwt_auth_enabled:
+            if self.api_key is None and self.command is not None and not from_server:
+                raise InvalidInputError(
+                    ENV_CREDENTIAL_CMD,
+                    "the service did not answer its client config to the credential the "
+                    "command printed (the log says why), so it cannot be exchanged for a token",
+                    "check that the command prints a valid credential",
+                )
             if self.api_key is None and self.command is not None:
                 raise InvalidInputError(
                     "api_key",

@@ -117,16 +117,18 @@ class CredentialsFile:
         raw = self._read()
         if raw is None:
             return StoredCredentials()
+        problem = None
         try:
             stored = _wire.structure(raw, StoredCredentials)
         except WireFormatError as e:
             # The converter quotes the offending value ("..., got 'tml-...'"): never show it.
             problem = str(e).split(", got ", 1)[0].replace("cannot read StoredCredentials", "")
+        if problem is not None:
+            # Raised outside the handler: the converter's error (which quotes the value) is
+            # not even kept as the context.
             raise InvalidInputError(
-                str(self.path),
-                f"does not match the credentials format (version 1):{problem}",
-                _FIX,
-            ) from None
+                str(self.path), f"does not match the credentials format (version 1):{problem}", _FIX
+            )
         for record in stored.keys.values():
             register_secret(record.key)
         return stored
@@ -189,16 +191,17 @@ class CredentialsFile:
                 f"check that it is a file you own, with mode 0600 (chmod 600 {self.path})",
             ) from None
         self._warn_if_exposed(mode)
+        # The parser's errors hold the whole text (with its keys): they are neither shown nor
+        # kept as the context of the error raised (outside the handlers).
+        problem = None
         try:
             raw = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError:
-            raise InvalidInputError(str(self.path), "is not UTF-8 text", _FIX) from None
+            problem = "is not UTF-8 text"
         except json.JSONDecodeError as e:
-            raise InvalidInputError(
-                str(self.path),
-                f"is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})",
-                _FIX,
-            ) from None
+            problem = f"is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+        if problem is not None:
+            raise InvalidInputError(str(self.path), problem, _FIX)
         if not isinstance(raw, dict):
             raise InvalidInputError(
                 str(self.path),

@@ -421,7 +421,7 @@ class SessionHolder:
             self.sample_gate.set_limit(max(1, config.sample_max_concurrent_requests))
             if self._user_poll_threads is None:
                 self._poller.set_max_workers(self.sample_gate.limit + 32)
-        self._credentials.use_client_config(config)
+        self._credentials.use_client_config(config, from_server=from_server)
         if config.pjwt_auth_enabled:
             self._credentials.enable_jwt(
                 make_token_fetcher(
