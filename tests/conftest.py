@@ -120,3 +120,16 @@ def _no_stored_login(monkeypatch: pytest.MonkeyPatch, _empty_home: Path) -> None
     """
     monkeypatch.setenv("HOME", str(_empty_home))
     monkeypatch.delenv("TINKER_CREDENTIAL_CMD", raising=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``HOME`` of the test's own (for the stored login, ``~/.tinker/credentials.json``), and
+    no credential or service URL from the environment; telemetry off."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_CREDENTIAL_CMD", "TINKER_LOG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    return folder

@@ -18,17 +18,6 @@ from tinker_lite.local import LocalServer
 KEY = "tml-cli-login-key-0123456789"
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_CREDENTIAL_CMD", "TINKER_LOG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     with LocalServer(api_key=KEY, jwt=True) as base_url:

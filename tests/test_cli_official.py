@@ -46,14 +46,8 @@ def url() -> Iterator[str]:
 
 
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_CREDENTIAL_CMD", "TINKER_LOG"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    return folder
+def _own_home(home: Path) -> None:
+    """Every test has a HOME of its own (conftest ``home``)."""
 
 
 @pytest.fixture(scope="module")

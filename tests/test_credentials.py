@@ -2,7 +2,8 @@
 
 argument > ``TINKER_API_KEY`` > ``TINKER_CREDENTIAL_CMD`` > the default key of
 ``~/.tinker/credentials.json``; the stored file is read, checked and written as the official CLI
-does. Each test has a ``HOME`` of its own (``home``), so ``~`` is a temporary directory.
+does. Each test has a ``HOME`` of its own (the ``home`` fixture), so ``~`` is a temporary
+directory.
 """
 
 from __future__ import annotations
@@ -31,17 +32,6 @@ from tinker_lite.local import LocalServer
 
 KEY = "tml-stored-key-0123456789"
 BASE_MODEL = "tinker-lite/tiny-64"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    monkeypatch.setenv("HOME", str(folder))
-    for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_CREDENTIAL_CMD"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    return folder
 
 
 def stored_file(home: Path, document: Any, mode: int = 0o600) -> Path:

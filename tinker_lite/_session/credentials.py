@@ -96,10 +96,7 @@ class ResolvedCredential:
 
 
 def resolve_credential(
-    api_key: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    *,
-    credentials_file: CredentialsFile | None = None,
+    api_key: str | None = None, environ: Mapping[str, str] | None = None
 ) -> ResolvedCredential:
     """Find the credential in the official SDK 0.38's order (see the module docstring).
 
@@ -118,7 +115,7 @@ def resolve_credential(
     elif command:
         found = ResolvedCredential(None, "command", command, ENV_CREDENTIAL_CMD)
     else:
-        store = credentials_file if credentials_file is not None else CredentialsFile()
+        store = CredentialsFile()
         default = store.default()
         if default is None:
             return ResolvedCredential(None, None, None, store.why_no_default())

@@ -115,8 +115,10 @@ class CredentialsFile:
     def load(self) -> StoredCredentials:
         """The file's contents (empty when there is no file)."""
         raw = self._read()
-        if raw is None:
-            return StoredCredentials()
+        return StoredCredentials() if raw is None else self._checked(raw)
+
+    def _checked(self, raw: dict[str, Any]) -> StoredCredentials:
+        """``raw`` as the file's model; InvalidInputError saying what does not match."""
         problem = None
         try:
             stored = _wire.structure(raw, StoredCredentials)
@@ -211,10 +213,15 @@ class CredentialsFile:
         return raw
 
     def _read_for_update(self) -> dict[str, Any]:
-        """The raw file to change and write back (checked first: a broken file is not replaced)."""
-        self.load()
+        """The raw file to change and write back (checked first: a broken file is not replaced).
+
+        Changes are made to the raw document, so that fields this version does not know stay.
+        """
         raw = self._read()
-        return raw if raw is not None else {"version": 1, "keys": {}}
+        if raw is None:
+            return {"version": 1, "keys": {}}
+        self._checked(raw)
+        return raw
 
     def _warn_if_exposed(self, mode: int) -> None:
         if not mode & (stat.S_IRWXG | stat.S_IRWXO):
