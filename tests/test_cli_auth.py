@@ -243,3 +243,19 @@ def test_check_reports_the_stored_key_by_its_file(
     assert doc["api_key_source"] == "file"
     assert doc["auth"] == "ok"
     assert KEY not in out
+
+
+def test_login_to_the_hosted_service_points_at_its_console_first(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, home: Path
+) -> None:
+    monkeypatch.setattr("sys.stdin", Terminal(KEY + "\n", tty=False))
+    monkeypatch.setattr("socket.gethostname", lambda: "laptop.example.org")
+    code = main(["auth", "login", "--startup-timeout", "0.2"])  # no network in tests
+    captured = capsys.readouterr()
+    assert captured.err.startswith(
+        "Create an API key: https://tinker.thinkingmachines.ai/keys?new_key=true"
+        "&key_name=tinker-cli-laptop\n"
+    )
+    assert code == 6
+    assert KEY not in captured.out + captured.err
+    assert not (home / ".tinker").exists()
