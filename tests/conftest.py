@@ -99,3 +99,37 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+# ---------------------------------------------------------------------------------------------
+# No stored login
+
+
+@pytest.fixture(scope="session")
+def _empty_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("home")
+
+
+@pytest.fixture(autouse=True)
+def _no_stored_login(monkeypatch: pytest.MonkeyPatch, _empty_home: Path) -> None:
+    """Point ``HOME`` at an empty directory and unset ``TINKER_CREDENTIAL_CMD``.
+
+    A client falls back to ``~/.tinker/credentials.json`` (the stored login): the developer's
+    own login must not change what a test sees. Tests of the stored login write their own file
+    under a ``HOME`` of their own.
+    """
+    monkeypatch.setenv("HOME", str(_empty_home))
+    monkeypatch.delenv("TINKER_CREDENTIAL_CMD", raising=False)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``HOME`` of the test's own (for the stored login, ``~/.tinker/credentials.json``), and
+    no credential or service URL from the environment; telemetry off."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    monkeypatch.setenv("HOME", str(folder))
+    for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_CREDENTIAL_CMD", "TINKER_LOG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    return folder

@@ -89,7 +89,8 @@ def test_checkpoint_help_lists_every_subcommand(capsys: pytest.CaptureFixture[st
         [],
         ["frobnicate"],
         ["run"],
-        ["run", "list", "--limit", "0"],
+        ["run", "list", "--limit", "-1"],
+        ["session", "list", "--limit", "0"],
         ["checkpoint", "prune"],
         ["checkpoint", "prune", "--keep-last", "0"],
         ["checkpoint", "set-ttl", "tinker://r/weights/a", "-5"],
@@ -279,7 +280,7 @@ def _leaf_commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[st
 def test_cli_docs_cover_every_command_and_exit_code() -> None:
     text = (DOCS_DIR / "cli.rst").read_text()
     commands = _leaf_commands(cli.build_parser())
-    assert len(commands) == 15
+    assert len(commands) == 24
     for command in commands:
         assert f"``tinker-lite {command}" in text, command
     for code, meaning in EXIT_CODES.items():

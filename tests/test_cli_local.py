@@ -146,8 +146,12 @@ def test_run_list_and_info(
     assert run["run_id"] in out
     code, doc = call_json(capsys, url, "run", "list", "--limit", "100")
     assert code == 0
-    assert run["run_id"] in [r["training_run_id"] for r in doc["training_runs"]]
-    assert set(doc["cursor"]) == {"offset", "limit", "total_count"}
+    assert list(doc) == ["runs"]  # the official CLI's document
+    assert run["run_id"] in [r["training_run_id"] for r in doc["runs"]]
+    code, out, _ = call(capsys, url, "run", "list", "--limit", "0", "-c", "id,owner,checkpoint")
+    assert code == 0
+    assert out.splitlines()[0].split() == ["RUN", "ID", "OWNER", "LAST", "CHECKPOINT"]
+    assert run["states"][-1] in out
     code, doc = call_json(capsys, url, "run", "info", run["run_id"])
     assert code == 0
     assert doc["base_model"] == BASE_MODEL
@@ -174,18 +178,23 @@ def test_unknown_run_is_not_found(capsys: pytest.CaptureFixture[str], url: str) 
 def test_checkpoint_list_and_info(
     capsys: pytest.CaptureFixture[str], url: str, run: dict[str, Any]
 ) -> None:
-    code, doc = call_json(capsys, url, "checkpoint", "list", "--run", run["run_id"])
+    code, doc = call_json(capsys, url, "checkpoint", "list", "--run-id", run["run_id"])
     assert code == 0
+    assert list(doc) == ["run_id", "checkpoints"]  # the official CLI's document
+    assert doc["run_id"] == run["run_id"]
     paths = {c["tinker_path"] for c in doc["checkpoints"]}
     assert paths == set(run["states"] + run["samplers"])
+    code, doc = call_json(capsys, url, "checkpoint", "list", "--limit", "0")
+    assert list(doc) == ["checkpoints"]
+    assert set(run["states"]) <= {c["tinker_path"] for c in doc["checkpoints"]}
     code, out, _ = call(capsys, url, "checkpoint", "list", "--all")
     assert code == 0
     assert run["samplers"][0] in out
     code, doc = call_json(capsys, url, "checkpoint", "info", run["samplers"][0])
     assert code == 0
-    assert doc["checkpoint"]["checkpoint_type"] == "sampler"
-    assert doc["weights_info"]["base_model"] == BASE_MODEL
-    assert doc["weights_info"]["lora_rank"] == 4
+    assert doc["checkpoint_type"] == "sampler"
+    assert doc["tinker_path"] == run["samplers"][0]
+    assert (doc["is_lora"], doc["lora_rank"]) == (True, 4)
     missing = run["samplers"][0].rsplit("/", 1)[0] + "/nope"
     code, out, err = call(capsys, url, "checkpoint", "info", missing)
     assert code == 4
@@ -230,7 +239,7 @@ def test_delete_checkpoints(capsys: pytest.CaptureFixture[str], url: str) -> Non
     assert doc["checkpoints"] == []
     code, doc = call_json(capsys, url, "checkpoint", "delete", made["states"][0])
     assert code == 4
-    assert doc["deleted"] == []
+    assert doc["deleted_count"] == 0
     assert doc["failed"][0]["tinker_path"] == made["states"][0]
 
 

@@ -340,3 +340,105 @@ def _load_state_deprecated(trainer: Any, path: str) -> object:
     """``load_state``, which warns FutureWarning first (deprecated, as in the official SDK)."""
     with pytest.warns(FutureWarning, match="load_state"):
         return trainer.load_state(path).result(timeout=30)
+
+
+# ---------------------------------------------------------------------------------------------
+# Credentials found in the stored login or printed by TINKER_CREDENTIAL_CMD
+
+
+def test_no_stored_or_command_credential_in_anything_emitted(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    import io
+    import json
+    import shlex
+    import sys
+
+    from tinker_lite.cli import main as cli_main
+
+    stored_key, command_key = "tml-STORED-secret-4242", "tml-COMMAND-secret-5353"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    caplog.set_level(logging.DEBUG)
+    path = tmp_path / ".tinker" / "credentials.json"
+    texts: list[str] = []
+    errors: list[BaseException] = []
+
+    def expect(error_type: type[BaseException], call: Any) -> None:
+        with pytest.raises(error_type) as caught:
+            call()
+        errors.append(caught.value)
+
+    def write(document: Any, mode: int = 0o644) -> None:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(document if isinstance(document, str) else json.dumps(document))
+        path.chmod(mode)  # readable by others: warned about, never with the key
+
+    def command(text: str, status: int = 0) -> str:
+        script = f"import sys; print({text!r}); sys.stderr.write('failed\\n'); sys.exit({status})"
+        return f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}"
+
+    record = {"type": "manual", "key": stored_key, "name": "laptop"}
+    with LocalServer(api_key=stored_key, jwt=True) as url:
+        # The key from the file: a session that trains, samples and lists, then the CLI.
+        write({"version": 1, "default": "1", "keys": {"1": record}})
+        with ServiceClient(base_url=url, telemetry=False) as service:
+            trainer = service.create_lora_training_client(BASE_MODEL, rank=4)
+            trainer.forward_backward(sft_batch(0), "cross_entropy").result(timeout=30)
+            reprs = [repr(o) for o in (service, service.holder, service.holder.settings)]
+            reprs.append(repr(service.holder._credentials))
+            texts.extend(reprs)
+        monkeypatch.setattr("sys.stdin", io.StringIO(stored_key + "\n"))
+        for argv in (
+            ["auth", "status"],
+            ["auth", "whoami"],
+            ["check", "--format", "json"],
+            ["auth", "logout"],
+            ["auth", "login"],
+            ["auth", "status", "--format", "json"],
+        ):
+            cli_main([*argv, "--base-url", url])
+        # Malformed files that hold the key in the wrong place.
+        for document in (
+            {"version": 1, "default": "1", "keys": {"1": stored_key}},
+            {"version": 1, "keys": [stored_key]},
+            {"version": stored_key},
+            '{"version": 1, "keys": {"1": {"key": "' + stored_key + '"',
+        ):
+            write(document)
+            expect(InvalidInputError, lambda: ServiceClient(base_url="https://x.example"))
+            cli_main(["auth", "status", "--base-url", url])
+        path.unlink()
+        # The command's credential: used, then failing after printing it, then printing junk.
+        monkeypatch.setenv("TINKER_CREDENTIAL_CMD", command(command_key))
+        with ServiceClient(base_url=url, telemetry=False) as service:
+            expect(InvalidInputError, lambda: _first_use_of(service))  # not the server's key
+        monkeypatch.setenv("TINKER_CREDENTIAL_CMD", command(command_key, status=1))
+        with ServiceClient(base_url=url, telemetry=False) as service:
+            expect(InvalidInputError, lambda: _first_use_of(service))
+        monkeypatch.setenv("TINKER_CREDENTIAL_CMD", command(f"{command_key} extra"))
+        with ServiceClient(base_url=url, telemetry=False) as service:
+            expect(InvalidInputError, lambda: _first_use_of(service))
+        cli_main(["auth", "status", "--base-url", url])
+    for error in errors:
+        texts.extend(_exception_texts(error))
+    for log in caplog.records:
+        texts.append(log.getMessage())
+        texts.append(repr(log.args))
+    texts.append(caplog.text)
+    captured = capsys.readouterr()
+    texts.extend([captured.out, captured.err])
+    everything = "\n".join(texts)
+    assert "others may read it (mode 0644)" in everything  # the run did warn
+    assert "Logged in as local@tinker-lite.invalid" in everything  # and did log in again
+    assert len(errors) == 7
+    assert stored_key not in everything, "the stored key leaked"
+    assert command_key not in everything, "the command's credential leaked"
+
+
+def _first_use_of(service: ServiceClient) -> None:
+    RestClient(service).get_server_capabilities().result(timeout=60)

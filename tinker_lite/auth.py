@@ -1,7 +1,9 @@
 """Helpers for inspecting tinker_lite's authentication state (the official ``tinker.auth``).
 
-tinker_lite takes its credential from ``api_key=...`` or ``TINKER_API_KEY`` only (no stored
-credentials file, no credential command): these helpers report on that same source.
+They report on the order in which a client finds its credential: the ``api_key=`` argument,
+``TINKER_API_KEY``, ``TINKER_CREDENTIAL_CMD``, then the default key of
+``~/.tinker/credentials.json`` (the stored login of ``tinker-lite auth login`` or the official
+``tinker auth login``).
 """
 
 from __future__ import annotations
@@ -9,20 +11,38 @@ from __future__ import annotations
 import os
 
 from tinker_lite._errors import TinkerError
+from tinker_lite._session.credentials import ENV_API_KEY, resolve_credential
+from tinker_lite._session.credentials_file import CredentialsFile
 
 __all__ = ["get_tinker_token", "raise_if_tinker_not_accessible", "tinker_has_credentials"]
 
-ENV_API_KEY = "TINKER_API_KEY"
-
 
 def get_tinker_token() -> str | None:
-    """The configured API key (``TINKER_API_KEY``), or ``None``. Sends nothing."""
-    return os.environ.get(ENV_API_KEY, "").strip() or None
+    """The configured static key: ``TINKER_API_KEY``, else the stored default key, else ``None``.
+
+    Reads only local state: it never runs ``TINKER_CREDENTIAL_CMD`` nor sends anything, and an
+    unreadable or malformed credentials file counts as no key.
+    """
+    key = os.environ.get(ENV_API_KEY)
+    if key:
+        return key
+    try:
+        stored = CredentialsFile().default()
+    except (OSError, ValueError):
+        return None
+    return stored[1].key if stored is not None else None
 
 
 def tinker_has_credentials() -> bool:
-    """Whether a credential is configured (``TINKER_API_KEY``). Sends nothing."""
-    return get_tinker_token() is not None
+    """Whether a client would find a credential (see the module docstring). Sends nothing.
+
+    A configured ``TINKER_CREDENTIAL_CMD`` counts without running it; an unreadable or
+    malformed credentials file counts as none.
+    """
+    try:
+        return resolve_credential().source is not None
+    except (OSError, ValueError):
+        return False
 
 
 def raise_if_tinker_not_accessible() -> None:

@@ -95,10 +95,11 @@ def _check_optional_id(field: str, value: object) -> str | None:
 def _check_checkpoint_id(value: object) -> str:
     checkpoint_id = _check_id("checkpoint_id", value)
     kind, _, name = checkpoint_id.partition("/")
-    if kind not in ("weights", "sampler_weights") or not name or "/" in name:
+    if kind not in ("weights", "sampler_weights", "external_weights") or not name or "/" in name:
         raise InvalidInputError(
             "checkpoint_id",
-            f"must look like 'weights/<name>' or 'sampler_weights/<name>', got {checkpoint_id!r}",
+            "must look like 'weights/<name>', 'sampler_weights/<name>' or "
+            f"'external_weights/<name>', got {checkpoint_id!r}",
             "use Checkpoint.checkpoint_id from list_checkpoints, or the *_from_tinker_path method",
         )
     return checkpoint_id

@@ -1,26 +1,64 @@
-"""Credentials sent as ``X-API-Key``: the API key, or a JWT obtained with it (WIRE.md §13.2).
+"""Where the API key comes from, and the credential sent as ``X-API-Key``.
 
-When the service's client config sets ``pjwt_auth_enabled``, the API key is exchanged for a JWT
-(``POST /api/v1/auth/token``), refreshed before its ``exp`` and once after a 401. The token is
-registered as a secret, so it never reaches a log or an error message.
+:func:`resolve_credential` finds the credential once, when a client is created, in the official
+SDK's order: the ``api_key=`` argument, ``TINKER_API_KEY``, ``TINKER_CREDENTIAL_CMD`` (a command
+printing a fresh credential, run when the service exchanges credentials for tokens), then the
+default key of ``~/.tinker/credentials.json`` (the stored login; consulted only when no command
+is set, so that a command always wins over it).
+
+When the service's client config sets ``pjwt_auth_enabled``, the credential is exchanged for a
+JWT (``POST /api/v1/auth/token``), refreshed before its ``exp`` and once after a 401; when it
+also sets ``credential_default_source`` to ``"credential_cmd"``, the exchange is authenticated
+by the command's output, never by a static key (WIRE.md §13.2). Every credential is registered
+as a secret, so it never reaches a log or an error message.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import os
+import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping
+from typing import Literal
+
+import attrs
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import decode_json
-from tinker_lite._errors import APIResponseValidationError, TinkerError, WireFormatError
+from tinker_lite._errors import (
+    APIResponseValidationError,
+    InvalidInputError,
+    TinkerError,
+    WireFormatError,
+)
+from tinker_lite._session.credentials_file import CredentialsFile
 from tinker_lite._transport.http import HttpResponse, redact, register_secret
 
-__all__ = ["AUTH_TOKEN_PATH", "Credentials", "jwt_expiry", "token_fetcher"]
+__all__ = [
+    "AUTH_TOKEN_PATH",
+    "CREDENTIAL_CMD_TIMEOUT",
+    "ENV_API_KEY",
+    "ENV_CREDENTIAL_CMD",
+    "CredentialSource",
+    "Credentials",
+    "ResolvedCredential",
+    "jwt_expiry",
+    "resolve_credential",
+    "run_credential_command",
+    "token_fetcher",
+]
 
 AUTH_TOKEN_PATH = "/api/v1/auth/token"
+ENV_API_KEY = "TINKER_API_KEY"
+ENV_CREDENTIAL_CMD = "TINKER_CREDENTIAL_CMD"
+CREDENTIAL_CMD_TIMEOUT = 60.0
+"""Seconds ``TINKER_CREDENTIAL_CMD`` may run before it counts as failed."""
+
+CredentialSource = Literal["argument", "environment", "command", "file"]
 
 logger = logging.getLogger("tinker_lite.session")
 
@@ -41,18 +79,142 @@ def jwt_expiry(token: str) -> float | None:
     return None
 
 
+@attrs.frozen
+class ResolvedCredential:
+    """Where a client's credential comes from, found once when the client is created.
+
+    ``key`` is the static API key (``None`` when only a command is configured, or nothing);
+    ``command`` is ``TINKER_CREDENTIAL_CMD`` when set (run at connect time, see
+    :class:`Credentials`); ``origin`` says where in words (or, with no credential, why none was
+    found), never showing the key.
+    """
+
+    key: str | None = attrs.field(repr=False)
+    source: CredentialSource | None
+    command: str | None = attrs.field(default=None, repr=False)
+    origin: str = ""
+
+
+def resolve_credential(
+    api_key: str | None = None, environ: Mapping[str, str] | None = None
+) -> ResolvedCredential:
+    """Find the credential in the official SDK 0.38's order (see the module docstring).
+
+    The stored file is read only when neither a key nor ``TINKER_CREDENTIAL_CMD`` is set; a
+    file that cannot be read or is malformed raises :class:`~tinker_lite.InvalidInputError`
+    naming it. Nothing is run or sent here: the command runs when the connection starts.
+    """
+    env = os.environ if environ is None else environ
+    command = env.get(ENV_CREDENTIAL_CMD) or None
+    field = "api_key"
+    if api_key:
+        found = ResolvedCredential(api_key, "argument", command, "api_key=")
+    elif env.get(ENV_API_KEY):
+        field = ENV_API_KEY
+        found = ResolvedCredential(env[ENV_API_KEY], "environment", command, ENV_API_KEY)
+    elif command:
+        found = ResolvedCredential(None, "command", command, ENV_CREDENTIAL_CMD)
+    else:
+        store = CredentialsFile()
+        default = store.default()
+        if default is None:
+            return ResolvedCredential(None, None, None, store.why_no_default())
+        key_id, record = default
+        field = str(store.path)
+        found = ResolvedCredential(
+            record.key, "file", None, f"{store.path}, key {record.name or key_id!r}"
+        )
+    if found.key is not None and any(ch.isspace() for ch in found.key):
+        raise InvalidInputError(
+            field, "the API key contains whitespace", "check for a stray newline or space"
+        )
+    register_secret(found.key)
+    return found
+
+
+def run_credential_command(
+    command: str,
+    *,
+    timeout: float = CREDENTIAL_CMD_TIMEOUT,
+    wall_clock: Callable[[], float] = time.time,
+) -> str:
+    """Run ``TINKER_CREDENTIAL_CMD`` (through the shell) and return the credential it prints.
+
+    Raises :class:`~tinker_lite.InvalidInputError` naming the variable (never quoting the
+    command, which may hold secrets) when it cannot run, fails, times out, prints nothing or
+    prints an expired JWT.
+    """
+    try:
+        done = subprocess.run(
+            command,
+            shell=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise InvalidInputError(
+            ENV_CREDENTIAL_CMD,
+            f"the command did not finish within {timeout:g} s",
+            "run it yourself to see why it hangs",
+        ) from None
+    except OSError as e:
+        raise InvalidInputError(
+            ENV_CREDENTIAL_CMD, f"the command could not be started ({e.strerror})"
+        ) from None
+    credential = done.stdout.strip()
+    register_secret(credential)
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        said = f": {redact(lines[-1])[:200]}" if lines else ""
+        raise InvalidInputError(
+            ENV_CREDENTIAL_CMD,
+            f"the command exited with status {done.returncode}{said}",
+            "run it yourself to see why it fails",
+        )
+    if not credential:
+        raise InvalidInputError(
+            ENV_CREDENTIAL_CMD,
+            "the command printed an empty credential",
+            "it must print the credential on stdout",
+        )
+    if any(ch.isspace() for ch in credential):
+        raise InvalidInputError(
+            ENV_CREDENTIAL_CMD,
+            "the command printed more than one word",
+            "it must print only the credential on stdout",
+        )
+    exp = jwt_expiry(credential) if credential.startswith("eyJ") else None
+    if exp is not None and exp <= wall_clock():
+        raise InvalidInputError(
+            ENV_CREDENTIAL_CMD, "the command printed an expired JWT", "it must print a fresh one"
+        )
+    return credential
+
+
 class Credentials:
-    """The credential sent as ``X-API-Key``: the API key, or a JWT refreshed before it expires."""
+    """The credential sent as ``X-API-Key``: the API key, or a JWT refreshed before it expires.
+
+    ``command`` is ``TINKER_CREDENTIAL_CMD``: without an API key it authenticates the requests
+    sent before the JWT (the client config), and it authenticates every JWT exchange when there
+    is no API key or the service asks for it (``credential_default_source``).
+    """
 
     def __init__(
         self,
         api_key: str | None,
         *,
+        command: str | None = None,
         wall_clock: Callable[[], float],
         refresh_margin: float = 300.0,
         retry_pause: float = 60.0,
     ) -> None:
         self.api_key = api_key
+        self.command = command
+        self._command_required = False
+        self._command_error: InvalidInputError | None = None
         self._wall_clock = wall_clock
         self._refresh_margin = refresh_margin
         self._retry_pause = retry_pause
@@ -69,6 +231,56 @@ class Credentials:
     @property
     def uses_jwt(self) -> bool:
         return self._jwt is not None
+
+    def use_client_config(
+        self, config: types.ClientConfigResponse, *, from_server: bool = True
+    ) -> None:
+        """Check the credential suits the service's client config, before anything else is sent.
+
+        A service that exchanges no tokens takes only API keys; one whose
+        ``credential_default_source`` is ``"credential_cmd"`` takes only the command's output
+        (or a JWT given as the key) for the exchange. ``from_server`` is false when the config
+        could not be read (built-in defaults).
+        """
+        if self._command_error is not None:
+            # The command failed before the client config was asked for: that is the problem.
+            raise self._command_error
+        if not config.pjwt_auth_enabled:
+            if self.api_key is None and self.command is not None and not from_server:
+                raise InvalidInputError(
+                    ENV_CREDENTIAL_CMD,
+                    "the service did not answer its client config to the credential the "
+                    "command printed (the log says why), so it cannot be exchanged for a token",
+                    "check that the command prints a valid credential",
+                )
+            if self.api_key is None and self.command is not None:
+                raise InvalidInputError(
+                    "api_key",
+                    f"{ENV_CREDENTIAL_CMD} is set, but this service takes only API keys "
+                    "(its client config does not enable token exchange)",
+                    f"pass api_key=..., set {ENV_API_KEY}, or store a key with "
+                    "`tinker-lite auth login`",
+                )
+            return
+        self._command_required = config.credential_default_source == "credential_cmd"
+        if self._command_required and self.command is None and not self._key_is_jwt():
+            raise InvalidInputError(
+                ENV_CREDENTIAL_CMD,
+                "this service requires dynamic credentials (credential_default_source is "
+                "'credential_cmd')",
+                f"set {ENV_CREDENTIAL_CMD} to a command that prints a valid credential",
+            )
+
+    def _key_is_jwt(self) -> bool:
+        return self.api_key is not None and self.api_key.startswith("eyJ")
+
+    def exchange_credential(self) -> str | None:
+        """The credential that authenticates a JWT exchange (the command runs each time)."""
+        if self.command is not None and (
+            (self._command_required and not self._key_is_jwt()) or self.api_key is None
+        ):
+            return run_credential_command(self.command, wall_clock=self._wall_clock)
+        return self.api_key
 
     def enable_jwt(self, fetch: Callable[[], str]) -> None:
         """Exchange the API key for a JWT now; later requests carry the JWT."""
@@ -93,6 +305,12 @@ class Credentials:
     def current(self) -> str | None:
         """The credential to send now: the API key, or the JWT (refreshed before it expires)."""
         token = self._jwt
+        if token is None and self.api_key is None and self.command is not None:
+            try:
+                return run_credential_command(self.command, wall_clock=self._wall_clock)
+            except InvalidInputError as e:
+                self._command_error = e
+                raise
         # WIRE.md §13.2: auth/token itself is authenticated with the API key, never the JWT.
         if token is None or getattr(self._fetching, "active", False):
             return self.api_key
@@ -127,15 +345,18 @@ class Credentials:
 
 
 def token_fetcher(
-    post: Callable[[str, bytes, Mapping[str, str]], HttpResponse], api_key: str | None
+    post: Callable[[str, bytes, Mapping[str, str]], HttpResponse],
+    credential: Callable[[], str | None],
 ) -> Callable[[], str]:
-    """A function exchanging the API key for a JWT: ``POST /api/v1/auth/token {}``.
+    """A function exchanging a credential for a JWT: ``POST /api/v1/auth/token {}``.
 
-    ``post(path, body, headers)`` sends with the start-up retries. The request carries the API
-    key explicitly (WIRE.md §13.2: never the JWT being replaced).
+    ``post(path, body, headers)`` sends with the start-up retries; ``credential()`` gives the
+    API key or the credential command's output, which the request carries explicitly (WIRE.md
+    §13.2: never the JWT being replaced).
     """
 
     def fetch() -> str:
+        api_key = credential()
         headers = {"X-API-Key": api_key} if api_key else {}
         resp = post(AUTH_TOKEN_PATH, b"{}", headers)
         data = decode_json(resp, what="auth/token")

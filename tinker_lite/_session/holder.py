@@ -203,7 +203,9 @@ class SessionHolder:
         self._telemetry_flush_interval = telemetry_flush_interval
         self._user_poll_threads = poll_threads
 
-        self._credentials = Credentials(self.settings.api_key, wall_clock=wall_clock)
+        self._credentials = Credentials(
+            self.settings.api_key, command=self.settings.credential_command, wall_clock=wall_clock
+        )
         headers = {**self.settings.cloudflare_headers, **self.settings.default_headers}
         sizes = dict(DEFAULT_POOL_SIZES)
         if poll_threads is not None:
@@ -419,11 +421,12 @@ class SessionHolder:
             self.sample_gate.set_limit(max(1, config.sample_max_concurrent_requests))
             if self._user_poll_threads is None:
                 self._poller.set_max_workers(self.sample_gate.limit + 32)
+        self._credentials.use_client_config(config, from_server=from_server)
         if config.pjwt_auth_enabled:
             self._credentials.enable_jwt(
                 make_token_fetcher(
                     self._transport,
-                    self.settings.api_key,
+                    self._credentials.exchange_credential,
                     policy=self._startup_policy,
                     sleep=self._sleep,
                     rand=self._rand,

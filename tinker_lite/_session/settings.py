@@ -4,8 +4,10 @@ A public client resolves its keyword options once, with :func:`resolve_settings`
 frozen :class:`Settings`, and hands that value down: the client context, the session holder and
 the transport read it and default nothing again.
 
-WIRE.md §P.3: an explicit ``api_key=`` wins over ``TINKER_API_KEY``; the key never shows in a
-``repr``. Every bad value raises :class:`~tinker_lite.InvalidInputError` naming the argument or
+WIRE.md §P.3: an explicit ``api_key=`` wins over ``TINKER_API_KEY``, then come
+``TINKER_CREDENTIAL_CMD`` and the stored login (``resolve_credential`` in
+:mod:`tinker_lite._session.credentials` has the order); the key never shows in a ``repr``.
+Every bad value raises :class:`~tinker_lite.InvalidInputError` naming the argument or
 environment variable at fault, before anything is sent.
 """
 
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
+from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
 from tinker_lite._transport.http import is_loopback_url, register_secret
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 from tinker_lite._version import WIRE_SDK_VERSION
@@ -51,7 +54,6 @@ DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
 LOCAL_BASE_URL = "local://"
 """The base URL that runs the offline local server in this process (see ``ClientContext``)."""
 
-ENV_API_KEY = "TINKER_API_KEY"
 ENV_BASE_URL = "TINKER_BASE_URL"
 ENV_CF_CLIENT_ID = "CLOUDFLARE_ACCESS_CLIENT_ID"
 ENV_CF_CLIENT_SECRET = "CLOUDFLARE_ACCESS_CLIENT_SECRET"
@@ -99,6 +101,10 @@ class Settings:
     sample_workers: int = DEFAULT_SAMPLE_WORKERS
     max_retries: int | None = None
     journal: str | os.PathLike[str] | Journal | None = None
+    credential_command: str | None = None
+    """``TINKER_CREDENTIAL_CMD`` when set: run at connect time (see ``Credentials``)."""
+    credential_source: CredentialSource | None = None
+    """Where ``api_key`` came from (or ``"command"`` when only the command is set)."""
 
     @property
     def is_local(self) -> bool:
@@ -118,6 +124,7 @@ class Settings:
     def __repr__(self) -> str:
         return (
             f"Settings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None}, "
+            f"credential_source={self.credential_source!r}, "
             f"project_id={self.project_id!r}, tags={self.tags!r}, "
             f"stall_timeout={self.stall_timeout!r}, startup_timeout={self.startup_timeout!r}, "
             f"wire={self.wire!r}, "
@@ -231,22 +238,13 @@ def resolve_settings(
                 "Connecting to %s over plain http://: the API key travels unencrypted", url
             )
 
-    if api_key is not None:
-        key, key_source = api_key, "api_key"
-    else:
-        key, key_source = env.get(ENV_API_KEY, ""), ENV_API_KEY
-    key_or_none = _nonempty(key)
-    if key_or_none is not None and any(ch.isspace() for ch in key_or_none):
-        raise InvalidInputError(
-            key_source, "the API key contains whitespace", "check for a stray newline or space"
-        )
-    if key_or_none is None and not loopback:
+    credential = resolve_credential(api_key, env)
+    if credential.source is None and not loopback:
         raise InvalidInputError(
             "api_key",
-            f"no API key for {url}",
-            f"pass api_key=... or set {ENV_API_KEY}",
+            f"no API key for {url} ({credential.origin})",
+            f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
         )
-    register_secret(key_or_none)
 
     cf_headers: dict[str, str] = {}
     cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))
@@ -293,7 +291,7 @@ def resolve_settings(
 
     return Settings(
         base_url=url,
-        api_key=key_or_none,
+        api_key=credential.key,
         cloudflare_headers=cf_headers,
         project_id=project_id if project_id is not None else _nonempty(env.get(ENV_PROJECT_ID)),
         tags=resolved_tags,
@@ -309,4 +307,6 @@ def resolve_settings(
         sample_workers=sample_workers,
         max_retries=max_retries,
         journal=journal,
+        credential_command=credential.command,
+        credential_source=credential.source,
     )

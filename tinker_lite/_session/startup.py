@@ -116,7 +116,7 @@ def fetch_client_config(
 
 def make_token_fetcher(
     transport: Transport,
-    api_key: str | None,
+    credential: Callable[[], str | None],
     *,
     policy: RetryPolicy,
     sleep: Callable[[float], object],
@@ -142,7 +142,7 @@ def make_token_fetcher(
             clock=clock,
         )
 
-    return token_fetcher(post, api_key)
+    return token_fetcher(post, credential)
 
 
 class DynamicConfig:

@@ -1,13 +1,16 @@
-"""The ``tinker-lite`` command: training runs, checkpoints, sessions, the local server, checks.
+"""The ``tinker-lite`` command: the official ``tinker`` command's commands (credentials, runs,
+checkpoints, sessions, models, billing) and more (the local server, checks, pruning).
 
 Every listing and info command prints a table by default and one JSON document with
-``--format json``. Expected failures print a single ``tinker-lite: error: ...`` line on stderr
-(what failed, where, what to try) and exit with a documented code (:data:`EXIT_CODES`); a
-traceback is shown only with ``--debug`` or ``TINKER_LOG=debug``. The API key is never printed.
+``--format json`` (with the official CLI's keys for its commands). Expected failures print a
+single ``tinker-lite: error: ...`` line on stderr (what failed, where, what to try) and exit with
+a documented code (:data:`EXIT_CODES`); a traceback is shown only with ``--debug`` or
+``TINKER_LOG=debug``. The API key is never printed.
 
-One module per command group (``check``, ``run``, ``checkpoint``, ``session``, ``local``); the
-client is a standalone :class:`~tinker_lite.RestClient` whose start-up budget
-(``--startup-timeout``) makes an unreachable service fail within seconds.
+One module per command group (``check``, ``auth``, ``run``, ``checkpoint`` with ``hub`` for
+``push-hf``, ``session``, ``model``, ``billing``, ``local``); the client is a standalone
+:class:`~tinker_lite.RestClient` whose start-up budget (``--startup-timeout``) makes an
+unreachable service fail within seconds.
 """
 
 from __future__ import annotations

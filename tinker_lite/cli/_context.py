@@ -56,6 +56,14 @@ class Context:
         value = getattr(self.args, "base_url", None)
         return str(value) if value else None
 
+    def service_url(self) -> tuple[str, str]:
+        """The service URL and where it came from (``--base-url``, ``TINKER_BASE_URL``, default)."""
+        if self.base_url is not None:
+            return self.base_url, "--base-url"
+        if os.environ.get("TINKER_BASE_URL"):
+            return os.environ["TINKER_BASE_URL"], "TINKER_BASE_URL"
+        return DEFAULT_BASE_URL, "default"
+
     def rest(self) -> RestClient:
         """The command's RestClient: no session, no heartbeat (closed when the command ends)."""
         if self._rest is None:

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from tinker_lite import _logging
 from tinker_lite._errors import APIConnectionError, APITimeoutError
-from tinker_lite.cli import check, checkpoint, local, run, session
+from tinker_lite.cli import auth, billing, check, checkpoint, local, model, run, session
 from tinker_lite.cli._context import DEFAULT_STARTUP_TIMEOUT_S, STARTUP_TIMEOUT_ENV, Context
 from tinker_lite.cli._exit import (
     EXIT_CODES,
@@ -35,7 +35,10 @@ _EPILOG = "exit codes:\n" + "\n".join(
 _EPILOG += f"""
 
 environment:
-  TINKER_API_KEY          API key (never printed; `check` only says whether it is set)
+  TINKER_API_KEY          API key (never printed; `auth status` says where the key comes from)
+  TINKER_CREDENTIAL_CMD   command printing a fresh credential (services with token exchange)
+  ~/.tinker/credentials.json
+                          the stored login (`auth login`), used when neither of the above is set
   TINKER_BASE_URL         service URL (default: the hosted service; local:// = in-process server)
   TINKER_LOG=debug|info   log to stderr at that level (debug: tracebacks too)
   TINKER_LITE_PROGRESS=0  no progress bar or progress lines
@@ -46,6 +49,7 @@ environment:
 
 examples:
   tinker-lite check
+  tinker-lite auth login
   tinker-lite run list --format json
   tinker-lite --base-url local:// checkpoint list --all
   tinker-lite checkpoint prune --keep-last 3 --dry-run
@@ -66,9 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
     check.register(commands, common)
+    auth.register(commands, common)
     run.register(commands, common)
     checkpoint.register(commands, common)
     session.register(commands, common)
+    model.register(commands, common)
+    billing.register(commands, common)
     local.register(commands)
     return parser
 

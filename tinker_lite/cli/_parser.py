@@ -54,6 +54,7 @@ def common_options() -> argparse.ArgumentParser:
     # SUPPRESS defaults let the options appear before or after the subcommand.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
+        "-f",
         "--format",
         choices=("table", "json"),
         default=argparse.SUPPRESS,
@@ -150,12 +151,12 @@ def non_negative_int(text: str) -> int:
 
 def add_paging(sub: argparse.ArgumentParser, *, default_limit: int, every: str = "") -> None:
     """Add ``--limit`` and ``--offset`` to a list command (and ``--all`` when ``every`` names
-    what it lists)."""
+    what it lists; then ``--limit 0`` means ``--all``, as in the official CLI)."""
     sub.add_argument(
         "--limit",
-        type=positive_int,
+        type=non_negative_int if every else positive_int,
         default=default_limit,
-        help=f"page size (default: {default_limit})",
+        help=f"page size (default: {default_limit}{'; 0: every ' + every if every else ''})",
     )
     sub.add_argument("--offset", type=non_negative_int, default=0, help="page start")
     if every:

@@ -9,9 +9,10 @@ import platform
 import time
 from typing import Any
 
-from tinker_lite._errors import TinkerError, describe_error
+from tinker_lite._errors import InvalidInputError, TinkerError, describe_error
+from tinker_lite._session.credentials import ResolvedCredential, resolve_credential
 from tinker_lite._version import WIRE_SDK_VERSION, __version__
-from tinker_lite.cli._context import DEFAULT_BASE_URL, LOCAL_URL, Context
+from tinker_lite.cli._context import LOCAL_URL, Context
 from tinker_lite.cli._exit import EXIT_AUTH, EXIT_CONNECTION, EXIT_OK, EXIT_SERVICE, PROG
 from tinker_lite.cli._parser import leaf
 
@@ -50,19 +51,24 @@ def cmd_check(ctx: Context) -> int:
     from tinker_lite._journal import ENV_VAR as JOURNAL_ENV
     from tinker_lite._progress import ENV_VAR as PROGRESS_ENV
 
-    if ctx.base_url is not None:
-        base_url, source = ctx.base_url, "--base-url"
-    elif os.environ.get("TINKER_BASE_URL"):
-        base_url, source = os.environ["TINKER_BASE_URL"], "TINKER_BASE_URL"
+    base_url, source = ctx.service_url()
+    try:
+        credential = resolve_credential()
+    except InvalidInputError as e:  # a broken credentials file: report it, check the rest
+        credential = ResolvedCredential(None, None, None, str(e))
+    if credential.key is not None:
+        api_key = f"set (from {credential.origin})"
+    elif credential.command is not None:
+        api_key = f"from {credential.origin} (run when a client connects)"
     else:
-        base_url, source = DEFAULT_BASE_URL, "default"
-    key_set = bool(os.environ.get("TINKER_API_KEY"))
+        api_key = f"not set ({credential.origin})"
     report: dict[str, Any] = {
         "version": __version__,
         "base_url": base_url,
         "base_url_source": source,
-        "api_key": "set (from TINKER_API_KEY)" if key_set else "not set",
-        "api_key_set": key_set,
+        "api_key": api_key,
+        "api_key_set": credential.key is not None,
+        "api_key_source": credential.source,
         "cloudflare_access": bool(os.environ.get("CLOUDFLARE_ACCESS_CLIENT_ID")),
         "journal": os.environ.get(JOURNAL_ENV) or None,
         "progress": _env_flag(PROGRESS_ENV, "auto"),
@@ -86,7 +92,7 @@ def cmd_check(ctx: Context) -> int:
     else:
         probe = probe_service(
             base_url,
-            api_key=os.environ.get("TINKER_API_KEY") or None,
+            api_key=credential.key,
             timeout=ctx.timeout,
             connect_timeout=ctx.startup_timeout,
         )

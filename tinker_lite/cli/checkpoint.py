@@ -12,18 +12,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinker_lite._errors import InvalidInputError, NotFoundError, TinkerError
+from tinker_lite.cli import hub
 from tinker_lite.cli._context import Context, parse_path
 from tinker_lite.cli._exit import (
     EXIT_CONFLICT,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_SERVICE,
+    EXIT_USAGE,
     PROG,
     CLIError,
     error_message,
     exit_code_for,
 )
-from tinker_lite.cli._output import iso, size_cell
+from tinker_lite.cli._output import iso, size_cell, to_jsonable
 from tinker_lite.cli._parser import Handler, add_group, add_paging, leaf, positive_int
 
 if TYPE_CHECKING:
@@ -88,30 +90,27 @@ def cmd_checkpoint_list(ctx: Context) -> int:
     args = ctx.args
     rest = ctx.rest()
     cursor: Any = None
+    every = args.all or args.limit == 0
     if args.run is not None:
         page = ctx.wait(rest.list_checkpoints(args.run))
         checkpoints = list(page.checkpoints)
-        cursor = page.cursor
-    elif args.all:
+    elif every:
         listing = ctx.call(lambda: rest.list_all_checkpoints(page_timeout=ctx.page_timeout))
         if not listing.complete:
             ctx.output.note(f"warning: the listing may be incomplete: {listing.reason}")
         checkpoints = listing.checkpoints
-        cursor = {"offset": 0, "limit": len(checkpoints), "total_count": len(checkpoints)}
     else:
         page = ctx.wait(rest.list_user_checkpoints(limit=args.limit, offset=args.offset))
         checkpoints = list(page.checkpoints)
         cursor = page.cursor
     if ctx.output.json:
-        ctx.output.document({"checkpoints": checkpoints, "cursor": cursor})
+        # The official CLI's document: the run (when one was asked for) and the checkpoints.
+        doc: dict[str, Any] = {"run_id": args.run} if args.run is not None else {}
+        doc["checkpoints"] = checkpoints
+        ctx.output.document(doc)
         return EXIT_OK
     ctx.output.table(_CHECKPOINT_HEADERS, _checkpoint_rows(checkpoints), empty="No checkpoints.")
-    if (
-        args.run is None
-        and not args.all
-        and cursor is not None
-        and cursor.total_count > args.offset + len(checkpoints)
-    ):
+    if cursor is not None and cursor.total_count > args.offset + len(checkpoints):
         ctx.output.note(
             f"showing {len(checkpoints)} of {cursor.total_count} checkpoints "
             "(use --offset/--limit, or --all)"
@@ -136,7 +135,14 @@ def cmd_checkpoint_info(ctx: Context) -> int:
     checkpoint = _find_checkpoint(ctx, path)
     weights = ctx.wait(ctx.rest().get_weights_info_by_tinker_path(checkpoint.tinker_path))
     if ctx.output.json:
-        ctx.output.document({"checkpoint": checkpoint, "weights_info": weights})
+        # The official CLI's document: the checkpoint's fields, then is_lora and lora_rank.
+        ctx.output.document(
+            {
+                **to_jsonable(checkpoint),
+                "is_lora": weights.is_lora,
+                "lora_rank": weights.lora_rank,
+            }
+        )
         return EXIT_OK
     lora = (
         f"rank {weights.lora_rank}"
@@ -203,6 +209,8 @@ def cmd_checkpoint_unpublish(ctx: Context) -> int:
     return _set_public(ctx, False)
 
 
+_NOT_GIVEN: Any = object()
+
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
@@ -249,8 +257,14 @@ def _plural(count: int, unit: str) -> str:
 
 def cmd_checkpoint_set_ttl(ctx: Context) -> int:
     """Set or remove a checkpoint's time to live."""
-    path = parse_path(ctx.args.path).tinker_path
-    ttl: int | None = ctx.args.ttl
+    args = ctx.args
+    path = parse_path(args.path).tinker_path
+    given = [v for v in (args.ttl, args.ttl_option) if v is not _NOT_GIVEN] + (
+        [None] if args.remove else []
+    )
+    if len(given) != 1:
+        raise CLIError("give the TTL once: TTL, --ttl SECONDS or --remove", EXIT_USAGE)
+    ttl: int | None = given[0]
     ctx.wait(ctx.rest().set_checkpoint_ttl_from_tinker_path(path, ttl))
     message = (
         f"{path} never expires now" if ttl is None else f"{path} expires in {format_duration(ttl)}"
@@ -292,15 +306,71 @@ class _Deletions:
         return True
 
 
+# The official CLI's --type names, by checkpoint_type.
+_TYPE_NAMES = {
+    "weights": "training",
+    "training": "training",
+    "sampler_weights": "sampler",
+    "sampler": "sampler",
+    "external_weights": "external",
+    "external": "external",
+}
+
+
+def _utc_time(text: str) -> _dt.datetime:
+    """An argparse type: an ISO 8601 date or time (a date is midnight; no zone means UTC)."""
+    try:
+        moment = _dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 date or time (2024-01-01, 2024-01-01T08:00:00Z), got {text!r}"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=_dt.timezone.utc)
+
+
+def _run_checkpoints_to_delete(ctx: Context) -> list[types.Checkpoint]:
+    """The checkpoints of ``--run-id`` that pass ``--type``, ``--before`` and ``--after``."""
+    args = ctx.args
+    page = ctx.wait(ctx.rest().list_checkpoints(args.run_id))
+    kind = _TYPE_NAMES[args.type] if args.type else None
+    return [
+        c
+        for c in page.checkpoints
+        if (kind is None or c.checkpoint_type == kind)
+        and (args.before is None or _sort_time(c.time) < args.before.timestamp())
+        and (args.after is None or _sort_time(c.time) > args.after.timestamp())
+    ]
+
+
 def cmd_checkpoint_delete(ctx: Context) -> int:
-    """Delete one or more checkpoints (each is attempted; the first failure sets the exit code)."""
-    paths = [parse_path(p).tinker_path for p in ctx.args.paths]
+    """Delete checkpoints by path, or a run's (filtered); each is attempted, the first failure
+    sets the exit code."""
+    args = ctx.args
+    if bool(args.paths) == (args.run_id is not None):
+        raise CLIError("give either checkpoint paths or --run-id (not both)", EXIT_USAGE)
+    if args.run_id is None and (args.type or args.before or args.after):
+        raise CLIError("--type, --before and --after need --run-id", EXIT_USAGE)
+    if args.run_id is not None:
+        checkpoints = _run_checkpoints_to_delete(ctx)
+        if not checkpoints:
+            ctx.output.note(f"no checkpoints of run {args.run_id} match")
+        elif not args.yes:
+            # Nothing asks interactively: a run's checkpoints go only when asked for explicitly.
+            raise CLIError(
+                f"refusing to delete {len(checkpoints)} checkpoint(s) of run {args.run_id} "
+                "without --yes (list them with `checkpoint list --run-id`)",
+                EXIT_USAGE,
+            )
+        paths = [c.tinker_path for c in checkpoints]
+    else:
+        paths = [parse_path(p).tinker_path for p in args.paths]
     deletions = _Deletions(ctx)
     for path in paths:
         if deletions.delete(path) and not ctx.output.json:
             ctx.output.line(f"deleted {path}")
     if ctx.output.json:
-        ctx.output.document({"deleted": deletions.deleted, "failed": deletions.failed})
+        # The official CLI's document.
+        ctx.output.document({"deleted_count": len(deletions.deleted), "failed": deletions.failed})
     return deletions.code
 
 
@@ -488,7 +558,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
             "tinker-lite checkpoint list --all --format json",
         ],
     )
-    sub.add_argument("--run", metavar="RUN_ID", help="only this run's checkpoints")
+    sub.add_argument("--run", "--run-id", metavar="RUN_ID", help="only this run's checkpoints")
     add_paging(sub, default_limit=100, every="checkpoint")
     for name, handler, help_text in (
         ("info", cmd_checkpoint_info, "show one checkpoint and its weights info"),
@@ -507,14 +577,27 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
             f"tinker-lite checkpoint set-ttl {path} 7d      # expires in 7 days",
             f"tinker-lite checkpoint set-ttl {path} 12h",
             f"tinker-lite checkpoint set-ttl {path} never   # keep it",
+            f"tinker-lite checkpoint set-ttl {path} --ttl 86400",
+            f"tinker-lite checkpoint set-ttl {path} --remove",
         ],
     )
     sub.add_argument(
         "ttl",
         metavar="TTL",
+        nargs="?",
         type=parse_ttl,
+        default=_NOT_GIVEN,
         help="seconds, or a number with s/m/h/d/w (e.g. 7d); 'never' removes the TTL",
     )
+    sub.add_argument(
+        "--ttl",
+        dest="ttl_option",
+        metavar="SECONDS",
+        type=parse_ttl,
+        default=_NOT_GIVEN,
+        help="the TTL as an option (as the official CLI takes it)",
+    )
+    sub.add_argument("--remove", action="store_true", help="remove the TTL (never expires)")
     sub = leaf(
         ckpt,
         "delete",
@@ -524,9 +607,28 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         examples=[
             f"tinker-lite checkpoint delete {path}",
             "tinker-lite checkpoint delete tinker://RUN_ID/weights/a tinker://RUN_ID/weights/b",
+            "tinker-lite checkpoint delete --run-id RUN_ID --type weights --before 2024-06-01 -y",
         ],
     )
-    sub.add_argument("paths", metavar="TINKER_PATH", nargs="+")
+    sub.add_argument("paths", metavar="TINKER_PATH", nargs="*")
+    sub.add_argument("--run-id", metavar="RUN_ID", help="delete this run's checkpoints")
+    sub.add_argument(
+        "--type",
+        choices=sorted(_TYPE_NAMES),
+        help="with --run-id: only this type (weights, sampler_weights, external_weights)",
+    )
+    sub.add_argument(
+        "--before",
+        type=_utc_time,
+        metavar="WHEN",
+        help="with --run-id: only those created before (ISO 8601; UTC unless a zone is given)",
+    )
+    sub.add_argument(
+        "--after", type=_utc_time, metavar="WHEN", help="with --run-id: only those created after"
+    )
+    sub.add_argument(
+        "-y", "--yes", action="store_true", help="confirm deleting a run's checkpoints (--run-id)"
+    )
     sub = _path_leaf(
         ckpt,
         "download",
@@ -546,6 +648,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     sub.add_argument("--extract", metavar="DIR", help="also extract the archive into DIR")
     sub.add_argument("--force", action="store_true", help="replace an existing archive file")
+    hub.register(ckpt, common)
     sub = leaf(
         ckpt,
         "prune",

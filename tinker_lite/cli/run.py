@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tinker_lite.cli._context import Context
 from tinker_lite.cli._exit import EXIT_OK
-from tinker_lite.cli._output import to_jsonable
 from tinker_lite.cli._parser import add_group, add_paging, leaf
 
 if TYPE_CHECKING:
@@ -17,47 +16,65 @@ if TYPE_CHECKING:
 __all__ = ["cmd_run_info", "cmd_run_list", "register"]
 
 
-def _run_rows(runs: Sequence[types.TrainingRun]) -> list[list[Any]]:
-    rows: list[list[Any]] = []
-    for run in runs:
-        last = run.last_checkpoint or run.last_sampler_checkpoint
-        rows.append(
-            [
-                run.training_run_id,
-                run.base_model,
-                run.lora_rank if run.is_lora else "full",
-                run.last_request_time,
-                last.tinker_path if last is not None else None,
-                "CORRUPTED" if run.corrupted else "",
-            ]
+def _last_checkpoint(run: types.TrainingRun) -> types.Checkpoint | None:
+    return run.last_checkpoint or run.last_sampler_checkpoint
+
+
+# The official CLI's column names (``--columns``): header and cell of each.
+COLUMNS: dict[str, tuple[str, Callable[[types.TrainingRun], Any]]] = {
+    "id": ("RUN ID", lambda r: r.training_run_id),
+    "model": ("BASE MODEL", lambda r: r.base_model),
+    "owner": ("OWNER", lambda r: r.model_owner),
+    "lora": ("LORA", lambda r: r.lora_rank if r.is_lora else "full"),
+    "updated": ("LAST REQUEST", lambda r: r.last_request_time),
+    "status": ("STATUS", lambda r: "CORRUPTED" if r.corrupted else "ok"),
+    "checkpoint": (
+        "LAST CHECKPOINT",
+        lambda r: c.tinker_path if (c := _last_checkpoint(r)) is not None else None,
+    ),
+    "checkpoint_time": (
+        "CHECKPOINT TIME",
+        lambda r: c.time if (c := _last_checkpoint(r)) is not None else None,
+    ),
+}
+DEFAULT_COLUMNS = ("id", "model", "lora", "updated", "checkpoint", "status")
+
+
+def _columns(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in COLUMNS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown column(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(COLUMNS)}"
         )
-    return rows
+    return names
 
 
 def cmd_run_list(ctx: Context) -> int:
-    """List training runs (a page, or every run with --all)."""
+    """List training runs (a page, or every run with --all or --limit 0)."""
     args = ctx.args
     rest = ctx.rest()
-    if args.all:
+    every = args.all or args.limit == 0
+    if every:
         runs: list[types.TrainingRun] = ctx.call(
             lambda: rest.list_all_training_runs(page_timeout=ctx.page_timeout)
         )
-        cursor: dict[str, int] = {"offset": 0, "limit": len(runs), "total_count": len(runs)}
         total = len(runs)
     else:
         page = ctx.wait(rest.list_training_runs(limit=args.limit, offset=args.offset))
         runs = list(page.training_runs)
-        cursor = to_jsonable(page.cursor)
         total = page.cursor.total_count
     if ctx.output.json:
-        ctx.output.document({"training_runs": runs, "cursor": cursor})
+        ctx.output.document({"runs": runs})
         return EXIT_OK
+    columns: list[str] = args.columns or list(DEFAULT_COLUMNS)
     ctx.output.table(
-        ["RUN ID", "BASE MODEL", "LORA", "LAST REQUEST", "LAST CHECKPOINT", ""],
-        _run_rows(runs),
+        [COLUMNS[name][0] for name in columns],
+        [[COLUMNS[name][1](run) for name in columns] for run in runs],
         empty="No training runs.",
     )
-    if not args.all and total > args.offset + len(runs):
+    if not every and total > args.offset + len(runs):
         ctx.output.note(
             f"showing {len(runs)} of {total} runs (use --offset/--limit, or --all for every run)"
         )
@@ -113,6 +130,14 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         ],
     )
     add_paging(sub, default_limit=20, every="run")
+    sub.add_argument(
+        "-c",
+        "--columns",
+        type=_columns,
+        metavar="NAMES",
+        help=f"table columns, comma-separated: {', '.join(COLUMNS)} "
+        f"(default: {','.join(DEFAULT_COLUMNS)})",
+    )
     sub = leaf(
         runs,
         "info",

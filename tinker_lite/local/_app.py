@@ -25,7 +25,7 @@ from tinker_lite.local._checkpoints import CheckpointError
 from tinker_lite.local._errors import InvalidRequest, NotFound, RequestRefused
 from tinker_lite.local._faults import FaultDecision, FaultInjector, FaultSpecError
 from tinker_lite.local._futures import FutureEntry
-from tinker_lite.local._jwt import JwtIssuer
+from tinker_lite.local._jwt import LOCAL_EMAIL, LOCAL_ORG_ID, JwtIssuer
 from tinker_lite.local._responses import (
     API,
     JSON,
@@ -184,6 +184,8 @@ class App:
             return as_json(types.HealthResponse())
         if name == "auth/token" and method == "POST":
             return self._auth_token(headers, body)
+        if name == "auth/apikey/me" and method in ("GET", "DELETE"):
+            return self._api_key_self(method, headers)
         if not self._authorized(headers):
             return http_error(401, "Invalid or missing API key (X-API-Key)")
         if method == "POST" and name in _EXTENDED_ROUTES:
@@ -242,6 +244,27 @@ class App:
             return http_error(401, "Invalid or missing API key (X-API-Key)")
         check_empty_object(parse_json(body) if body.strip() else {})
         return as_json(types.AuthTokenResponse(jwt=self.jwt.issue(self.state.clock())))
+
+    def _api_key_self(self, method: str, headers: Mapping[str, str]) -> Response:
+        """The presented API key's own metadata (what ``auth login`` checks and stores).
+
+        The server has one key, set by ``--api-key``: it cannot be deleted (403).
+        """
+        if not self._authorized(headers, key_only=True):
+            return http_error(401, "Invalid or missing API key (X-API-Key)")
+        if method == "DELETE":
+            return http_error(403, "The local server's API key is set by --api-key")
+        return as_json(
+            {
+                "key_id": 1,
+                "name": "tinker-lite-local",
+                "note": "",
+                "details": {
+                    "org_details": {"name": LOCAL_ORG_ID},
+                    "user_details": {"email": LOCAL_EMAIL},
+                },
+            }
+        )
 
     def _client_config(self, body: bytes, headers: Mapping[str, str]) -> Response:
         structure_request(parse_json(body), types.ClientConfigRequest)

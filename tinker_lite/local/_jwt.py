@@ -14,13 +14,14 @@ import json
 import secrets
 from typing import Any
 
-__all__ = ["LOCAL_ORG_ID", "LOCAL_USER_URN", "JwtIssuer"]
+__all__ = ["LOCAL_EMAIL", "LOCAL_ORG_ID", "LOCAL_USER_URN", "JwtIssuer"]
 
 
 # The one principal of the local server (SERVER.md §7: live owners look like
 # "tml:organization_user:<uuid>").
 LOCAL_ORG_ID = "tinker-lite-local"
 LOCAL_USER_URN = "tml:organization_user:tinker-lite-local"
+LOCAL_EMAIL = "local@tinker-lite.invalid"
 
 
 def _b64url(data: bytes) -> str:
@@ -49,7 +50,7 @@ class JwtIssuer:
             "sub": subject,
             # the official whoami() reads org_id (org_urn = "tml:organization:<org_id>")
             "org_id": LOCAL_ORG_ID,
-            "email": "local@tinker-lite.invalid",
+            "email": LOCAL_EMAIL,
             "iat": int(now),
             "exp": int(now + self.ttl_s),
             "jti": secrets.token_hex(8),

@@ -1,0 +1,269 @@
+"""The stored login, ``~/.tinker/credentials.json``: the file ``tinker auth login`` writes.
+
+The official CLI and ``tinker-lite auth login`` read and write the same file (format version 1)::
+
+    {"version": 1, "default": "<id>",
+     "keys": {"<id>": {"type": "manual" | "generated", "key": "...", "name": "...",
+                        "note": null | "...",
+                        "details": null | {"org_details": {"name": ...},
+                                           "user_details": {"email": ...}}}}}
+
+Reading checks the whole file and says what is wrong with it, naming the file (never quoting a
+value from it: it holds live keys). A file that others may read gets a warning, as ssh gives
+for a private key. Writing goes through a temporary file renamed over the old one, created with
+mode 0600 in a directory of mode 0700, so the file is never seen half written or readable by
+others; keys written by a newer version (fields this one does not know) are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from tinker_lite._codec import wire as _wire
+from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite._transport.http import register_secret
+
+__all__ = [
+    "CredentialsFile",
+    "KeyDetails",
+    "OrgDetails",
+    "StoredCredentials",
+    "StoredKey",
+    "UserDetails",
+    "default_credentials_path",
+]
+
+logger = logging.getLogger("tinker_lite.session")
+
+_FIX = "fix it, or remove it and run `tinker-lite auth login`"
+
+_warned_modes: set[tuple[str, int]] = set()
+_warned_lock = threading.Lock()
+
+
+def default_credentials_path() -> Path:
+    """``~/.tinker/credentials.json`` under the user's home (``$HOME``)."""
+    return Path.home() / ".tinker" / "credentials.json"
+
+
+@attrs.frozen(kw_only=True)
+class OrgDetails:
+    """The organization a key belongs to."""
+
+    name: str
+
+
+@attrs.frozen(kw_only=True)
+class UserDetails:
+    """The user a key belongs to."""
+
+    email: str
+
+
+@attrs.frozen(kw_only=True)
+class KeyDetails:
+    """Who a key belongs to, as the service described it when the key was stored."""
+
+    org_details: OrgDetails
+    user_details: UserDetails
+
+
+@attrs.frozen(kw_only=True)
+class StoredKey:
+    """One stored API key; ``manual`` keys were pasted in, ``generated`` ones minted for the CLI."""
+
+    type: Literal["manual", "generated"] = "manual"
+    key: str = attrs.field(repr=False)
+    name: str
+    note: str | None = None
+    details: KeyDetails | None = None
+
+
+@attrs.frozen(kw_only=True)
+class StoredCredentials:
+    """The whole file: named keys and the id of the default one."""
+
+    version: Literal[1] = 1
+    default: str | None = None
+    keys: dict[str, StoredKey] = attrs.field(factory=dict)
+
+
+class CredentialsFile:
+    """The credentials file at ``path`` (default :func:`default_credentials_path`).
+
+    Every method reads the file afresh; a missing file holds no keys. A file that cannot be read
+    or does not match the format raises :class:`~tinker_lite.InvalidInputError` naming the file
+    and the problem.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_credentials_path()
+
+    def __repr__(self) -> str:
+        return f"CredentialsFile({str(self.path)!r})"
+
+    def load(self) -> StoredCredentials:
+        """The file's contents (empty when there is no file)."""
+        raw = self._read()
+        return StoredCredentials() if raw is None else self._checked(raw)
+
+    def _checked(self, raw: dict[str, Any]) -> StoredCredentials:
+        """``raw`` as the file's model; InvalidInputError saying what does not match."""
+        problem = None
+        try:
+            stored = _wire.structure(raw, StoredCredentials)
+        except WireFormatError as e:
+            # The converter quotes the offending value ("..., got 'tml-...'"): never show it.
+            problem = str(e).split(", got ", 1)[0].replace("cannot read StoredCredentials", "")
+        if problem is not None:
+            # Raised outside the handler: the converter's error (which quotes the value) is
+            # not even kept as the context.
+            raise InvalidInputError(
+                str(self.path), f"does not match the credentials format (version 1):{problem}", _FIX
+            )
+        for record in stored.keys.values():
+            register_secret(record.key)
+        return stored
+
+    def default(self) -> tuple[str, StoredKey] | None:
+        """The default key and its id, or ``None`` when no usable default is stored."""
+        stored = self.load()
+        if stored.default is None:
+            return None
+        record = stored.keys.get(stored.default)
+        if record is None or not record.key:
+            return None
+        return stored.default, record
+
+    def why_no_default(self) -> str:
+        """Why :meth:`default` finds no key, in words (for a missing-key message)."""
+        if not self.path.exists():
+            return f"{self.path} does not exist"
+        stored = self.load()
+        if stored.default is None:
+            return f"{self.path} has no default key"
+        record = stored.keys.get(stored.default)
+        if record is None:
+            return f"the default of {self.path} names key {stored.default!r}, which is not there"
+        return f"the default key of {self.path} ({stored.default!r}) is empty"
+
+    def add_default(self, key_id: str, record: StoredKey) -> None:
+        """Store ``record`` under ``key_id`` (replacing one of that id) and make it the default."""
+        raw = self._read_for_update()
+        keys = raw.setdefault("keys", {})
+        keys[key_id] = _wire.to_builtins(record)
+        raw["default"] = key_id
+        self._write(raw)
+
+    def remove_default(self) -> tuple[str, StoredKey] | None:
+        """Remove the default key (the default is cleared); return it, or ``None`` if none."""
+        found = self.default()
+        if found is None:
+            return None
+        raw = self._read_for_update()
+        raw.get("keys", {}).pop(found[0], None)
+        raw.pop("default", None)
+        self._write(raw)
+        return found
+
+    # -- reading and writing ---------------------------------------------------------------------
+
+    def _read(self) -> dict[str, Any] | None:
+        """The parsed file, or ``None`` when it does not exist; warns when others may read it."""
+        try:
+            with open(self.path, "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise InvalidInputError(
+                str(self.path),
+                f"cannot be read ({e.strerror or type(e).__name__})",
+                f"check that it is a file you own, with mode 0600 (chmod 600 {self.path})",
+            ) from None
+        self._warn_if_exposed(mode)
+        # The parser's errors hold the whole text (with its keys): they are neither shown nor
+        # kept as the context of the error raised (outside the handlers).
+        problem = None
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            problem = "is not UTF-8 text"
+        except json.JSONDecodeError as e:
+            problem = f"is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno})"
+        if problem is not None:
+            raise InvalidInputError(str(self.path), problem, _FIX)
+        if not isinstance(raw, dict):
+            raise InvalidInputError(
+                str(self.path),
+                "does not match the credentials format (version 1): expected a JSON object",
+                _FIX,
+            )
+        return raw
+
+    def _read_for_update(self) -> dict[str, Any]:
+        """The raw file to change and write back (checked first: a broken file is not replaced).
+
+        Changes are made to the raw document, so that fields this version does not know stay.
+        """
+        raw = self._read()
+        if raw is None:
+            return {"version": 1, "keys": {}}
+        self._checked(raw)
+        return raw
+
+    def _warn_if_exposed(self, mode: int) -> None:
+        if not mode & (stat.S_IRWXG | stat.S_IRWXO):
+            return
+        bits = stat.S_IMODE(mode)
+        with _warned_lock:
+            first = (str(self.path), bits) not in _warned_modes
+            _warned_modes.add((str(self.path), bits))
+        if first:
+            logger.warning(
+                "%s holds API keys but others may read it (mode %04o): run chmod 600 %s",
+                self.path,
+                bits,
+                self.path,
+            )
+
+    def _write(self, raw: dict[str, Any]) -> None:
+        """Replace the file atomically with ``raw``: mode 0600, in a directory of mode 0700."""
+        directory = self.path.parent
+        if not directory.is_dir():
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            directory.chmod(0o700)  # mkdir's mode is reduced by the umask
+        ordered = {name: raw[name] for name in ("version", "default", "keys") if name in raw}
+        text = json.dumps(_without_none({**ordered, **raw}), indent=2) + "\n"
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                os.fchmod(f.fileno(), 0o600)
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def _without_none(value: Any) -> Any:
+    """``value`` with every ``None`` member left out (the official CLI writes no nulls)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
