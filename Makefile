@@ -31,7 +31,8 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q
 
 # Opt-in: the official SDK 0.38 (in its own venv, installed from the package index when missing)
-# drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst).
+# drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst), and
+# its client-creation futures' warnings are compared with tinker_lite's.
 OFFICIAL_VENV ?= $(HOME)/.cache/tinker-lite-bench/official-venv
 OFFICIAL_SDK ?= tinker==0.38.0
 
@@ -42,7 +43,7 @@ official-venv:
 
 test-official: $(DEV_STAMP) official-venv
 	TINKER_LITE_OFFICIAL=1 TINKER_OFFICIAL_VENV=$(OFFICIAL_VENV) \
-		$(BIN)/python -m pytest -q -s tests/test_local_server_official.py
+		$(BIN)/python -m pytest -q -s tests/test_local_server_official.py tests/test_clients_compat.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check tinker_lite tests examples bench

@@ -146,7 +146,10 @@ def twin_plan(sdk: Any, args: Any) -> list[tuple[str, Callable[[dict[str, Any]],
             "ServiceClient.create_lora_training_client_async",
             lambda s: keep(s, "trainer", svc(s).create_lora_training_client_async(model, rank=8)),
         ),
-        ("ServiceClient.get_server_capabilities_async", lambda s: svc(s).get_server_capabilities_async()),
+        (
+            "ServiceClient.get_server_capabilities_async",
+            lambda s: svc(s).get_server_capabilities_async(),
+        ),
         ("TrainingClient.get_info_async", lambda s: tc(s).get_info_async()),
         ("TrainingClient.forward_async", lambda s: tc(s).forward_async(data, "cross_entropy")),
         (
