@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import pickle
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -77,7 +78,10 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
-    with served("--faults", f"delay={DELAY}") as url:
+    # A copy of a sampler joins the session on its first sample (a request of its own).
+    with served(
+        "--faults", f"delay={DELAY}", "--config", "sample_join_sampling_session=true"
+    ) as url:
         with ServiceClient(base_url=url, api_key="tml-hold", telemetry=False) as service:
             trainer = service.create_lora_training_client(MODEL, rank=2).result(timeout=60)
             trainer.forward_backward(DATA, "cross_entropy")
@@ -301,3 +305,32 @@ def test_twin_never_holds_the_loop(env: Env, twin: str) -> None:
     cls, name = twin.split(".")
     if cls in CLIENT_OF and name in ("result_async", "coroutine"):
         assert type(value) is CLIENT_OF[cls]
+
+
+@pytest.mark.parametrize("how", ["pickled", "handle"])
+def test_a_sampler_copys_first_sample_does_not_hold_the_loop(env: Env, how: str) -> None:
+    """A copy joins the session on its first sample; a copy made from a handle also connects."""
+
+    async def first_sample(copy: SamplingClient) -> tuple[float, Any]:
+        async with Heartbeat() as beat:
+            return await beat.hold(lambda: copy.sample_async(PROMPT, 1, PARAMS))
+
+    holds = []
+    for _ in range(ATTEMPTS):
+        if how == "pickled":
+            copy = pickle.loads(pickle.dumps(env.sampler))
+        else:
+            handle = env.sampler.get_sampler_handle()
+            copy = SamplingClient.from_sampler_handle(handle, api_key="tml-hold")
+        try:
+            assert copy._unjoined()
+            hold, response = asyncio.run(first_sample(copy))
+            assert isinstance(response, types.SampleResponse)
+            assert not copy._unjoined()
+        finally:
+            if how == "handle":
+                copy._context.close()
+        holds.append(hold)
+        if hold < BOUND:
+            break
+    assert holds[-1] < BOUND, f"a {how} copy's first sample held the loop {holds} s"

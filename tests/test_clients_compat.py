@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import json
+import logging
 import os
 import pickle
 import subprocess
@@ -185,6 +186,36 @@ def test_creation_returns_at_once_and_errors_surface_from_the_future(local_url: 
         with pytest.warns(FutureWarning, match="Using the future"):
             with pytest.raises(tinker.BadRequestError):
                 future.get_info()
+
+
+def test_close_waits_for_a_creation_under_way(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="tinker_lite.context")
+    server = LocalServer(faults="path=/api/v1/create_model,delay=0.3")
+    url = server.start()
+    try:
+        service = tinker.ServiceClient(base_url=url, telemetry=False)
+        creating = service.create_lora_training_client(BASE_MODEL, rank=2)
+        sampling = service.create_sampling_client(base_model=BASE_MODEL)
+        service.close()
+        # Both finished before close returned: the model exists on the service, and the new
+        # client of a closed connection is refused, with the run named.
+        assert creating.done()
+        assert sampling.done()
+        with pytest.raises(tinker.ClientClosedError, match=r"train:0 was being created"):
+            creating.result(timeout=0)
+        assert type(sampling.result(timeout=0)) is tinker.SamplingClient
+        assert [m["applied"][0]["kind"] for m in server.stats()["models"].values()] == [
+            "create_model"
+        ]
+        assert "Closing: waiting for 2 queued requests (1 create_model request" in caplog.text
+
+        dropping = tinker.ServiceClient(base_url=url, telemetry=False)
+        dropped = dropping.create_lora_training_client(BASE_MODEL, rank=2)
+        dropping.close(wait=False)
+        with pytest.raises(tinker.ClientClosedError):
+            dropped.result(timeout=30)
+    finally:
+        server.stop()
 
 
 # -- every forwarder, against the official texts -------------------------------------------------

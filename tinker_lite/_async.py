@@ -145,12 +145,18 @@ OFFICIAL_ASYNC_TWINS: Mapping[str, Mapping[str, TwinShape]] = {
 }
 
 
-# The sync methods with a twin that may wait for an answer before returning (a plain HTTP call,
-# or a forward pass whose result the call needs): their twins run them off the caller's loop.
-BLOCKING: Mapping[str, frozenset[str]] = {
-    "ServiceClient": frozenset({"get_server_capabilities"}),
-    "TrainingClient": frozenset({"forward_backward_custom"}),
-    "SamplingClient": frozenset({"get_base_model"}),
+# The sync methods whose twins may have to wait for an answer (a plain HTTP call, or a forward
+# pass whose result the call needs), each with the name of the client's predicate that tells
+# whether this call would (``None``: it always does). Such a call runs on the client's REST
+# threads, and the twin awaits it there.
+BLOCKING: Mapping[str, Mapping[str, str | None]] = {
+    "ServiceClient": {"get_server_capabilities": None},
+    "TrainingClient": {"forward_backward_custom": None, "get_info": "_info_unread"},
+    "SamplingClient": {
+        "get_base_model": "_base_model_unread",
+        "sample": "_unjoined",
+        "compute_logprobs": "_unjoined",
+    },
 }
 
 
@@ -164,13 +170,27 @@ def with_async_twins(cls: K) -> K:
         sync = getattr(cls, name, None)
         if sync is None or f"{name}_async" in cls.__dict__:
             continue
-        blocking = name in BLOCKING.get(cls.__name__, ())
-        setattr(cls, f"{name}_async", _make_twin(cls.__name__, name, shape, sync, blocking))
+        blocking = BLOCKING.get(cls.__name__, {})
+        twin = _make_twin(
+            cls.__name__,
+            name,
+            shape,
+            sync,
+            may_block=name in blocking,
+            blocks_now=blocking.get(name),
+        )
+        setattr(cls, f"{name}_async", twin)
     return cls
 
 
 def _make_twin(
-    owner: str, name: str, shape: TwinShape, sync: Callable[..., Any], blocking: bool
+    owner: str,
+    name: str,
+    shape: TwinShape,
+    sync: Callable[..., Any],
+    *,
+    may_block: bool,
+    blocks_now: str | None,
 ) -> Callable[..., Any]:
     if shape == "future":
         advice = f"call {name}(...): it returns an APIFuture at once, which can be awaited"
@@ -183,7 +203,7 @@ def _make_twin(
     async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
         warnings.warn(message, FutureWarning, stacklevel=2)
         method = getattr(self, name) if undeprecated is None else undeprecated.__get__(self)
-        if blocking:
+        if may_block and (blocks_now is None or getattr(self, blocks_now)()):
             import asyncio
 
             # The client's REST threads wait instead of the loop (every client has _context).

@@ -317,6 +317,15 @@ class SamplingClient:
             self._cloned_sampler_id = clone
             self._next_seq_id = CLONE_STRIDE * clone
 
+    def _unjoined(self) -> bool:
+        """Whether the next sample joins the session first (a copy's first; it may ask the
+        service)."""
+        return self._cloned_sampler_id is None
+
+    def _base_model_unread(self) -> bool:
+        """Whether :meth:`get_base_model` would ask the service."""
+        return self.base_model is None
+
     def compute_logprobs(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
     ) -> APIFuture[list[float | None]]:

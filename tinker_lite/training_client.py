@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
@@ -283,7 +284,15 @@ class TrainingClient:
         lora: types.LoraConfig | None,
         sdk_method: str,
     ) -> TrainingClient:
-        """The client of a model the service has just created: 0.38 reads its info once."""
+        """The client of a model the service has just created: 0.38 reads its info once.
+
+        A close that waited for the creation refuses the new client (ClientClosedError).
+        """
+        if context.closed:
+            raise ClientClosedError(
+                f"The ServiceClient was closed while training run {model_id} was being created: "
+                "the service created it, but no client is made for a closed connection"
+            )
         info = context.api.get_info(model_id, sdk_method=sdk_method)
         return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
 
@@ -916,6 +925,10 @@ class TrainingClient:
         self._context.check_open()
         return self._model_info(sdk_method="TrainingClient.get_info")
 
+    def _info_unread(self) -> bool:
+        """Whether :meth:`get_info` would ask the service (this client was made without it)."""
+        return self._info is None
+
     def _model_info(
         self, *, sdk_method: str, operation_retries: bool = True
     ) -> types.GetInfoResponse:
@@ -1059,9 +1072,28 @@ def _in_background(
     request_type: str,
 ) -> APIFuture[TrainingClient]:
     """The future of ``finish(send().result())``: both steps run on the REST threads, and no
-    thread waits while the service works on the request ``send`` submitted."""
-    run = functools.partial(context.run_in, context.rest_pool(), request_type=request_type)
-    return then(run(send), lambda sent: then(sent, finish, run=run))
+    thread waits while the service works on the request ``send`` submitted.
+
+    Registered for close() as one ``create_model`` request: a close that finishes what was
+    queued waits for the client; one that drops it names it, and nothing is sent after that.
+    """
+    pool = context.rest_pool()
+
+    def run(step: Callable[[], Any]) -> Future[Any]:
+        try:
+            return pool.submit(step)
+        except RuntimeError:  # the pool was shut down by close()
+            raise ClientClosedError("The ServiceClient is closed.") from None
+
+    def start() -> APIFuture[T]:
+        if not pending.claim():
+            raise ClientClosedError("The ServiceClient was closed before the model was created.")
+        return send()
+
+    out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
+    pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
+    out.forward_from(then(run(start), lambda sent: then(sent, finish, run=run)))
+    return out
 
 
 @forwarding_to(TrainingClient)
