@@ -294,7 +294,11 @@ class TrainingClient:
                 "the service created it, but no client is made for a closed connection"
             )
         info = context.api.get_info(model_id, sdk_method=sdk_method)
-        return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+        client = cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+        # Its submit thread starts here (a creation runs on the REST threads), not in the first
+        # training call, which may be made from an event loop.
+        client._executor.submit(int)
+        return client
 
     # -- sequencing ------------------------------------------------------------------------------
 
@@ -897,7 +901,7 @@ class TrainingClient:
         retry_config: object | None = None,
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
-        """The future of a SamplingClient for saved sampler weights (``tinker://.../sampler_weights/...``).
+        """The future of a SamplingClient for saved weights (``tinker://.../sampler_weights/...``).
 
         Returns at once; ``result()`` or ``await`` gives the client. ``record_stability_info`` is
         sent with every sample request of the client; ``retry_config`` is accepted for
@@ -1092,7 +1096,12 @@ def _in_background(
 
     out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
     pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
-    out.forward_from(then(run(start), lambda sent: then(sent, finish, run=run)))
+    try:
+        started = run(start)
+    except ClientClosedError as e:
+        out.try_set_exception(e)
+        raise
+    out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
     return out
 
 
