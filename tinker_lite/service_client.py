@@ -253,15 +253,16 @@ class ServiceClient:
             train_mlp=train_mlp,
             train_attn=train_attn,
         )
+        steps = TrainingClient._create(
+            self._context,
+            base_model,
+            lora,
+            user_metadata=dict(user_metadata) if user_metadata is not None else None,
+            sdk_method="ServiceClient.create_lora_training_client",
+            optimizer=optimizer,
+        )
         return BackcompatTrainingClientFuture(
-            TrainingClient._create(
-                self._context,
-                base_model,
-                lora,
-                user_metadata=dict(user_metadata) if user_metadata is not None else None,
-                sdk_method="ServiceClient.create_lora_training_client",
-                optimizer=optimizer,
-            )
+            TrainingClient._in_background(self._context, steps, request_type="CreateModel")
         )
 
     def create_training_client_from_state(
@@ -327,7 +328,7 @@ class ServiceClient:
         def start() -> Future[TrainingClient]:
             # On the REST threads: which path applies may take connecting to find out.
             if context.api.service_is_current:
-                return TrainingClient._create_from_state(
+                steps = TrainingClient._create_from_state(
                     context,
                     parsed.tinker_path,
                     model_seq_id=model_seq_id,
@@ -338,6 +339,7 @@ class ServiceClient:
                     weights_access_token=weights_access_token,
                     sdk_method=method,
                 )
+                return TrainingClient._in_background(context, steps, request_type="LoadWeights")
             legacy = self._from_state_legacy(
                 parsed,
                 base_model,
@@ -389,7 +391,7 @@ class ServiceClient:
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
         # the restored optimizer state needs a run of the checkpoint's optimizer family
         restored = info.optimizer_config if optimizer_state and info is not None else None
-        send, finish = TrainingClient._create_steps(
+        send, finish = TrainingClient._create(
             self._context,
             base_model or source_model,
             lora,

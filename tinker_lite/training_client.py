@@ -80,6 +80,9 @@ logger = logging.getLogger("tinker_lite.training_client")
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
+_Steps = tuple[Callable[[], "APIFuture[T]"], Callable[[T], "TrainingClient"]]
+"""A creation's two blocking steps: send the request (its future), then make the client."""
+
 """Where the Tinker Console lives (training runs are under ``/training_runs/<id>``)."""
 
 _OPTIM_PARAMS = (types.AdamParams, types.DimuonParams)
@@ -159,38 +162,11 @@ class TrainingClient:
         user_metadata: dict[str, Any] | None,
         sdk_method: str,
         optimizer: types.OptimizerConfig | None = None,
-    ) -> APIFuture[TrainingClient]:
-        """Create the model on the service (starting the session if needed); its client's future.
-
-        Returns at once: the arguments are checked now, the requests go out on the REST threads.
-        """
-        send, finish = cls._create_steps(
-            context,
-            base_model,
-            lora,
-            user_metadata=user_metadata,
-            sdk_method=sdk_method,
-            optimizer=optimizer,
-        )
-        return _in_background(context, send, finish, request_type="CreateModel")
-
-    @classmethod
-    def _create_steps(
-        cls,
-        context: ClientContext,
-        base_model: str,
-        lora: types.LoraConfig,
-        *,
-        user_metadata: dict[str, Any] | None,
-        sdk_method: str,
-        optimizer: types.OptimizerConfig | None = None,
         model_seq_id: int | None = None,
-    ) -> tuple[
-        Callable[[], APIFuture[types.CreateModelResponse]],
-        Callable[[types.CreateModelResponse], TrainingClient],
-    ]:
-        """The two blocking steps of a creation: send ``create_model`` (its future), then make
-        the client of the created model. Checks the arguments first."""
+    ) -> _Steps[types.CreateModelResponse]:
+        """Create the model on the service (starting the session if needed), in two blocking
+        steps: send ``create_model`` (its future), then make the client of the created model
+        (see :meth:`_in_background`). Checks the arguments now."""
         if not isinstance(base_model, str) or not base_model:
             raise InvalidInputError(
                 "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
@@ -234,13 +210,13 @@ class TrainingClient:
         user_metadata: dict[str, Any] | None,
         weights_access_token: str | None,
         sdk_method: str,
-    ) -> APIFuture[TrainingClient]:
+    ) -> _Steps[types.LoadWeightsResponse]:
         """Create a model from a saved state with one ``load_weights`` (golden-0.38).
 
         The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` /
         ``seq_id``: the service creates the model ``<session_id>:train:<model_seq_id>`` from the
-        checkpoint, so the new client's first request has ``seq_id`` 1. Returns at once, as
-        :meth:`_create` does.
+        checkpoint, so the new client's first request has ``seq_id`` 1. The same two steps as
+        :meth:`_create`.
         """
         api = context.api
         created_at = time.monotonic()
@@ -272,7 +248,41 @@ class TrainingClient:
                 client._base_model = client._info.model_data.model_name or client._info.model_name
             return client
 
-        return _in_background(context, send, finish, request_type="LoadWeights")
+        return send, finish
+
+    @staticmethod
+    def _in_background(
+        context: ClientContext, steps: _Steps[T], *, request_type: str
+    ) -> APIFuture[TrainingClient]:
+        """The future of a creation's client, returned at once: both steps run on the REST
+        threads, and no thread waits while the service works on the request the first one sent.
+
+        Registered for close() as one ``create_model`` request: a close that finishes what was
+        queued waits for the client; one that drops it names it, and nothing is sent after that.
+        """
+        send, finish = steps
+        pool = context.rest_pool()
+
+        def run(step: Callable[[], Any]) -> Future[Any]:
+            try:
+                return pool.submit(step)
+            except RuntimeError:  # the pool was shut down by close()
+                raise ClientClosedError("The ServiceClient is closed.") from None
+
+        def start() -> APIFuture[T]:
+            if not pending.claim():
+                raise ClientClosedError("The ServiceClient was closed before the model was made.")
+            return send()
+
+        out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
+        pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
+        try:
+            started = run(start)
+        except ClientClosedError as e:
+            out.try_set_exception(e)
+            raise
+        out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
+        return out
 
     @classmethod
     def _created(
@@ -1066,43 +1076,6 @@ def _custom_forward_datum(datum: object, index: int) -> types.Datum:
         # As 0.38 sends it: zero weights shaped like the targets (the forward's loss is unused).
         weights = types.TensorData.from_numpy(np.zeros(targets.to_numpy().shape, dtype=np.float32))
     return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
-
-
-def _in_background(
-    context: ClientContext,
-    send: Callable[[], APIFuture[T]],
-    finish: Callable[[T], TrainingClient],
-    *,
-    request_type: str,
-) -> APIFuture[TrainingClient]:
-    """The future of ``finish(send().result())``: both steps run on the REST threads, and no
-    thread waits while the service works on the request ``send`` submitted.
-
-    Registered for close() as one ``create_model`` request: a close that finishes what was
-    queued waits for the client; one that drops it names it, and nothing is sent after that.
-    """
-    pool = context.rest_pool()
-
-    def run(step: Callable[[], Any]) -> Future[Any]:
-        try:
-            return pool.submit(step)
-        except RuntimeError:  # the pool was shut down by close()
-            raise ClientClosedError("The ServiceClient is closed.") from None
-
-    def start() -> APIFuture[T]:
-        if not pending.claim():
-            raise ClientClosedError("The ServiceClient was closed before the model was created.")
-        return send()
-
-    out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
-    pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
-    try:
-        started = run(start)
-    except ClientClosedError as e:
-        out.try_set_exception(e)
-        raise
-    out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
-    return out
 
 
 @forwarding_to(TrainingClient)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import _base as _futures_base
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tinker_lite._async import AwaitableFuture
 from tinker_lite._errors import FutureTimeoutError
@@ -542,12 +542,9 @@ def then(
             out.try_set_result(value)
 
     def on_done(done: concurrent.futures.Future[T]) -> None:
-        if done.cancelled():
-            out.cancel()
-            return
-        error = done.exception(0)
-        if error is not None:
-            out.try_set_exception(error)
+        if done.cancelled() or done.exception(0) is not None:
+            # No result to map: the cancellation or the error passes through.
+            out.forward_from(cast("concurrent.futures.Future[R]", done))
             return
         try:
             if run is None:
