@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import itertools
 import pickle
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -67,6 +68,9 @@ ADAM = types.AdamParams(learning_rate=1e-3)
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # every twin is deprecated
 
 
+_NAMES = itertools.count()
+
+
 @dataclass
 class Env:
     """What the cases call twins on, made before any hold is measured."""
@@ -83,9 +87,13 @@ class Env:
     doomed: str = ""
 
     def prepare(self, twin: str) -> None:
-        """Made before a twin is measured: a fresh checkpoint for the twins that delete one."""
-        if "delete_checkpoint" in twin:
-            self.doomed = self.trainer.save_weights_for_sampler("doomed").result(timeout=60).path
+        """Made before each measure of a twin: a fresh checkpoint for the twins that change one
+        for good (deleted, published, unpublished: done twice, the service refuses)."""
+        if "delete_checkpoint" in twin or "publish_checkpoint" in twin:
+            name = f"doomed-{next(_NAMES)}"
+            self.doomed = self.trainer.save_weights_for_sampler(name).result(timeout=60).path
+        if "unpublish_checkpoint" in twin:
+            self.rest.publish_checkpoint_from_tinker_path(self.doomed).result(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -240,13 +248,13 @@ CASES: dict[str, dict[str, Case]] = {
         "list_training_runs_async": lambda e: e.rest.list_training_runs_async(),
         "list_user_checkpoints_async": lambda e: e.rest.list_user_checkpoints_async(),
         "publish_checkpoint_from_tinker_path_async": lambda e: (
-            e.rest.publish_checkpoint_from_tinker_path_async(e.state)
+            e.rest.publish_checkpoint_from_tinker_path_async(e.doomed)
         ),
         "set_checkpoint_ttl_from_tinker_path_async": lambda e: (
             e.rest.set_checkpoint_ttl_from_tinker_path_async(e.state, 86400)
         ),
         "unpublish_checkpoint_from_tinker_path_async": lambda e: (
-            e.rest.unpublish_checkpoint_from_tinker_path_async(e.state)
+            e.rest.unpublish_checkpoint_from_tinker_path_async(e.doomed)
         ),
     },
     "AdminClient": _admin_cases(lambda e: e.admin),
