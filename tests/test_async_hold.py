@@ -147,11 +147,15 @@ def _training_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
             DATA, _custom_loss
         ),
         "optim_step_async": lambda e: on(e).optim_step_async(ADAM),
-        "save_state_async": lambda e: on(e).save_state_async("hold-again"),
+        "save_state_async": lambda e: on(e).save_state_async(f"hold-{next(_NAMES)}"),
         "load_state_async": lambda e: on(e).load_state_async(e.state),
         "load_state_with_optimizer_async": lambda e: on(e).load_state_with_optimizer_async(e.state),
-        "save_weights_for_sampler_async": lambda e: on(e).save_weights_for_sampler_async("hold-2"),
-        "save_weights_external_async": lambda e: on(e).save_weights_external_async("hold-x2"),
+        "save_weights_for_sampler_async": lambda e: on(e).save_weights_for_sampler_async(
+            f"hold-{next(_NAMES)}"
+        ),
+        "save_weights_external_async": lambda e: on(e).save_weights_external_async(
+            f"hold-{next(_NAMES)}"
+        ),
         "get_info_async": lambda e: on(e).get_info_async(),
         "create_sampling_client_async": lambda e: on(e).create_sampling_client_async(
             e.sampler_path
