@@ -47,8 +47,9 @@ test-transformers: $(TRANSFORMERS_STAMP)
 		tests/test_tokenizer.py tests/test_official_script.py
 
 # Opt-in: the official SDK 0.38 (in its own venv, installed from the package index when missing)
-# drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst), and
-# its `tinker` command is compared with `tinker-lite` (stored login, JSON keys, exit codes).
+# drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst);
+# its `tinker` command is compared with `tinker-lite` (stored login, JSON keys, exit codes);
+# its client-creation futures' warnings are compared with tinker_lite's.
 OFFICIAL_VENV ?= $(HOME)/.cache/tinker-lite-bench/official-venv
 OFFICIAL_SDK ?= tinker==0.38.0
 
@@ -59,7 +60,8 @@ official-venv:
 
 test-official: $(DEV_STAMP) official-venv
 	TINKER_LITE_OFFICIAL=1 TINKER_OFFICIAL_VENV=$(OFFICIAL_VENV) \
-		$(BIN)/python -m pytest -q -s tests/test_local_server_official.py tests/test_cli_official.py
+		$(BIN)/python -m pytest -q -s tests/test_local_server_official.py tests/test_cli_official.py \
+		tests/test_clients_compat.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check tinker_lite tests examples bench

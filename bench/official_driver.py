@@ -8,6 +8,7 @@ peak RSS (VmHWM) and prints one JSON report line (see _common.emit_report).
     <official-venv>/bin/python bench/official_driver.py sampling --base-url URL --base-model M ...
     <official-venv>/bin/python bench/official_driver.py training --base-url URL --base-model M ...
     <official-venv>/bin/python bench/official_driver.py latency --base-url URL --base-model M ...
+    <official-venv>/bin/python bench/official_driver.py async_hold --base-url URL --base-model M
 """
 
 from __future__ import annotations
@@ -105,11 +106,18 @@ def _latency_workload(sdk: Any, args: argparse.Namespace) -> dict[str, Any]:
     return latency_workload(sdk, args)
 
 
+def _async_hold_workload(sdk: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from bench_async_hold import hold_workload
+
+    return hold_workload(sdk, args)
+
+
 COMMANDS = {
     "encoding": _encoding_workload,
     "sampling": c.sampling_workload,
     "training": c.training_workload,
     "latency": _latency_workload,
+    "async_hold": _async_hold_workload,
 }
 
 

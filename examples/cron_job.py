@@ -87,9 +87,9 @@ def run_job(args: argparse.Namespace, journal: Path) -> str:
         start_from = latest_nightly_state(rest, args.name_prefix) if args.resume_latest else None
         if start_from is not None:
             print(f"resuming from {start_from}")
-            training = service.create_training_client_from_state_with_optimizer(start_from)
+            training = service.create_training_client_from_state_with_optimizer(start_from).result()
         else:
-            training = service.create_lora_training_client(args.base_model, rank=8)
+            training = service.create_lora_training_client(args.base_model, rank=8).result()
         tokenizer = training.get_tokenizer()
         data = [make_datum(tokenizer, text) for text in TODAYS_DATA]
         tinker.validate(data, "cross_entropy")  # fail before spending anything on bad data

@@ -98,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     adam = types.AdamParams(learning_rate=args.learning_rate)
     with tinker.ServiceClient(base_url=args.base_url) as service:
         # Same base model, same LoRA seed: both start from identical weights.
-        custom = service.create_lora_training_client(args.base_model, rank=8, seed=7)
-        builtin = service.create_lora_training_client(args.base_model, rank=8, seed=7)
+        custom = service.create_lora_training_client(args.base_model, rank=8, seed=7).result()
+        builtin = service.create_lora_training_client(args.base_model, rank=8, seed=7).result()
         tokenizer = custom.get_tokenizer()
         data = [make_datum(tokenizer, q, a) for q, a in EXAMPLES]
         scaled = [length_normalised(d) for d in data]

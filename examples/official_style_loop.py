@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     service_client = tinker.ServiceClient(base_url=args.base_url)
     training_client = service_client.create_lora_training_client(
         base_model=args.base_model, rank=16
-    )
+    ).result()
     tokenizer = training_client.get_tokenizer()
     data = [make_datum(tokenizer, prompt, completion) for prompt, completion in EXAMPLES]
 
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokens = sum(float(sum(datum.loss_fn_inputs["weights"].tolist())) for datum in data)
         print(f"step {step}: loss per token {fwdbwd_result.metrics['loss:sum'] / tokens:.4f}")
 
-    sampling_client = training_client.save_weights_and_get_sampling_client()
+    sampling_client = training_client.save_weights_and_get_sampling_client().result()
     prompt = types.ModelInput.from_ints(tokenizer.encode(EXAMPLES[0][0]))
     params = types.SamplingParams(max_tokens=8, temperature=0.0, stop=["\n"])
     result = sampling_client.sample(prompt=prompt, num_samples=1, sampling_params=params).result()

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Train for ``--steps`` steps, print the loss curve and sample answers; return 0."""
     args = parse_args(argv)
     with tinker.ServiceClient(base_url=args.base_url) as service:
-        training = service.create_lora_training_client(args.base_model, rank=args.rank)
+        training = service.create_lora_training_client(args.base_model, rank=args.rank).result()
         tokenizer = training.get_tokenizer()
         data = [make_datum(tokenizer, q, a) for q, a in CONVERSATIONS]
         answer_tokens = sum(float(d.loss_fn_inputs["weights"].to_numpy().sum()) for d in data)
@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             losses.append(loss)
             print(f"step {step:3d}  loss/token {loss:.4f}  {'#' * max(1, round(loss * 10))}")
 
-        sampler = training.save_weights_and_get_sampling_client()
+        sampler = training.save_weights_and_get_sampling_client().result()
         params = types.SamplingParams(max_tokens=args.max_tokens, temperature=0.0, stop=["\n"])
         for question, expected in CONVERSATIONS:
             prompt = types.ModelInput.from_ints(tokenizer.encode(format_prompt(question)))

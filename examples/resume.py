@@ -111,7 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_id = ""
         try:
             with tinker.ServiceClient(base_url=url) as service:
-                training = service.create_lora_training_client(args.base_model, rank=8, seed=0)
+                training = service.create_lora_training_client(
+                    args.base_model, rank=8, seed=0
+                ).result()
                 run_id = training.model_id
                 tokenizer = training.get_tokenizer()
                 for step in range(1, args.steps + 1):
@@ -131,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tinker.ServiceClient(base_url=url) as service:
             path, saved_step = latest_state(service, run_id)
             print(f"resuming from {path} (step {saved_step})")
-            resumed = service.create_training_client_from_state_with_optimizer(path)
+            resumed = service.create_training_client_from_state_with_optimizer(path).result()
             tokenizer = resumed.get_tokenizer()
             train_step(resumed, tokenizer, saved_step + 1, args.learning_rate)
             drift = float(np.max(np.abs(probe_logprobs(resumed, tokenizer) - reference)))
@@ -140,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
 
             if args.compare_without_optimizer:
-                fresh = service.create_training_client_from_state(path)
+                fresh = service.create_training_client_from_state(path).result()
                 train_step(fresh, tokenizer, saved_step + 1, args.learning_rate)
                 fresh_drift = float(np.max(np.abs(probe_logprobs(fresh, tokenizer) - reference)))
                 print(

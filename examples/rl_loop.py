@@ -79,12 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2} if args.loss == "ppo" else None
     rewards_per_iteration: list[float] = []
     with tinker.ServiceClient(base_url=args.base_url) as service:
-        training = service.create_lora_training_client(args.base_model, rank=8, seed=0)
+        training = service.create_lora_training_client(args.base_model, rank=8, seed=0).result()
         tokenizer = training.get_tokenizer()
         prompts = [tokenizer.encode(p) for p in PROMPTS]
 
         for iteration in range(1, args.iterations + 1):
-            sampler = training.save_weights_and_get_sampling_client()
+            sampler = training.save_weights_and_get_sampling_client().result()
             params = types.SamplingParams(
                 max_tokens=args.max_tokens, temperature=1.0, seed=iteration, stop=["\n"]
             )

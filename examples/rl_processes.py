@@ -77,11 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         tinker.ServiceClient(base_url=args.base_url) as service,
         ProcessPoolExecutor(args.workers, mp_context=spawn) as pool,
     ):
-        training = service.create_lora_training_client(BASE_MODEL, rank=8, seed=0)
+        training = service.create_lora_training_client(BASE_MODEL, rank=8, seed=0).result()
         tokenizer = training.get_tokenizer()
         prompts = [tokenizer.encode(p) for p in PROMPTS]
         for iteration in range(1, args.iterations + 1):
-            sampler = training.save_weights_and_get_sampling_client()
+            sampler = training.save_weights_and_get_sampling_client().result()
             handed: tinker.SamplingClient | str = (
                 sampler.get_sampler_handle() if args.handover == "handle" else sampler
             )

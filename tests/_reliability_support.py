@@ -428,7 +428,9 @@ def run_sft(
 
     Pass ``out`` to keep what was done so far when a step raises.
     """
-    trainer = service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
+    trainer = service.create_lora_training_client(
+        BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED
+    ).result()
     result = out if out is not None else SftResult(model_id=trainer.model_id)
     result.model_id = trainer.model_id
     for step in range(steps):
@@ -512,8 +514,10 @@ def run_rl(
     after_submit: Callable[[], None] | None = None,
 ) -> RlResult:
     """Workload (b). ``after_submit()`` runs once every sample() call has returned its future."""
-    trainer = service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
-    sampler = trainer.save_weights_and_get_sampling_client()
+    trainer = service.create_lora_training_client(
+        BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED
+    ).result()
+    sampler = trainer.save_weights_and_get_sampling_client().result()
     futures = [
         sampler.sample(
             types.ModelInput.from_ints(rl_prompt(index)),
@@ -558,7 +562,9 @@ class RestSetup:
 
 def setup_rest(service: ServiceClient) -> RestSetup:
     """Train two steps, save a state and sampler weights (run before faults are installed)."""
-    trainer = service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
+    trainer = service.create_lora_training_client(
+        BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED
+    ).result()
     for step in range(2):
         trainer.forward_backward(sft_batch(step)[:CHUNK_LEN], "cross_entropy")
         trainer.optim_step(types.AdamParams(learning_rate=1e-2))
@@ -711,11 +717,13 @@ def child_main() -> None:
         options = {"sleep": virtual.sleep, "clock": virtual}
     # The stall timeout comes from TINKER_LITE_STALL_TIMEOUT when the test sets it.
     service = service_with(options, base_url=base_url, telemetry=False)
-    trainer = service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
+    trainer = service.create_lora_training_client(
+        BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED
+    ).result()
     pending: list[Any] = []
     if scenario == "expired_while_sampling":
         # Samples keep retrying (asample answers 503) while the training step fails for good.
-        sampler = service.create_sampling_client(base_model=BASE_MODEL)
+        sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
         params = types.SamplingParams(max_tokens=4, seed=1)
         prompt = types.ModelInput.from_ints([1, 2, 3])
         pending = [sampler.sample(prompt, 1, params) for _ in range(20)]

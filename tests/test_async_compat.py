@@ -49,12 +49,12 @@ def service() -> Iterator[ServiceClient]:
 
 @pytest.fixture(scope="module")
 def trainer(service: ServiceClient) -> TrainingClient:
-    return service.create_lora_training_client(BASE_MODEL, rank=2)
+    return service.create_lora_training_client(BASE_MODEL, rank=2).result()
 
 
 @pytest.fixture(scope="module")
 def sampler(service: ServiceClient) -> SamplingClient:
-    return service.create_sampling_client(base_model=BASE_MODEL)
+    return service.create_sampling_client(base_model=BASE_MODEL).result()
 
 
 def _tokens(response: types.SampleResponse) -> list[list[int]]:
@@ -148,16 +148,23 @@ def test_cancelling_the_awaiting_task_cancels_the_future() -> None:
     assert pending.cancelled()
 
 
-def test_clients_await_to_themselves(service: ServiceClient, trainer: TrainingClient) -> None:
-    async def main() -> tuple[object, object, object]:
-        sampler = await service.create_sampling_client(base_model=BASE_MODEL)
-        return await trainer, await trainer.result_async(), sampler
+def test_client_creation_futures_await_to_their_clients(
+    service: ServiceClient, trainer: TrainingClient
+) -> None:
+    async def main() -> tuple[object, ...]:
+        # Both requests are under way before either is awaited (the official async spelling).
+        creating = service.create_lora_training_client(BASE_MODEL, rank=2)
+        saving = trainer.save_weights_and_get_sampling_client()
+        new_trainer, sampler = await asyncio.gather(creating, saving)
+        return creating, new_trainer, await creating.result_async(), saving, sampler
 
-    awaited, via_result_async, sampler = asyncio.run(main())
-    assert awaited is trainer
-    assert via_result_async is trainer
-    assert isinstance(sampler, SamplingClient)
-    assert trainer.future().result(timeout=0) is trainer
+    creating, new_trainer, again, saving, sampler = asyncio.run(main())
+    assert type(new_trainer) is TrainingClient
+    assert again is new_trainer
+    assert creating.future().result(timeout=0) is new_trainer  # type: ignore[attr-defined]
+    assert type(sampler) is SamplingClient
+    assert saving.result(timeout=0) is sampler  # type: ignore[attr-defined]
+    assert sampler.sample(PROMPT, 1, GREEDY).result(timeout=60).sequences
 
 
 def test_awaiting_starts_no_thread_and_no_executor() -> None:

@@ -53,9 +53,9 @@ def ctx() -> Iterator[Ctx]:
     # No heartbeat during the tests: the counters must only move for the cases' own requests.
     service = service_with({"heartbeat_interval": 3600}, base_url=server.base_url, telemetry=False)
     try:
-        trainer = service.create_lora_training_client(BASE_MODEL, rank=8)
+        trainer = service.create_lora_training_client(BASE_MODEL, rank=8).result()
         trainer.get_tokenizer()  # makes the vocabulary size known to the client
-        sampler = service.create_sampling_client(base_model=BASE_MODEL)
+        sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
         yield Ctx(server, service, trainer, sampler, RestClient(service))
     finally:
         service.close()
@@ -225,19 +225,21 @@ CASES = [
     # -- tinker paths and checkpoint names --------------------------------------------------
     Case(
         "sample-a-training-state",
-        lambda c: c.service.create_sampling_client(model_path="tinker://run-1/weights/step-1"),
+        lambda c: c.service.create_sampling_client(
+            model_path="tinker://run-1/weights/step-1"
+        ).result(),
         "model_path",
         "save_weights_for_sampler(name)",
     ),
     Case(
         "sampler-path-not-tinker",
-        lambda c: c.service.create_sampling_client(model_path="s3://bucket/weights"),
+        lambda c: c.service.create_sampling_client(model_path="s3://bucket/weights").result(),
         "model_path",
         "e.g. 'tinker://<run>/weights/<name>'",
     ),
     Case(
         "sampler-neither-path-nor-model",
-        lambda c: c.service.create_sampling_client(),
+        lambda c: c.service.create_sampling_client().result(),
         "model_path/base_model",
         "pass exactly one",
     ),
@@ -281,7 +283,7 @@ CASES = [
     # -- LoRA settings ----------------------------------------------------------------------
     Case(
         "lora-rank-zero",
-        lambda c: c.service.create_lora_training_client(BASE_MODEL, rank=0),
+        lambda c: c.service.create_lora_training_client(BASE_MODEL, rank=0).result(),
         "rank",
         "use e.g. rank=32",
     ),
@@ -289,13 +291,13 @@ CASES = [
         "lora-nothing-to-train",
         lambda c: c.service.create_lora_training_client(
             BASE_MODEL, train_mlp=False, train_attn=False, train_unembed=False
-        ),
+        ).result(),
         "train_unembed/train_mlp/train_attn",
         "set at least one of them to True",
     ),
     Case(
         "base-model-empty",
-        lambda c: c.service.create_lora_training_client(""),
+        lambda c: c.service.create_lora_training_client("").result(),
         "base_model",
         "e.g. 'Qwen/Qwen3-8B'",
     ),

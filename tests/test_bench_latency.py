@@ -31,7 +31,7 @@ def test_sample_calls_are_paired_with_the_servers_sample_results(bench_latency: 
     server.start()
     try:
         with ServiceClient(base_url=server.base_url, telemetry=False) as client:
-            sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64")
+            sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64").result()
             prompt = types.ModelInput.from_ints([1, 2, 3])
             calls = []
             for _ in range(3):

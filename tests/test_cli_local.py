@@ -54,7 +54,7 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def make_run(url: str, states: int = 1, samplers: int = 1) -> dict[str, Any]:
     """A training run with ``states`` saved states and ``samplers`` sampler checkpoints."""
     with tinker.ServiceClient(base_url=url, telemetry=False) as service:
-        training = service.create_lora_training_client(BASE_MODEL, rank=4)
+        training = service.create_lora_training_client(BASE_MODEL, rank=4).result()
         tokens = list(range(60, 80))
         datum = types.Datum(
             model_input=types.ModelInput.from_ints(tokens[:-1]),

@@ -31,7 +31,7 @@ def trainer(fake: FakeTinker) -> Iterator[TrainingClient]:
     with ServiceClient(
         base_url=fake.server.url, api_key=API_KEY, telemetry=False, wire="json"
     ) as client:
-        yield client.create_lora_training_client("Qwen/Qwen3-8B")
+        yield client.create_lora_training_client("Qwen/Qwen3-8B").result()
 
 
 def _data() -> list[types.Datum]:
@@ -136,7 +136,7 @@ def test_gradient_matches_finite_differences_on_the_local_server() -> None:
         ce_datum([70, 80, 90, 100], weights=[0.3, 1.5, 1.0]),
     ]
     with LocalServer() as url, ServiceClient(base_url=url, telemetry=False) as client:
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=3)
+        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=3).result()
         # Move off the LoRA initialisation (B = 0) so every adapter has a gradient.
         trainer.forward_backward(data, "cross_entropy")
         trainer.optim_step(types.AdamParams(learning_rate=5e-3)).result(timeout=60)

@@ -179,11 +179,11 @@ def test_tinker_path_parser() -> None:
 
 def test_every_call_on_the_local_server() -> None:
     with LocalServer() as url, ServiceClient(base_url=url, telemetry=False) as client:
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2)
+        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2).result()
         trainer.forward_backward([ce_datum([1, 2, 3])], "cross_entropy")
         state = trainer.save_state("s").result(timeout=60).path
         weights = trainer.save_weights_for_sampler("w").result(timeout=60).path
-        sampler = client.create_sampling_client(model_path=weights)
+        sampler = client.create_sampling_client(model_path=weights).result()
         rest = RestClient(client)
         run = rest.get_training_run(trainer.model_id).result(timeout=60)
         assert run.lora_rank == 2

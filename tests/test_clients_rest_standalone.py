@@ -88,7 +88,7 @@ def test_standalone_client_on_the_local_server(
 ) -> None:
     with LocalServer() as url:
         with ServiceClient(base_url=url, telemetry=False) as service:
-            trainer = service.create_lora_training_client("tinker-lite/tiny-64", rank=2)
+            trainer = service.create_lora_training_client("tinker-lite/tiny-64", rank=2).result()
             path = trainer.save_state("first").result(timeout=60).path
         with RestClient(base_url=url) as rest:
             caps = rest.get_server_capabilities().result(timeout=60)

@@ -44,7 +44,7 @@ def service(fake: FakeTinker) -> Iterator[ServiceClient]:
 
 @pytest.fixture
 def sampler(service: ServiceClient) -> SamplingClient:
-    return service.create_sampling_client(base_model="Qwen/Qwen3-8B")
+    return service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
 
 
 def test_sample_and_compute_logprobs(fake: FakeTinker, sampler: SamplingClient) -> None:
@@ -79,7 +79,9 @@ def test_sample_and_compute_logprobs(fake: FakeTinker, sampler: SamplingClient) 
 def test_each_sampling_client_counts_from_zero(
     fake: FakeTinker, service: ServiceClient, sampler: SamplingClient
 ) -> None:
-    other = service.create_sampling_client(model_path="tinker://run-0001/sampler_weights/s")
+    other = service.create_sampling_client(
+        model_path="tinker://run-0001/sampler_weights/s"
+    ).result()
     futures = [sampler.sample(PROMPT, 1, types.SamplingParams()) for _ in range(3)]
     futures.append(other.sample(PROMPT, 1, types.SamplingParams()))
     for future in futures:
@@ -112,10 +114,10 @@ def test_a_sampling_client_is_shared_by_threads(fake: FakeTinker, sampler: Sampl
 
 
 def test_sampling_session_seq_id_is_shared(fake: FakeTinker, service: ServiceClient) -> None:
-    trainer = service.create_lora_training_client("Qwen/Qwen3-8B")
-    service.create_sampling_client(base_model="Qwen/Qwen3-8B")
-    ephemeral = trainer.save_weights_and_get_sampling_client()
-    trainer.create_sampling_client("tinker://run-0001/sampler_weights/s1")
+    trainer = service.create_lora_training_client("Qwen/Qwen3-8B").result()
+    service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
+    ephemeral = trainer.save_weights_and_get_sampling_client().result()
+    trainer.create_sampling_client("tinker://run-0001/sampler_weights/s1").result()
     assert ephemeral.sampling_session_id == "run-0001:ephemeral:1"
     ephemeral.sample(PROMPT, 1, types.SamplingParams(max_tokens=4)).result(timeout=30)
     sessions = [
@@ -158,8 +160,8 @@ def test_429_backoff_is_shared_by_two_sampling_clients(fake: FakeTinker) -> None
     fake.server.on("POST", "/api/v1/asample", record(throttled))
     fake.server.default("POST", "/api/v1/asample", record(fake.handle))
     with _client(fake) as first_service, _client(fake) as second_service:
-        first = first_service.create_sampling_client(base_model="Qwen/Qwen3-8B")
-        second = second_service.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        first = first_service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
+        second = second_service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
         gate = first_service.holder.sample_gate
         assert gate is second_service.holder.sample_gate
         noted = threading.Event()
@@ -230,7 +232,7 @@ def test_bad_sampling_client_arguments(
     fake: FakeTinker, service: ServiceClient, kwargs: dict[str, Any], match: str
 ) -> None:
     with pytest.raises(InvalidInputError, match=match):
-        service.create_sampling_client(**kwargs)
+        service.create_sampling_client(**kwargs).result()
     assert fake.submits("create_sampling_session") == []
 
 
@@ -269,7 +271,7 @@ def _sample_many(client: ServiceClient, count: int) -> int:
 
     gate.acquire = acquire  # type: ignore[method-assign]
     try:
-        sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64")
+        sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64").result()
         params = types.SamplingParams(max_tokens=2, seed=1)
         futures = [sampler.sample(PROMPT, 1, params) for _ in range(count)]
         results = [f.result(timeout=110) for f in futures]
@@ -306,7 +308,7 @@ def test_protobuf_results_on_the_local_server(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with ServiceClient(base_url=local.base_url, telemetry=False) as client:
         assert client.holder.wire_format == "protobuf"
-        sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64")
+        sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64").result()
         response = sampler.sample(
             PROMPT,
             3,

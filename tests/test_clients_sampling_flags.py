@@ -27,7 +27,7 @@ def flagged() -> Iterator[LocalServer]:
 
 
 def _sampler(client: ServiceClient) -> SamplingClient:
-    return client.create_sampling_client(base_model="tinker-lite/tiny-64")
+    return client.create_sampling_client(base_model="tinker-lite/tiny-64").result()
 
 
 def test_one_long_poll_thread_serves_every_sample_of_a_session(flagged: LocalServer) -> None:

@@ -49,7 +49,7 @@ def sampler(fake: FakeTinker) -> Iterator[SamplingClient]:
     with ServiceClient(
         base_url=fake.server.url, api_key=API_KEY, telemetry=False, wire="json"
     ) as client:
-        yield client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        yield client.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
 
 
 def _last_body(fake: FakeTinker) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def test_bad_options_are_refused_before_sending(
 def test_local_server_accepts_and_ignores_the_options(clean_env: None) -> None:
     local = LocalServer()
     with local as url, ServiceClient(base_url=url, telemetry=False) as client:
-        sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64")
+        sampler = client.create_sampling_client(base_model="tinker-lite/tiny-64").result()
         response = sampler.sample(
             types.ModelInput.from_ints([1, 2, 3, 4]),
             2,

@@ -47,10 +47,10 @@ def test_local_url_runs_the_offline_server(
         capabilities = RestClient(client).get_server_capabilities().result(timeout=60)
         names = {m.model_name for m in capabilities.supported_models}
         assert "tinker-lite/tiny-64" in names
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2)
+        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2).result()
         trainer.forward_backward([ce_datum([1, 2, 3])], "cross_entropy")
         trainer.optim_step(types.AdamParams()).result(timeout=60)
-        sampler = trainer.save_weights_and_get_sampling_client()
+        sampler = trainer.save_weights_and_get_sampling_client().result()
         sampler.sample(types.ModelInput.from_ints([1, 2]), 1, types.SamplingParams(max_tokens=2))
         RestClient(client).list_training_runs().result(timeout=60)
     assert client.closed
@@ -102,7 +102,7 @@ def test_bad_options(server: ScriptedServer, kwargs: dict[str, Any], field: str)
 def test_from_state_uses_weights_info(server: ScriptedServer) -> None:
     fake = FakeTinker(server, weights_info=True)
     with _client(server) as client:
-        trainer = client.create_training_client_from_state(CKPT, user_metadata={"k": "v"})
+        trainer = client.create_training_client_from_state(CKPT, user_metadata={"k": "v"}).result()
         trainer.optim_step(types.AdamParams()).result(timeout=30)
     assert [r.path for r in fake.submits("weights_info", "create_model", "load_weights")] == [
         "/api/v1/weights_info",
@@ -134,9 +134,9 @@ def test_from_state_falls_back_to_the_training_run(server: ScriptedServer, optim
     fake = FakeTinker(server)
     with _client(server) as client:
         if optimizer:
-            client.create_training_client_from_state_with_optimizer(CKPT)
+            client.create_training_client_from_state_with_optimizer(CKPT).result()
         else:
-            client.create_training_client_from_state(CKPT)
+            client.create_training_client_from_state(CKPT).result()
     (run,) = server.requests(f"/api/v1/training_runs/{RUN}")
     assert run.method == "GET"
     assert run.body == b""
@@ -152,14 +152,14 @@ def test_from_state_falls_back_to_the_training_run(server: ScriptedServer, optim
 def test_from_state_rejects_bad_paths(server: ScriptedServer, path: str) -> None:
     FakeTinker(server)
     with _client(server) as client, pytest.raises(InvalidInputError, match="tinker"):
-        client.create_training_client_from_state(path)
+        client.create_training_client_from_state(path).result()
 
 
 def test_model_seq_ids_count_per_service_client(server: ScriptedServer) -> None:
     fake = FakeTinker(server)
     with _client(server) as client:
-        client.create_lora_training_client("Qwen/Qwen3-8B")
-        client.create_lora_training_client("Qwen/Qwen3-8B", rank=4, seed=1)
+        client.create_lora_training_client("Qwen/Qwen3-8B").result()
+        client.create_lora_training_client("Qwen/Qwen3-8B", rank=4, seed=1).result()
     bodies = [r.json() for r in fake.submits("create_model")]
     assert [b["model_seq_id"] for b in bodies] == [0, 1]
     assert bodies[1]["lora_config"]["seed"] == 1
@@ -172,7 +172,7 @@ def test_close_fails_pending_requests(
 ) -> None:
     fake = FakeTinker(server)
     client = _client(server)
-    trainer = client.create_lora_training_client("Qwen/Qwen3-8B")
+    trainer = client.create_lora_training_client("Qwen/Qwen3-8B").result()
     server.on("POST", "/api/v1/optim_step", Hang())
     hung = trainer.optim_step(types.AdamParams())
     queued = trainer.optim_step(types.AdamParams())
@@ -189,7 +189,7 @@ def test_close_fails_pending_requests(
     with pytest.raises(ClientClosedError):
         trainer.optim_step(types.AdamParams())
     with pytest.raises(ClientClosedError):
-        client.create_lora_training_client("Qwen/Qwen3-8B")
+        client.create_lora_training_client("Qwen/Qwen3-8B").result()
     assert len(fake.submits("optim_step")) == 1
     # The scripted server still holds the hung request; only the client's threads must be gone.
     assert [name for name in joined_threads() if name.startswith("tinker-lite")] == []
@@ -204,8 +204,8 @@ def test_the_constructor_sends_nothing_and_rest_calls_open_no_session(
         RestClient(client).get_server_capabilities().result(timeout=60)
         RestClient(client).list_training_runs().result(timeout=30)
         assert server.requests("/api/v1/create_session") == []
-        client.create_sampling_client(base_model="Qwen/Qwen3-8B")
-        client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        client.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
+        client.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
         (created,) = server.requests("/api/v1/create_session")
     assert created.json()["display_name"] == "nightly"
 
@@ -299,7 +299,7 @@ def test_a_service_that_never_answers_fails_after_startup_timeout() -> None:
         ) as client,
         pytest.raises(APIConnectionError, match=r"Connection refused .*client/config"),
     ):
-        client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        client.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
     # Retried (well beyond the two HTTP retries of a start-up request) until the budget ran out.
     assert len(clock.sleeps) > 3
     assert 20.0 - 1.0 <= sum(clock.sleeps) <= 20.0 + 1e-6

@@ -45,7 +45,7 @@ def service(fake: FakeTinker) -> Iterator[ServiceClient]:
 
 @pytest.fixture
 def trainer(service: ServiceClient) -> TrainingClient:
-    return service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+    return service.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ def test_protobuf_wire_when_the_service_has_a_client_config(server: ScriptedServ
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
         assert client.holder.wire_format == "protobuf"
         assert client.chunk_limits().max_bytes == 5_000_000
-        trainer = client.create_lora_training_client("Qwen/Qwen3-8B")
+        trainer = client.create_lora_training_client("Qwen/Qwen3-8B").result()
         fb = trainer.forward_backward([ce_datum([1, 2, 3])] * 3, "cross_entropy")
         assert len(fb.result(timeout=30).loss_fn_outputs) == 3
         forward = trainer.forward([ce_datum([1, 2, 3])], "cross_entropy").result(timeout=30)
@@ -248,7 +248,7 @@ def test_client_config_limits_are_used() -> None:
     try:
         with ServiceClient(base_url=url, telemetry=False) as client:
             assert client.holder.wire_format == "protobuf"
-            trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2)
+            trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2).result()
             data = [ce_datum([1, 2, 3, 4, 5], weights=[1.0] * 4) for _ in range(10)]
             out = trainer.forward_backward(data, "cross_entropy").result(timeout=60)
             assert len(out.loss_fn_outputs) == 10
@@ -290,7 +290,10 @@ def test_empty_batch_sends_nothing(fake: FakeTinker, trainer: TrainingClient) ->
         (lambda t: t.save_state(""), "name"),
         (lambda t: t.save_weights_for_sampler("x/y"), "name"),
         (lambda t: _load_state_deprecated(t, "/tmp/ckpt"), "path"),
-        (lambda t: t.create_sampling_client("tinker://run-0001/weights/ckpt"), "model_path"),
+        (
+            lambda t: t.create_sampling_client("tinker://run-0001/weights/ckpt").result(),
+            "model_path",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_sending(
@@ -315,7 +318,7 @@ def test_bad_lora_settings(
     fake: FakeTinker, service: ServiceClient, kwargs: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(InvalidInputError) as info:
-        service.create_lora_training_client("Qwen/Qwen3-8B", **kwargs)
+        service.create_lora_training_client("Qwen/Qwen3-8B", **kwargs).result()
     assert info.value.field == field
     assert fake.submits("create_model") == []
 
@@ -324,7 +327,7 @@ def test_all_train_flags_off_is_refused(service: ServiceClient) -> None:
     with pytest.raises(InvalidInputError, match="nothing would be trained"):
         service.create_lora_training_client(
             "Qwen/Qwen3-8B", train_mlp=False, train_attn=False, train_unembed=False
-        )
+        ).result()
 
 
 # -- end to end on the local server -----------------------------------------------------------
@@ -332,7 +335,7 @@ def test_all_train_flags_off_is_refused(service: ServiceClient) -> None:
 
 def test_training_reduces_the_loss_on_the_local_server(local_url: str) -> None:
     with ServiceClient(base_url=local_url, telemetry=False) as client:
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=1)
+        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=1).result()
         tokenizer = trainer.get_tokenizer()
         ids = tokenizer.encode("the cat sat on the mat")
         datum = ce_datum(ids, weights=[1.0] * (len(ids) - 1))
@@ -351,7 +354,7 @@ def test_training_reduces_the_loss_on_the_local_server(local_url: str) -> None:
 @pytest.mark.parametrize("wire", ["json", "protobuf"])
 def test_rl_losses_on_the_local_server(local_url: str, wire: str) -> None:
     with ServiceClient(base_url=local_url, telemetry=False, wire=wire) as client:
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2)
+        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=2).result()
         n = 5
         datum = types.Datum(
             model_input=types.ModelInput.from_ints([1, 2, 3, 4, 5]),
@@ -372,7 +375,7 @@ def test_rl_losses_on_the_local_server(local_url: str, wire: str) -> None:
 
 def test_save_load_and_restore_on_the_local_server(local_url: str) -> None:
     with ServiceClient(base_url=local_url, telemetry=False) as client:
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4)
+        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4).result()
         datum = ce_datum([5, 6, 7, 8, 9], weights=[1.0] * 4)
         trainer.forward_backward([datum], "cross_entropy")
         trainer.optim_step(types.AdamParams(learning_rate=1e-2))
@@ -383,11 +386,11 @@ def test_save_load_and_restore_on_the_local_server(local_url: str) -> None:
             loaded = trainer.load_state_with_optimizer(state.path)
         assert loaded.result(timeout=60) is not None
         before = trainer.forward([datum], "cross_entropy").result(timeout=60).metrics
-        restored = client.create_training_client_from_state(state.path)
+        restored = client.create_training_client_from_state(state.path).result()
         assert restored.model_id != trainer.model_id
         after = restored.forward([datum], "cross_entropy").result(timeout=60).metrics
         assert after["loss:sum"] == pytest.approx(before["loss:sum"], rel=1e-5)
-        with_opt = client.create_training_client_from_state_with_optimizer(state.path)
+        with_opt = client.create_training_client_from_state_with_optimizer(state.path).result()
         assert with_opt.get_info().lora_rank == 4
 
 

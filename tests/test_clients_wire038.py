@@ -46,7 +46,7 @@ def _batch(n: int) -> list[types.Datum]:
 
 def test_get_info_is_read_once_at_creation(current: tuple[FakeTinker, ServiceClient]) -> None:
     fake, client = current
-    trainer = client.create_lora_training_client(BASE)
+    trainer = client.create_lora_training_client(BASE).result()
     assert len(fake.submits("get_info")) == 1
     assert fake.submits("get_info")[0].header("x-sdk-method") == (
         "ServiceClient.create_lora_training_client"
@@ -58,7 +58,7 @@ def test_get_info_is_read_once_at_creation(current: tuple[FakeTinker, ServiceCli
 
 def test_later_chunks_go_out_before_the_first(current: tuple[FakeTinker, ServiceClient]) -> None:
     fake, client = current
-    trainer = client.create_lora_training_client(BASE)
+    trainer = client.create_lora_training_client(BASE).result()
     out = trainer.forward_backward(_batch(5), "cross_entropy").result(timeout=30)
     assert len(out.loss_fn_outputs) == 5
     # seq_ids reserved in call order (1, 2, 3), the first chunk sent last
@@ -70,7 +70,7 @@ def test_later_chunks_go_out_before_the_first(current: tuple[FakeTinker, Service
 def test_without_parallel_chunks_they_go_in_seq_id_order(server: ScriptedServer) -> None:
     fake = FakeTinker(server, client_config={**CHUNKED, "parallel_fwdbwd_chunks": False})
     with _client(server) as client:
-        trainer = client.create_lora_training_client(BASE)
+        trainer = client.create_lora_training_client(BASE).result()
         trainer.forward_backward(_batch(5), "cross_entropy").result(timeout=30)
     assert seq_ids(fake.submits("forward_backward")) == [1, 2, 3]
 
@@ -78,10 +78,10 @@ def test_without_parallel_chunks_they_go_in_seq_id_order(server: ScriptedServer)
 def test_a_legacy_service_gets_chunks_in_order_and_no_sampler_read(server: ScriptedServer) -> None:
     fake = FakeTinker(server)  # no client/config: a 0.4.1-era service
     with _client(server) as client:
-        trainer = client.create_lora_training_client(BASE)
+        trainer = client.create_lora_training_client(BASE).result()
         data = [ce_datum([1, 2, 3, 4 + i]) for i in range(130)]  # 128 + 2 (WIRE.md §6.4)
         trainer.forward_backward(data, "cross_entropy").result(timeout=30)
-        client.create_sampling_client(model_path=f"tinker://{RUN}/sampler_weights/s1")
+        client.create_sampling_client(model_path=f"tinker://{RUN}/sampler_weights/s1").result()
     assert seq_ids(fake.submits("forward_backward")) == [1, 2]
     assert [r for r in server.requests() if r.path.startswith("/api/v1/samplers/")] == []
 
@@ -90,14 +90,14 @@ def test_save_weights_and_get_sampling_client_name_is_deprecated_and_ignored(
     current: tuple[FakeTinker, ServiceClient],
 ) -> None:
     fake, client = current
-    trainer = client.create_lora_training_client(BASE)
+    trainer = client.create_lora_training_client(BASE).result()
     with pytest.warns(DeprecationWarning, match="'name' parameter"):
-        sampler = trainer.save_weights_and_get_sampling_client(name="ignored")
+        sampler = trainer.save_weights_and_get_sampling_client(name="ignored").result()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         inflight = trainer.save_weights_and_get_sampling_client(
             kind="inflight", record_stability_info=True
-        )
+        ).result()
     first, second = (r.json() for r in fake.submits("save_weights_for_sampler"))
     assert "path" not in first
     assert first["kind"] == "snapshot"
@@ -118,12 +118,12 @@ def test_bad_sampler_options_fail_before_sending(
     current: tuple[FakeTinker, ServiceClient], kwargs: dict[str, object], field: str
 ) -> None:
     fake, client = current
-    trainer = client.create_lora_training_client(BASE)
+    trainer = client.create_lora_training_client(BASE).result()
     with pytest.raises(InvalidInputError) as info:
-        trainer.save_weights_and_get_sampling_client(**kwargs)  # type: ignore[arg-type]
+        trainer.save_weights_and_get_sampling_client(**kwargs).result()  # type: ignore[arg-type]
     assert info.value.field == field
     with pytest.raises(InvalidInputError):
-        client.create_sampling_client(base_model=BASE, record_stability_info=1)  # type: ignore[arg-type]
+        client.create_sampling_client(base_model=BASE, record_stability_info=1).result()  # type: ignore[arg-type]
     assert fake.submits("save_weights_for_sampler", "create_sampling_session") == []
 
 
@@ -138,7 +138,7 @@ def test_sampler_from_a_path_is_read_after_creation(
     )
     sampler = client.create_sampling_client(
         model_path=f"tinker://{RUN}/sampler_weights/s1", record_stability_info=True
-    )
+    ).result()
     read = server.requests("/api/v1/samplers/sess-0001:sample:1")
     assert [r.method for r in read] == ["GET"]
     assert read[0].header("x-sdk-method") == "ServiceClient.create_sampling_client"
@@ -170,7 +170,7 @@ def test_zstd_asked_without_zstandard_warns_once_and_sends_uncompressed(
     monkeypatch.setattr(_api, "_zstd_warned", threading.Event())
     fake = FakeTinker(server, client_config={"proto_compress_fwdbwd": True})
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
-        trainer = client.create_lora_training_client(BASE)
+        trainer = client.create_lora_training_client(BASE).result()
         with caplog.at_level("WARNING", logger="tinker_lite.api"):
             for _ in range(2):
                 out = trainer.forward_backward(_batch(1), "cross_entropy").result(timeout=30)

@@ -149,7 +149,7 @@ def _finish_reasons(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_the_cron_script_gets_its_checkpoint(server: LocalServer) -> None:
     with _client(server) as client:
-        trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
+        trainer = client.create_lora_training_client(BASE_MODEL, rank=8).result()
         futures = _queue_steps(trainer)
         saved = trainer.save_state("x")
     # Nothing was awaited inside the block: leaving it finished every request.
@@ -164,7 +164,7 @@ def test_the_cron_script_gets_its_checkpoint(server: LocalServer) -> None:
 def test_a_normal_close_logs_what_it_waits_for_once(server: LocalServer) -> None:
     with _watch("waiting for") as watch:
         with _client(server) as client:
-            trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
+            trainer = client.create_lora_training_client(BASE_MODEL, rank=8).result()
             _park(trainer, watch)
             futures = _queue_steps(trainer)
             saved = trainer.save_state("x")
@@ -181,8 +181,8 @@ def test_a_normal_close_logs_what_it_waits_for_once(server: LocalServer) -> None
 
 def test_close_without_with_also_finishes_samples_and_rest_calls(server: LocalServer) -> None:
     client = _client(server)
-    trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
-    sampler = client.create_sampling_client(base_model=BASE_MODEL)
+    trainer = client.create_lora_training_client(BASE_MODEL, rank=8).result()
+    sampler = client.create_sampling_client(base_model=BASE_MODEL).result()
     futures = _queue_steps(trainer, 3)
     saved = trainer.save_weights_for_sampler("s")
     samples = [
@@ -204,7 +204,7 @@ def test_close_without_with_also_finishes_samples_and_rest_calls(server: LocalSe
 def test_close_wait_false_drops_the_queue_with_one_warning(server: LocalServer) -> None:
     with _watch("dropped") as watch:
         client = _client(server)
-        trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
+        trainer = client.create_lora_training_client(BASE_MODEL, rank=8).result()
         _park(trainer, watch)
         futures = [trainer.forward_backward(_batch(), "cross_entropy") for _ in range(STEPS)]
         saved = trainer.save_state("x")
@@ -239,8 +239,10 @@ def test_an_exception_leaving_the_block_drops_the_queue(
     def script(watch: _Watch) -> None:
         prompt = types.ModelInput.from_ints([1, 2, 3])
         with _client(server, sample_workers=1) as client:
-            made["trainer"] = trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
-            sampler = client.create_sampling_client(base_model=BASE_MODEL)
+            made["trainer"] = trainer = client.create_lora_training_client(
+                BASE_MODEL, rank=8
+            ).result()
+            sampler = client.create_sampling_client(base_model=BASE_MODEL).result()
             _park(trainer, watch)
             client._context.sample_pool().submit(watch.gate.wait, 60)
             made["futures"] = [
@@ -273,7 +275,9 @@ def test_ctrl_c_while_closing_drops_the_rest_and_reraises(
 
     def script(watch: _Watch) -> None:
         with _client(server) as client:
-            made["trainer"] = trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
+            made["trainer"] = trainer = client.create_lora_training_client(
+                BASE_MODEL, rank=8
+            ).result()
             _park(trainer, watch)
             made["futures"] = _queue_steps(trainer, 2)
 
@@ -321,7 +325,7 @@ def test_a_frozen_service_cannot_hold_the_close_beyond_the_stall_timeout(
 ) -> None:
     with _watch("never matches") as watch:
         with _client(server, stall_timeout=1.0) as client:
-            trainer = client.create_lora_training_client(BASE_MODEL, rank=8)
+            trainer = client.create_lora_training_client(BASE_MODEL, rank=8).result()
             server.set_faults(fault)
             futures = [trainer.forward_backward(_batch(), "cross_entropy") for _ in range(3)]
     # It ended; every request failed (none silently), and a WARNING names each one.
@@ -361,7 +365,7 @@ CHILD = textwrap.dedent(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("tinker_lite.context").addHandler(Release())
     client = ServiceClient(base_url=base_url, telemetry=False)
-    trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=8)
+    trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=8).result()
     print(trainer.model_id, flush=True)
     trainer._executor.submit(gate.wait, 60)  # the queue stays put until the exit hook logs
     datum = types.Datum(

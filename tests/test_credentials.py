@@ -68,7 +68,7 @@ def command_printing(text: str, *, log: Path | None = None, status: int = 0) -> 
 
 
 def train_one_step(service: ServiceClient) -> float:
-    training = service.create_lora_training_client(BASE_MODEL, rank=4)
+    training = service.create_lora_training_client(BASE_MODEL, rank=4).result()
     tokens = list(range(60, 80))
     datum = types.Datum(
         model_input=types.ModelInput.from_ints(tokens[:-1]),

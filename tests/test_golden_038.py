@@ -163,17 +163,21 @@ class Replay:
     def create_lora_training_client_defaults(self) -> None:
         self.service.client_config = {"proto_write_fwdbwd": False}
         main = self.values["main"] = self.client().__enter__()
-        self.values["trainer"] = _done(main.create_lora_training_client(base_model="Qwen/Qwen3-8B"))
+        self.values["trainer"] = _done(
+            main.create_lora_training_client(base_model="Qwen/Qwen3-8B").result()
+        )
 
     def create_lora_training_client_custom(self) -> None:
         _done(
-            self.values["main"].create_lora_training_client(
+            self.values["main"]
+            .create_lora_training_client(
                 base_model="meta-llama/Llama-3.1-8B",
                 rank=16,
                 seed=7,
                 train_attn=False,
                 user_metadata={"experiment": "demo"},
             )
+            .result()
         )
 
     def forward_cross_entropy_lists(self) -> None:
@@ -284,7 +288,7 @@ class Replay:
 
     def save_weights_and_get_sampling_client(self) -> None:
         self.values["ephemeral"] = _done(
-            self.values["trainer"].save_weights_and_get_sampling_client()
+            self.values["trainer"].save_weights_and_get_sampling_client().result()
         )
 
     def _sample(self, sampler: str, name: str, *args: Any, **kwargs: Any) -> None:
@@ -296,12 +300,14 @@ class Replay:
 
     def create_sampling_client_base_model(self) -> None:
         main = self.values["main"]
-        self.values["sampler"] = _done(main.create_sampling_client(base_model="Qwen/Qwen3-8B"))
+        self.values["sampler"] = _done(
+            main.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
+        )
 
     def create_sampling_client_model_path(self) -> None:
         main = self.values["main"]
         path = self.values["sampler_path"]
-        self.values["path_sampler"] = _done(main.create_sampling_client(model_path=path))
+        self.values["path_sampler"] = _done(main.create_sampling_client(model_path=path).result())
 
     def sample_basic(self) -> None:
         params = types.SamplingParams(max_tokens=16)
@@ -368,7 +374,7 @@ class Replay:
         self._sample("path_sampler", "sample_model_path_client", 3, params)
 
     def training_client_create_sampling_client(self) -> None:
-        _done(self.values["trainer"].create_sampling_client(self.values["sampler_path"]))
+        _done(self.values["trainer"].create_sampling_client(self.values["sampler_path"]).result())
 
     def rest_client_init_get_server_capabilities(self) -> None:
         rest = self.values["rest"] = self.rest_client(API_KEY)
@@ -424,14 +430,16 @@ class Replay:
 
     def create_training_client_from_state(self) -> None:
         main = self.values["main"]
-        restored = main.create_training_client_from_state(self.values["state_path"])
+        restored = main.create_training_client_from_state(self.values["state_path"]).result()
         self.values["restored"] = _done(restored)
 
     def create_training_client_from_state_with_optimizer(self) -> None:
         _done(
-            self.values["main"].create_training_client_from_state_with_optimizer(
+            self.values["main"]
+            .create_training_client_from_state_with_optimizer(
                 self.values["state_path"], user_metadata={"resumed": "yes"}
             )
+            .result()
         )
 
     def restored_client_forward_backward(self) -> None:
@@ -450,7 +458,7 @@ class Replay:
             FIXTURES["flags_create_lora_training_client__client_config"]["client_config_flags"]
         )
         flags = self.values["flags"] = self.client()
-        trainer = flags.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8)
+        trainer = flags.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=8).result()
         self.values["flags_trainer"] = _done(trainer)
 
     def flags_forward_backward_zstd_chunks(self) -> None:
@@ -461,7 +469,9 @@ class Replay:
         _done(self.values["flags_trainer"].forward_backward(data, "cross_entropy"))
 
     def flags_sample_retrieve_futures(self) -> None:
-        sampler = _done(self.values["flags_trainer"].save_weights_and_get_sampling_client())
+        sampler = _done(
+            self.values["flags_trainer"].save_weights_and_get_sampling_client().result()
+        )
         self.values["flags_sampler"] = sampler
         prompt = _prompt("flags_sample_retrieve_futures__asample")
         _done(sampler.sample(prompt, 1, types.SamplingParams(max_tokens=4)))
@@ -479,7 +489,9 @@ class Replay:
     def jwt_with_service_client(self) -> None:
         self.service.client_config = {"pjwt_auth_enabled": True}
         jwt = self.values["jwt"] = self.client().__enter__()
-        self.values["jwt_trainer"] = _done(jwt.create_lora_training_client("Qwen/Qwen3-8B"))
+        self.values["jwt_trainer"] = _done(
+            jwt.create_lora_training_client("Qwen/Qwen3-8B").result()
+        )
 
     def jwt_forward_backward(self) -> None:
         name = "jwt_forward_backward__forward_backward"

@@ -165,7 +165,7 @@ class Replay:
             self.client.get_server_capabilities()
 
     def create_lora_training_client_defaults(self) -> None:
-        self.trainer = self.client.create_lora_training_client("Qwen/Qwen3-8B")
+        self.trainer = self.client.create_lora_training_client("Qwen/Qwen3-8B").result()
 
     def create_lora_training_client_custom(self) -> None:
         body = self.body("create_lora_training_client_custom")
@@ -176,7 +176,7 @@ class Replay:
             seed=lora["seed"],
             train_attn=lora["train_attn"],
             user_metadata=body["user_metadata"],
-        )
+        ).result()
 
     def get_info(self) -> None:
         self.trainer.get_info()
@@ -216,13 +216,15 @@ class Replay:
         self.sampler_path = future.result(timeout=30).path
 
     def save_weights_and_get_sampling_client(self) -> None:
-        self.ephemeral = self.trainer.save_weights_and_get_sampling_client()
+        self.ephemeral = self.trainer.save_weights_and_get_sampling_client().result()
 
     def create_sampling_client_base_model(self) -> None:
-        self.base_sampler = self.client.create_sampling_client(base_model="Qwen/Qwen3-8B")
+        self.base_sampler = self.client.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
 
     def create_sampling_client_model_path(self) -> None:
-        self.path_sampler = self.client.create_sampling_client(model_path=self.sampler_path)
+        self.path_sampler = self.client.create_sampling_client(
+            model_path=self.sampler_path
+        ).result()
 
     def forward_backward_retry_after_500(self) -> None:
         self.generic(RETRY_STEP)
@@ -251,7 +253,7 @@ class Replay:
         self.rest.unpublish_checkpoint_from_tinker_path(self.state_path).result(timeout=30)
 
     def create_training_client_from_state(self) -> None:
-        self.client.create_training_client_from_state(self.state_path)
+        self.client.create_training_client_from_state(self.state_path).result()
 
     def rest_delete_checkpoint(self) -> None:
         self.rest.delete_checkpoint(RUN, "weights/ckpt-001").result(timeout=30)

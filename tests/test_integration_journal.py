@@ -52,7 +52,7 @@ def _kinds(path: Path) -> list[tuple[str, int | None]]:
 def test_every_training_operation_is_journaled_with_its_seq_id_and_tokens(
     service: ServiceClient, journal_path: Path
 ) -> None:
-    trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+    trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
     # 5 datums with inputs of 3, 4, 5, 6, 7 tokens: chunks of 2 + 2 + 1 datums.
     data = [ce_datum(list(range(1, n + 2))) for n in (3, 4, 5, 6, 7)]
     trainer.forward(data[:1], "cross_entropy").result(timeout=30)
@@ -91,7 +91,7 @@ def test_every_training_operation_is_journaled_with_its_seq_id_and_tokens(
 def test_sample_lines_count_prompt_and_generated_tokens(
     service: ServiceClient, journal_path: Path
 ) -> None:
-    sampler = service.create_sampling_client(base_model="Qwen/Qwen3-8B")
+    sampler = service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
     prompt = types.ModelInput.from_ints([5, 6, 7])
     result = sampler.sample(prompt, 2, types.SamplingParams(max_tokens=2)).result(timeout=30)
     generated = sum(len(seq.tokens) for seq in result.sequences)
@@ -105,7 +105,7 @@ def test_sample_lines_count_prompt_and_generated_tokens(
 def test_a_failed_operation_is_journaled_as_an_error(
     fake: FakeTinker, service: ServiceClient, journal_path: Path
 ) -> None:
-    trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+    trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
     fake.server.on("POST", "/api/v1/optim_step", Reply(400, {"detail": "bad adam"}))
     with pytest.raises(BadRequestError):
         trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=30)
@@ -120,7 +120,7 @@ def test_a_failed_operation_is_journaled_as_an_error(
 def test_lines_follow_seq_id_order_when_results_arrive_out_of_order(
     fake: FakeTinker, service: ServiceClient, journal_path: Path
 ) -> None:
-    trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+    trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
     held: set[str] = set()
     release = threading.Event()
 
@@ -159,7 +159,7 @@ def test_environment_variable_turns_the_journal_on(
     with ServiceClient(base_url=fake.server.url, api_key=API_KEY, telemetry=False) as client:
         assert client.journal is not None
         assert client.journal.path == path
-        client.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+        client.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
     assert _kinds(path) == [("create_model", 0)]
     monkeypatch.delenv("TINKER_LITE_JOURNAL")
     given = Journal(tmp_path / "given.jsonl")

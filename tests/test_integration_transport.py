@@ -150,7 +150,7 @@ def test_max_retries_bounds_the_http_retries_of_a_service_client(server: Scripte
             api_key=API_KEY,
             telemetry=False,
             max_retries=1,
-        ).create_sampling_client(base_model="Qwen/Qwen3-8B")
+        ).create_sampling_client(base_model="Qwen/Qwen3-8B").result()
     assert len(server.requests("/api/v1/create_session")) == 2
 
 

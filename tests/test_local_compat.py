@@ -72,15 +72,15 @@ def test_every_lineup_name_is_listed_and_accepted(service: ServiceClient) -> Non
     listed = [m.model_name for m in capabilities.supported_models]
     assert set(TODAYS_LINEUP + EARLIER_LINEUP) <= set(listed)
     for name in (*TODAYS_LINEUP, "meta-llama/Llama-3.1-8B"):
-        training = service.create_lora_training_client(base_model=name, rank=4)
+        training = service.create_lora_training_client(base_model=name, rank=4).result()
         assert training.get_info().model_data.model_name == name
-        sampling = service.create_sampling_client(base_model=name)
+        sampling = service.create_sampling_client(base_model=name).result()
         assert sampling.base_model == name
 
 
 def test_an_unknown_name_is_refused_with_the_whole_message(service: ServiceClient) -> None:
     with pytest.raises(BadRequestError) as info:
-        service.create_lora_training_client(base_model="qwen/qwen3.5-9b-base", rank=4)
+        service.create_lora_training_client(base_model="qwen/qwen3.5-9b-base", rank=4).result()
     message = str(info.value)
     assert "'qwen/qwen3.5-9b-base'" in message
     assert "case-sensitive" in message
@@ -97,7 +97,7 @@ def test_registered_names_are_served() -> None:
         LocalServer(stub_model=True, models=["acme/custom-7b"]) as base_url,
         ServiceClient(base_url=base_url, telemetry=False) as client,
     ):
-        training = client.create_lora_training_client(base_model="acme/custom-7b", rank=4)
+        training = client.create_lora_training_client(base_model="acme/custom-7b", rank=4).result()
         assert training.get_info().model_data.model_name == "acme/custom-7b"
 
 
@@ -128,7 +128,9 @@ def rl_datum(tokens: list[int], advantage: float) -> types.Datum:
 
 def test_gspo_trains_and_stable_reinforce_is_refused_with_its_reason() -> None:
     with ServiceClient(base_url="local://", telemetry=False) as client:
-        training = client.create_lora_training_client(base_model="Qwen/Qwen3.5-9B-Base", rank=4)
+        training = client.create_lora_training_client(
+            base_model="Qwen/Qwen3.5-9B-Base", rank=4
+        ).result()
         data = [rl_datum(list(b"hello there"), 1.0), rl_datum(list(b"general kenobi"), -0.5)]
         out = training.forward_backward(data, "gspo").result(timeout=60)
         assert out.loss_fn_output_type == "GSPOLossReturn"

@@ -48,7 +48,7 @@ def sft_datum(tokens: list[int] = TOKENS) -> types.Datum:
 def dimuon_client(service: ServiceClient) -> TrainingClient:
     return service.create_lora_training_client(
         BASE_MODEL, rank=8, seed=3, optimizer=types.DimuonOptimizerConfig()
-    )
+    ).result()
 
 
 def train_step(trainer: TrainingClient, tokens: list[int] = TOKENS) -> float:
@@ -122,7 +122,7 @@ def test_a_step_of_the_other_family_is_refused_naming_both(service: ServiceClien
     dimuon = dimuon_client(service)
     with pytest.raises(BadRequestError, match=r"(?s)'dimuon'.*DimuonOptimizerConfig.*adam_params"):
         dimuon.optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=60)
-    adamw = service.create_lora_training_client(BASE_MODEL, rank=8)
+    adamw = service.create_lora_training_client(BASE_MODEL, rank=8).result()
     assert isinstance(adamw.get_info().optimizer_config, types.AdamOptimizerConfig)
     with pytest.raises(BadRequestError, match=r"(?s)'adamw'.*AdamOptimizerConfig.*dimuon"):
         adamw.optim_step(types.DimuonParams(learning_rate=1e-3)).result(timeout=60)
@@ -153,13 +153,13 @@ def test_save_and_load_with_optimizer_round_trips_the_momentum(service: ServiceC
     assert not np.allclose(logprobs(weights_only), expected, atol=1e-4)
 
     # a new run from the state keeps the Dimuon optimizer and its momentum
-    resumed = service.create_training_client_from_state_with_optimizer(saved)
+    resumed = service.create_training_client_from_state_with_optimizer(saved).result()
     assert isinstance(resumed.get_info().optimizer_config, types.DimuonOptimizerConfig)
     train_step(resumed, OTHER_TOKENS)
     np.testing.assert_array_equal(logprobs(resumed), expected)
 
     # Dimuon state cannot become AdamW state
-    adamw = service.create_lora_training_client(BASE_MODEL, rank=8, seed=3)
+    adamw = service.create_lora_training_client(BASE_MODEL, rank=8, seed=3).result()
     with (
         pytest.raises(RequestFailedError, match=r"dimuon optimizer state.*'adamw'"),
         pytest.warns(FutureWarning, match="load_state"),

@@ -275,7 +275,7 @@ def test_tinker_lite_client_close_finishes_the_session(base_url: str) -> None:
 
     service = tinker_lite.ServiceClient(base_url=base_url, api_key="k")
     tinker_lite.RestClient(service).get_server_capabilities().result(timeout=60)
-    service.create_lora_training_client("tinker-lite/tiny-64", rank=2)
+    service.create_lora_training_client("tinker-lite/tiny-64", rank=2).result()
     session_id = str(service.session_id)
     service.close()
     api = Api(base_url)
@@ -483,7 +483,7 @@ def test_tinker_lite_client_gets_every_sampling_option(base_url: str, wire: str)
     import tinker_lite
 
     with tinker_lite.ServiceClient(base_url=base_url, api_key="k", wire=wire) as service:
-        sampler = service.create_sampling_client(base_model="tinker-lite/tiny-64")
+        sampler = service.create_sampling_client(base_model="tinker-lite/tiny-64").result()
         prompt = types.ModelInput.from_ints(TOKENS[:6])
         targets = np.array([[TOKENS[i + 1], -1] for i in range(5)], dtype=np.int64)
         out = sampler.sample(

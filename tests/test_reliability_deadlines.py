@@ -177,7 +177,7 @@ def _local_service(
 
 
 def _trainer(service: ServiceClient) -> Any:
-    return service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
+    return service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED).result()
 
 
 # -- connection refused: the stall timeout bounds the submit and the poll ---------------------
@@ -474,7 +474,7 @@ def test_429_polls_are_not_warned_about(
 
 def test_sampling_429s_forever_end_at_the_stall_timeout() -> None:
     with _local_service(stall_timeout=5.0) as (server, service, clock):
-        sampler = service.create_sampling_client(base_model=BASE_MODEL)
+        sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
         server.set_faults("path=/api/v1/asample,status=429")
         start = clock()
         future = sampler.sample(

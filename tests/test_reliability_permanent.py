@@ -112,7 +112,7 @@ def _record(
 
 
 def _trainer(service: ServiceClient) -> Any:
-    return service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED)
+    return service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=LORA_SEED).result()
 
 
 def test_submit_5xx_forever() -> None:
@@ -195,7 +195,7 @@ def test_connection_refused_at_start() -> None:
         )
         timer.start()
         with pytest.raises(APIConnectionError) as caught:
-            service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK)
+            service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK).result()
         timer.stop()
         service.close()
         error = caught.value
@@ -322,7 +322,7 @@ def test_sample_future_expired_forever() -> None:
         threads,
     ):
         with make_client(server.base_url) as service:
-            sampler = service.create_sampling_client(base_model=BASE_MODEL)
+            sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
             timer = Timer()
             timer.start()
             futures = [
@@ -357,7 +357,7 @@ def test_sample_submit_5xx_forever() -> None:
     clock = VirtualClock()
     with scenario("path=/api/v1/asample,status=503") as (server, threads):
         with make_client(server.base_url, sleep=clock.sleep, clock=clock) as service:
-            sampler = service.create_sampling_client(base_model=BASE_MODEL)
+            sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
             timer = Timer(clock)
             timer.start()
             future = sampler.sample(

@@ -58,7 +58,7 @@ def local() -> Iterator[dict[str, Any]]:
         user_metadata={"team": "blue"},
         telemetry=False,
     ) as service:
-        trainer = service.create_lora_training_client(MODEL, rank=2)
+        trainer = service.create_lora_training_client(MODEL, rank=2).result()
         trainer.forward_backward([ce_datum([1, 2, 3, 4])], "cross_entropy")
         trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
         state = trainer.save_state("step-1").result(timeout=60).path
@@ -176,7 +176,7 @@ def test_search_sessions_is_experimental_and_filters(local: dict[str, Any]) -> N
 
 def test_assign_session_project_moves_the_session(clean_env: None) -> None:
     with ServiceClient(base_url="local://", project_id="proj-1", telemetry=False) as service:
-        trainer = service.create_lora_training_client(MODEL, rank=2)
+        trainer = service.create_lora_training_client(MODEL, rank=2).result()
         trainer.save_state("s").result(timeout=60)
         rest = RestClient(service)
         session_id = str(service.session_id)
@@ -359,13 +359,13 @@ def test_create_lora_training_client_sends_the_optimizer(server: ScriptedServer)
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as service:
         service.create_lora_training_client(
             "Qwen/Qwen3-8B", optimizer=types.DimuonOptimizerConfig()
-        )
-        service.create_lora_training_client("Qwen/Qwen3-8B")
+        ).result()
+        service.create_lora_training_client("Qwen/Qwen3-8B").result()
         with pytest.raises(InvalidInputError, match="optimizer"):
             # 8 positional arguments: the eighth is the optimizer, not a stray flag.
             service.create_lora_training_client(
                 "Qwen/Qwen3-8B", 8, None, True, True, True, None, "adam"
-            )  # type: ignore[arg-type]
+            ).result()  # type: ignore[arg-type]
     dimuon, default = (r.json() for r in server.requests("/api/v1/create_model"))
     assert dimuon["optimizer_config"] == {"type": "dimuon", "version": 1}
     assert default["optimizer_config"] == {"type": "adamw"}

@@ -58,7 +58,7 @@ def test_a_queued_sample_costs_under_2_kib_and_every_one_completes(server: Local
     params = types.SamplingParams(max_tokens=1)
     gate = threading.Event()
     with ServiceClient(base_url=server.base_url, telemetry=False, sample_workers=1) as client:
-        sampler = client.create_sampling_client(base_model=BASE_MODEL)
+        sampler = client.create_sampling_client(base_model=BASE_MODEL).result()
         sampler.sample(prompt, 1, params).result(timeout=60)  # session, poller, pools started
         # The only submit thread waits on the gate: every sample below stays queued.
         client._context.sample_pool().submit(gate.wait, 60)
@@ -76,7 +76,7 @@ def test_queued_samples_resolve_in_any_order_they_are_awaited(server: LocalServe
     prompt = types.ModelInput.from_ints([4, 5, 6])
     params = types.SamplingParams(max_tokens=1)
     with ServiceClient(base_url=server.base_url, telemetry=False, sample_workers=2) as client:
-        sampler = client.create_sampling_client(base_model=BASE_MODEL)
+        sampler = client.create_sampling_client(base_model=BASE_MODEL).result()
         futures = [sampler.sample(prompt, 1, params) for _ in range(200)]
         done = list(concurrent.futures.as_completed(futures, timeout=120))
         assert set(done) == set(futures)

@@ -121,7 +121,7 @@ def test_no_credential_in_anything_a_full_run_emits(
         )
         try:
             holder = service.holder
-            trainer = service.create_lora_training_client(BASE_MODEL, rank=8, seed=1)
+            trainer = service.create_lora_training_client(BASE_MODEL, rank=8, seed=1).result()
             assert holder.uses_jwt
             fb = trainer.forward_backward(sft_batch(0), "cross_entropy")
             expired = trainer.optim_step(types.AdamParams(learning_rate=1e-2))
@@ -142,7 +142,7 @@ def test_no_credential_in_anything_a_full_run_emits(
                 RequestFailedError,
                 lambda: trainer.forward([bad_token], "cross_entropy").result(timeout=30),
             )
-            sampler = trainer.save_weights_and_get_sampling_client()
+            sampler = trainer.save_weights_and_get_sampling_client().result()
             prompt = types.ModelInput.from_ints([5, 6, 7])
             samples = [
                 sampler.sample(prompt, 2, types.SamplingParams(max_tokens=4, seed=i))
@@ -307,7 +307,7 @@ def test_an_untrusted_certificate_is_refused(tls_server: tuple[str, Path]) -> No
         service_with(fast_options(), api_key=API_KEY, base_url=url) as service,
         pytest.raises(APIConnectionError, match="CERTIFICATE_VERIFY_FAILED"),
     ):
-        service.create_lora_training_client(BASE_MODEL)
+        service.create_lora_training_client(BASE_MODEL).result()
 
 
 def test_a_ca_bundle_or_verify_false_reaches_the_endpoint(
@@ -320,7 +320,7 @@ def test_a_ca_bundle_or_verify_false_reaches_the_endpoint(
         pytest.raises(NotFoundError),
         ServiceClient(api_key=API_KEY, base_url=url, verify=str(cert)) as service,
     ):
-        service.create_lora_training_client(BASE_MODEL)
+        service.create_lora_training_client(BASE_MODEL).result()
     assert not caplog.records
     # urllib3 warns about every unverified request too.
     with (
@@ -328,7 +328,7 @@ def test_a_ca_bundle_or_verify_false_reaches_the_endpoint(
         pytest.raises(NotFoundError),
         ServiceClient(api_key=API_KEY, base_url=url, verify=False) as service,
     ):
-        service.create_lora_training_client(BASE_MODEL)
+        service.create_lora_training_client(BASE_MODEL).result()
     warnings = [
         r.getMessage() for r in caplog.records if "verification is disabled" in r.getMessage()
     ]
@@ -387,7 +387,7 @@ def test_no_stored_or_command_credential_in_anything_emitted(
         # The key from the file: a session that trains, samples and lists, then the CLI.
         write({"version": 1, "default": "1", "keys": {"1": record}})
         with ServiceClient(base_url=url, telemetry=False) as service:
-            trainer = service.create_lora_training_client(BASE_MODEL, rank=4)
+            trainer = service.create_lora_training_client(BASE_MODEL, rank=4).result()
             trainer.forward_backward(sft_batch(0), "cross_entropy").result(timeout=30)
             reprs = [repr(o) for o in (service, service.holder, service.holder.settings)]
             reprs.append(repr(service.holder._credentials))

@@ -21,8 +21,7 @@ Rules of the comparison, per official method:
 * an official ``(*args, **kwargs)`` signature is a pass-through and accepts any signature;
 * the ``x_async`` twin of a method ``x`` takes ``x``'s parameters: while ``x`` differs, only ``x``
   is reported;
-* a method returns a future where the official one does, and a plain value where it does not
-  (the client-creation methods return the client, which is its own future);
+* a method returns a future where the official one does, and a plain value where it does not;
 * ``async`` methods must be coroutine functions, properties properties; a method the official
   SDK marks deprecated (it warns with ``FutureWarning``) carries ``__deprecated__`` here too.
 
@@ -64,13 +63,8 @@ ALLOWED: dict[str, tuple[str, str]] = {
         "holder object.",
     ),
     "TrainingClient.__init__": ("Client constructors", "As above."),
-    "BackcompatTrainingClientFuture.*": (
-        "Client-creation futures",
-        "``BackcompatTrainingClientFuture`` and ``BackcompatSamplingClientFuture`` are aliases of "
-        "the clients: their members are the client's own (checked under ``TrainingClient`` and "
-        "``SamplingClient``), so calling them does not warn.",
-    ),
-    "BackcompatSamplingClientFuture.*": ("Client-creation futures", "As above."),
+    "BackcompatTrainingClientFuture.get_telemetry": ("Telemetry object", "As above."),
+    "BackcompatSamplingClientFuture.get_telemetry": ("Telemetry object", "As above."),
     "ServiceClient.close": (
         "Closing",
         '``close()`` may be called without arguments: ``status`` defaults to ``"success"`` '
@@ -86,6 +80,7 @@ ALLOWED: dict[str, tuple[str, str]] = {
         "``SamplingClient.create(holder, ...)`` takes the official internal holder; use "
         "``ServiceClient.create_sampling_client``.",
     ),
+    "BackcompatSamplingClientFuture.create": ("Client constructors", "As above."),
 }
 
 # Not implemented yet: key -> one-line reason. Remove an entry when its item lands.
@@ -98,14 +93,8 @@ NOTES: tuple[tuple[str, str], ...] = (
         "Sync: no event loop and no asyncio in the request path. ``APIFuture`` is a "
         "``concurrent.futures.Future``; it is also awaitable and the official ``*_async`` "
         "methods exist as thin adapters over the same futures (``asyncio`` is imported only "
-        "when one is used). A twin of a blocking method (``get_info_async``, creating a client) "
-        "blocks the event loop for that call. ``python -m tinker_lite.as_tinker script.py`` runs "
-        "a script written with ``import tinker`` unchanged.",
-    ),
-    (
-        "Client-creation futures",
-        "``create_lora_training_client()`` and friends return the client itself, which also "
-        "answers ``result()``, ``await`` and ``future()`` like the official future of a client.",
+        "when one is used). ``python -m tinker_lite.as_tinker script.py`` runs a script written "
+        "with ``import tinker`` unchanged.",
     ),
     ("Streaming sampling", "Not supported: the service documents no streaming endpoint."),
     (
@@ -239,11 +228,7 @@ def _return_details(official: str | None, member: Any) -> list[str]:
     if not official or ours is inspect.Signature.empty:
         return []
     ours = ours if isinstance(ours, str) else getattr(ours, "__name__", repr(ours))
-    # tinker_lite's client-creation methods return the client, which is its own future.
-    wanted = official.replace("BackcompatTrainingClientFuture", "TrainingClient").replace(
-        "BackcompatSamplingClientFuture", "SamplingClient"
-    )
-    if ("Future" in wanted) != ("Future" in ours):
+    if ("Future" in official) != ("Future" in ours):
         return [f"returns {ours}, official {official}"]
     return []
 

@@ -311,7 +311,7 @@ def test_training_client_hands_out_transformers_tokenizer() -> None:
     import tinker_lite
 
     with tinker_lite.ServiceClient(base_url="local://") as service:
-        training = service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=4)
+        training = service.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=4).result()
         tokenizer = training.get_tokenizer()
         assert isinstance(tokenizer, transformers.PreTrainedTokenizerFast)
         prompt = tokenizer.encode("Q: hi", add_special_tokens=True)

@@ -113,7 +113,7 @@ def test_pipelined_training_steps_leave_no_reference_cycles() -> None:
     data = [ce_datum([1, 2, 3, 4, 5, 6]) for _ in range(4)]
     adam = types.AdamParams(learning_rate=1e-3)
     with LocalServer() as url, ServiceClient(base_url=url, telemetry=False) as service:
-        trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+        trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
         trainer.forward_backward(data, "cross_entropy").result()
         trainer.optim_step(adam).result()
         gc.collect()
@@ -155,7 +155,7 @@ def test_a_sent_request_body_is_freed_before_its_result_arrives(
     with ServiceClient(
         base_url=server.url, api_key=API_KEY, telemetry=False, wire="json"
     ) as service:
-        trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8)
+        trainer = service.create_lora_training_client("Qwen/Qwen3-8B", rank=8).result()
         release = threading.Event()
 
         def held_poll(r: Recorded) -> Any:

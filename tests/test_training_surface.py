@@ -27,6 +27,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     server_fixture,
 )
 from tinker_lite import (
+    APIFuture,
     InvalidInputError,
     RestClient,
     SamplingClient,
@@ -58,7 +59,7 @@ def trainer(fake: FakeTinker) -> Iterator[TrainingClient]:
     with ServiceClient(
         base_url=fake.server.url, api_key=API_KEY, telemetry=False, wire="json"
     ) as client:
-        yield client.create_lora_training_client("Qwen/Qwen3-8B")
+        yield client.create_lora_training_client("Qwen/Qwen3-8B").result()
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +295,7 @@ def _by_id(client: ServiceClient, run: str) -> dict[str, types.Checkpoint]:
 
 
 def test_user_metadata_and_overwrite_show_in_the_listing(local: ServiceClient) -> None:
-    trainer = local.create_lora_training_client(BASE, rank=4)
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     first = trainer.save_state("state", 7200, False, {"step": "1"}).result(timeout=60)
     sampler = trainer.save_weights_for_sampler("weights", user_metadata={"k": "v"}).result(60)
     listed = _by_id(local, trainer.model_id)
@@ -311,7 +312,7 @@ def test_user_metadata_and_overwrite_show_in_the_listing(local: ServiceClient) -
 
 
 def test_save_weights_external_is_a_listed_checkpoint(local: ServiceClient) -> None:
-    trainer = local.create_lora_training_client(BASE, rank=4)
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     out = trainer.save_weights_external("export").result(timeout=60)
     assert isinstance(out, types.SaveWeightsExternalResponse)
     assert out.path == f"tinker://{trainer.model_id}/external_weights/export"
@@ -321,7 +322,7 @@ def test_save_weights_external_is_a_listed_checkpoint(local: ServiceClient) -> N
 
 
 def test_load_state_with_a_token_restores_the_weights(local: ServiceClient) -> None:
-    trainer = local.create_lora_training_client(BASE, rank=4)
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     datum = ce_datum([5, 6, 7, 8, 9], weights=[1.0] * 4)
     saved = trainer.save_state("before").result(timeout=60)
     before = trainer.forward([datum], "cross_entropy").result(timeout=60).metrics["loss:sum"]
@@ -337,7 +338,7 @@ def test_load_state_with_a_token_restores_the_weights(local: ServiceClient) -> N
 
 
 def test_console_url_names_the_training_run(local: ServiceClient) -> None:
-    trainer = local.create_lora_training_client(BASE, rank=4)
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     assert trainer.get_console_url() == (
         f"https://tinker.thinkingmachines.ai/training_runs/{trainer.model_id}"
     )
@@ -351,7 +352,7 @@ def test_custom_loss_metrics_report_the_custom_loss_and_the_surrogate(
     For L = sum(c * lp**2) the weights sent are -dL/dlp = -2 c lp, so the service's surrogate
     sum(-lp * weights) is 2 L at the same logprobs: the two numbers come from different places.
     """
-    trainer = local.create_lora_training_client(BASE, rank=4, seed=1)
+    trainer = local.create_lora_training_client(BASE, rank=4, seed=1).result()
     data = [
         ce_datum([3, 4, 5, 6, 7], weights=[1.0, 0.5, 2.0, 1.0]),
         ce_datum([8, 9, 10], weights=[0.25, 3.0]),
@@ -375,7 +376,7 @@ def test_custom_loss_metrics_report_the_custom_loss_and_the_surrogate(
 
 
 def test_forward_result_tensors_are_flat_lists_with_a_shape(local: ServiceClient) -> None:
-    trainer = local.create_lora_training_client(BASE, rank=4)
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     targets = np.array([[2, 5], [3, 6], [4, 7]])
     datum = types.Datum(
         model_input=types.ModelInput.from_ints([1, 2, 3]),
@@ -393,7 +394,7 @@ def test_forward_result_tensors_are_flat_lists_with_a_shape(local: ServiceClient
 
 
 def test_compute_logprobs_of_the_last_n_tokens(local: ServiceClient) -> None:
-    sampler = local.create_sampling_client(base_model=BASE)
+    sampler = local.create_sampling_client(base_model=BASE).result()
     prompt = types.ModelInput.from_ints([11, 12, 13, 14, 15, 16])
     full = sampler.compute_logprobs(prompt).result(timeout=60)
     last = sampler.compute_logprobs(prompt, 2).result(timeout=60)
@@ -407,21 +408,21 @@ def test_compute_logprobs_of_the_last_n_tokens(local: ServiceClient) -> None:
 
 
 def test_get_base_model_of_base_and_saved_weight_samplers(local: ServiceClient) -> None:
-    assert local.create_sampling_client(base_model=BASE).get_base_model() == BASE
-    trainer = local.create_lora_training_client(BASE, rank=4)
+    assert local.create_sampling_client(base_model=BASE).result().get_base_model() == BASE
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     path = trainer.save_weights_for_sampler("for-sampling").result(timeout=60).path
-    sampler = local.create_sampling_client(model_path=path)
+    sampler = local.create_sampling_client(model_path=path).result()
     assert sampler.base_model == BASE  # read at creation with GET samplers/{id}, as 0.38 does
     assert sampler.get_base_model() == BASE
     assert sampler.get_base_model() == BASE
 
 
-def test_create_results_are_the_client_and_a_future_of_it(local: ServiceClient) -> None:
-    trainer = local.create_lora_training_client(BASE, rank=4)
+def test_create_results_are_futures_of_the_clients(local: ServiceClient) -> None:
+    trainer = local.create_lora_training_client(BASE, rank=4).result()
     path = trainer.save_weights_for_sampler("as-future").result(timeout=60).path
     state = trainer.save_state("as-future").result(timeout=60).path
-    clients: list[TrainingClient | SamplingClient] = [
-        trainer,
+    futures: list[APIFuture[Any]] = [
+        local.create_lora_training_client(BASE, rank=4),
         local.create_training_client_from_state(state),
         local.create_training_client_from_state_with_optimizer(state),
         local.create_sampling_client(base_model=BASE),
@@ -429,25 +430,28 @@ def test_create_results_are_the_client_and_a_future_of_it(local: ServiceClient) 
         trainer.save_weights_and_get_sampling_client(),
     ]
 
-    async def awaited(client: Any) -> Any:
-        return await client
+    async def awaited(future: Any) -> Any:
+        return await future
 
-    for client in clients:
-        assert client.done()
-        assert client.result() is client
-        assert client.result(timeout=1) is client
-        assert client.future().result() is client
-        assert asyncio.run(awaited(client)) is client
-    # used as the client right away, and as the future's result
+    clients = []
+    for future in futures:
+        assert isinstance(future, APIFuture)
+        client = future.result(timeout=60)
+        assert future.done()
+        assert not isinstance(client, APIFuture)
+        assert future.result() is client
+        assert future.future().result() is client
+        assert asyncio.run(awaited(future)) is client
+        clients.append(client)
     datum = ce_datum([5, 6, 7, 8])
     for trainer_client in clients[:3]:
-        assert isinstance(trainer_client, TrainingClient)
-        trainer_client.result().forward_backward([datum], "cross_entropy").result(timeout=60)
+        assert type(trainer_client) is TrainingClient
+        trainer_client.forward_backward([datum], "cross_entropy").result(timeout=60)
     prompt = types.ModelInput.from_ints([1, 2, 3])
     params = types.SamplingParams(max_tokens=2, seed=1)
     for sampler in clients[3:]:
-        assert isinstance(sampler, SamplingClient)
-        response = sampler.result().sample(prompt, 1, params).result(timeout=60)
+        assert type(sampler) is SamplingClient
+        response = sampler.sample(prompt, 1, params).result(timeout=60)
         assert len(response.sequences[0].tokens) == 2
 
 
@@ -463,7 +467,7 @@ def test_queue_state_notifications_reach_on_queue_state_change(
     prompt = types.ModelInput.from_ints([1, 2, 3])
     params = types.SamplingParams(max_tokens=1)
     with server as url, ServiceClient(base_url=url, telemetry=False) as client:
-        sampler = client.create_sampling_client(base_model=BASE)
+        sampler = client.create_sampling_client(base_model=BASE).result()
         with caplog.at_level(logging.WARNING, logger="tinker_lite"):
             sampler.sample(prompt, 1, params).result(timeout=60)
         # the default hook logs (at most once a minute) with the service's reason

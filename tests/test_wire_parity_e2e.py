@@ -38,7 +38,9 @@ def _batch() -> list[types.Datum]:
 def _run(url: str, wire: str) -> tuple[list[float], list[np.ndarray], list[float]]:
     with ServiceClient(base_url=url, telemetry=False, wire=wire) as client:
         assert client.holder.wire_format == wire
-        trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=11)
+        trainer = client.create_lora_training_client(
+            "tinker-lite/tiny-64", rank=4, seed=11
+        ).result()
         data = _batch()
         losses = []
         for _ in range(3):

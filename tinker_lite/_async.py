@@ -7,14 +7,14 @@ delivered to the caller's loop by the thread that resolves the future anyway. ``
 imported only inside these coroutines, i.e. only by a program that awaits one.
 
 * :class:`AwaitableFuture`: ``await f``, ``f.result_async(timeout)``, ``f.coroutine()`` and
-  ``f.future()`` for a future that is itself a ``concurrent.futures.Future`` (``APIFuture``).
-* :class:`ReadyAwaitable`: the same members for a client that stands in for a resolved future of
-  itself (what ``create_lora_training_client()`` returns): awaiting it gives the client.
+  ``f.future()`` for a future that is itself a ``concurrent.futures.Future`` (``APIFuture``,
+  and the futures of clients that ``create_lora_training_client()`` and friends return).
 * :func:`with_async_twins`: a class decorator adding the official ``*_async`` twins listed in
   :data:`OFFICIAL_ASYNC_TWINS` for every sync method the class has. Like the official ones they
   warn with :class:`FutureWarning` (the official SDK deprecates them in favour of awaiting the
-  sync call's future). A twin of a method that blocks (``get_info``, creating a client) blocks
-  the event loop for that call: no thread is started to hide it.
+  sync call's future). A twin never holds the caller's loop while it waits: it awaits the
+  future its sync method returns at once, and the few sync methods that wait for an answer
+  (:data:`BLOCKING`) run on the client's small REST executor, whose future it awaits.
 """
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, Generic, Literal, TypeVar
 
 __all__ = [
+    "BLOCKING",
     "OFFICIAL_ASYNC_TWINS",
     "AwaitableFuture",
-    "ReadyAwaitable",
     "with_async_twins",
 ]
 
 T = TypeVar("T")
-R = TypeVar("R", bound="ReadyAwaitable")
 K = TypeVar("K", bound=type)
 
 TwinShape = Literal["result", "future"]
@@ -83,30 +82,6 @@ class AwaitableFuture(Generic[T]):
 def _retrieve(waiter: Any) -> None:
     if not waiter.cancelled():
         waiter.exception()
-
-
-class ReadyAwaitable:
-    """The awaitable members of a future for an object that is its own resolved result."""
-
-    __slots__ = ()
-
-    def future(self: R) -> concurrent.futures.Future[R]:
-        """A :class:`concurrent.futures.Future` already resolved to this object."""
-        future: concurrent.futures.Future[R] = concurrent.futures.Future()
-        future.set_result(self)
-        return future
-
-    async def result_async(self: R, timeout: float | None = None) -> R:
-        """Return this object itself (it is ready as soon as it exists)."""
-        del timeout
-        return self
-
-    async def coroutine(self: R) -> R:
-        """This object, as a coroutine."""
-        return self
-
-    def __await__(self: R) -> Generator[Any, None, R]:
-        return self.result_async().__await__()
 
 
 def _twins(shape: TwinShape, *names: str) -> dict[str, TwinShape]:
@@ -170,6 +145,21 @@ OFFICIAL_ASYNC_TWINS: Mapping[str, Mapping[str, TwinShape]] = {
 }
 
 
+# The sync methods whose twins may have to wait for an answer (a plain HTTP call, or a forward
+# pass whose result the call needs), each with the name of the client's predicate that tells
+# whether this call would (``None``: it always does). Such a call runs on the client's REST
+# threads, and the twin awaits it there.
+BLOCKING: Mapping[str, Mapping[str, str | None]] = {
+    "ServiceClient": {"get_server_capabilities": None},
+    "TrainingClient": {"forward_backward_custom": None, "get_info": "_info_unread"},
+    "SamplingClient": {
+        "get_base_model": "_base_model_unread",
+        "sample": "_unjoined",
+        "compute_logprobs": "_unjoined",
+    },
+}
+
+
 def with_async_twins(cls: K) -> K:
     """Add the official ``*_async`` twin of every sync method ``cls`` has (see the table).
 
@@ -180,12 +170,27 @@ def with_async_twins(cls: K) -> K:
         sync = getattr(cls, name, None)
         if sync is None or f"{name}_async" in cls.__dict__:
             continue
-        setattr(cls, f"{name}_async", _make_twin(cls.__name__, name, shape, sync))
+        blocking = BLOCKING.get(cls.__name__, {})
+        twin = _make_twin(
+            cls.__name__,
+            name,
+            shape,
+            sync,
+            may_block=name in blocking,
+            blocks_now=blocking.get(name),
+        )
+        setattr(cls, f"{name}_async", twin)
     return cls
 
 
 def _make_twin(
-    owner: str, name: str, shape: TwinShape, sync: Callable[..., Any]
+    owner: str,
+    name: str,
+    shape: TwinShape,
+    sync: Callable[..., Any],
+    *,
+    may_block: bool,
+    blocks_now: str | None,
 ) -> Callable[..., Any]:
     if shape == "future":
         advice = f"call {name}(...): it returns an APIFuture at once, which can be awaited"
@@ -197,10 +202,20 @@ def _make_twin(
 
     async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
         warnings.warn(message, FutureWarning, stacklevel=2)
-        if undeprecated is not None:
-            value = undeprecated(self, *args, **kwargs)
+        method = getattr(self, name) if undeprecated is None else undeprecated.__get__(self)
+        if may_block and (blocks_now is None or getattr(self, blocks_now)()):
+            import asyncio
+
+            # The client's REST threads wait instead of the loop (every client has _context).
+            context = self._context
+            ran = context.run_in(
+                context.rest_pool(),
+                functools.partial(method, *args, **kwargs),
+                request_type=f"{owner}.{name}",
+            )
+            value = await asyncio.wrap_future(ran)
         else:
-            value = getattr(self, name)(*args, **kwargs)
+            value = method(*args, **kwargs)
         if shape == "result" and isinstance(value, concurrent.futures.Future):
             import asyncio
 

@@ -36,7 +36,8 @@ from tinker_lite._async import with_async_twins
 from tinker_lite._codec import wire as _wire
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
-from tinker_lite._futures.future import APIFuture, ReadyClient, chain
+from tinker_lite._futures.client_future import ClientFuture, forwarding_to
+from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from tinker_lite._transport.http import HttpResponse
     from tinker_lite.tokenizer import PretrainedTokenizer
 
-__all__ = ["SamplingClient", "check_record_stability_info"]
+__all__ = ["BackcompatSamplingClientFuture", "SamplingClient", "check_record_stability_info"]
 
 logger = logging.getLogger("tinker_lite.sampling_client")
 
@@ -69,7 +70,7 @@ def check_record_stability_info(value: object) -> bool:
 
 
 @with_async_twins
-class SamplingClient(ReadyClient):
+class SamplingClient:
     """Samples from one sampling session (a base model or saved sampler weights).
 
     Created by :meth:`ServiceClient.create_sampling_client`,
@@ -161,12 +162,13 @@ class SamplingClient(ReadyClient):
         *,
         sdk_method: str,
         record_stability_info: bool = False,
-    ) -> SamplingClient:
-        """Create a sampling session (starting the session if needed) and its client.
+    ) -> APIFuture[SamplingClient]:
+        """Create a sampling session (starting the session if needed); the future of its client.
 
-        For saved weights (``model_path``), 0.38 then reads the sampler (``GET samplers/{id}``,
-        golden-0.38): its base model names the tokenizer. A 0.4.1-era service (no client
-        config) has no such endpoint and is not asked.
+        The arguments are checked now; the requests are sent on the REST threads, so this
+        returns at once. For saved weights (``model_path``), 0.38 then reads the sampler
+        (``GET samplers/{id}``, golden-0.38): its base model names the tokenizer. A 0.4.1-era
+        service (no client config) has no such endpoint and is not asked.
         """
         if (model_path is None) == (base_model is None):
             raise InvalidInputError(
@@ -181,23 +183,30 @@ class SamplingClient(ReadyClient):
         elif not isinstance(base_model, str) or not base_model:
             raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
         api = context.api
-        request = types.CreateSamplingSessionRequest(
-            session_id=api.session_id(),
-            sampling_session_seq_id=api.next_sampling_session_seq_id(),
-            base_model=base_model,
-            model_path=model_path,
-        )
-        created = api.create_sampling_session(request, sdk_method=sdk_method)
-        if model_path is not None and api.service_is_current:
-            sampler = api.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
-            base_model = sampler.base_model or None
-        return cls(
-            context,
-            created.sampling_session_id,
-            model_path=model_path,
-            base_model=base_model,
-            record_stability_info=record_stability_info,
-        )
+        # WIRE.md §6.1: numbered in call order, like the saves that share the counter.
+        seq_id = api.next_sampling_session_seq_id()
+
+        def create() -> SamplingClient:
+            request = types.CreateSamplingSessionRequest(
+                session_id=api.session_id(),
+                sampling_session_seq_id=seq_id,
+                base_model=base_model,
+                model_path=model_path,
+            )
+            created = api.create_sampling_session(request, sdk_method=sdk_method)
+            found = base_model
+            if model_path is not None and api.service_is_current:
+                sampler = api.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
+                found = sampler.base_model or None
+            return cls(
+                context,
+                created.sampling_session_id,
+                model_path=model_path,
+                base_model=found,
+                record_stability_info=record_stability_info,
+            )
+
+        return context.run_in(context.rest_pool(), create, request_type="CreateSamplingSession")
 
     # -- sampling --------------------------------------------------------------------------------
 
@@ -306,6 +315,15 @@ class SamplingClient(ReadyClient):
                 clone = random.randrange(1, CLONE_STRIDE)
             self._cloned_sampler_id = clone
             self._next_seq_id = CLONE_STRIDE * clone
+
+    def _unjoined(self) -> bool:
+        """Whether the next sample joins the session first (a copy's first; it may ask the
+        service)."""
+        return self._cloned_sampler_id is None
+
+    def _base_model_unread(self) -> bool:
+        """Whether :meth:`get_base_model` would ask the service."""
+        return self.base_model is None
 
     def compute_logprobs(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
@@ -692,5 +710,10 @@ def _check_sampleable(model_path: str) -> None:
         )
 
 
-BackcompatSamplingClientFuture = SamplingClient
-"""The official name of what ``create_sampling_client()`` returns: here the client itself."""
+@forwarding_to(SamplingClient)
+class BackcompatSamplingClientFuture(ClientFuture[SamplingClient], SamplingClient):
+    """The future of a SamplingClient, as the creation methods return it (the official name).
+
+    ``result()`` or ``await`` gives the client. Used as the client itself, it waits for the
+    client and forwards, with the official deprecation warning (see :class:`ClientFuture`).
+    """

@@ -41,7 +41,7 @@ from tinker_lite._context import (
 )
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
-from tinker_lite._futures.future import APIFuture
+from tinker_lite._futures.future import APIFuture, flatten
 from tinker_lite._journal import Journal
 from tinker_lite._loss_handle import (
     LossHandle,
@@ -51,8 +51,8 @@ from tinker_lite._loss_handle import (
     trace_loss,
 )
 from tinker_lite.rest_client import RestClient
-from tinker_lite.sampling_client import SamplingClient
-from tinker_lite.training_client import TrainingClient
+from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
+from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
 
 if TYPE_CHECKING:
     from tinker_lite._session.holder import SessionHolder
@@ -225,11 +225,14 @@ class ServiceClient:
         train_unembed: bool = True,
         user_metadata: Mapping[str, str] | None = None,
         optimizer: types.OptimizerConfig | None = None,
-    ) -> TrainingClient:
-        """Create a LoRA training run on ``base_model`` and return its TrainingClient.
+    ) -> BackcompatTrainingClientFuture:
+        """Create a LoRA training run on ``base_model``; the future of its TrainingClient.
 
-        Blocks until the service has created the model. ``rank`` must be a positive int; at
-        least one of ``train_mlp`` / ``train_attn`` / ``train_unembed`` must be true.
+        Returns at once, as the official SDK does: ``result()`` or ``await`` gives the client
+        once the service has created the model (the future may also be used as the client,
+        deprecated, with the official warning). The arguments are checked now: ``rank`` must be
+        a positive int; at least one of ``train_mlp`` / ``train_attn`` / ``train_unembed`` must
+        be true.
         ``optimizer`` fixes the run's optimizer (:class:`types.AdamOptimizerConfig`, the
         default, or :class:`types.DimuonOptimizerConfig`); it is sent as ``optimizer_config``.
         """
@@ -250,13 +253,16 @@ class ServiceClient:
             train_mlp=train_mlp,
             train_attn=train_attn,
         )
-        return TrainingClient._create(
+        steps = TrainingClient._create(
             self._context,
             base_model,
             lora,
             user_metadata=dict(user_metadata) if user_metadata is not None else None,
             sdk_method="ServiceClient.create_lora_training_client",
             optimizer=optimizer,
+        )
+        return BackcompatTrainingClientFuture(
+            TrainingClient._in_background(self._context, steps, request_type="CreateModel")
         )
 
     def create_training_client_from_state(
@@ -266,7 +272,7 @@ class ServiceClient:
         user_metadata: Mapping[str, str] | None = None,
         weights_access_token: str | None = None,
         optimizer: types.OptimizerConfig | None = None,
-    ) -> TrainingClient:
+    ) -> BackcompatTrainingClientFuture:
         """Create a training run from a saved state (``tinker://<run>/weights/<name>``).
 
         The new run starts from the checkpoint's weights with a fresh optimizer state
@@ -274,7 +280,7 @@ class ServiceClient:
         :meth:`create_training_client_from_state_with_optimizer`). ``base_model`` overrides the
         checkpoint's (it must be compatible with it); ``weights_access_token`` reads a
         checkpoint of another account. One ``load_weights`` creates the model (golden-0.38).
-        Blocks until loaded.
+        Returns the future of the client at once, as :meth:`create_lora_training_client` does.
         """
         return self._from_state(
             path,
@@ -291,7 +297,7 @@ class ServiceClient:
         base_model: str | None = None,
         user_metadata: Mapping[str, str] | None = None,
         weights_access_token: str | None = None,
-    ) -> TrainingClient:
+    ) -> BackcompatTrainingClientFuture:
         """Like :meth:`create_training_client_from_state`, restoring the optimizer state too."""
         return self._from_state(
             path, base_model, user_metadata, weights_access_token, None, optimizer_state=True
@@ -306,8 +312,9 @@ class ServiceClient:
         optimizer_config: types.OptimizerConfig | None,
         *,
         optimizer_state: bool,
-    ) -> TrainingClient:
-        self._context.check_open()
+    ) -> BackcompatTrainingClientFuture:
+        context = self._context
+        context.check_open()
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)
         method = (
             "ServiceClient.create_training_client_from_state_with_optimizer"
@@ -315,20 +322,36 @@ class ServiceClient:
             else "ServiceClient.create_training_client_from_state"
         )
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
-        if self._context.api.service_is_current:
-            return TrainingClient._create_from_state(
-                self._context,
-                parsed.tinker_path,
-                optimizer=optimizer_state,
-                optimizer_config=optimizer_config,
-                base_model=base_model,
-                user_metadata=caller_metadata,
-                weights_access_token=weights_access_token,
-                sdk_method=method,
+        # WIRE.md §6.1: numbered in call order, before anything is sent.
+        model_seq_id = context.api.next_model_seq_id()
+
+        def start() -> Future[TrainingClient]:
+            # On the REST threads: which path applies may take connecting to find out.
+            if context.api.service_is_current:
+                steps = TrainingClient._create_from_state(
+                    context,
+                    parsed.tinker_path,
+                    model_seq_id=model_seq_id,
+                    optimizer=optimizer_state,
+                    optimizer_config=optimizer_config,
+                    base_model=base_model,
+                    user_metadata=caller_metadata,
+                    weights_access_token=weights_access_token,
+                    sdk_method=method,
+                )
+                return TrainingClient._in_background(context, steps, request_type="LoadWeights")
+            legacy = self._from_state_legacy(
+                parsed,
+                base_model,
+                caller_metadata,
+                optimizer_state=optimizer_state,
+                method=method,
+                model_seq_id=model_seq_id,
             )
-        return self._from_state_legacy(
-            parsed, base_model, caller_metadata, optimizer_state=optimizer_state, method=method
-        )
+            return APIFuture.completed(legacy)
+
+        started = context.run_in(context.rest_pool(), start, request_type="LoadWeights")
+        return BackcompatTrainingClientFuture(flatten(started))
 
     def _from_state_legacy(
         self,
@@ -338,9 +361,12 @@ class ServiceClient:
         *,
         optimizer_state: bool,
         method: str,
+        model_seq_id: int,
     ) -> TrainingClient:
         """A 0.4.1-era service (no ``client/config``) cannot create a model from a load: read
-        the checkpoint's settings, ``create_model``, then ``load_weights`` (WIRE.md §6.2)."""
+        the checkpoint's settings, ``create_model``, then ``load_weights`` (WIRE.md §6.2).
+
+        Runs on a REST thread and waits for each step there."""
         api = self._context.api
         try:
             info: types.WeightsInfoResponse | None = api.weights_info(
@@ -365,14 +391,16 @@ class ServiceClient:
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
         # the restored optimizer state needs a run of the checkpoint's optimizer family
         restored = info.optimizer_config if optimizer_state and info is not None else None
-        client = TrainingClient._create(
+        send, finish = TrainingClient._create(
             self._context,
             base_model or source_model,
             lora,
             user_metadata=metadata,
             sdk_method=method,
             optimizer=restored,
+            model_seq_id=model_seq_id,
         )
+        client = finish(send().result())
         try:
             client._load(
                 parsed.tinker_path,
@@ -391,22 +419,27 @@ class ServiceClient:
         base_model: str | None = None,
         retry_config: object | None = None,
         record_stability_info: bool = False,
-    ) -> SamplingClient:
+    ) -> BackcompatSamplingClientFuture:
         """Create a sampler for saved weights (``model_path``) or a base model (``base_model``).
 
-        Exactly one of the two must be given; ``model_path`` is a
-        ``tinker://<run>/sampler_weights/<name>`` path from ``save_weights_for_sampler``.
-        ``record_stability_info`` is sent with every sample request of the client.
-        ``retry_config`` is accepted for compatibility; retries follow WIRE.md §P.
+        Returns the future of its SamplingClient at once, as the official SDK does
+        (``result()`` or ``await`` gives the client; using the future as the client is
+        deprecated there and warns here too). Exactly one of the two must be given (checked
+        now); ``model_path`` is a ``tinker://<run>/sampler_weights/<name>`` path from
+        ``save_weights_for_sampler``. ``record_stability_info`` is sent with every sample
+        request of the client. ``retry_config`` is accepted for compatibility; retries follow
+        WIRE.md §P.
         """
         del retry_config
         self._context.check_open()
-        return SamplingClient._create(
-            self._context,
-            model_path,
-            base_model,
-            sdk_method="ServiceClient.create_sampling_client",
-            record_stability_info=record_stability_info,
+        return BackcompatSamplingClientFuture(
+            SamplingClient._create(
+                self._context,
+                model_path,
+                base_model,
+                sdk_method="ServiceClient.create_sampling_client",
+                record_stability_info=record_stability_info,
+            )
         )
 
     @deprecated(

@@ -29,6 +29,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
@@ -54,24 +55,32 @@ from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
 )
-from tinker_lite._futures.future import APIFuture, ReadyClient, chain, combine
+from tinker_lite._futures.client_future import ClientFuture, forwarding_to
+from tinker_lite._futures.future import APIFuture, chain, combine, then
 from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite._journal import SeqOrder
 from tinker_lite._loss_handle import LossHandle
 from tinker_lite._validate import validate
-from tinker_lite.sampling_client import SamplingClient, check_record_stability_info
+from tinker_lite.sampling_client import (
+    BackcompatSamplingClientFuture,
+    SamplingClient,
+    check_record_stability_info,
+)
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tinker_lite._futures.pending import PendingRequest
     from tinker_lite.tokenizer import PretrainedTokenizer
 
-__all__ = ["CustomLossFn", "TrainingClient"]
+__all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
 
 logger = logging.getLogger("tinker_lite.training_client")
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+_Steps = tuple[Callable[[], "APIFuture[T]"], Callable[[T], "TrainingClient"]]
+"""A creation's two blocking steps: send the request (its future), then make the client."""
 
 """Where the Tinker Console lives (training runs are under ``/training_runs/<id>``)."""
 
@@ -104,7 +113,7 @@ class _Operation:
 
 
 @with_async_twins
-class TrainingClient(ReadyClient):
+class TrainingClient:
     """Trains one LoRA model: forward/backward passes, optimizer steps, checkpoints, sampling.
 
     Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every
@@ -152,33 +161,40 @@ class TrainingClient(ReadyClient):
         user_metadata: dict[str, Any] | None,
         sdk_method: str,
         optimizer: types.OptimizerConfig | None = None,
-    ) -> TrainingClient:
-        """Create the model on the service (starting the session if needed) and its client."""
+        model_seq_id: int | None = None,
+    ) -> _Steps[types.CreateModelResponse]:
+        """Create the model on the service (starting the session if needed), in two blocking
+        steps: send ``create_model`` (its future), then make the client of the created model
+        (see :meth:`_in_background`). Checks the arguments now."""
         if not isinstance(base_model, str) or not base_model:
             raise InvalidInputError(
                 "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
             )
         api = context.api
-        session_id = api.session_id()
         # WIRE.md §6.1: the number is taken before create_model is sent; a failure consumes it.
-        request = types.CreateModelRequest(
-            session_id=session_id,
-            model_seq_id=api.next_model_seq_id(),
-            base_model=base_model,
-            user_metadata=user_metadata,
-            lora_config=lora,
-            **({} if optimizer is None else {"optimizer_config": optimizer}),
-        )
+        seq_id = api.next_model_seq_id() if model_seq_id is None else model_seq_id
         created_at = time.monotonic()
-        source = api.create_model(request, sdk_method=sdk_method, created_at=created_at)
-        # Watched first: the journal line is written before the result is returned.
-        context.journal_watch(source, "create_model", seq_id=0, started=created_at)
-        future: APIFuture[types.CreateModelResponse] = APIFuture(request_type="CreateModel")
-        future.forward_from(source)
-        model_id = future.result().model_id
-        return cls._created(
-            context, model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
-        )
+
+        def send() -> APIFuture[types.CreateModelResponse]:
+            request = types.CreateModelRequest(
+                session_id=api.session_id(),
+                model_seq_id=seq_id,
+                base_model=base_model,
+                user_metadata=user_metadata,
+                lora_config=lora,
+                **({} if optimizer is None else {"optimizer_config": optimizer}),
+            )
+            source = api.create_model(request, sdk_method=sdk_method, created_at=created_at)
+            # Watched first: the journal line is written before the client is delivered.
+            context.journal_watch(source, "create_model", seq_id=0, started=created_at)
+            return source
+
+        def finish(created: types.CreateModelResponse) -> TrainingClient:
+            return cls._created(
+                context, created.model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
+            )
+
+        return send, finish
 
     @classmethod
     def _create_from_state(
@@ -186,46 +202,86 @@ class TrainingClient(ReadyClient):
         context: ClientContext,
         path: str,
         *,
+        model_seq_id: int,
         optimizer: bool,
         optimizer_config: object | None,
         base_model: str | None,
         user_metadata: dict[str, Any] | None,
         weights_access_token: str | None,
         sdk_method: str,
-    ) -> TrainingClient:
+    ) -> _Steps[types.LoadWeightsResponse]:
         """Create a model from a saved state with one ``load_weights`` (golden-0.38).
 
         The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` /
         ``seq_id``: the service creates the model ``<session_id>:train:<model_seq_id>`` from the
-        checkpoint, so the new client's first request has ``seq_id`` 1.
+        checkpoint, so the new client's first request has ``seq_id`` 1. The same two steps as
+        :meth:`_create`.
         """
         api = context.api
-        session_id = api.session_id()
-        model_seq_id = api.next_model_seq_id()
-        request = types.LoadWeightsRequest(
-            session_id=session_id,
-            model_seq_id=model_seq_id,
-            base_model=base_model,
-            user_metadata=user_metadata,
-            path=path,
-            optimizer=optimizer,
-            optimizer_config=optimizer_config,
-            weights_access_token=weights_access_token,
-        )
         created_at = time.monotonic()
-        source = api.load_weights_creating_model(
-            request, sdk_method=sdk_method, created_at=created_at
-        )
-        context.journal_watch(source, "create_model", seq_id=0, started=created_at)
-        future: APIFuture[types.LoadWeightsResponse] = APIFuture(request_type="LoadWeights")
-        future.forward_from(source)
-        future.result()
-        # golden-0.38: the service names the model after the session and the number.
-        model_id = f"{session_id}:train:{model_seq_id}"
-        client = cls._created(context, model_id, base_model=None, lora=None, sdk_method=sdk_method)
-        if client._info is not None:
-            client._base_model = client._info.model_data.model_name or client._info.model_name
-        return client
+
+        def send() -> APIFuture[types.LoadWeightsResponse]:
+            request = types.LoadWeightsRequest(
+                session_id=api.session_id(),
+                model_seq_id=model_seq_id,
+                base_model=base_model,
+                user_metadata=user_metadata,
+                path=path,
+                optimizer=optimizer,
+                optimizer_config=optimizer_config,
+                weights_access_token=weights_access_token,
+            )
+            source = api.load_weights_creating_model(
+                request, sdk_method=sdk_method, created_at=created_at
+            )
+            context.journal_watch(source, "create_model", seq_id=0, started=created_at)
+            return source
+
+        def finish(loaded: types.LoadWeightsResponse) -> TrainingClient:
+            # golden-0.38: the service names the model after the session and the number.
+            model_id = f"{api.session_id()}:train:{model_seq_id}"
+            client = cls._created(
+                context, model_id, base_model=None, lora=None, sdk_method=sdk_method
+            )
+            if client._info is not None:
+                client._base_model = client._info.model_data.model_name or client._info.model_name
+            return client
+
+        return send, finish
+
+    @staticmethod
+    def _in_background(
+        context: ClientContext, steps: _Steps[T], *, request_type: str
+    ) -> APIFuture[TrainingClient]:
+        """The future of a creation's client, returned at once: both steps run on the REST
+        threads, and no thread waits while the service works on the request the first one sent.
+
+        Registered for close() as one ``create_model`` request: a close that finishes what was
+        queued waits for the client; one that drops it names it, and nothing is sent after that.
+        """
+        send, finish = steps
+        pool = context.rest_pool()
+
+        def run(step: Callable[[], Any]) -> Future[Any]:
+            try:
+                return pool.submit(step)
+            except RuntimeError:  # the pool was shut down by close()
+                raise ClientClosedError("The ServiceClient is closed.") from None
+
+        def start() -> APIFuture[T]:
+            if not pending.claim():
+                raise ClientClosedError("The ServiceClient was closed before the model was made.")
+            return send()
+
+        out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
+        pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
+        try:
+            started = run(start)
+        except ClientClosedError as e:
+            out.try_set_exception(e)
+            raise
+        out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
+        return out
 
     @classmethod
     def _created(
@@ -237,9 +293,21 @@ class TrainingClient(ReadyClient):
         lora: types.LoraConfig | None,
         sdk_method: str,
     ) -> TrainingClient:
-        """The client of a model the service has just created: 0.38 reads its info once."""
+        """The client of a model the service has just created: 0.38 reads its info once.
+
+        A close that waited for the creation refuses the new client (ClientClosedError).
+        """
+        if context.closed:
+            raise ClientClosedError(
+                f"The ServiceClient was closed while training run {model_id} was being created: "
+                "the service created it, but no client is made for a closed connection"
+            )
         info = context.api.get_info(model_id, sdk_method=sdk_method)
-        return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+        client = cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+        # Its submit thread starts here (a creation runs on the REST threads), not in the first
+        # training call, which may be made from an event loop.
+        client._executor.submit(int)
+        return client
 
     # -- sequencing ------------------------------------------------------------------------------
 
@@ -773,8 +841,8 @@ class TrainingClient(ReadyClient):
         retry_config: object | None = None,
         record_stability_info: bool = False,
         kind: types.SamplingClientKind = "snapshot",
-    ) -> SamplingClient:
-        """Save the current weights for sampling and return a SamplingClient on them.
+    ) -> BackcompatSamplingClientFuture:
+        """Save the current weights for sampling; the future of a SamplingClient on them.
 
         The save is ephemeral (not listed, not downloadable) and creates no extra sampling
         session (WIRE.md §6.3). ``kind``: ``"snapshot"`` fixes the weights saved now;
@@ -782,8 +850,9 @@ class TrainingClient(ReadyClient):
         saves update them). ``record_stability_info`` is sent with every sample request of the
         returned client. ``name`` is deprecated and has no effect, as in the official SDK 0.38
         (a :class:`DeprecationWarning`): for a named checkpoint use
-        ``save_weights_for_sampler(name)`` and ``create_sampling_client(path)``. Blocks until the
-        sampler is ready; ``retry_config`` is accepted for compatibility.
+        ``save_weights_for_sampler(name)`` and ``create_sampling_client(path)``. Returns at once
+        (the save is queued in call order); ``result()`` or ``await`` gives the client once the
+        save is done. ``retry_config`` is accepted for compatibility.
         """
         del retry_config
         if name is not None:
@@ -815,43 +884,48 @@ class TrainingClient(ReadyClient):
                 "TrainingClient.save_weights_and_get_sampling_client",
             )
 
-        result: types.SaveWeightsForSamplerResponseInternal = self._single(
-            build, kind="save_weights_and_get_sampling_client"
-        ).result()
-        if not result.sampling_session_id:
-            raise APIResponseValidationError(
-                "an ephemeral save_weights_for_sampler answered without a sampling_session_id",
-                body=attrs.asdict(result),
+        saved = self._single(build, kind="save_weights_and_get_sampling_client")
+
+        def client(result: types.SaveWeightsForSamplerResponseInternal) -> SamplingClient:
+            if not result.sampling_session_id:
+                raise APIResponseValidationError(
+                    "an ephemeral save_weights_for_sampler answered without a sampling_session_id",
+                    body=attrs.asdict(result),
+                )
+            base_model = self._base_model
+            if self._info is not None:
+                base_model = self._info.model_data.model_name or self._info.model_name or base_model
+            return SamplingClient(
+                self._context,
+                result.sampling_session_id,
+                base_model=base_model,
+                record_stability_info=stability,
             )
-        base_model = self._base_model
-        if self._info is not None:
-            base_model = self._info.model_data.model_name or self._info.model_name or base_model
-        return SamplingClient(
-            self._context,
-            result.sampling_session_id,
-            base_model=base_model,
-            record_stability_info=stability,
-        )
+
+        return BackcompatSamplingClientFuture(chain(saved, client))
 
     def create_sampling_client(
         self,
         model_path: str,
         retry_config: object | None = None,
         record_stability_info: bool = False,
-    ) -> SamplingClient:
-        """Return a SamplingClient for saved sampler weights (``tinker://.../sampler_weights/...``).
+    ) -> BackcompatSamplingClientFuture:
+        """The future of a SamplingClient for saved weights (``tinker://.../sampler_weights/...``).
 
-        ``record_stability_info`` is sent with every sample request of the client;
-        ``retry_config`` is accepted for compatibility.
+        Returns at once; ``result()`` or ``await`` gives the client. ``record_stability_info`` is
+        sent with every sample request of the client; ``retry_config`` is accepted for
+        compatibility.
         """
         del retry_config
         self._context.check_open()
-        return SamplingClient._create(
-            self._context,
-            model_path,
-            None,
-            sdk_method="TrainingClient.create_sampling_client",
-            record_stability_info=record_stability_info,
+        return BackcompatSamplingClientFuture(
+            SamplingClient._create(
+                self._context,
+                model_path,
+                None,
+                sdk_method="TrainingClient.create_sampling_client",
+                record_stability_info=record_stability_info,
+            )
         )
 
     # -- information -----------------------------------------------------------------------------
@@ -863,6 +937,10 @@ class TrainingClient(ReadyClient):
         """
         self._context.check_open()
         return self._model_info(sdk_method="TrainingClient.get_info")
+
+    def _info_unread(self) -> bool:
+        """Whether :meth:`get_info` would ask the service (this client was made without it)."""
+        return self._info is None
 
     def _model_info(
         self, *, sdk_method: str, operation_retries: bool = True
@@ -1002,5 +1080,10 @@ def _custom_forward_datum(datum: object, index: int) -> types.Datum:
     return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
 
 
-BackcompatTrainingClientFuture = TrainingClient
-"""The official name of what ``create_lora_training_client()`` returns: here the client itself."""
+@forwarding_to(TrainingClient)
+class BackcompatTrainingClientFuture(ClientFuture[TrainingClient], TrainingClient):
+    """The future of a TrainingClient, as the creation methods return it (the official name).
+
+    ``result()`` or ``await`` gives the client. Used as the client itself, it waits for the
+    client and forwards, with the official deprecation warning (see :class:`ClientFuture`).
+    """

@@ -17,48 +17,27 @@ The poller that resolves these futures lives in :mod:`tinker_lite._futures.polle
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import _base as _futures_base
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tinker_lite._async import AwaitableFuture, ReadyAwaitable
+from tinker_lite._async import AwaitableFuture
 from tinker_lite._errors import FutureTimeoutError
 
 __all__ = [
     "APIFuture",
     "FutureTimeoutError",
-    "ReadyClient",
     "chain",
     "combine",
+    "flatten",
+    "then",
 ]
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-C = TypeVar("C", bound="ReadyClient")
-
-
-class ReadyClient(ReadyAwaitable):
-    """A client that also stands in for an already-resolved future of itself.
-
-    For code written against SDKs whose client-creation methods return a future of the client:
-    ``service.create_lora_training_client(...).result()`` then returns the client itself.
-    """
-
-    __slots__ = ()
-
-    def result(self: C, timeout: float | None = None) -> C:
-        """Return this client itself (it is ready as soon as it exists)."""
-        del timeout
-        return self
-
-    def done(self) -> bool:
-        """Return True: the client is ready."""
-        return True
-
-
 # ---------------------------------------------------------------------------------------------
 # APIFuture
 
@@ -536,3 +515,53 @@ def chain(future: concurrent.futures.Future[T], fn: Callable[[T], R]) -> APIFutu
     """A future of ``fn(future.result())`` (errors pass through unchanged)."""
     request_type = future.request_type if isinstance(future, APIFuture) else None
     return combine([future], lambda values: fn(values[0]), request_type=request_type)
+
+
+def then(
+    future: concurrent.futures.Future[T],
+    fn: Callable[[T], R | concurrent.futures.Future[R]],
+    *,
+    run: Callable[[Callable[[], Any]], concurrent.futures.Future[Any]] | None = None,
+) -> APIFuture[R]:
+    """A future of ``fn(future.result())``; when ``fn`` returns a future, of that one's outcome.
+
+    The next step of a chain of requests: ``fn`` may send one and return its future. It runs on
+    the thread that completes ``future``, or, for a step that blocks (a plain HTTP call), where
+    ``run(call)`` runs it (an executor's ``submit``; ``run`` returns the future of ``call()``).
+    Errors and cancellation pass through; cancelling the result cancels the step under way.
+    """
+    out: APIFuture[R] = APIFuture(
+        request_type=future.request_type if isinstance(future, APIFuture) else None
+    )
+    out._sources = (future,)
+
+    def settle(value: R | concurrent.futures.Future[R]) -> None:
+        if isinstance(value, concurrent.futures.Future):
+            out.forward_from(value)
+        else:
+            out.try_set_result(value)
+
+    def on_done(done: concurrent.futures.Future[T]) -> None:
+        if done.cancelled() or done.exception(0) is not None:
+            # No result to map: the cancellation or the error passes through.
+            out.forward_from(cast("concurrent.futures.Future[R]", done))
+            return
+        try:
+            if run is None:
+                settle(fn(done.result(0)))
+            else:
+                out.forward_from(flatten(run(functools.partial(fn, done.result(0)))))
+        except BaseException as e:
+            out.try_set_exception(e)
+
+    future.add_done_callback(on_done)
+    return out
+
+
+def flatten(future: concurrent.futures.Future[concurrent.futures.Future[R]]) -> APIFuture[R]:
+    """A future of the outcome of the future that ``future`` gives."""
+    return then(future, _same)
+
+
+def _same(value: T) -> T:
+    return value

@@ -134,7 +134,7 @@ def _export_training_state(ctx: Context, tinker_path: str, dest: Path) -> None:
         stall_timeout=ctx.timeout,
         startup_timeout=ctx.startup_timeout,
     ) as service:
-        training = ctx.call(lambda: service.create_training_client_from_state(tinker_path))
+        training = ctx.call(lambda: service.create_training_client_from_state(tinker_path).result())
         export = ctx.wait(training.save_weights_external("push-hf", ttl_seconds=_EXPORT_TTL_S))
         try:
             _download_external(ctx, export.path, dest)
