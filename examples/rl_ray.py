@@ -212,16 +212,15 @@ def local_serve() -> Iterator[str]:
     argv = [sys.executable, "-m", "tinker_lite.cli", "local", "serve", "--port", "0"]
     argv += ["--config", "sample_join_sampling_session=true", "--log-level", "WARNING"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise RuntimeError(f"tinker-lite local serve did not start (exit {server.poll()})")
-        yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) as server:
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            if not url.startswith("http"):
+                raise RuntimeError(f"tinker-lite local serve did not start (exit {server.poll()})")
+            yield url
+        finally:
+            server.terminate()
 
 
 def server_counts(base_url: str) -> str:
