@@ -11,23 +11,23 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 import tinker_lite as tinker
+from tests._handover_support import (  # noqa: F401 - fixtures used by name
+    KEY,
+    MODEL,
+    keyed_fixture,
+    server_fixture,
+)
+from tests.test_examples import load_example
 from tinker_lite import types
 from tinker_lite.local import LocalServer
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rl_ray.py"
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-FLAGS = {"sample_join_sampling_session": True}
-MODEL = "tinker-lite/tiny-64"
-KEY = "tml-driver-key-3c9e"
 SMALL = ["--workers", "2", "--problems", "4", "--group-size", "2", "--max-tokens", "4"]
 
 pytestmark = [
@@ -40,19 +40,6 @@ pytestmark = [
         reason="ray is not installed (make test-ray installs it)",
     ),
 ]
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_rl_ray", EXAMPLE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -80,22 +67,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
 
 
-@pytest.fixture
-def server() -> Iterator[LocalServer]:
-    server = LocalServer(config_overrides=FLAGS)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def keyed() -> Iterator[LocalServer]:
-    server = LocalServer(api_key=KEY, config_overrides=FLAGS)
-    server.start()
-    yield server
-    server.stop()
-
-
 def server_line(out: str) -> dict[str, int]:
     found = re.search(
         r"server: sessions (\d+)  client/config (\d+)  join_sampling_session (\d+)", out
@@ -115,7 +86,7 @@ def test_rl_ray_runs_on_a_local_cluster_against_local_serve(
     ray: Any, handover: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = [*SMALL, "--steps", "3", "--handover", handover]
-    assert load_example().main(argv) == 0
+    assert load_example("rl_ray").main(argv) == 0
     out = capsys.readouterr().out
     assert re.search(r"local server: http://127\.0\.0\.1:\d+ \(tinker-lite local serve\)", out)
     assert step_lines(out) == [(4 * 2, 2)] * 3
@@ -128,7 +99,7 @@ def test_a_worker_that_dies_mid_sample_loses_no_step(
     ray: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = [*SMALL, "--steps", "3", "--kill-worker-at-step", "2"]
-    assert load_example().main(argv) == 0
+    assert load_example("rl_ray").main(argv) == 0
     out = capsys.readouterr().out
     lost = re.findall(r"step 2: worker 0 lost mid-sample \((\w+)\): its 2 problems handed", out)
     assert len(lost) == 1
@@ -146,7 +117,7 @@ def test_a_worker_that_dies_mid_sample_loses_no_step(
 def test_workers_sample_the_weights_of_the_step_they_were_given(
     ray: Any, server: LocalServer
 ) -> None:
-    worker = ray.remote(num_cpus=1)(load_example().RolloutWorker).remote(0)
+    worker = ray.remote(num_cpus=1)(load_example("rl_ray").RolloutWorker).remote(0)
     prompt = [85, 115, 101, 114, 58, 32, 104, 105]
     datum = types.Datum(
         model_input=types.ModelInput.from_ints(prompt[:-1]),
@@ -173,7 +144,7 @@ def test_workers_sample_the_weights_of_the_step_they_were_given(
 def test_the_key_stays_out_of_the_object_store_unless_the_driver_opts_in(
     ray: Any, keyed: LocalServer
 ) -> None:
-    example = load_example()
+    example = load_example("rl_ray")
     actor = ray.remote(num_cpus=1)(example.RolloutWorker)
     item = [(0, (1, 2), [85, 115, 101, 114])]
     with tinker.ServiceClient(base_url=keyed.base_url, api_key=KEY) as service:

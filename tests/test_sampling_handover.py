@@ -14,20 +14,23 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._handover_support import (  # noqa: F401 - fixtures used by name
+    KEY,
+    MODEL,
+    keyed_fixture,
+    server_fixture,
+)
 from tinker_lite import InvalidInputError, SamplingClient, ServiceClient, types
 from tinker_lite.local import LocalServer
 
 REPO = Path(__file__).resolve().parents[1]
-MODEL = "tinker-lite/tiny-64"
-KEY = "tml-driver-key-7d1f"
 PROMPT = [85, 115, 101, 114, 58, 32, 104, 105]
-FLAGS = {"sample_join_sampling_session": True}
 
 # Unpickles each client it is given, samples with it ``repeat`` times and reports per client:
 # the clone number the service gave the copy and the last sample, or the error's type and text.
@@ -79,22 +82,6 @@ def run_worker(
 
 def requests_delta(before: Mapping[str, int], after: Mapping[str, int], path: str) -> int:
     return after.get(path, 0) - before.get(path, 0)
-
-
-@pytest.fixture
-def server() -> Iterator[LocalServer]:
-    server = LocalServer(config_overrides=FLAGS)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def keyed() -> Iterator[LocalServer]:
-    server = LocalServer(api_key=KEY, config_overrides=FLAGS)
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(autouse=True)
