@@ -13,8 +13,8 @@ one ``importance_sampling`` step::
 With no ``--base-url`` and no ``TINKER_API_KEY`` the example starts ``tinker-lite local serve``
 (the offline server, over HTTP, with the service's ``sample_join_sampling_session`` flag) and
 stops it at the end, printing what the server counted. With ``TINKER_API_KEY`` set (or
-``--base-url``) it runs against the service: pass a real ``--base-model``. ``--ray-address``
-joins a running cluster; otherwise a local one is started (``--num-cpus``).
+``--base-url``) it runs against that service: pass a real ``--base-model`` there.
+``--ray-address`` joins a running cluster; otherwise a local one is started (``--num-cpus``).
 
 Why actors rather than tasks: a rollout worker is a long-lived process that keeps what it set
 up, its tinker_lite connection (one ``client/config``, its HTTP pools and threads) and the
@@ -54,8 +54,7 @@ import numpy as np
 import tinker_lite as tinker
 from tinker_lite import types
 
-LOCAL_MODEL = "tinker-lite/tiny-64"
-SERVICE_MODEL = "meta-llama/Llama-3.2-1B"
+BASE_MODEL = "tinker-lite/tiny-64"
 ANSWER = re.compile(r"-?\d+")
 
 Problem = tuple[int, int]
@@ -239,7 +238,7 @@ def server_counts(base_url: str) -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", default=os.environ.get("TINKER_BASE_URL"))
-    parser.add_argument("--base-model", help=f"default {LOCAL_MODEL} (local), {SERVICE_MODEL}")
+    parser.add_argument("--base-model", default=BASE_MODEL)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--problems", type=int, default=8, help="problems per step")
@@ -253,7 +252,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def train(args: argparse.Namespace, base_url: str | None, model: str) -> None:
+def train(args: argparse.Namespace, base_url: str | None) -> None:
     """The RL loop: the driver's part (Ray is already initialized)."""
     import ray
 
@@ -261,7 +260,7 @@ def train(args: argparse.Namespace, base_url: str | None, model: str) -> None:
     workers = [actor.remote(args.env_work) for _ in range(args.workers)]
     rng = random.Random(0)
     with tinker.ServiceClient(base_url=base_url) as service:
-        training = service.create_lora_training_client(model, rank=8, seed=0)
+        training = service.create_lora_training_client(args.base_model, rank=8, seed=0)
         tokenizer = training.get_tokenizer()
         for step in range(1, args.steps + 1):
             problems = [(rng.randint(10, 49), rng.randint(10, 49)) for _ in range(args.problems)]
@@ -298,11 +297,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not ray.is_initialized():
         ray.init(address=args.ray_address, num_cpus=args.num_cpus)
     if args.base_url or os.environ.get("TINKER_API_KEY"):
-        train(args, args.base_url, args.base_model or SERVICE_MODEL)
+        train(args, args.base_url)
         return 0
     with local_serve() as base_url:
         print(f"local server: {base_url} (tinker-lite local serve)", flush=True)
-        train(args, base_url, args.base_model or LOCAL_MODEL)
+        train(args, base_url)
         print(server_counts(base_url), flush=True)
     return 0
 
