@@ -48,7 +48,8 @@ test-official: $(DEV_STAMP) official-venv
 # (tests/test_rl_ray.py; docs/scaling.rst). The `ray` extra is installed from the package index
 # when ray is missing. Ray is kept on loopback and sends no usage statistics.
 ray-venv: $(DEV_STAMP)
-	$(BIN)/python -c "import ray" 2>/dev/null || $(PIP_INSTALL) -e '.[ray]'
+	$(BIN)/python -c "import importlib.util as u; raise SystemExit(u.find_spec('ray') is None)" || \
+		$(PIP_INSTALL) -e '.[ray]'
 
 test-ray: ray-venv
 	TINKER_LITE_RAY=1 RAY_USAGE_STATS_ENABLED=0 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \
