@@ -698,6 +698,7 @@ def _restore_sampling_client(  # noqa: PLR0917 - the pickled state, in __reduce_
 
 
 def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
+    """The connection a copy uses: found as :func:`_restore_sampling_client` says, else made."""
     with _owned_lock:
         if api_key is None:
             context = find_live_context(base_url)
