@@ -85,10 +85,13 @@ def requests_delta(before: Mapping[str, int], after: Mapping[str, int], path: st
 
 
 @pytest.fixture(autouse=True)
-def _no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TINKER_API_KEY", "TINKER_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+def _no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No credential anywhere, for this process and the workers it starts: a HOME of its own."""
+    for name in [n for n in os.environ if n.startswith("TINKER_")]:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
 
 
 def test_a_worker_connects_once_and_joins_each_steps_sampler(server: LocalServer) -> None:
@@ -152,6 +155,26 @@ def test_the_key_stays_out_of_the_pickle_and_the_worker_uses_its_own(keyed: Loca
     assert own.get("error") is None
     assert other["error"] == "AuthenticationError"
     assert "tml-someone-else" not in other["message"]
+
+
+def test_a_worker_uses_every_credential_source_of_service_client(
+    keyed: LocalServer, tmp_path: Path
+) -> None:
+    # The worker's credential is resolved as ServiceClient() resolves it: here a stored login,
+    # ~/.tinker/credentials.json in the format `tinker auth login` writes.
+    pytest.importorskip(
+        "tinker_lite._session.credentials_file", reason="no stored-login credential source"
+    )
+    stored = tmp_path / ".tinker" / "credentials.json"
+    stored.parent.mkdir(mode=0o700)
+    login = {"type": "manual", "key": KEY, "name": "worker", "note": "", "details": {}}
+    stored.write_text(json.dumps({"version": 1, "default": "1", "keys": {"1": login}}))
+    stored.chmod(0o600)
+    with ServiceClient(base_url=keyed.base_url, api_key=KEY) as service:
+        plain = pickle.dumps(service.create_sampling_client(base_model=MODEL))
+        assert KEY.encode() not in plain
+        (result,) = run_worker([plain])
+    assert result.get("error") is None
 
 
 def _remote_copy(pickle_api_key: bool) -> bytes:

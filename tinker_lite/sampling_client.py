@@ -86,6 +86,8 @@ class SamplingClient(ReadyClient):
     Off by default: the copy authenticates with the credentials of the process that unpickles
     it, resolved as ``ServiceClient()`` resolves them. Set it for workers that have none of their
     own; whoever can read the pickle (an object store, a task queue, a log) can then read the key.
+    Only a key the connection was configured with is carried; a credential that a command
+    fetches at connect time is not (each process runs the command).
     """
 
     def __init__(
