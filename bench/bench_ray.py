@@ -291,7 +291,7 @@ def run(quick: bool) -> dict[str, Any]:
             c.local_server(stub_model=True, config=FLAGS) as base_url,
             tinker.ServiceClient(base_url=base_url) as service,
         ):
-            sampler = service.create_sampling_client(base_model=MODEL)
+            sampler = service.create_sampling_client(base_model=MODEL).result()
             tokenizer = sampler.get_tokenizer()
             prompts = [
                 tokenizer.encode(example.prompt_text((10 + i, 20 + i))).ids for i in range(PROBLEMS)

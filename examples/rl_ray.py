@@ -260,14 +260,14 @@ def train(args: argparse.Namespace, base_url: str | None) -> None:
     workers = [actor.remote(args.env_work) for _ in range(args.workers)]
     rng = random.Random(0)
     with tinker.ServiceClient(base_url=base_url) as service:
-        training = service.create_lora_training_client(args.base_model, rank=8, seed=0)
+        training = service.create_lora_training_client(args.base_model, rank=8, seed=0).result()
         tokenizer = training.get_tokenizer()
         for step in range(1, args.steps + 1):
             problems = [(rng.randint(10, 49), rng.randint(10, 49)) for _ in range(args.problems)]
             prompts = [tokenizer.encode(prompt_text(p)).ids for p in problems]
             items = [(i, p, prompts[i]) for i, p in enumerate(problems)]
             shards = [items[w :: args.workers] for w in range(args.workers)]
-            sampler = training.save_weights_and_get_sampling_client()
+            sampler = training.save_weights_and_get_sampling_client().result()
             handed = sampler.get_sampler_handle() if args.handover == "handle" else sampler
             kill = 0 if step == args.kill_worker_at_step else None
             results, notes = run_step(

@@ -205,12 +205,13 @@ def test_rl_ray_worker_loop_runs_in_one_process_without_ray(server: str) -> None
     # The rollout and datums of the Ray actors, on a plain instance: Ray is not needed.
     module = load_example("rl_ray")
     with tinker.ServiceClient(base_url=server) as service:
-        training = service.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=0)
+        creating = service.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=0)
+        training = creating.result()
         tokenizer = training.get_tokenizer()
         problems = [(12, 30), (25, 25)]
         prompts = [tokenizer.encode(module.prompt_text(p)).ids for p in problems]
         items = [(i, p, prompts[i]) for i, p in enumerate(problems)]
-        sampler = training.save_weights_and_get_sampling_client()
+        sampler = training.save_weights_and_get_sampling_client().result()
         result = module.RolloutWorker(env_work=10).rollout(sampler, items, 3, 5, seed=1)
         assert result["pid"] == os.getpid()
         assert [g[0] for g in result["graded"]] == [0, 1]

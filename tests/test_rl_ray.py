@@ -124,12 +124,12 @@ def test_workers_sample_the_weights_of_the_step_they_were_given(
         loss_fn_inputs={"target_tokens": prompt[1:]},
     )
     with tinker.ServiceClient(base_url=server.base_url) as service:
-        training = service.create_lora_training_client(MODEL, rank=4, seed=0)
-        given = training.save_weights_and_get_sampling_client()
+        training = service.create_lora_training_client(MODEL, rank=4, seed=0).result()
+        given = training.save_weights_and_get_sampling_client().result()
         for _ in range(3):
             training.forward_backward([datum], "cross_entropy").result()
             training.optim_step(types.AdamParams(learning_rate=0.1)).result()
-        replaced = training.save_weights_and_get_sampling_client()
+        replaced = training.save_weights_and_get_sampling_client().result()
         for handed in (given, given.get_sampler_handle()):
             result = ray.get(worker.rollout.remote(handed, [(0, (1, 2), prompt)], 1, 6, 7))
             (_, (tokens,), (logprobs,), _) = result["graded"][0]
@@ -148,7 +148,7 @@ def test_the_key_stays_out_of_the_object_store_unless_the_driver_opts_in(
     actor = ray.remote(num_cpus=1)(example.RolloutWorker)
     item = [(0, (1, 2), [85, 115, 101, 114])]
     with tinker.ServiceClient(base_url=keyed.base_url, api_key=KEY) as service:
-        sampler = service.create_sampling_client(base_model=MODEL)
+        sampler = service.create_sampling_client(base_model=MODEL).result()
         assert KEY.encode() not in ray.cloudpickle.dumps(sampler)  # what Ray stores
         bare = actor.remote(0)
         with pytest.raises(tinker.AuthenticationError):  # typed across Ray: no key borrowed

@@ -96,8 +96,8 @@ def _no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def test_a_worker_connects_once_and_joins_each_steps_sampler(server: LocalServer) -> None:
     with ServiceClient(base_url=server.base_url) as service:
-        training = service.create_lora_training_client(MODEL, rank=4, seed=0)
-        steps = [training.save_weights_and_get_sampling_client() for _ in range(3)]
+        training = service.create_lora_training_client(MODEL, rank=4, seed=0).result()
+        steps = [training.save_weights_and_get_sampling_client().result() for _ in range(3)]
         before = server.stats()["requests"]
         results = run_worker([pickle.dumps(s) for s in steps], repeat=2)
         after = server.stats()["requests"]
@@ -114,8 +114,8 @@ def test_a_worker_connects_once_and_joins_each_steps_sampler(server: LocalServer
 
 def test_a_worker_samples_the_weights_of_the_step_it_was_given(server: LocalServer) -> None:
     with ServiceClient(base_url=server.base_url) as service:
-        training = service.create_lora_training_client(MODEL, rank=4, seed=0)
-        given = training.save_weights_and_get_sampling_client()
+        training = service.create_lora_training_client(MODEL, rank=4, seed=0).result()
+        given = training.save_weights_and_get_sampling_client().result()
         handed = pickle.dumps(given)
         datum = types.Datum(
             model_input=types.ModelInput.from_ints(PROMPT[:-1]),
@@ -124,7 +124,7 @@ def test_a_worker_samples_the_weights_of_the_step_it_was_given(server: LocalServ
         for _ in range(3):
             training.forward_backward([datum], "cross_entropy").result()
             training.optim_step(types.AdamParams(learning_rate=0.1)).result()
-        replaced = training.save_weights_and_get_sampling_client()
+        replaced = training.save_weights_and_get_sampling_client().result()
         (result,) = run_worker([handed])  # sampled after the weights were replaced
         full = types.ModelInput.from_ints(PROMPT + result["tokens"])
         n = len(result["tokens"])
@@ -136,7 +136,7 @@ def test_a_worker_samples_the_weights_of_the_step_it_was_given(server: LocalServ
 
 def test_the_key_stays_out_of_the_pickle_and_the_worker_uses_its_own(keyed: LocalServer) -> None:
     with ServiceClient(base_url=keyed.base_url, api_key=KEY) as service:
-        sampler = service.create_sampling_client(base_model=MODEL)
+        sampler = service.create_sampling_client(base_model=MODEL).result()
         plain = pickle.dumps(sampler)
         handle = sampler.get_sampler_handle()
         assert KEY.encode() not in plain
@@ -171,7 +171,7 @@ def test_a_worker_uses_every_credential_source_of_service_client(
     stored.write_text(json.dumps({"version": 1, "default": "1", "keys": {"1": login}}))
     stored.chmod(0o600)
     with ServiceClient(base_url=keyed.base_url, api_key=KEY) as service:
-        plain = pickle.dumps(service.create_sampling_client(base_model=MODEL))
+        plain = pickle.dumps(service.create_sampling_client(base_model=MODEL).result())
         assert KEY.encode() not in plain
         (result,) = run_worker([plain])
     assert result.get("error") is None
@@ -223,7 +223,8 @@ def test_a_carried_key_wins_and_its_connection_is_reused(monkeypatch: pytest.Mon
 
 def test_record_stability_info_travels_with_the_copy(server: LocalServer) -> None:
     with ServiceClient(base_url=server.base_url) as service:
-        sampler = service.create_sampling_client(base_model=MODEL, record_stability_info=True)
+        creating = service.create_sampling_client(base_model=MODEL, record_stability_info=True)
+        sampler = creating.result()
         copies = [
             pickle.loads(pickle.dumps(sampler)),
             SamplingClient.from_sampler_handle(sampler.get_sampler_handle()),
