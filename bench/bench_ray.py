@@ -293,9 +293,7 @@ def run(quick: bool) -> dict[str, Any]:
         ):
             sampler = service.create_sampling_client(base_model=MODEL).result()
             tokenizer = sampler.get_tokenizer()
-            prompts = [
-                tokenizer.encode(example.prompt_text((10 + i, 20 + i))).ids for i in range(PROBLEMS)
-            ]
+            prompts = [example.prompt_tokens(tokenizer, (10 + i, 20 + i)) for i in range(PROBLEMS)]
             with contextlib.ExitStack() as stack:
                 blobs = {c.LITE: pickle.dumps(sampler)}
                 if official is not None:

@@ -67,6 +67,12 @@ def prompt_text(problem: Problem) -> str:
     return f"User: What is {problem[0]} + {problem[1]}?\nAssistant:"
 
 
+def prompt_tokens(tokenizer: Any, problem: Problem) -> list[int]:
+    """The prompt's token ids (a ``tokenizers.Tokenizer`` encodes to an ``Encoding``)."""
+    encoded = tokenizer.encode(prompt_text(problem))
+    return list(getattr(encoded, "ids", encoded))
+
+
 def grade(problem: Problem, completion: str, work: int) -> float:
     """The environment step: 1 for the right sum, else a small reward for answering in digits.
 
@@ -264,7 +270,7 @@ def train(args: argparse.Namespace, base_url: str | None) -> None:
         tokenizer = training.get_tokenizer()
         for step in range(1, args.steps + 1):
             problems = [(rng.randint(10, 49), rng.randint(10, 49)) for _ in range(args.problems)]
-            prompts = [tokenizer.encode(prompt_text(p)).ids for p in problems]
+            prompts = [prompt_tokens(tokenizer, p) for p in problems]
             items = [(i, p, prompts[i]) for i, p in enumerate(problems)]
             shards = [items[w :: args.workers] for w in range(args.workers)]
             sampler = training.save_weights_and_get_sampling_client().result()

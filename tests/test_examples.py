@@ -209,7 +209,7 @@ def test_rl_ray_worker_loop_runs_in_one_process_without_ray(server: str) -> None
         training = creating.result()
         tokenizer = training.get_tokenizer()
         problems = [(12, 30), (25, 25)]
-        prompts = [tokenizer.encode(module.prompt_text(p)).ids for p in problems]
+        prompts = [module.prompt_tokens(tokenizer, p) for p in problems]
         items = [(i, p, prompts[i]) for i, p in enumerate(problems)]
         sampler = training.save_weights_and_get_sampling_client().result()
         result = module.RolloutWorker(env_work=10).rollout(sampler, items, 3, 5, seed=1)

@@ -167,7 +167,8 @@ def test_a_worker_uses_every_credential_source_of_service_client(
     )
     stored = tmp_path / ".tinker" / "credentials.json"
     stored.parent.mkdir(mode=0o700)
-    login = {"type": "manual", "key": KEY, "name": "worker", "note": "", "details": {}}
+    details = {"org_details": {"name": "Acme"}, "user_details": {"email": "ada@acme.example"}}
+    login = {"type": "manual", "key": KEY, "name": "worker", "note": "", "details": details}
     stored.write_text(json.dumps({"version": 1, "default": "1", "keys": {"1": login}}))
     stored.chmod(0o600)
     with ServiceClient(base_url=keyed.base_url, api_key=KEY) as service:
