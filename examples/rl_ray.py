@@ -28,10 +28,10 @@ flight.
 What travels: the pickled SamplingClient (or handle) names the service URL and the sampling
 session, never the API key. A worker resolves its own credentials as ``ServiceClient()`` does
 (``TINKER_API_KEY`` in its environment: a local cluster's workers inherit the driver's; on a
-remote cluster set it on the nodes or in the job's ``runtime_env``), or the driver sets
-``sampler.pickle_api_key = True`` to carry the key in the pickle (docs/scaling.rst). Each copy
-joins the step's sampling session (``join_sampling_session``) before its first sample; no
-worker creates a session.
+remote cluster set it on the nodes or in the job's ``runtime_env``), or the driver hands over
+``carry_api_key(sampler)`` (``tinker_lite.sampling_client``) to carry the key in the pickle
+(docs/scaling.rst). Each copy joins the step's sampling session (``join_sampling_session``)
+before its first sample; no worker creates a session.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from tests._handover_support import (  # noqa: F401 - fixtures used by name
 from tests.test_examples import load_example
 from tinker_lite import types
 from tinker_lite.local import LocalServer
+from tinker_lite.sampling_client import carry_api_key
 
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 SMALL = ["--workers", "2", "--problems", "4", "--group-size", "2", "--max-tokens", "4"]
@@ -156,7 +157,7 @@ def test_the_key_stays_out_of_the_object_store_unless_the_driver_opts_in(
         own = actor.options(runtime_env={"env_vars": {"TINKER_API_KEY": KEY}}).remote(0)
         assert ray.get(own.rollout.remote(sampler, item, 1, 4, 1))["graded"]
         ray.kill(own)
-        sampler.pickle_api_key = True
-        assert KEY.encode() in ray.cloudpickle.dumps(sampler)
-        assert ray.get(bare.rollout.remote(sampler, item, 1, 4, 1))["graded"]
+        carried = carry_api_key(sampler)
+        assert KEY.encode() in ray.cloudpickle.dumps(carried)
+        assert ray.get(bare.rollout.remote(carried, item, 1, 4, 1))["graded"]
         ray.kill(bare)

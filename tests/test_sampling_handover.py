@@ -28,6 +28,7 @@ from tests._handover_support import (  # noqa: F401 - fixtures used by name
 )
 from tinker_lite import InvalidInputError, SamplingClient, ServiceClient, types
 from tinker_lite.local import LocalServer
+from tinker_lite.sampling_client import carry_api_key
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = [85, 115, 101, 114, 58, 32, 104, 105]
@@ -146,10 +147,10 @@ def test_the_key_stays_out_of_the_pickle_and_the_worker_uses_its_own(keyed: Loca
             run_worker([plain], env={"TINKER_API_KEY": KEY})[0],
         )
         other = run_worker([plain], env={"TINKER_API_KEY": "tml-someone-else"})[0]
-        sampler.pickle_api_key = True
-        carried = pickle.dumps(sampler)
+        carried = pickle.dumps(carry_api_key(sampler))
         assert KEY.encode() in carried
         assert run_worker([carried])[0].get("error") is None
+        assert KEY.encode() not in pickle.dumps(sampler)  # the client itself still carries none
     # No key of its own: the service refuses the worker (a typed error), it never borrows one.
     assert without["error"] == "AuthenticationError"
     assert own.get("error") is None
@@ -178,13 +179,12 @@ def test_a_worker_uses_every_credential_source_of_service_client(
     assert result.get("error") is None
 
 
-def _remote_copy(pickle_api_key: bool) -> bytes:
+def _remote_copy(carry: bool) -> bytes:
     """A pickled client of a remote service, made without sending anything."""
     service = ServiceClient(base_url="https://tinker.invalid", api_key=KEY)
     try:
         sampler = SamplingClient(service._context, "session:sample:0", base_model=MODEL)
-        sampler.pickle_api_key = pickle_api_key
-        return pickle.dumps(sampler)
+        return pickle.dumps(carry_api_key(sampler) if carry else sampler)
     finally:
         service.close()
 
@@ -192,12 +192,12 @@ def _remote_copy(pickle_api_key: bool) -> bytes:
 def test_a_worker_without_credentials_is_told_how_to_give_it_some(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    blob = _remote_copy(pickle_api_key=False)
+    blob = _remote_copy(carry=False)
     with pytest.raises(InvalidInputError) as raised:
         pickle.loads(blob)
     assert raised.value.field == "api_key"
     assert "TINKER_API_KEY" in str(raised.value)
-    assert "pickle_api_key" in str(raised.value)
+    assert "carry_api_key" in str(raised.value)
     # Its own credentials, resolved as ServiceClient() resolves them.
     monkeypatch.setenv("TINKER_API_KEY", "tml-worker-key")
     copy = pickle.loads(blob)
@@ -209,17 +209,30 @@ def test_a_worker_without_credentials_is_told_how_to_give_it_some(
 
 def test_a_carried_key_wins_and_its_connection_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINKER_API_KEY", "tml-worker-key")
-    blob = _remote_copy(pickle_api_key=True)
+    blob = _remote_copy(carry=True)
     first, second = pickle.loads(blob), pickle.loads(blob)
     handle = first.get_sampler_handle()
     by_handle = SamplingClient.from_sampler_handle(handle, api_key=KEY)
     try:
+        assert isinstance(first, SamplingClient)
         assert first._context.holder.settings.api_key == KEY
         assert second._context is first._context
         assert by_handle._context is first._context
         assert "tml-" not in repr(first._context.holder.settings)
+        assert KEY not in repr(carry_api_key(first))
+        # A copy passes the key on only when handed over the same way again.
+        assert KEY.encode() not in pickle.dumps(first)
     finally:
         first._context.close()
+
+
+def test_a_connection_without_a_key_has_none_to_carry(server: LocalServer) -> None:
+    with ServiceClient(base_url=server.base_url) as service:
+        sampler = service.create_sampling_client(base_model=MODEL).result()
+        with pytest.raises(InvalidInputError, match="no API key to carry"):
+            carry_api_key(sampler)
+    with pytest.raises(InvalidInputError, match="must be a SamplingClient"):
+        carry_api_key("not a client")  # type: ignore[arg-type]
 
 
 def test_record_stability_info_travels_with_the_copy(server: LocalServer) -> None:

@@ -10,8 +10,8 @@ to the same service with the same key (``Retry-After`` when given, else 1 s).
 Threading contract: a SamplingClient may be shared by any number of threads. It pickles: a copy
 unpickled in this process reuses the open connection (client context) with the same base URL;
 elsewhere one connection per process is built on the first copy (its credentials resolved there
-as ``ServiceClient()`` resolves them; the pickle carries no API key unless
-``pickle_api_key`` is set), reused by the later copies and closed at exit. A copy joins the
+as ``ServiceClient()`` resolves them: the pickle carries no API key unless the client is handed
+over with :func:`carry_api_key`), reused by the later copies and closed at exit. A copy joins the
 sampling session before its first sample; it creates no session.
 
 Size (about 700 lines, over the house's ~600): the official SamplingClient surface plus its
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from tinker_lite._session.holder import SampleGate
     from tinker_lite._transport.http import HttpResponse
 
-__all__ = ["SamplingClient", "check_record_stability_info"]
+__all__ = ["SamplingClient", "carry_api_key", "check_record_stability_info"]
 
 logger = logging.getLogger("tinker_lite.sampling_client")
 
@@ -78,16 +78,6 @@ class SamplingClient(ReadyClient):
     Created by :meth:`ServiceClient.create_sampling_client`,
     :meth:`TrainingClient.create_sampling_client` or
     :meth:`TrainingClient.save_weights_and_get_sampling_client`.
-    """
-
-    pickle_api_key: bool = False
-    """Whether a pickled copy carries this connection's API key (in clear, inside the pickle).
-
-    Off by default: the copy authenticates with the credentials of the process that unpickles
-    it, resolved as ``ServiceClient()`` resolves them. Set it for workers that have none of their
-    own; whoever can read the pickle (an object store, a task queue, a log) can then read the key.
-    Only a key the connection was configured with is carried; a credential that a command
-    fetches at connect time is not (each process runs the command).
     """
 
     def __init__(
@@ -124,18 +114,18 @@ class SamplingClient(ReadyClient):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # No API key unless pickle_api_key: the copy finds (or builds) a context by base URL.
-        api_key = self._context.holder.settings.api_key if self.pickle_api_key else None
+        # No API key (see carry_api_key): the copy finds (or builds) a context by base URL.
+        return (_restore_sampling_client, self._pickled_state(None))
+
+    def _pickled_state(self, api_key: str | None) -> tuple[Any, ...]:
+        """The arguments of ``_restore_sampling_client`` that rebuild this client elsewhere."""
         return (
-            _restore_sampling_client,
-            (
-                self._api.base_url,
-                self.sampling_session_id,
-                self.model_path,
-                self.base_model,
-                self.record_stability_info,
-                api_key,
-            ),
+            self._api.base_url,
+            self.sampling_session_id,
+            self.model_path,
+            self.base_model,
+            self.record_stability_info,
+            api_key,
         )
 
     def get_sampler_handle(self) -> str:
@@ -675,6 +665,49 @@ def _close_owned() -> None:
         context.close()
 
 
+def carry_api_key(sampler: SamplingClient) -> object:
+    """``sampler``, to hand over to another process with its connection's API key, in clear.
+
+    Pickle the returned object (pass it to a Ray task, a process pool, ...) instead of the
+    client: the copy unpickled is a SamplingClient that authenticates with this key, which the
+    pickle carries in clear, so whoever can read the pickle (an object store, a task queue, a
+    log) can read the key. A plain pickle of the client carries no key: the copy uses the
+    credentials of the process that unpickles it, resolved as ``ServiceClient()`` resolves them.
+    Use this only for workers that have none of their own. Raises
+    :class:`~tinker_lite.InvalidInputError` when the connection has no key to carry (a local
+    server without one, or a credential that a command fetches when each process connects).
+    """
+    result = getattr(sampler, "result", None)
+    client = result() if callable(result) else sampler  # the client, not its creation future
+    if not isinstance(client, SamplingClient):
+        raise InvalidInputError(
+            "sampler", f"must be a SamplingClient, got {type(sampler).__name__}"
+        )
+    key = client._context.holder.settings.api_key
+    if key is None:
+        raise InvalidInputError(
+            "sampler",
+            "its connection has no API key to carry",
+            "hand the client over as it is: each process resolves its own credentials",
+        )
+    return _KeyCarrier(client._pickled_state(key))
+
+
+class _KeyCarrier:
+    """What :func:`carry_api_key` returns: it unpickles as the SamplingClient, with the key."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: tuple[Any, ...]) -> None:
+        self._state = state
+
+    def __repr__(self) -> str:
+        return f"carry_api_key(<SamplingClient {self._state[1]!r}>)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_sampling_client, self._state)
+
+
 def _restore_sampling_client(  # noqa: PLR0917 - the pickled state, in __reduce__'s order
     base_url: str,
     sampling_session_id: str,
@@ -727,8 +760,8 @@ def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
                 "api_key",
                 f"a SamplingClient handed to this process has no API key for {base_url} "
                 "(pickles and sampler handles carry none)",
-                f"in this process: {e.hint}; or set pickle_api_key = True on the client before "
-                "pickling it (the pickle then carries the key)",
+                f"in this process: {e.hint}; or hand the client over as carry_api_key(client) "
+                "(the pickle then carries the key)",
             ) from e
         context = ClientContext(settings)
         if not _owned_contexts:
