@@ -236,7 +236,7 @@ def server_counts(base_url: str) -> str:
     return (
         f"server: sessions {stats['sessions']}  client/config "
         f"{requests.get('/api/v1/client/config', 0)}  join_sampling_session "
-        f"{requests.get('/api/v1/join_sampling_session', 0)}  samples "
+        f"{requests.get('/api/v1/join_sampling_session', 0)}  sample requests "
         f"{stats['samples_submitted']}"
     )
 
