@@ -10,7 +10,8 @@ RUN_STAMP := $(VENV)/.run-installed
 PIP_PYTHON = $(BIN)/python
 PIP_INSTALL = $(PIP_PYTHON) -W "ignore:Editable installation:UserWarning" -m pip install -q
 
-.PHONY: install dev test test-transformers official-venv test-official lint typecheck bench demo dist docs clean
+.PHONY: install dev test test-transformers official-venv test-official ray-venv test-ray lint \
+	typecheck bench demo dist docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +63,17 @@ test-official: $(DEV_STAMP) official-venv
 	TINKER_LITE_OFFICIAL=1 TINKER_OFFICIAL_VENV=$(OFFICIAL_VENV) \
 		$(BIN)/python -m pytest -q -s tests/test_local_server_official.py tests/test_cli_official.py \
 		tests/test_clients_compat.py
+
+# Opt-in: examples/rl_ray.py and SamplingClient hand-over on a local Ray cluster of 2 CPUs
+# (tests/test_rl_ray.py; docs/scaling.rst). The `ray` extra is installed from the package index
+# when ray is missing. Ray is kept on loopback and sends no usage statistics.
+ray-venv: $(DEV_STAMP)
+	$(BIN)/python -c "import importlib.util as u; raise SystemExit(u.find_spec('ray') is None)" || \
+		$(PIP_INSTALL) -e '.[ray]'
+
+test-ray: ray-venv
+	TINKER_LITE_RAY=1 RAY_USAGE_STATS_ENABLED=0 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \
+		$(BIN)/python -m pytest -q tests/test_rl_ray.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check tinker_lite tests examples bench

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 # Examples whose test lives in another module (which names the example's file).
 TESTED_ELSEWHERE = {
     "official_style_loop": Path(__file__).resolve().with_name("test_clients_example.py"),
+    # On a Ray cluster there (make test-ray); its worker loop without Ray below.
+    "rl_ray": Path(__file__).resolve().with_name("test_rl_ray.py"),
 }
 
 
@@ -196,3 +199,32 @@ def test_rl_processes_hand_the_sampler_to_worker_processes(handover: str) -> Non
     for samples, workers in lines:
         assert int(samples) == 4 * 3
         assert 1 <= int(workers) <= 2
+
+
+def test_rl_ray_worker_loop_runs_in_one_process_without_ray(server: str) -> None:
+    # The rollout and datums of the Ray actors, on a plain instance: Ray is not needed.
+    module = load_example("rl_ray")
+    with tinker.ServiceClient(base_url=server) as service:
+        creating = service.create_lora_training_client("tinker-lite/tiny-64", rank=4, seed=0)
+        training = creating.result()
+        tokenizer = training.get_tokenizer()
+        problems = [(12, 30), (25, 25)]
+        prompts = [module.prompt_tokens(tokenizer, p) for p in problems]
+        items = [(i, p, prompts[i]) for i, p in enumerate(problems)]
+        sampler = training.save_weights_and_get_sampling_client().result()
+        result = module.RolloutWorker(env_work=10).rollout(sampler, items, 3, 5, seed=1)
+        assert result["pid"] == os.getpid()
+        assert [g[0] for g in result["graded"]] == [0, 1]
+        data = []
+        for graded in result["graded"]:
+            _, tokens, logprobs, rewards = graded
+            assert len(tokens) == len(logprobs) == len(rewards) == 3
+            assert [len(t) for t in tokens] == [len(lp) for lp in logprobs]
+            assert all(0.0 <= r <= 1.0 for r in rewards)
+            data += module.importance_sampling_data(prompts[graded[0]], graded)
+        if data:  # the server checks the datums' layout
+            training.forward_backward(data, "importance_sampling").result()
+    # The environment step: the right sum scores 1, other digits a little, prose nothing.
+    assert module.grade((12, 30), " 42", 10) == 1.0
+    assert 0.0 < module.grade((12, 30), " 41", 10) < 1.0
+    assert module.grade((12, 30), " yes", 10) == 0.0

@@ -15,7 +15,8 @@ annotations only; every other import, lazy ones inside functions included, runs.
 * numpy is imported inside the functions that need it, never at module level, outside
   ``tinker_lite/local`` (the server and its numpy model);
 * ``import tinker_lite`` does not load torch, transformers, pydantic, httpx or asyncio, and
-  neither it nor the codecs load numpy.
+  neither it nor the codecs load numpy;
+* no module imports ray (an optional extra, for examples/rl_ray.py).
 """
 
 from __future__ import annotations
@@ -317,6 +318,15 @@ def test_the_parser_sees_relative_lazy_and_type_checking_imports() -> None:
     # Imported under TYPE_CHECKING only: an annotation, not a runtime edge.
     assert "tinker_lite._session.holder" in api.every
     assert "tinker_lite._session.holder" not in api.runtime
+
+
+def test_the_package_never_imports_ray() -> None:
+    # Ray is an optional extra for examples/rl_ray.py; a SamplingClient pickles without it.
+    offenders = {
+        module: sorted(name for name in imports.every if _top(name) == "ray")
+        for module, imports in _graph().items()
+    }
+    assert {module: names for module, names in offenders.items() if names} == {}
 
 
 def test_import_does_not_load_heavy_modules() -> None:

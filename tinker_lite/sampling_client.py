@@ -9,8 +9,10 @@ to the same service with the same key (``Retry-After`` when given, else 1 s).
 
 Threading contract: a SamplingClient may be shared by any number of threads. It pickles: a copy
 unpickled in this process reuses the open connection (client context) with the same base URL;
-elsewhere a new context is built (credentials from the environment; the session starts on first
-use) and closed at exit.
+elsewhere one connection per process is built on the first copy (its credentials resolved there
+as ``ServiceClient()`` resolves them: the pickle carries no API key unless the client is handed
+over with :func:`carry_api_key`), reused by the later copies and closed at exit. A copy joins the
+sampling session before its first sample; it creates no session.
 
 Size (about 700 lines, over the house's ~600): the official SamplingClient surface plus its
 ordered seq_ids, 429 window and pickling, and the per-sample job (``_SampleJob``: one slotted
@@ -48,7 +50,12 @@ if TYPE_CHECKING:
     from tinker_lite._transport.http import HttpResponse
     from tinker_lite.tokenizer import PretrainedTokenizer
 
-__all__ = ["BackcompatSamplingClientFuture", "SamplingClient", "check_record_stability_info"]
+__all__ = [
+    "BackcompatSamplingClientFuture",
+    "SamplingClient",
+    "carry_api_key",
+    "check_record_stability_info",
+]
 
 logger = logging.getLogger("tinker_lite.sampling_client")
 
@@ -112,10 +119,18 @@ class SamplingClient:
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Credentials are never pickled; the copy finds (or builds) a context by base URL.
+        # No API key (see carry_api_key): the copy finds (or builds) a context by base URL.
+        return (_restore_sampling_client, self._pickled_state(None))
+
+    def _pickled_state(self, api_key: str | None) -> tuple[Any, ...]:
+        """The arguments of ``_restore_sampling_client`` that rebuild this client elsewhere."""
         return (
-            _restore_sampling_client,
-            (self._api.base_url, self.sampling_session_id, self.model_path, self.base_model),
+            self._api.base_url,
+            self.sampling_session_id,
+            self.model_path,
+            self.base_model,
+            self.record_stability_info,
+            api_key,
         )
 
     def get_sampler_handle(self) -> str:
@@ -129,6 +144,7 @@ class SamplingClient:
             "sampling_session_id": self.sampling_session_id,
             "model_path": self.model_path,
             "base_model": self.base_model,
+            "record_stability_info": self.record_stability_info,
         }
         payload = json.dumps(state, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(payload).decode("ascii")
@@ -138,11 +154,13 @@ class SamplingClient:
         """A new SamplingClient of the sampler named by ``handle`` (see get_sampler_handle).
 
         It authenticates with ``api_key``, else with this process's credentials
-        (``TINKER_API_KEY``), as ``ServiceClient()`` does.
+        (``TINKER_API_KEY``), as ``ServiceClient()`` does. The first call of a process connects;
+        later ones with the same base URL and key reuse that connection.
         """
         try:
             state = json.loads(base64.urlsafe_b64decode(handle.encode("ascii")))
             args = tuple(state[key] for key in _HANDLE_KEYS)
+            stability = state.get("record_stability_info", False)
         except Exception as e:
             raise InvalidInputError(
                 "handle",
@@ -151,7 +169,12 @@ class SamplingClient:
             ) from e
         if not all(isinstance(value, str | None) for value in args) or not args[1]:
             raise InvalidInputError("handle", "names no sampler", "pass a get_sampler_handle()")
-        return _restore_sampling_client(*args, api_key=api_key)
+        if not isinstance(stability, bool):
+            raise InvalidInputError("handle", "has a record_stability_info that is not a bool")
+        base_url, session_id, model_path, base_model = args
+        return _restore_sampling_client(
+            base_url, session_id, model_path, base_model, stability, api_key
+        )
 
     @classmethod
     def _create(
@@ -667,31 +690,109 @@ def _close_owned() -> None:
         context.close()
 
 
-def _restore_sampling_client(
+def carry_api_key(sampler: SamplingClient) -> object:
+    """``sampler``, to hand over to another process with its connection's API key, in clear.
+
+    Pickle the returned object (pass it to a Ray task, a process pool, ...) instead of the
+    client: the copy unpickled is a SamplingClient that authenticates with this key, which the
+    pickle carries in clear, so whoever can read the pickle (an object store, a task queue, a
+    log) can read the key. A plain pickle of the client carries no key: the copy uses the
+    credentials of the process that unpickles it, resolved as ``ServiceClient()`` resolves them.
+    Use this only for workers that have none of their own. Raises
+    :class:`~tinker_lite.InvalidInputError` when the connection has no key to carry (a local
+    server without one, or a credential that a command fetches when each process connects).
+    """
+    result = getattr(sampler, "result", None)
+    client = result() if callable(result) else sampler  # the client, not its creation future
+    if not isinstance(client, SamplingClient):
+        raise InvalidInputError(
+            "sampler", f"must be a SamplingClient, got {type(sampler).__name__}"
+        )
+    key = client._context.holder.settings.api_key
+    if key is None:
+        raise InvalidInputError(
+            "sampler",
+            "its connection has no API key to carry",
+            "hand the client over as it is: each process resolves its own credentials",
+        )
+    return _KeyCarrier(client._pickled_state(key))
+
+
+class _KeyCarrier:
+    """What :func:`carry_api_key` returns: it unpickles as the SamplingClient, with the key."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: tuple[Any, ...]) -> None:
+        self._state = state
+
+    def __repr__(self) -> str:
+        return f"carry_api_key(<SamplingClient {self._state[1]!r}>)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_restore_sampling_client, self._state)
+
+
+def _restore_sampling_client(  # noqa: PLR0917 - the pickled state, in __reduce__'s order
     base_url: str,
     sampling_session_id: str,
     model_path: str | None,
     base_model: str | None,
-    *,
+    record_stability_info: bool = False,
     api_key: str | None = None,
 ) -> SamplingClient:
-    """An unpickled (or handed-over) copy: it joins the session before its first sample."""
-    context = None if api_key is not None else find_live_context(base_url)
-    if context is None:
-        with _owned_lock:
-            context = ClientContext(
-                resolve_settings(base_url=base_url, api_key=api_key, allow_local=True)
-            )
-            if not _owned_contexts:
-                atexit.register(_close_owned)
-            _owned_contexts.append(context)
+    """An unpickled (or handed-over) copy: it joins the session before its first sample.
+
+    Its connection is this process's open one to ``base_url`` (with ``api_key``: the one made
+    earlier with that key), else a new one, kept for the later copies and closed at exit.
+    """
+    context = _connection_for(base_url, api_key)
     return SamplingClient(
         context,
         sampling_session_id,
         model_path=model_path,
         base_model=base_model,
         cloned_sampler_id=None,
+        record_stability_info=record_stability_info,
     )
+
+
+def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
+    """The connection a copy uses: found as :func:`_restore_sampling_client` says, else made."""
+    with _owned_lock:
+        if api_key is None:
+            context = find_live_context(base_url)
+        else:
+            wanted = base_url.rstrip("/")
+            context = next(
+                (
+                    c
+                    for c in _owned_contexts
+                    if not c.closed
+                    and c.base_url.rstrip("/") == wanted
+                    and c.holder.settings.api_key == api_key
+                ),
+                None,
+            )
+        if context is not None:
+            return context
+        try:
+            settings = resolve_settings(base_url=base_url, api_key=api_key, allow_local=True)
+        except InvalidInputError as e:
+            if e.field != "api_key" or api_key is not None:
+                raise
+            raise InvalidInputError(
+                "api_key",
+                f"a SamplingClient handed to this process has no API key for {base_url} "
+                "(pickles and sampler handles carry none)",
+                f"in this process: {e.hint}; or hand the client over as carry_api_key(client) "
+                "(the pickle then carries the key)",
+            ) from e
+        context = ClientContext(settings)
+        if not _owned_contexts:
+            atexit.register(_close_owned)
+        _owned_contexts.append(context)
+        return context
 
 
 def _check_sampleable(model_path: str) -> None:
