@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-installed
 # error still show.
 PIP_INSTALL := $(BIN)/python -W "ignore:Editable installation:UserWarning" -m pip install -q
 
-.PHONY: install dev test official-venv test-official lint typecheck bench demo dist docs clean
+.PHONY: install dev test official-venv test-official lint typecheck bench soak demo dist docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ typecheck: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/run_all.py
+
+# Not part of `make test`: minutes of random faults and a server restart against
+# `tinker-lite local serve`, checking invariants (bench/README.rst, "Soak").
+SOAK_MINUTES ?= 5
+SOAK_SEED ?= 1
+soak: $(DEV_STAMP)
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
 
 demo: $(RUN_STAMP)
 	$(BIN)/python examples/quickstart.py

@@ -66,8 +66,21 @@ Actions (``action=``; ``status=N`` alone means ``action=status``, ``delay=S`` al
 
 Counting: every rule counts the requests it matched and the faults it fired. ``after=M`` skips
 the first M matches, ``every=K`` fires on every K-th match after that, ``count=N`` fires at most N
-times (default: unlimited), ``probability=P`` fires with probability P using the rule's own RNG
-seeded by ``seed=`` (default 0). The first firing rule with a terminal action wins; delays add up.
+times (default: unlimited), ``probability=P`` fires with probability P, ``burst=B`` makes a firing
+also fire on the B-1 matches that follow (a burst of 5xx; each counts as fired). The first firing
+rule with a terminal action wins; delays add up.
+
+Random faults are reproducible: each rule draws from its own generator, seeded by ``seed=``
+(default 0) together with the rule's text, so two rules never draw in step and the same spec
+always gives every rule the same fault plan (which of its matches fire), whatever other rules
+the spec holds. Every injected fault is logged at INFO on ``tinker_lite.local.faults``::
+
+    injected fault 429:retry-after-ms on POST /api/v1/asample (rule '...', match 17)
+
+The kinds (also in ``GET /_local/faults``): the status (``503``), ``429:retry-after-ms``,
+``429:retry-after-s`` and ``429:retry-after-date`` by Retry-After form, ``408:<queue_state>``,
+``try_again:<queue_state>``, ``try_again-408:<queue_state>``, ``expire``, ``drop_before``,
+``drop_after``, ``truncate`` and ``delay``.
 
 Rules come from ``faults=`` / ``--faults``, else the environment variable
 ``TINKER_LITE_LOCAL_FAULTS``; :meth:`LocalServer.set_faults` replaces them at run time. When a
@@ -83,6 +96,7 @@ Stats
 ``GET /_local/stats`` (and :meth:`LocalServer.stats`) answer::
 
     {"requests": {"/api/v1/asample": 12, ...},           # received, per path
+     "clients": {"wave-3": {"requests": 40, "last_request_at": 1767225600.25}},  # see below
      "responses": {"/api/v1/asample": {"200": 10, "429": 2}, ...},  # per status; 0 = dropped
      "models": {"<model_id>": {
          "base_model": "...",
@@ -93,7 +107,14 @@ Stats
      "telemetry_events": 1, "telemetry_batches": 1,
      "active_sessions": 1, "sessions": 1,
      "futures": {"stored": 9, "pending": 0, "completed": 9},
-     "faults": [{"rule": "path=...,status=429,count=10", "matched": 3, "fired": 3}]}
+     "restored": {"sessions": 1, "models": 1, "samplers": 0, "lost_requests": 0},  # at start
+     "faults": [{"rule": "path=...,status=429,count=10", "kind": "429", "matched": 3,
+                 "fired": 3}]}
+
+``clients`` counts the requests received per value of the ``X-Local-Client`` header, with the
+time (epoch seconds) the last one arrived: give each client its own tag
+(``ServiceClient(default_headers={"X-Local-Client": "wave-3"})``) to tell whether it still sent
+anything after ``close()`` (at most 1,000 tags are counted).
 
 A ``retrieve_future`` answer that carries a result also carries ``X-Local-Ready-At`` (epoch
 seconds when the result became ready), ``X-Local-Ready-At-Perf`` and ``X-Local-Created-At-Perf``

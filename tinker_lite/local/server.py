@@ -144,8 +144,8 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         method = self.command
         split = urllib.parse.urlsplit(self.path)
         path = split.path
-        app.state.count_request(_stats_key(path))
         headers: Any = self.headers  # an http.client.HTTPMessage: case-insensitive .get()
+        app.state.count_request(_stats_key(path), headers.get("X-Local-Client"))
         if app.faults.decide("connect", method, path, headers).rule is not None:
             app.state.count_status(_stats_key(path), 0)
             self._drop()
@@ -339,7 +339,19 @@ class LocalServer:
                 result_ttl=self.result_ttl,
                 sample_workers=self.sample_workers,
                 models=self.models,
+                durable=self._given_data_dir is not None,
             )
+            if any(self._state.restored.values()):
+                counts = self._state.restored
+                log.info(
+                    "restored from %s: %d sessions, %d models (%d requests lost in the restart), "
+                    "%d sampling sessions",
+                    self._data_dir,
+                    counts["sessions"],
+                    counts["models"],
+                    counts["lost_requests"],
+                    counts["samplers"],
+                )
             self._app = App(
                 self._state,
                 api_key=self.api_key,
