@@ -43,8 +43,10 @@ __all__ = [
     "DataDir",
     "ModelJournal",
     "RestoredModel",
-    "load_lm_state",
     "lm_state",
+    "load_lm_state",
+    "npz_bytes",
+    "npz_read",
 ]
 
 log = logging.getLogger("tinker_lite.local")
@@ -135,6 +137,19 @@ class DataDir:
     def digest(name: str) -> str:
         """A file-name-safe stand-in for an id."""
         return hashlib.sha256(name.encode()).hexdigest()[:32]
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """Arrays in one ``.npz`` file, as bytes (named as ``np.load`` gives them back)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub: a key could be allow_pickle
+    return buffer.getvalue()
+
+
+def npz_read(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file written by :func:`npz_bytes`."""
+    with np.load(path) as npz:
+        return {key: npz[key] for key in npz.files}
 
 
 def lm_state(lm: model_mod.TinyLM) -> dict[str, np.ndarray]:
@@ -228,15 +243,12 @@ class ModelJournal:
         if lm is not None:
             arrays = lm_state(lm)
             arrays[_META_KEY] = np.frombuffer(_dumps(line), dtype=np.uint8)
-            buffer = io.BytesIO()
-            np.savez(buffer, **arrays)
-            _atomic_write(self._state, buffer.getvalue())
+            _atomic_write(self._state, npz_bytes(arrays))
         self._data.append(self._ledger, line)
 
     def _read_snapshot(self) -> tuple[dict[str, Any] | None, dict[str, np.ndarray] | None]:
         try:
-            with np.load(self._state) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+            arrays = npz_read(self._state)
         except FileNotFoundError:
             return None, None
         except (OSError, ValueError):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinker_lite import types
-from tinker_lite.local import model as model_mod
 from tinker_lite._codec import wire as _wire
+from tinker_lite.local import model as model_mod
 from tinker_lite.local._catalog import Catalog, LoraSpec
 from tinker_lite.local._checkpoints import CheckpointStore, RunRecord
 from tinker_lite.local._durable import (
@@ -465,8 +465,9 @@ class ModelStore:
         model.journal = journal
         now = self._clock()
         applied = list(restored.applied)
-        for seq_id, kind, request_id in sorted(restored.lost, key=lambda x: (x[0] is None, x[0] or 0)):
-            entry = {
+        lost = sorted(restored.lost, key=lambda x: (x[0] is None, x[0] or 0))
+        for seq_id, kind, request_id in lost:
+            entry: dict[str, Any] = {
                 "seq_id": seq_id,
                 "kind": kind,
                 "request_id": request_id,
@@ -475,15 +476,9 @@ class ModelStore:
                 "duration_us": 0,
                 "lost_in_restart": True,
             }
-            journal.applied(
-                entry,
-                result=None,
-                error=LOST_IN_RESTART,
-                category="server",
-                done_at=now,
-                lm=None,
-            )
-            applied.append((entry, {"error": LOST_IN_RESTART, "category": "server", "done_at": now}))
+            line: dict[str, Any] = {"error": LOST_IN_RESTART, "category": "server", "done_at": now}
+            journal.applied(entry, result=None, lm=None, **line)
+            applied.append((entry, line))
         for entry, line in applied:
             model.applied.append(entry)
             done.append(

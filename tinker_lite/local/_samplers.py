@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import io
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -17,7 +16,7 @@ from tinker_lite.local._catalog import SUPPORTED_MODELS, Catalog, LoraSpec
 from tinker_lite.local._checkpoints import CheckpointError, CheckpointStore, parse_tinker_path
 from tinker_lite.local._codecs import SampleOutcome
 from tinker_lite.local._completions import CompletionLog, Target
-from tinker_lite.local._durable import DataDir
+from tinker_lite.local._durable import DataDir, npz_bytes, npz_read
 from tinker_lite.local._errors import InvalidRequest, NotFound, Unavailable, UserInputError
 from tinker_lite.local._futures import FutureEntry, FutureStore
 from tinker_lite.local._sessions import SessionStore
@@ -97,9 +96,8 @@ class SamplerStore:
         unsaved = sampler.model_path is None and sampler.adapter is not None
         if unsaved:
             assert sampler.adapter is not None
-            buffer = io.BytesIO()
-            np.savez(buffer, **{k: np.asarray(v) for k, v in sampler.adapter.items()})
-            self._data.write_bytes(f"{name}.npz", buffer.getvalue())
+            arrays = {k: np.asarray(v) for k, v in sampler.adapter.items()}
+            self._data.write_bytes(f"{name}.npz", npz_bytes(arrays))
         record = {
             "sampler_id": sampler.sampler_id,
             "session_id": sampler.session_id,
@@ -108,6 +106,7 @@ class SamplerStore:
             "lora": None if sampler.lora is None else dataclasses.asdict(sampler.lora),
             "error": sampler.error,
             "weights": f"{name}.npz" if unsaved else None,
+            "joined_clients": sampler.joined_clients,
         }
         self._data.write(f"{name}.json", record)
 
@@ -132,15 +131,17 @@ class SamplerStore:
         path, error = record["model_path"], record["error"]
         if path is not None and error is None:
             try:
-                return self._for_path(path, sampler_id, session_id)
+                sampler = self._for_path(path, sampler_id, session_id)
             except InvalidRequest:
                 error = f"The checkpoint {path} of this sampling session no longer exists"
+            else:
+                sampler.joined_clients = record.get("joined_clients", 0)
+                return sampler
         adapter = None
         if record["weights"] is not None:
-            with np.load(self._data.root / record["weights"]) as npz:
-                adapter = {k: npz[k] for k in npz.files}
+            adapter = npz_read(self._data.root / record["weights"])
         lora = record["lora"]
-        return Sampler(
+        sampler = Sampler(
             sampler_id,
             session_id,
             base_model=record["base_model"],
@@ -149,6 +150,8 @@ class SamplerStore:
             adapter=adapter,
             error=error,
         )
+        sampler.joined_clients = record.get("joined_clients", 0)
+        return sampler
 
     def _get(self, sampler_id: str, what: str = "Sampling session") -> Sampler:
         with self._lock:
@@ -225,6 +228,7 @@ class SamplerStore:
         with self._lock:
             sampler.joined_clients += 1
             counter = sampler.joined_clients
+            self._keep(sampler)  # a restarted server must not hand out the counter again
         return {"client_counter": counter, "type": "join_sampling_session"}
 
     def retrieve_futures(self, target: Target, prev_cursor: int, wait_s: float) -> dict[str, Any]:

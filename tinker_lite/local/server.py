@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.server
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -355,7 +356,7 @@ class LocalServer:
             self._app = App(
                 self._state,
                 api_key=self.api_key,
-                jwt=JwtIssuer(self.jwt_ttl_s) if self.jwt else None,
+                jwt=JwtIssuer(self.jwt_ttl_s, self._jwt_secret()) if self.jwt else None,
                 faults=self._faults,
                 faults_enabled=self._faults_enabled,
                 long_poll_s=self.long_poll_s,
@@ -367,6 +368,21 @@ class LocalServer:
             self._listen(self.port)
         log.info("tinker_lite local server listening on %s", self.base_url)
         return self.base_url
+
+    def _jwt_secret(self) -> bytes | None:
+        """With a data dir, the JWT signing secret kept there (tokens outlive a restart)."""
+        if self._given_data_dir is None or self._data_dir is None:
+            return None
+        path = self._data_dir / "jwt.key"
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        secret = secrets.token_bytes(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secret)
+        return secret
 
     def stop(self) -> None:
         """Stop serving, end open connections and polls, remove a temporary data dir."""

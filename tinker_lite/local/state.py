@@ -79,10 +79,10 @@ class ServerState:
         if data is not None:
             sessions = self.sessions.restore()
             samplers = self.samplers.restore()
-            models, lost = self.models.restore(data, self.catalog)
+            restored_models, lost = self.models.restore(data, self.catalog)
             self.restored = {
                 "sessions": sessions,
-                "models": models,
+                "models": restored_models,
                 "samplers": samplers,
                 "lost_requests": lost,
             }
