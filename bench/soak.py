@@ -80,6 +80,7 @@ TAG_HEADER = "X-Local-Client"
 BOUND_SLACK_S = 1.0  # WIRE.md §P.7: a bound is never overshot by more than a second
 LATE_SLACK_S = 0.25  # a request the server reads this long after close() returned was sent after
 QUIET_S = 3.0  # how long a closed client is watched for late requests
+AFTER_CLOSE_S = 10.0  # a future left pending by close(wait=False) must fail within this
 SOAK_THREAD_PREFIX = "soak-"
 
 # Each rule fires with ``probability * --fault-rate`` on the requests it matches; the rules are
@@ -359,6 +360,7 @@ class Soak:
         self.in_flight = 0  # training requests submitted and not yet answered
         self.resources: list[tuple[float, dict[str, int], dict[str, int]]] = []
         self.floors: list[tuple[float, dict[str, int], dict[str, int]]] = []
+        self.load: list[float] = []  # the 1-minute load average at each resource sample
         self.restart: dict[str, Any] = {}
         self.soak_errors: list[str] = []
 
@@ -376,12 +378,12 @@ class Soak:
             stall_timeout=self.args.stall_timeout,
         )
 
-    def wait(self, future: Any, what: str) -> tuple[str, Any]:
+    def wait(self, future: Any, what: str, bound: float | None = None) -> tuple[str, Any]:
         """``future.result(timeout)``: ("ok", result), or ("typed" / "untyped", error).
 
         Checks the bound: the call returns within its timeout plus a second.
         """
-        bound = self.args.result_timeout
+        bound = self.args.result_timeout if bound is None else bound
         started = time.monotonic()
         try:
             outcome: tuple[str, Any] = ("ok", future.result(timeout=bound))
@@ -620,7 +622,14 @@ class Soak:
                         self._count_sample(self.wait(future, "sample"), tag)
                     self.close_and_watch(service, tag, wait=False)
                     for future in futures[half:]:
-                        self._count_sample(self.wait(future, "sample after close"), tag)
+                        outcome = self.wait(future, "sample after close", AFTER_CLOSE_S)
+                        if isinstance(outcome[1], tinker.FutureTimeoutError):
+                            self.violations.add(
+                                "future outlived its bound",
+                                f"{tag}: a sample still pending {AFTER_CLOSE_S:g} s after "
+                                "close(wait=False) returned",
+                            )
+                        self._count_sample(outcome, tag)
                 else:
                     for future in futures:
                         self._count_sample(self.wait(future, "sample"), tag)
@@ -728,6 +737,7 @@ class Soak:
             sample = (self.elapsed(), proc_status(), self.server.status())
             with self._lock:
                 self.resources.append(sample)
+                self.load.append(os.getloadavg()[0])
             if self.stop.wait(self.args.sample_every):
                 return
 
@@ -1048,9 +1058,12 @@ def report(soak: Soak, result: dict[str, Any]) -> dict[str, Any]:
         f" (the others overlapped the restart); longest result() waits: {waits}"
     )
     load = result["load_before"], result["load_after"]
+    mean_load = sum(soak.load) / len(soak.load) if soak.load else float("nan")
     print(
         f"load average (1/5/15 min) before: {'/'.join(f'{x:.2f}' for x in load[0])}, "
-        f"after: {'/'.join(f'{x:.2f}' for x in load[1])}; {os.cpu_count()} CPUs"
+        f"after: {'/'.join(f'{x:.2f}' for x in load[1])}; 1-min load during the run: "
+        f"mean {mean_load:.2f}, max {max(soak.load, default=float('nan')):.2f}; "
+        f"{os.cpu_count()} CPUs"
     )
     print(f"server log: {soak.server.log_path}; client log: {soak.workdir / 'client.log'}")
     if soak.soak_errors:
@@ -1073,6 +1086,7 @@ def report(soak: Soak, result: dict[str, Any]) -> dict[str, Any]:
         "invariants": dict(rows),
         "violations": {k: soak.violations.examples[k] for k in soak.violations.counts},
         "load": load,
+        "load_during": {"mean": mean_load, "max": max(soak.load, default=None)},
         "soak_errors": soak.soak_errors,
     }
 

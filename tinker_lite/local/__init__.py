@@ -25,7 +25,8 @@ or from a shell (prints the base URL on stdout; stops cleanly on SIGINT/SIGTERM)
     python -m tinker_lite.local serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
         [--api-key KEY] [--jwt] [--faults SPEC] [--stub-model] [--result-ttl S] [--long-poll S]
 
-Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept; a
+Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept, and
+with it the server's state: a server started again on it carries on, see "Restarts" below; a
 temporary one is removed on stop), ``api_key`` (then every ``/api/v1`` request but healthz needs
 ``X-API-Key``: 401 otherwise), ``faults`` (below), ``jwt`` (``POST /api/v1/auth/token`` issues
 HS256 tokens signed with a random per-server secret; either the key or a valid token is then
@@ -90,6 +91,22 @@ with their counters and ``POST /_local/faults {"spec": "..."}`` replaces them.
 A restart as clients see it: :meth:`LocalServer.pause_listening` closes the listening socket and
 every open connection (connecting is refused), :meth:`LocalServer.resume_listening` listens again
 on the same port; models, futures and checkpoints are kept.
+
+Restarts
+--------
+With a data dir given (``data_dir=``, ``--data-dir``), the server writes its state through to it
+before answering, so a server stopped, or killed at any moment (``kill -9``), and started again
+on the same directory (and port) carries on (:mod:`tinker_lite.local._durable`). Kept: sessions
+(heartbeats are accepted again), training models with their weights, optimizer state and
+accumulated gradients, their ``seq_id`` ledger (a resend of an applied request gets its answer,
+never a second application) and the results of applied requests (for ``result_ttl``),
+checkpoints, download links, sampling sessions (an unsaved ``save_weights_for_sampler`` snapshot
+too, and copies' ``client_counter``), the audit log, usage records and the JWT secret. Not kept:
+training requests accepted but not run yet (their polls answer ``{"error": ..., "category":
+"server"}`` saying they were lost in a restart; their ``seq_id`` is consumed, so the model's next
+requests run), samples in flight and sample results (a poll gets 410 and the client re-submits),
+heartbeat times, fault counters and the request counters of the stats. ``restored`` in the stats
+counts what came back. Without a data dir nothing of this is written.
 
 Stats
 -----
