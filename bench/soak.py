@@ -29,10 +29,29 @@ It checks, and exits 1 when one breaks:
   per ``X-Local-Client`` header; each client sends its own tag);
 * no client thread left once every client is closed, no internal error logged by the server.
 
-It prints the faults injected by kind (before and after the restart), what each workload got,
-what the restarted server restored, the client's and the server's RSS and thread count over time
-(slope per minute) and the machine's load. Exit status: 0 every invariant held, 1 one broke,
-2 the soak itself failed (e.g. the server never started).
+Reading the output (progress lines every 30 s, then tables):
+
+* "Faults injected, by kind": counted from the server's log, one line per injected fault
+  (``429:retry-after-ms`` is a 429 with that header, ``try_again-408:paused_capacity`` a poll
+  answered 408 with that queue state, ``expire`` a poll answered 410, ``delay`` a slow answer).
+* "Training requests (as their callers saw them)": each request's outcome in the training loops:
+  ``ok`` or the typed error it raised (a ``RequestFailedError`` after the restart is a request
+  the killed server had accepted but not run; a 410 is an expired future).
+* "... against the server's ledger": each request matched with the server's record of its
+  ``seq_id``: "ok to the caller, applied once" is the rule; a typed failure may come with the
+  request applied (its answer was lost: e.g. a 410 on its poll), not applied, or lost in the
+  restart. Anything else is a broken invariant, listed under "Invariants" with examples.
+* "Server restart": when it was killed, how many of loop b's pipelined requests were in flight
+  (it pipelines 10 steps just before the kill), how many the server had accepted but not run,
+  what the new server restored (sessions, models, sampling sessions).
+* "Resources": RSS and threads of this process (every client) and of the server, every 5 s and
+  between sampling waves, with the least-squares slope per minute after a warm-up. The server
+  keeps results for an hour and every usage record, so its RSS grows by design.
+
+Exit status: 0 every invariant held, 1 one broke, 2 the soak itself failed (e.g. the server never
+started). ``--keep`` keeps the work dir (server and client logs, the data dir); it is kept anyway
+when the soak fails. The client's log (retries, warnings) goes to ``client.log`` there, not to
+the console.
 
     make soak                                   # 5 minutes, seed 1
     .venv/bin/python bench/soak.py --minutes 10 --seed 2
@@ -81,6 +100,7 @@ BOUND_SLACK_S = 1.0  # WIRE.md §P.7: a bound is never overshot by more than a s
 LATE_SLACK_S = 0.25  # a request the server reads this long after close() returned was sent after
 QUIET_S = 3.0  # how long a closed client is watched for late requests
 AFTER_CLOSE_S = 10.0  # a future left pending by close(wait=False) must fail within this
+BURST_STEPS = 10  # steps loop b pipelines (without waiting) just before the server is killed
 SOAK_THREAD_PREFIX = "soak-"
 
 # Each rule fires with ``probability * --fault-rate`` on the requests it matches; the rules are
@@ -358,6 +378,8 @@ class Soak:
         self.max_wait: dict[str, float] = collections.defaultdict(float)
         self.sampler_path: str | None = None
         self.in_flight = 0  # training requests submitted and not yet answered
+        self.burst_wanted = threading.Event()  # the restart asks loop b for a pipelined burst
+        self.burst_sent = threading.Event()
         self.resources: list[tuple[float, dict[str, int], dict[str, int]]] = []
         self.floors: list[tuple[float, dict[str, int], dict[str, int]]] = []
         self.load: list[float] = []  # the 1-minute load average at each resource sample
@@ -515,20 +537,29 @@ class Soak:
                         continue
                     seq = 0
                 model_id = trainer.model_id
-                batch = self._batch(rng)
+                # loop b pipelines BURST_STEPS steps once, for the server to be killed meanwhile
+                burst = loop == "b" and self.burst_wanted.is_set() and not self.burst_sent.is_set()
+                steps = BURST_STEPS if burst else 1
                 adam = tinker.types.AdamParams(learning_rate=1e-3)
                 submitted: list[tuple[Op, Any]] = []
-                for kind, method, call_args in (
-                    ("forward_backward", trainer.forward_backward, (batch, "cross_entropy")),
-                    ("optim_step", trainer.optim_step, (adam,)),
-                ):
-                    seq += 1
-                    op = Op(loop, model_id, seq, kind)
-                    try:
-                        submitted.append((op, method(*call_args)))
-                    except Exception as exc:
-                        self._record(op, ("typed" if is_typed(exc) else "untyped", exc))
-                failed = len(submitted) < 2
+                for _ in range(steps):
+                    for kind, method, call_args in (
+                        (
+                            "forward_backward",
+                            trainer.forward_backward,
+                            (self._batch(rng), "cross_entropy"),
+                        ),
+                        ("optim_step", trainer.optim_step, (adam,)),
+                    ):
+                        seq += 1
+                        op = Op(loop, model_id, seq, kind)
+                        try:
+                            submitted.append((op, method(*call_args)))
+                        except Exception as exc:
+                            self._record(op, ("typed" if is_typed(exc) else "untyped", exc))
+                if burst:
+                    self.burst_sent.set()
+                failed = len(submitted) < 2 * steps
                 with self._lock:
                     self.in_flight += len(submitted)
                 for op, future in submitted:
@@ -742,14 +773,22 @@ class Soak:
                 return
 
     def restart_server(self, at: float) -> None:
+        try:
+            self._restart_server(at)
+        except Exception as exc:  # the soak cannot go on without its server
+            self.soak_errors.append(f"restart: {error_name(exc)}: {exc}")
+            self.stop.set()
+
+    def _restart_server(self, at: float) -> None:
         if self.stop.wait(at):
             return
         before = self.server.stats()
         downtime = self.rng.uniform(1.0, 4.0)
-        # kill while training requests are in flight (waiting at most 10 s for such a moment)
-        deadline = time.monotonic() + 10.0
-        while self.in_flight == 0 and time.monotonic() < deadline and not self.stop.is_set():
-            time.sleep(0.005)
+        # kill while loop b's burst of pipelined steps is on its way: some applied, some
+        # queued on the server (lost in the kill), some not yet sent (sent to the next server)
+        self.burst_wanted.set()
+        self.burst_sent.wait(30.0)
+        time.sleep(self.rng.uniform(0.05, 0.3))
         self.restart = {"at_s": round(self.elapsed(), 1), "in_flight": self.in_flight}
         self.server.kill()
         self.stop.wait(downtime)
@@ -996,6 +1035,7 @@ def report(soak: Soak, result: dict[str, Any]) -> dict[str, Any]:
             [
                 ["killed at", f"{r['at_s']:.0f} s"],
                 ["training requests in flight then", r.get("in_flight")],
+                ["requests lost (accepted, not run)", r.get("restored", {}).get("lost_requests")],
                 ["back after", f"{r.get('down_s', 0):.1f} s"],
                 ["restored", json.dumps(r.get("restored", {}))],
                 ["models before / after", f"{r.get('models_before')} / {r.get('models_after')}"],
@@ -1126,15 +1166,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=150.0,
         help="timeout of every result() call, the bound checked (default 150)",
     )
-    parser.add_argument("--save-every", type=int, default=10, help="steps between save_state")
     parser.add_argument(
-        "--step-interval", type=float, default=0.3, help="pause between training steps (s)"
+        "--save-every", type=int, default=10, help="steps between save_state (default 10)"
     )
-    parser.add_argument("--wave-pause", type=float, default=2.0, help="pause between waves (s)")
     parser.add_argument(
-        "--rest-interval", type=float, default=10.0, help="pause between REST rounds"
+        "--step-interval",
+        type=float,
+        default=0.3,
+        help="pause between training steps, s (default 0.3)",
     )
-    parser.add_argument("--sample-every", type=float, default=5.0, help="resource sampling period")
+    parser.add_argument(
+        "--wave-pause", type=float, default=2.0, help="pause between sampling waves, s (default 2)"
+    )
+    parser.add_argument(
+        "--rest-interval",
+        type=float,
+        default=10.0,
+        help="pause between REST rounds, s (default 10)",
+    )
+    parser.add_argument(
+        "--sample-every", type=float, default=5.0, help="resource sampling period, s (default 5)"
+    )
     parser.add_argument("--json", help="also write the results to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (data, logs)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
