@@ -372,3 +372,22 @@ def test_tokens_and_copy_counters_survive(tmp_path: Path, restartable: list[Loca
     # a copy joining now must not get the numbers (and so the sample seq_ids) of an earlier one
     assert with_token.ok("/api/v1/join_sampling_session", join)["client_counter"] == 3
     with_token.close()
+
+
+def test_a_request_that_cannot_be_recorded_fails_to_its_caller(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The data dir refuses the write (a disk full): the caller is told, the worker goes on."""
+    with LocalServer(data_dir=tmp_path, stub_model=True) as url:
+        api = Api(url)
+        model_id = api.model(api.session())
+        state = tmp_path / "runs" / model_id / "state.npz"
+        state.unlink()
+        state.mkdir()  # os.replace onto a directory fails
+        failed = api.run("/api/v1/forward_backward", fb(model_id, 1))
+        assert failed["category"] == "server"
+        assert "could not record it in its data dir" in failed["error"]
+        state.rmdir()
+        assert "loss_fn_outputs" in api.run("/api/v1/forward_backward", fb(model_id, 2))
+        api.close()
+    assert any("cannot record" in r.getMessage() for r in caplog.records)

@@ -10,6 +10,7 @@ With a data dir, each model's requests and state are written through
 from __future__ import annotations
 
 import dataclasses
+import logging
 import queue
 import threading
 import time
@@ -43,6 +44,8 @@ from tinker_lite.local._futures import FutureEntry, FutureStore, failure_of
 from tinker_lite.local._sessions import Session, SessionStore
 
 __all__ = ["ModelState", "ModelStore", "optimizer_config"]
+
+log = logging.getLogger("tinker_lite.local")
 
 # The requests that create a model (its seq_id 0); every other one needs the model built.
 _CREATES = ("create_model", "create_via_load")
@@ -406,14 +409,23 @@ class ModelStore:
         }
         if model.journal is not None:
             snapshot = model.lm if error is None and job.kind in MUTATING_KINDS else None
-            model.journal.applied(
-                applied,
-                result=None if error is not None else _wire.to_builtins(result),
-                error=error,
-                category=category,
-                done_at=self._clock(),
-                lm=snapshot,
-            )
+            try:
+                model.journal.applied(
+                    applied,
+                    result=None if error is not None else _wire.to_builtins(result),
+                    error=error,
+                    category=category,
+                    done_at=self._clock(),
+                    lm=snapshot,
+                )
+            except Exception as exc:  # e.g. the disk is full: it ran, but is not kept
+                log.exception("local server: cannot record %s in the data dir", entry.request_id)
+                error = (
+                    f"The request ran, but the local server could not record it in its data dir "
+                    f"({type(exc).__name__}: {exc}); a server restarted on that dir will not "
+                    "have it"
+                )
+                category = "server"
         with model.lock:
             model.applied.append(applied)
         if error is not None:
