@@ -8,10 +8,8 @@ results of applied requests, download links, the audit log and the usage records
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,10 @@ import pytest
 import requests
 
 from tests._local_server_support import Api, datum
+from tests._served import start_served
 from tinker_lite.local import LocalServer
 from tinker_lite.local._durable import LOST_IN_RESTART, DataDir, ModelJournal
 
-REPO = Path(__file__).resolve().parents[1]
 TOKENS = list(range(5, 29))
 USAGE = (
     "/api/v1/billing/usage/events"
@@ -301,23 +299,7 @@ def test_without_a_data_dir_nothing_is_kept() -> None:
 
 
 def _serve(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "tinker_lite.local", "serve", "--port", "0"),
-            *("--data-dir", str(data_dir), "--log-level", "WARNING"),
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    return proc, url
+    return start_served("--data-dir", str(data_dir), "--log-level", "WARNING")
 
 
 def test_kill_9(tmp_path: Path) -> None:
