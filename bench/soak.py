@@ -287,7 +287,10 @@ class Server:
             match = self._FAULT_LINE.search(line)
             with self._lock:
                 if match:
-                    self.faults[incarnation][match.group(1)] += 1
+                    kind, path = match.group(1), match.group(3)
+                    if path.startswith("/_local/download/"):
+                        kind += " (download)"
+                    self.faults[incarnation][kind] += 1
                     continue
                 self._log.write(f"[server {incarnation}] {line}")
                 if " ERROR " in line or line.startswith("Traceback"):
