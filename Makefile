@@ -11,7 +11,7 @@ PIP_PYTHON = $(BIN)/python
 PIP_INSTALL = $(PIP_PYTHON) -W "ignore:Editable installation:UserWarning" -m pip install -q
 
 .PHONY: install dev test test-transformers official-venv test-official ray-venv test-ray lint \
-	typecheck bench demo dist docs clean
+	typecheck bench soak demo dist docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +85,13 @@ typecheck: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python bench/run_all.py
+
+# Not part of `make test`: minutes of random faults and a server restart against
+# `tinker-lite local serve`, checking invariants (bench/README.rst, "Soak").
+SOAK_MINUTES ?= 5
+SOAK_SEED ?= 1
+soak: $(DEV_STAMP)
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --seed $(SOAK_SEED)
 
 demo: $(RUN_STAMP)
 	$(BIN)/python examples/quickstart.py

@@ -14,18 +14,17 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["REPO", "served"]
+__all__ = ["REPO", "served", "start_served"]
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-@contextlib.contextmanager
-def served(
+def start_served(
     *args: str,
     startup_timeout: float = 60.0,
     entry: tuple[str, ...] = ("tinker_lite.local", "serve"),
-) -> Iterator[str]:
-    """Start the server on a free loopback port with ``args``; yield its base URL; stop it.
+) -> tuple[subprocess.Popen[str], str]:
+    """Start the server on a free loopback port with ``args``: (its process, its base URL).
 
     ``entry`` is the module and command run with ``python -m`` (``("tinker_lite.cli", "local",
     "serve")`` runs it as ``tinker-lite local serve``).
@@ -45,11 +44,24 @@ def served(
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: lines.put(stdout.readline()), daemon=True).start()
     try:
-        try:
-            url = lines.get(timeout=startup_timeout).strip()
-        except queue.Empty:
-            pytest.fail(f"the local server did not print its URL within {startup_timeout:g} s")
-        assert url.startswith("http://127.0.0.1:"), url
+        url = lines.get(timeout=startup_timeout).strip()
+    except queue.Empty:
+        proc.kill()
+        proc.communicate(timeout=10)
+        pytest.fail(f"the local server did not print its URL within {startup_timeout:g} s")
+    assert url.startswith("http://127.0.0.1:"), url
+    return proc, url
+
+
+@contextlib.contextmanager
+def served(
+    *args: str,
+    startup_timeout: float = 60.0,
+    entry: tuple[str, ...] = ("tinker_lite.local", "serve"),
+) -> Iterator[str]:
+    """Start the server on a free loopback port with ``args``; yield its base URL; stop it."""
+    proc, url = start_served(*args, startup_timeout=startup_timeout, entry=entry)
+    try:
         yield url
     finally:
         proc.terminate()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import logging
 import time
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ import requests
 
 from tests._local_server_support import Api
 from tinker_lite.local import LocalServer
-from tinker_lite.local._faults import FaultInjector, FaultSpecError, parse_fault_spec
+from tinker_lite.local._faults import FaultInjector, FaultSpecError, fault_plan, parse_fault_spec
 
 SAMPLE = {
     "prompt": {"chunks": [{"tokens": [1, 2, 3]}]},
@@ -186,3 +187,103 @@ def test_control_endpoint_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
         assert api.post("/_local/faults", {"spec": ""}).json() == {"rules": []}
         assert api.get("/api/v1/healthz").status_code == 200
         api.close()
+
+
+def test_a_burst_fires_on_the_matches_that_follow() -> None:
+    injector = FaultInjector("path=/x,status=503,every=4,burst=3,count=5")
+    fired = [injector.decide("request", "GET", "/x").rule is not None for _ in range(12)]
+    # match 4 starts a burst (4, 5, 6), match 8 another, cut short by count=5 (8, 9)
+    assert [m for m, hit in enumerate(fired, start=1) if hit] == [4, 5, 6, 8, 9]
+    with pytest.raises(FaultSpecError, match="burst"):
+        parse_fault_spec("path=/x,status=503,burst=0")
+
+
+def test_each_rule_names_its_kind() -> None:
+    spec = ";".join(
+        [
+            "status=503,burst=2",
+            "status=429,retry_after_ms=250",
+            "status=429,retry_after=1",
+            "status=429,retry_after=1.5",
+            "status=429,retry_after_date=2",
+            "status=408,queue_state=paused_capacity",
+            "action=try_again,queue_state=paused_rate_limit",
+            "action=try_again,status=408,queue_state=active",
+            "action=expire",
+            "action=drop_before",
+            "action=drop_after",
+            "action=truncate",
+            "delay=0.5",
+        ]
+    )
+    assert [rule.kind for rule in parse_fault_spec(spec)] == [
+        "503",
+        "429:retry-after-ms",
+        "429:retry-after-s",
+        "429:retry-after-s",
+        "429:retry-after-date",
+        "408:paused_capacity",
+        "try_again:paused_rate_limit",
+        "try_again-408:active",
+        "expire",
+        "drop_before",
+        "drop_after",
+        "truncate",
+        "delay",
+    ]
+
+
+def test_the_fault_plan_is_reproducible_and_drawn_per_rule() -> None:
+    spec = (
+        "path=/a,status=503,probability=0.1,seed=3;path=/b,action=drop_after,probability=0.1,seed=3"
+    )
+    plan = fault_plan(spec, 400)
+    assert plan == fault_plan(spec, 400)  # same spec, same plan
+    (_, on_a), (_, on_b) = plan
+    assert 10 < len(on_a) < 80
+    assert on_a != on_b  # the same seed in two rules does not make them fire together
+    assert fault_plan(spec.replace("seed=3", "seed=4"), 400)[0][1] != on_a
+    # a server evaluating the spec injects exactly the plan, whatever the order of requests
+    injector = FaultInjector(spec)
+    hits: dict[str, list[int]] = {"/a": [], "/b": []}
+    order = ["/a", "/b", "/b", "/a", "/a", "/b", "/a"] * 200
+    seen = {"/a": 0, "/b": 0}
+    for path in order:
+        seen[path] += 1
+        if seen[path] > 400:
+            continue
+        if injector.decide("request", "POST", path).rule is not None:
+            hits[path].append(seen[path])
+    assert (hits["/a"], hits["/b"]) == (on_a, on_b)
+
+
+def test_injected_faults_are_logged_with_their_kind(
+    server: LocalServer, api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tinker_lite.local.faults")
+    server.set_faults(
+        "path=/api/v1/healthz,status=429,retry_after_ms=100,count=1;"
+        "path=/api/v1/healthz,delay=0.01,count=1"
+    )
+    assert api.get("/api/v1/healthz").status_code == 429
+    assert api.get("/api/v1/healthz").status_code == 200
+    logged = [r.getMessage() for r in caplog.records if r.name == "tinker_lite.local.faults"]
+    assert logged == [
+        "injected fault 429:retry-after-ms on GET /api/v1/healthz "
+        "(rule 'path=/api/v1/healthz,status=429,retry_after_ms=100,count=1', match 1)",
+        "injected fault delay on GET /api/v1/healthz "
+        "(rule 'path=/api/v1/healthz,delay=0.01,count=1', match 1)",
+    ]
+    rules = api.get("/_local/faults").json()["rules"]
+    assert [(r["kind"], r["fired"]) for r in rules] == [("429:retry-after-ms", 1), ("delay", 1)]
+
+
+def test_requests_are_counted_per_client_tag(server: LocalServer, api: Api) -> None:
+    before = time.time()
+    for tag in ("wave-1", "wave-1", "train", None):
+        headers = {"X-Local-Client": tag} if tag else {}
+        assert api.get("/api/v1/healthz", headers=headers).status_code == 200
+    clients = server.stats()["clients"]
+    assert {tag: seen["requests"] for tag, seen in clients.items()} == {"wave-1": 2, "train": 1}
+    assert before <= clients["wave-1"]["last_request_at"] <= clients["train"]["last_request_at"]
+    assert clients["train"]["last_request_at"] <= time.time()

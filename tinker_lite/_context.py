@@ -271,13 +271,19 @@ class ClientContext:
         if self._closed:
             raise ClientClosedError("The ServiceClient is closed.")
 
-    def new_train_executor(self) -> ThreadPoolExecutor:
-        """A single-thread executor for one TrainingClient's submits (joined on close)."""
+    def new_train_executor(self, owner: object) -> ThreadPoolExecutor:
+        """A single-thread executor for one TrainingClient's submits (joined on close).
+
+        Its thread ends once ``owner`` (the TrainingClient) is garbage and its queued submits
+        are sent, so a long-lived connection that creates many training clients does not keep
+        a thread for each.
+        """
         with self._lock:
             self.check_open()
             executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinker-lite-train")
             self._train_executors.append(executor)
-            return executor
+        weakref.finalize(owner, executor.shutdown, wait=False)
+        return executor
 
     def sample_pool(self) -> WorkerPool:
         """The wide executor shared by this connection's SamplingClients."""

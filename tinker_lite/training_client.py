@@ -135,7 +135,7 @@ class TrainingClient:
         self._info = info
         self._base_model = base_model
         self._lora_config = lora_config
-        self._executor = context.new_train_executor()
+        self._executor = context.new_train_executor(self)
         self._order_lock = threading.Lock()
         # (seq_id, path, error) of a submit the service may never have received; read and
         # written only on the executor's single thread.

@@ -25,7 +25,8 @@ or from a shell (prints the base URL on stdout; stops cleanly on SIGINT/SIGTERM)
     python -m tinker_lite.local serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
         [--api-key KEY] [--jwt] [--faults SPEC] [--stub-model] [--result-ttl S] [--long-poll S]
 
-Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept; a
+Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept, and
+with it the server's state: a server started again on it carries on, see "Restarts" below; a
 temporary one is removed on stop), ``api_key`` (then every ``/api/v1`` request but healthz needs
 ``X-API-Key``: 401 otherwise), ``faults`` (below), ``jwt`` (``POST /api/v1/auth/token`` issues
 HS256 tokens signed with a random per-server secret; either the key or a valid token is then
@@ -66,8 +67,21 @@ Actions (``action=``; ``status=N`` alone means ``action=status``, ``delay=S`` al
 
 Counting: every rule counts the requests it matched and the faults it fired. ``after=M`` skips
 the first M matches, ``every=K`` fires on every K-th match after that, ``count=N`` fires at most N
-times (default: unlimited), ``probability=P`` fires with probability P using the rule's own RNG
-seeded by ``seed=`` (default 0). The first firing rule with a terminal action wins; delays add up.
+times (default: unlimited), ``probability=P`` fires with probability P, ``burst=B`` makes a firing
+also fire on the B-1 matches that follow (a burst of 5xx; each counts as fired). The first firing
+rule with a terminal action wins; delays add up.
+
+Random faults are reproducible: each rule draws from its own generator, seeded by ``seed=``
+(default 0) together with the rule's text, so two rules never draw in step and the same spec
+always gives every rule the same fault plan (which of its matches fire), whatever other rules
+the spec holds. Every injected fault is logged at INFO on ``tinker_lite.local.faults``::
+
+    injected fault 429:retry-after-ms on POST /api/v1/asample (rule '...', match 17)
+
+The kinds (also in ``GET /_local/faults``): the status (``503``), ``429:retry-after-ms``,
+``429:retry-after-s`` and ``429:retry-after-date`` by Retry-After form, ``408:<queue_state>``,
+``try_again:<queue_state>``, ``try_again-408:<queue_state>``, ``expire``, ``drop_before``,
+``drop_after``, ``truncate`` and ``delay``.
 
 Rules come from ``faults=`` / ``--faults``, else the environment variable
 ``TINKER_LITE_LOCAL_FAULTS``; :meth:`LocalServer.set_faults` replaces them at run time. When a
@@ -78,11 +92,28 @@ A restart as clients see it: :meth:`LocalServer.pause_listening` closes the list
 every open connection (connecting is refused), :meth:`LocalServer.resume_listening` listens again
 on the same port; models, futures and checkpoints are kept.
 
+Restarts
+--------
+With a data dir given (``data_dir=``, ``--data-dir``), the server writes its state through to it
+before answering, so a server stopped, or killed at any moment (``kill -9``), and started again
+on the same directory (and port) carries on (:mod:`tinker_lite.local._durable`). Kept: sessions
+(heartbeats are accepted again), training models with their weights, optimizer state and
+accumulated gradients, their ``seq_id`` ledger (a resend of an applied request gets its answer,
+never a second application) and the results of applied requests (for ``result_ttl``),
+checkpoints, download links, sampling sessions (an unsaved ``save_weights_for_sampler`` snapshot
+too, and copies' ``client_counter``), the audit log, usage records and the JWT secret. Not kept:
+training requests accepted but not run yet (their polls answer ``{"error": ..., "category":
+"server"}`` saying they were lost in a restart; their ``seq_id`` is consumed, so the model's next
+requests run), samples in flight and sample results (a poll gets 410 and the client re-submits),
+heartbeat times, fault counters and the request counters of the stats. ``restored`` in the stats
+counts what came back. Without a data dir nothing of this is written.
+
 Stats
 -----
 ``GET /_local/stats`` (and :meth:`LocalServer.stats`) answer::
 
     {"requests": {"/api/v1/asample": 12, ...},           # received, per path
+     "clients": {"wave-3": {"requests": 40, "last_request_at": 1767225600.25}},  # see below
      "responses": {"/api/v1/asample": {"200": 10, "429": 2}, ...},  # per status; 0 = dropped
      "models": {"<model_id>": {
          "base_model": "...",
@@ -93,7 +124,14 @@ Stats
      "telemetry_events": 1, "telemetry_batches": 1,
      "active_sessions": 1, "sessions": 1,
      "futures": {"stored": 9, "pending": 0, "completed": 9},
-     "faults": [{"rule": "path=...,status=429,count=10", "matched": 3, "fired": 3}]}
+     "restored": {"sessions": 1, "models": 1, "samplers": 0, "lost_requests": 0},  # at start
+     "faults": [{"rule": "path=...,status=429,count=10", "kind": "429", "matched": 3,
+                 "fired": 3}]}
+
+``clients`` counts the requests received per value of the ``X-Local-Client`` header, with the
+time (epoch seconds) the last one arrived: give each client its own tag
+(``ServiceClient(default_headers={"X-Local-Client": "wave-3"})``) to tell whether it still sent
+anything after ``close()`` (at most 1,000 tags are counted).
 
 A ``retrieve_future`` answer that carries a result also carries ``X-Local-Ready-At`` (epoch
 seconds when the result became ready), ``X-Local-Ready-At-Perf`` and ``X-Local-Created-At-Perf``

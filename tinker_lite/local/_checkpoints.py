@@ -9,6 +9,7 @@ Layout under the data dir (SERVER.md §7)::
         adapter_config.json  adapter_model.safetensors  checkpoint_complete
     runs/<run_id>/<kind>/<name>.meta.json             time, TTL, public flag (kept out of archives)
     archives/<token>.tar.gz                           downloads handed out by the archive URL
+    archives/<token>.json                             what a download URL serves, until when
 
 ``adapter_model.safetensors`` is written by hand in the safetensors format
 (:mod:`~tinker_lite.local._safetensors`).
@@ -216,6 +217,16 @@ class CheckpointStore:
                     key = (rec.run_id, rec.kind, rec.name)
                     if (self._ckpt_dir(key) / COMPLETE_FILE).exists():
                         self._checkpoints[key] = rec
+                # saves cut short by a kill
+                for tmp in (run_json.parent / kind).glob(".*.tmp-*"):
+                    shutil.rmtree(tmp, ignore_errors=True)
+        for link in sorted((self.root / "archives").glob("*.json")):
+            try:
+                record = json.loads(link.read_text())
+                archive = _Archive(Path(record["path"]), record["expires_at"], record["filename"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            self._archives[link.stem] = archive
 
     def _write_run(self, run: RunRecord) -> None:
         path = self._run_dir(run.run_id)
@@ -263,7 +274,10 @@ class CheckpointStore:
         for token, archive in list(self._archives.items()):
             if archive.expires_at <= now:
                 del self._archives[token]
-                archive.path.unlink(missing_ok=True)
+                (self.root / "archives" / f"{token}.json").unlink(missing_ok=True)
+                # an archive or an export is the link's own file; a checkpoint's file is not
+                if archive.path.parent in (self.root / "archives", self.root / "artifacts"):
+                    archive.path.unlink(missing_ok=True)
 
     def _remove(self, key: tuple[str, str, str]) -> None:
         self._checkpoints.pop(key, None)
@@ -487,7 +501,7 @@ class CheckpointStore:
             _atomic_write(target, buf.getvalue())
             expires_at = self._clock() + ttl_s
             safe = f"{rec.run_id}-{rec.kind}-{rec.name}".replace(":", "_")
-            self._archives[token] = _Archive(target, expires_at, f"{safe}.tar.gz")
+            self._add_link(token, _Archive(target, expires_at, f"{safe}.tar.gz"))
         return token, expires_at
 
     def link_file(self, file: Path, filename: str, ttl_s: float) -> tuple[str, float]:
@@ -495,8 +509,20 @@ class CheckpointStore:
         token = secrets.token_urlsafe(18)
         expires_at = self._clock() + ttl_s
         with self._lock:
-            self._archives[token] = _Archive(file, expires_at, filename)
+            self._add_link(token, _Archive(file, expires_at, filename))
         return token, expires_at
+
+    def _add_link(self, token: str, archive: _Archive) -> None:
+        """Hand out a download token; kept on disk, so a restarted server still serves it."""
+        record = {
+            "path": str(archive.path),
+            "expires_at": archive.expires_at,
+            "filename": archive.filename,
+        }
+        archive_dir = self.root / "archives"
+        archive_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(archive_dir / f"{token}.json", json.dumps(record).encode())
+        self._archives[token] = archive
 
     def checkpoint_files(self, run_id: str, checkpoint_id: str) -> dict[str, Path]:
         """The files of a checkpoint by their path relative to its root (no marker file)."""

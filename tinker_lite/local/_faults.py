@@ -2,20 +2,32 @@
 
 The grammar is documented in :mod:`tinker_lite.local`. Rules are evaluated in spec order against
 each request; every rule keeps its own counters (requests matched, faults fired) and its own
-seeded random generator, so a run with the same spec and the same request sequence injects the
-same faults.
+random generator, seeded by its ``seed`` and its text: the same spec gives every rule the same
+sequence of draws (its fault plan: which of its matches fire), whatever the other rules are, so
+a run with the same spec and the same request sequence injects the same faults. Every injected
+fault is logged at INFO on ``tinker_lite.local.faults`` with its :attr:`FaultRule.kind`.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import logging
 import random
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FaultDecision", "FaultInjector", "FaultRule", "FaultSpecError", "parse_fault_spec"]
+__all__ = [
+    "FaultDecision",
+    "FaultInjector",
+    "FaultRule",
+    "FaultSpecError",
+    "fault_plan",
+    "parse_fault_spec",
+]
+
+log = logging.getLogger("tinker_lite.local.faults")
 
 # Actions that answer (or break) the request themselves; the first firing one wins.
 TERMINAL_ACTIONS = frozenset(
@@ -24,7 +36,7 @@ TERMINAL_ACTIONS = frozenset(
 ACTIONS = TERMINAL_ACTIONS | {"delay"}
 QUEUE_STATES = frozenset({"active", "paused_capacity", "paused_rate_limit"})
 
-_INT_KEYS = {"status", "count", "every", "after", "seed", "retry_after_ms"}
+_INT_KEYS = {"status", "count", "every", "after", "seed", "retry_after_ms", "burst"}
 _FLOAT_KEYS = {"probability", "delay", "retry_after_date", "truncate_at"}
 _STR_KEYS = {"path", "method", "action", "queue_state", "reason", "request_type", "request_id"}
 
@@ -56,8 +68,10 @@ class FaultRule:
     request_type: str | None = None
     request_id: str | None = None
     truncate_at: float = 0.5
+    burst: int = 1
     matched: int = 0
     fired: int = 0
+    burst_left: int = 0
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     def matches(
@@ -72,9 +86,32 @@ class FaultRule:
             return False
         return self.request_id is None or self.request_id == request_id
 
+    @property
+    def kind(self) -> str:
+        """What this rule injects, in a few words without spaces (counts group faults by it).
+
+        ``503``, ``429:retry-after-ms``, ``429:retry-after-s``, ``429:retry-after-date``,
+        ``408:paused_capacity``, ``try_again:active``, ``try_again-408:paused_rate_limit``,
+        ``expire``, ``drop_before``, ``drop_after``, ``truncate``, ``delay``.
+        """
+        if self.action == "status":
+            if self.status == 408:
+                return f"408:{self.queue_state}"
+            if self.retry_after_ms is not None:
+                return f"{self.status}:retry-after-ms"
+            if self.retry_after_date is not None:
+                return f"{self.status}:retry-after-date"
+            if self.retry_after is not None:
+                return f"{self.status}:retry-after-s"
+            return str(self.status)
+        if self.action == "try_again":
+            prefix = "try_again-408" if self.status == 408 else "try_again"
+            return f"{prefix}:{self.queue_state}"
+        return self.action
+
     def describe(self) -> dict[str, Any]:
         """The rule as JSON for ``GET /_local/faults`` and the stats."""
-        return {"rule": self.text, "matched": self.matched, "fired": self.fired}
+        return {"rule": self.text, "kind": self.kind, "matched": self.matched, "fired": self.fired}
 
 
 @dataclass
@@ -155,9 +192,13 @@ def _parse_rule(text: str) -> FaultRule:
         raise FaultSpecError(f"fault rule {text!r}: delay must be >= 0")
     if not 0.0 <= rule.truncate_at < 1.0:
         raise FaultSpecError(f"fault rule {text!r}: truncate_at must be within [0, 1)")
+    if rule.burst < 1:
+        raise FaultSpecError(f"fault rule {text!r}: burst must be >= 1")
     if rule.method is not None:
         rule.method = rule.method.upper()
-    rule.rng = random.Random(rule.seed)
+    # Seeded by the seed and the rule's text: two rules with the same seed draw independently,
+    # and the same rule always draws the same sequence (str seeds hash with SHA-512, not hash()).
+    rule.rng = random.Random(f"{rule.seed}|{text.strip()}")
     return rule
 
 
@@ -192,18 +233,6 @@ class FaultInjector:
         with self._lock:
             return [rule.describe() for rule in self._rules]
 
-    def _fires(self, rule: FaultRule) -> bool:
-        rule.matched += 1
-        if rule.count is not None and rule.fired >= rule.count:
-            return False
-        position = rule.matched - rule.after
-        if position <= 0 or position % rule.every != 0:
-            return False
-        if rule.probability < 1.0 and rule.rng.random() >= rule.probability:
-            return False
-        rule.fired += 1
-        return True
-
     def decide(
         self,
         phase: str,
@@ -226,6 +255,7 @@ class FaultInjector:
         request_type = None
         if headers is not None:
             request_type = headers.get("X-Tinker-Request-Type")
+        fired: list[tuple[FaultRule, int]] = []
         with self._lock:
             for rule in self._rules:
                 if _phase_of(rule) != phase:
@@ -233,15 +263,57 @@ class FaultInjector:
                 if not rule.matches(method, path, request_type, request_id):
                     continue
                 if rule.action == "delay":
-                    if self._fires(rule):
+                    if _fires(rule):
                         decision.delay += rule.delay
+                        fired.append((rule, rule.matched))
                     continue
                 if decision.rule is not None:
                     continue
-                if self._fires(rule):
+                if _fires(rule):
                     decision.rule = rule
                     decision.delay += rule.delay
+                    fired.append((rule, rule.matched))
+        for rule, match in fired:
+            log.info(
+                "injected fault %s on %s %s (rule %r, match %d)",
+                rule.kind,
+                method,
+                path,
+                rule.text,
+                match,
+            )
         return decision
+
+
+def _fires(rule: FaultRule) -> bool:
+    """Count a match of ``rule``; tell whether it fires (its counters and RNG advance)."""
+    rule.matched += 1
+    if rule.count is not None and rule.fired >= rule.count:
+        return False
+    if rule.burst_left > 0:  # inside a burst: this match fires too, without a draw
+        rule.burst_left -= 1
+        rule.fired += 1
+        return True
+    position = rule.matched - rule.after
+    if position <= 0 or position % rule.every != 0:
+        return False
+    if rule.probability < 1.0 and rule.rng.random() >= rule.probability:
+        return False
+    rule.fired += 1
+    rule.burst_left = rule.burst - 1
+    return True
+
+
+def fault_plan(spec: str, matches: int) -> list[tuple[str, list[int]]]:
+    """The fault plan of ``spec``: for each rule, which of its first ``matches`` matches fire.
+
+    A rule's plan depends only on its text (its seed included), so the same spec always has the
+    same plan; a server evaluating it injects exactly these faults on those matches.
+    """
+    plan = []
+    for rule in parse_fault_spec(spec):
+        plan.append((rule.text, [m for m in range(1, matches + 1) if _fires(rule)]))
+    return plan
 
 
 def _phase_of(rule: FaultRule) -> str:

@@ -19,9 +19,21 @@ from typing import Any
 from tinker_lite._errors import TinkerError
 from tinker_lite.local._errors import CheckpointError
 
-__all__ = ["FutureEntry", "FutureStore"]
+__all__ = ["FutureEntry", "FutureStore", "failure_of"]
 
 log = logging.getLogger("tinker_lite.local")
+
+
+def failure_of(exc: BaseException) -> tuple[str, str]:
+    """The stored failure of a job that raised: (message, category).
+
+    Bad input (ValueError, CheckpointError, TinkerError) fails as category "user"; anything
+    else is logged and fails as "server".
+    """
+    if isinstance(exc, CheckpointError | TinkerError | ValueError):
+        return str(exc), "user"
+    log.exception("local server: request failed with an internal error")
+    return f"Internal error in the local server: {type(exc).__name__}: {exc}", "server"
 
 
 class FutureEntry:
@@ -122,19 +134,27 @@ class FutureStore:
         self._finish(entry)
 
     def fail_from(self, entry: FutureEntry, exc: BaseException) -> str:
-        """Fail ``entry`` with an exception raised by its job; return the message stored.
-
-        Bad input (ValueError, CheckpointError, TinkerError) fails as category "user"; anything
-        else is logged and fails as "server".
-        """
-        if isinstance(exc, CheckpointError | TinkerError | ValueError):
-            error, category = str(exc), "user"
-        else:
-            log.exception("local server: request failed with an internal error")
-            error = f"Internal error in the local server: {type(exc).__name__}: {exc}"
-            category = "server"
+        """Fail ``entry`` with an exception raised by its job; return the message stored."""
+        error, category = failure_of(exc)
         self.fail(entry, error, category)
         return error
+
+    def restore(self, done: list[tuple[float, str, Any, str | None, str | None]]) -> None:
+        """Put back results kept by a previous server: ``(done_at, request_id, result, error,
+        category)`` each; those older than ``result_ttl`` are left out."""
+        now = self._clock()
+        with self._lock:
+            for done_at, request_id, result, error, category in sorted(done, key=lambda d: d[0]):
+                if done_at + self.result_ttl <= now:
+                    continue
+                entry = FutureEntry(request_id)
+                entry.result, entry.error, entry.category = result, error, category
+                entry.ready_perf = entry.created_perf
+                entry.ready_wall = done_at
+                entry.done = True
+                entry.event.set()
+                self._entries[request_id] = entry
+                self._completed.append((done_at, request_id))
 
     def pending(self) -> list[FutureEntry]:
         """Entries not yet completed."""

@@ -1,8 +1,9 @@
 """Short-lived JSON Web Tokens (HS256) issued by ``POST /api/v1/auth/token`` of the local server.
 
-The server signs with a random secret drawn at start-up, so a token is valid only for the server
-that issued it and only until its ``exp`` claim (WIRE.md §13.2: the client sends it in the same
-``X-API-Key`` header and refreshes it before it expires).
+The server signs with a random secret drawn at start-up (kept in its data dir when one is given,
+so tokens outlive a restart), so a token is valid only for the server that issued it and only
+until its ``exp`` claim (WIRE.md §13.2: the client sends it in the same ``X-API-Key`` header and
+refreshes it before it expires).
 """
 
 from __future__ import annotations

@@ -3,16 +3,20 @@
 Answers the REST views of today's service from the server's real state: ``GET audit`` (checkpoint
 and project events), ``GET billing/usage/events`` (hourly usage buckets: training tokens, sampling
 prefill and sample tokens, checkpoints saved) and ``GET billing/usage/checkpoints/current``. Costs
-are not estimated (the local server bills nothing): the cost fields stay absent.
+are not estimated (the local server bills nothing): the cost fields stay absent. With a data dir,
+both are appended to ``ledger/audit.jsonl`` and ``ledger/usage.jsonl`` and read back at start.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+from tinker_lite.local._durable import DataDir
 
 __all__ = ["AUDIT_EVENT_TYPES", "Ledger"]
 
@@ -25,6 +29,8 @@ AUDIT_EVENT_TYPES = {
     "organizations": ("organization.",),
 }
 _HOUR = 3600.0
+_AUDIT_LOG = "ledger/audit.jsonl"
+_USAGE_LOG = "ledger/usage.jsonl"
 
 
 def _iso(ts: float) -> str:
@@ -44,11 +50,19 @@ class _Usage:
 class Ledger:
     """Append-only, thread-safe audit and usage records of one server."""
 
-    def __init__(self, user_urn: str) -> None:
+    def __init__(self, user_urn: str, data: DataDir | None = None) -> None:
         self._user_urn = user_urn
+        self._data = data
         self._lock = threading.Lock()
         self._audit: list[dict[str, Any]] = []
         self._usage: list[_Usage] = []
+        if data is not None:
+            self._audit = [e for e in data.lines(_AUDIT_LOG) if isinstance(e, dict)]
+            for record in data.lines(_USAGE_LOG):
+                try:
+                    self._usage.append(_Usage(**record))
+                except TypeError:
+                    continue
 
     def audit(self, ts: float, event: str, **details: Any) -> None:
         """Record one audit event (``checkpoint.created``, ``session.project_assigned``...)."""
@@ -59,6 +73,8 @@ class Ledger:
         entry["event_details"] = details
         with self._lock:
             self._audit.append(entry)
+            if self._data is not None:
+                self._data.append(_AUDIT_LOG, entry)
 
     def use(
         self,
@@ -71,8 +87,11 @@ class Ledger:
         project_id: str | None,
     ) -> None:
         """Record usage: tokens trained or sampled, or checkpoints saved."""
+        usage = _Usage(ts, kind, amount, base_model, session_id, project_id)
         with self._lock:
-            self._usage.append(_Usage(ts, kind, amount, base_model, session_id, project_id))
+            self._usage.append(usage)
+            if self._data is not None:
+                self._data.append(_USAGE_LOG, dataclasses.asdict(usage))
 
     def audit_log(self, event_type: str, day: str | None) -> dict[str, Any]:
         """``AuditLogResponse``: events of ``event_type`` (on ``day``, YYYY-MM-DD, if given)."""

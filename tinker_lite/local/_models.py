@@ -3,10 +3,14 @@
 SERVER.md §8: a model's training requests run strictly in ``seq_id`` order; a request arriving
 early is held until every lower seq_id has arrived; a resend of a seq_id is the same request,
 applied once; a request refused before it was queued still consumes its seq_id (as failed).
+With a data dir, each model's requests and state are written through
+(:mod:`~tinker_lite.local._durable`) and :meth:`ModelStore.restore` brings them back.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import queue
 import threading
 import time
@@ -15,9 +19,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinker_lite import types
+from tinker_lite._codec import wire as _wire
 from tinker_lite.local import model as model_mod
-from tinker_lite.local._catalog import LoraSpec
+from tinker_lite.local._catalog import Catalog, LoraSpec
 from tinker_lite.local._checkpoints import CheckpointStore, RunRecord
+from tinker_lite.local._durable import (
+    LOST_IN_RESTART,
+    MUTATING_KINDS,
+    DataDir,
+    ModelJournal,
+    RestoredModel,
+    load_lm_state,
+)
 from tinker_lite.local._errors import (
     Conflict,
     InvalidRequest,
@@ -27,10 +40,12 @@ from tinker_lite.local._errors import (
     UserInputError,
     refusal,
 )
-from tinker_lite.local._futures import FutureEntry, FutureStore
+from tinker_lite.local._futures import FutureEntry, FutureStore, failure_of
 from tinker_lite.local._sessions import Session, SessionStore
 
 __all__ = ["ModelState", "ModelStore", "optimizer_config"]
+
+log = logging.getLogger("tinker_lite.local")
 
 # The requests that create a model (its seq_id 0); every other one needs the model built.
 _CREATES = ("create_model", "create_via_load")
@@ -96,6 +111,10 @@ class ModelState:
         self.queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self.applied: list[dict[str, Any]] = []
         self.worker: threading.Thread | None = None
+        # with a data dir: where its requests and state are written through
+        self.journal: ModelJournal | None = None
+        # a restored model builds its LM from the kept state when its first request runs
+        self.restore_lm: Callable[[], model_mod.TinyLM] | None = None
 
     def waiting_reason(self, seq_id: int) -> Callable[[], str | None]:
         """A callable telling why request ``seq_id`` has not run yet (for try_again)."""
@@ -149,11 +168,13 @@ class ModelStore:
         futures: FutureStore,
         checkpoints: CheckpointStore,
         sessions: SessionStore,
+        data: DataDir | None = None,
     ) -> None:
         self._clock = clock
         self._futures = futures
         self._checkpoints = checkpoints
         self._sessions = sessions
+        self._data = data
         self._lock = threading.Lock()
         self._models: dict[str, ModelState] = {}
         self._closed = False
@@ -221,15 +242,29 @@ class ModelStore:
                 last_request_time=now,
             )
         )
-        model.worker = threading.Thread(
-            target=self._work,
-            args=(model,),
-            name=f"tinker-lite-model-{model_seq_id}",
-            daemon=True,
-        )
-        model.worker.start()
+        if self._data is not None:
+            model.journal = ModelJournal(self._data, model_id)
+            model.journal.create(
+                {
+                    "model_id": model_id,
+                    "session_id": session.session_id,
+                    "base_model": base_model,
+                    "lora": dataclasses.asdict(lora),
+                    "optimizer": optimizer,
+                    "user_metadata": user_metadata,
+                }
+            )
         entry = self.enqueue(model, 0, create_kind, create)
         return model, entry.request_id
+
+    def _start_worker(self, model: ModelState) -> None:
+        """Start the model's worker thread if it has none (call with ``model.lock`` held)."""
+        if model.worker is None and not self._closed:
+            number = model.model_id.rsplit(":", 1)[-1]
+            model.worker = threading.Thread(
+                target=self._work, args=(model,), name=f"tinker-lite-model-{number}", daemon=True
+            )
+            model.worker.start()
 
     def enqueue(
         self,
@@ -263,10 +298,15 @@ class ModelStore:
                         reject()
                     except RequestRefused as e:
                         model.by_seq[seq_id] = _Rejection(e.status, e.detail)
+                        if model.journal is not None:
+                            model.journal.rejected(seq_id, e.status, e.detail)
                         model.pending[seq_id] = None
                         model.advance()
                         raise
             entry = self._futures.create()
+            if model.journal is not None:
+                model.journal.accepted(seq_id, kind, entry.request_id)
+            self._start_worker(model)
             job = _Job(seq_id, kind, entry, run)
             if seq_id is None:
                 model.queue.put(job)
@@ -291,6 +331,8 @@ class ModelStore:
             if seq_id in model.by_seq or seq_id < model.next_seq:
                 return
             model.by_seq[seq_id] = _Rejection(status, detail)
+            if model.journal is not None:
+                model.journal.rejected(seq_id, status, detail)
             model.pending[seq_id] = None
             model.advance()
 
@@ -309,6 +351,10 @@ class ModelStore:
             return types.UnloadModelResponse(model_id=m.model_id)
 
         entry = self._futures.create()
+        with model.lock:
+            if model.journal is not None:
+                model.journal.accepted(None, "unload_model", entry.request_id)
+            self._start_worker(model)
         model.queue.put(_Job(None, "unload_model", entry, unload))
         return entry
 
@@ -317,39 +363,168 @@ class ModelStore:
             job = model.queue.get()
             if job is None:
                 return
-            entry = job.entry
-            ok = False
-            started = time.time()
+            self._run(model, job)
+            self._checkpoints.touch_run(model.model_id)
+
+    @staticmethod
+    def _check_ready(model: ModelState, kind: str) -> None:
+        """Build a restored model's LM; refuse a request its model cannot run."""
+        if kind in _CREATES:
+            return
+        if model.lm is None and model.restore_lm is not None:
+            restore, model.restore_lm = model.restore_lm, None
             try:
-                if job.kind not in _CREATES and model.lm is None:
-                    if model.unloaded:
-                        raise UserInputError(f"Model {model.model_id} was unloaded")
-                    raise UserInputError(
-                        f"Model {model.model_id} could not be created: {model.create_error}"
-                    )
-                result = job.run(model)
+                model.lm = restore()
             except Exception as exc:
-                error = self._futures.fail_from(entry, exc)
-                if job.kind in _CREATES:
-                    model.create_error = error
-            else:
-                ok = True
-                self._futures.complete(entry, result)
-                if job.kind == "unload_model":
-                    model.queue.put(None)  # nothing can be queued for it any more
-            finally:
-                with model.lock:
-                    model.applied.append(
-                        {
-                            "seq_id": job.seq_id,
-                            "kind": job.kind,
-                            "request_id": entry.request_id,
-                            "ok": ok,
-                            "started_us": int(started * 1e6),
-                            "duration_us": int((time.time() - started) * 1e6),
-                        }
-                    )
-                self._checkpoints.touch_run(model.model_id)
+                model.create_error = f"its kept state could not be restored ({exc})"
+                raise
+        if model.lm is None:
+            if model.unloaded:
+                raise UserInputError(f"Model {model.model_id} was unloaded")
+            raise UserInputError(
+                f"Model {model.model_id} could not be created: {model.create_error}"
+            )
+
+    def _run(self, model: ModelState, job: _Job) -> None:
+        """Run one request; write it through (with a data dir), then complete its future."""
+        entry = job.entry
+        started = time.time()
+        result: Any = None
+        error: str | None = None
+        category: str | None = None
+        try:
+            self._check_ready(model, job.kind)
+            result = job.run(model)
+        except Exception as exc:
+            error, category = failure_of(exc)
+            if job.kind in _CREATES:
+                model.create_error = error
+        applied = {
+            "seq_id": job.seq_id,
+            "kind": job.kind,
+            "request_id": entry.request_id,
+            "ok": error is None,
+            "started_us": int(started * 1e6),
+            "duration_us": int((time.time() - started) * 1e6),
+        }
+        if model.journal is not None:
+            snapshot = model.lm if error is None and job.kind in MUTATING_KINDS else None
+            try:
+                model.journal.applied(
+                    applied,
+                    result=None if error is not None else _wire.to_builtins(result),
+                    error=error,
+                    category=category,
+                    done_at=self._clock(),
+                    lm=snapshot,
+                )
+            except Exception as exc:  # e.g. the disk is full: it ran, but is not kept
+                log.exception("local server: cannot record %s in the data dir", entry.request_id)
+                error = (
+                    f"The request ran, but the local server could not record it in its data dir "
+                    f"({type(exc).__name__}: {exc}); a server restarted on that dir will not "
+                    "have it"
+                )
+                category = "server"
+        with model.lock:
+            model.applied.append(applied)
+        if error is not None:
+            assert category is not None
+            self._futures.fail(entry, error, category)
+            return
+        self._futures.complete(entry, result)
+        if job.kind == "unload_model":
+            model.queue.put(None)  # nothing can be queued for it any more
+
+    def restore(self, data: DataDir, catalog: Catalog) -> tuple[int, int]:
+        """Bring back the models kept in the data dir; return (models, requests lost).
+
+        Applied requests keep their results (polls answer them while ``result_ttl`` lasts);
+        accepted ones that had not run fail with :data:`LOST_IN_RESTART`, consuming their
+        seq_id. A model's LM is rebuilt from its kept state when its first request runs.
+        """
+        done: list[tuple[float, str, Any, str | None, str | None]] = []
+        models = lost = 0
+        for record_path in sorted((data.root / "runs").glob("*/model.json")):
+            journal = ModelJournal(data, record_path.parent.name)
+            restored = journal.read()
+            if restored is None:
+                continue
+            model = self._restored_model(restored, journal, catalog, done)
+            lost += len(restored.lost)
+            with self._lock:
+                self._models[model.model_id] = model
+            models += 1
+        self._futures.restore(done)
+        return models, lost
+
+    def _restored_model(
+        self,
+        restored: RestoredModel,
+        journal: ModelJournal,
+        catalog: Catalog,
+        done: list[tuple[float, str, Any, str | None, str | None]],
+    ) -> ModelState:
+        record = restored.record
+        model = ModelState(
+            record["model_id"],
+            record["session_id"],
+            record["base_model"],
+            LoraSpec(**record["lora"]),
+            record.get("user_metadata"),
+            optimizer=record.get("optimizer", "adamw"),
+        )
+        model.journal = journal
+        now = self._clock()
+        applied = list(restored.applied)
+        lost = sorted(restored.lost, key=lambda x: (x[0] is None, x[0] or 0))
+        for seq_id, kind, request_id in lost:
+            entry: dict[str, Any] = {
+                "seq_id": seq_id,
+                "kind": kind,
+                "request_id": request_id,
+                "ok": False,
+                "started_us": int(now * 1e6),
+                "duration_us": 0,
+                "lost_in_restart": True,
+            }
+            line: dict[str, Any] = {"error": LOST_IN_RESTART, "category": "server", "done_at": now}
+            journal.applied(entry, result=None, lm=None, **line)
+            applied.append((entry, line))
+        for entry, line in applied:
+            model.applied.append(entry)
+            done.append(
+                (
+                    line.get("done_at", now),
+                    entry["request_id"],
+                    line.get("result"),
+                    line.get("error"),
+                    line.get("category"),
+                )
+            )
+            if entry["kind"] in _CREATES and not entry["ok"]:
+                model.create_error = line.get("error")
+            if entry["kind"] == "unload_model" and entry["ok"]:
+                model.unloaded = True
+        for seq_id, (what, first, second) in restored.by_seq.items():
+            model.by_seq[seq_id] = (
+                _Accepted(first, second) if what == "accepted" else _Rejection(first, second)
+            )
+        while model.next_seq in model.by_seq:
+            model.next_seq += 1
+        # known seq_ids above a gap: consumed once the gap's requests have run
+        model.pending = {seq: None for seq in model.by_seq if seq > model.next_seq}
+        if not model.unloaded and model.create_error is None:
+
+            def build() -> model_mod.TinyLM:
+                lm = catalog.make_lm(model.base_model, model.lora, model.optimizer)
+                arrays = restored.snapshot()
+                if arrays is not None:
+                    load_lm_state(lm, arrays)
+                return lm
+
+            model.restore_lm = build
+        return model
 
     def stop(self) -> None:
         """Tell every worker to stop after its current request; queued work is abandoned."""

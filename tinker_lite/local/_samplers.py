@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from tinker_lite.local._catalog import SUPPORTED_MODELS, Catalog, LoraSpec
 from tinker_lite.local._checkpoints import CheckpointError, CheckpointStore, parse_tinker_path
 from tinker_lite.local._codecs import SampleOutcome
 from tinker_lite.local._completions import CompletionLog, Target
+from tinker_lite.local._durable import DataDir, npz_bytes, npz_read
 from tinker_lite.local._errors import InvalidRequest, NotFound, Unavailable, UserInputError
 from tinker_lite.local._futures import FutureEntry, FutureStore
 from tinker_lite.local._sessions import SessionStore
@@ -60,11 +62,13 @@ class SamplerStore:
         sessions: SessionStore,
         *,
         workers: int,
+        data: DataDir | None = None,
     ) -> None:
         self._catalog = catalog
         self._futures = futures
         self._checkpoints = checkpoints
         self._sessions = sessions
+        self._data = data
         self.completions = CompletionLog()
         self._lock = threading.Lock()
         self._samplers: dict[str, Sampler] = {}
@@ -79,9 +83,75 @@ class SamplerStore:
 
     def register(self, sampler: Sampler) -> None:
         """Add (or replace) a sampling session, listed with its session."""
+        self._keep(sampler)
         with self._lock:
             self._samplers[sampler.sampler_id] = sampler
         self._sessions.add_sampler(sampler.session_id, sampler.sampler_id)
+
+    def _keep(self, sampler: Sampler) -> None:
+        """Write a sampling session through to the data dir (an unsaved one with its weights)."""
+        if self._data is None:
+            return
+        name = f"samplers/{self._data.digest(sampler.sampler_id)}"
+        unsaved = sampler.model_path is None and sampler.adapter is not None
+        if unsaved:
+            assert sampler.adapter is not None
+            arrays = {k: np.asarray(v) for k, v in sampler.adapter.items()}
+            self._data.write_bytes(f"{name}.npz", npz_bytes(arrays))
+        record = {
+            "sampler_id": sampler.sampler_id,
+            "session_id": sampler.session_id,
+            "base_model": sampler.base_model,
+            "model_path": sampler.model_path,
+            "lora": None if sampler.lora is None else dataclasses.asdict(sampler.lora),
+            "error": sampler.error,
+            "weights": f"{name}.npz" if unsaved else None,
+            "joined_clients": sampler.joined_clients,
+        }
+        self._data.write(f"{name}.json", record)
+
+    def restore(self) -> int:
+        """Bring back the sampling sessions kept in the data dir; return how many."""
+        if self._data is None:
+            return 0
+        restored = 0
+        for _, record in self._data.records("samplers"):
+            try:
+                sampler = self._restored(record)
+            except (KeyError, TypeError, ValueError, OSError):
+                continue
+            with self._lock:
+                self._samplers[sampler.sampler_id] = sampler
+            restored += 1
+        return restored
+
+    def _restored(self, record: Mapping[str, Any]) -> Sampler:
+        assert self._data is not None
+        sampler_id, session_id = record["sampler_id"], record["session_id"]
+        path, error = record["model_path"], record["error"]
+        if path is not None and error is None:
+            try:
+                sampler = self._for_path(path, sampler_id, session_id)
+            except InvalidRequest:
+                error = f"The checkpoint {path} of this sampling session no longer exists"
+            else:
+                sampler.joined_clients = record.get("joined_clients", 0)
+                return sampler
+        adapter = None
+        if record["weights"] is not None:
+            adapter = npz_read(self._data.root / record["weights"])
+        lora = record["lora"]
+        sampler = Sampler(
+            sampler_id,
+            session_id,
+            base_model=record["base_model"],
+            model_path=path,
+            lora=None if lora is None else LoraSpec(**lora),
+            adapter=adapter,
+            error=error,
+        )
+        sampler.joined_clients = record.get("joined_clients", 0)
+        return sampler
 
     def _get(self, sampler_id: str, what: str = "Sampling session") -> Sampler:
         with self._lock:
@@ -158,6 +228,7 @@ class SamplerStore:
         with self._lock:
             sampler.joined_clients += 1
             counter = sampler.joined_clients
+            self._keep(sampler)  # a restarted server must not hand out the counter again
         return {"client_counter": counter, "type": "join_sampling_session"}
 
     def retrieve_futures(self, target: Target, prev_cursor: int, wait_s: float) -> dict[str, Any]:

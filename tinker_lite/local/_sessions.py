@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import uuid
@@ -12,6 +13,7 @@ from typing import Any
 
 from tinker_lite import types
 from tinker_lite.local._checkpoints import CheckpointStore
+from tinker_lite.local._durable import DataDir
 from tinker_lite.local._errors import NotFound, SessionFinished
 from tinker_lite.local._jwt import LOCAL_USER_URN
 from tinker_lite.local._ledger import Ledger
@@ -48,13 +50,39 @@ class SessionStore:
     """Every session of one server; every method is safe to call from any thread."""
 
     def __init__(
-        self, clock: Callable[[], float], ledger: Ledger, checkpoints: CheckpointStore
+        self,
+        clock: Callable[[], float],
+        ledger: Ledger,
+        checkpoints: CheckpointStore,
+        data: DataDir | None = None,
     ) -> None:
         self._clock = clock
         self._ledger = ledger
         self._checkpoints = checkpoints
+        self._data = data
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
+
+    def _keep(self, session: Session) -> None:
+        """Write the session through to the data dir (call with the lock held)."""
+        if self._data is not None:
+            self._data.write(f"sessions/{session.session_id}.json", dataclasses.asdict(session))
+
+    def restore(self) -> int:
+        """Bring back the sessions kept in the data dir (heartbeats count from now)."""
+        if self._data is None:
+            return 0
+        now = self._clock()
+        restored = 0
+        for _, record in self._data.records("sessions"):
+            try:
+                session = Session(**{**record, "last_heartbeat": now})
+            except TypeError:
+                continue
+            with self._lock:
+                self._sessions[session.session_id] = session
+            restored += 1
+        return restored
 
     def create(self, req: types.CreateSessionRequest) -> types.CreateSessionResponse:
         """Open a session."""
@@ -71,6 +99,7 @@ class SessionStore:
         )
         with self._lock:
             self._sessions[session.session_id] = session
+            self._keep(session)
         log.debug("session %s created (sdk %s)", session.session_id, req.sdk_version)
         return types.CreateSessionResponse(session_id=session.session_id)
 
@@ -93,7 +122,9 @@ class SessionStore:
     def finish(self, session_id: str, req: types.SessionFinishRequest) -> None:
         """Mark a session finished (its models and checkpoints stay available)."""
         session = self.get(session_id)
-        session.finished = True
+        with self._lock:
+            session.finished = True
+            self._keep(session)
         log.debug("session %s finished: %s", session_id, req.reason.type)
 
     def list_page(self, limit: int, offset: int) -> types.ListSessionsResponse:
@@ -121,6 +152,7 @@ class SessionStore:
         """Record a model created in ``session``."""
         with self._lock:
             session.training_run_ids.append(model_id)
+            self._keep(session)
 
     def training_runs(self, session: Session) -> list[str]:
         """The ids of the models created in ``session``, in order."""
@@ -133,6 +165,7 @@ class SessionStore:
             session = self._sessions.get(session_id) if session_id is not None else None
             if session is not None and sampler_id not in session.sampler_ids:
                 session.sampler_ids.append(sampler_id)
+                self._keep(session)
 
     def counts(self) -> tuple[int, int]:
         """(active sessions, all sessions)."""
@@ -169,7 +202,9 @@ class SessionStore:
                 ["body", "project_id"], "project_id: a non-empty string", "string_type"
             )
         session = self.get(session_id)
-        previous, session.project_id = session.project_id, project_id
+        with self._lock:
+            previous, session.project_id = session.project_id, project_id
+            self._keep(session)
         self._ledger.audit(
             self._clock(),
             "session.project_assigned",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.server
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -144,8 +145,8 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         method = self.command
         split = urllib.parse.urlsplit(self.path)
         path = split.path
-        app.state.count_request(_stats_key(path))
         headers: Any = self.headers  # an http.client.HTTPMessage: case-insensitive .get()
+        app.state.count_request(_stats_key(path), headers.get("X-Local-Client"))
         if app.faults.decide("connect", method, path, headers).rule is not None:
             app.state.count_status(_stats_key(path), 0)
             self._drop()
@@ -339,11 +340,23 @@ class LocalServer:
                 result_ttl=self.result_ttl,
                 sample_workers=self.sample_workers,
                 models=self.models,
+                durable=self._given_data_dir is not None,
             )
+            if any(self._state.restored.values()):
+                counts = self._state.restored
+                log.info(
+                    "restored from %s: %d sessions, %d models (%d requests lost in the restart), "
+                    "%d sampling sessions",
+                    self._data_dir,
+                    counts["sessions"],
+                    counts["models"],
+                    counts["lost_requests"],
+                    counts["samplers"],
+                )
             self._app = App(
                 self._state,
                 api_key=self.api_key,
-                jwt=JwtIssuer(self.jwt_ttl_s) if self.jwt else None,
+                jwt=JwtIssuer(self.jwt_ttl_s, self._jwt_secret()) if self.jwt else None,
                 faults=self._faults,
                 faults_enabled=self._faults_enabled,
                 long_poll_s=self.long_poll_s,
@@ -355,6 +368,21 @@ class LocalServer:
             self._listen(self.port)
         log.info("tinker_lite local server listening on %s", self.base_url)
         return self.base_url
+
+    def _jwt_secret(self) -> bytes | None:
+        """With a data dir, the JWT signing secret kept there (tokens outlive a restart)."""
+        if self._given_data_dir is None or self._data_dir is None:
+            return None
+        path = self._data_dir / "jwt.key"
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        secret = secrets.token_bytes(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secret)
+        return secret
 
     def stop(self) -> None:
         """Stop serving, end open connections and polls, remove a temporary data dir."""

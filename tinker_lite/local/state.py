@@ -7,6 +7,9 @@ a worker thread (one per training model, executing its requests strictly in ``se
 SERVER.md §8) or on the sampling pool, and completes a
 :class:`~tinker_lite.local._futures.FutureEntry`.
 
+With ``durable`` (a data dir given by the user), the stores write their state through to it and
+a new ServerState on the same dir restores it (:mod:`~tinker_lite.local._durable`).
+
 The stores, one per resource: ``sessions`` (:mod:`~tinker_lite.local._sessions`), ``models`` and
 their queues (:mod:`~tinker_lite.local._models`), ``training`` requests
 (:mod:`~tinker_lite.local._training`), ``samplers`` (:mod:`~tinker_lite.local._samplers`),
@@ -26,6 +29,7 @@ from typing import Any
 
 from tinker_lite.local._catalog import MODELS_ENV, SUPPORTED_MODELS, Catalog, registered_models
 from tinker_lite.local._checkpoints import CheckpointStore
+from tinker_lite.local._durable import DataDir
 from tinker_lite.local._futures import FutureStore
 from tinker_lite.local._jwt import LOCAL_USER_URN
 from tinker_lite.local._ledger import Ledger
@@ -35,7 +39,10 @@ from tinker_lite.local._sessions import SessionStore
 from tinker_lite.local._training import Training
 from tinker_lite.local._views import Views
 
-__all__ = ["MODELS_ENV", "SUPPORTED_MODELS", "ServerState", "registered_models"]
+__all__ = ["MAX_CLIENT_TAGS", "MODELS_ENV", "SUPPORTED_MODELS", "ServerState", "registered_models"]
+
+# How many distinct X-Local-Client tags the stats count (later ones are not counted).
+MAX_CLIENT_TAGS = 1000
 
 
 class ServerState:
@@ -50,17 +57,35 @@ class ServerState:
         result_ttl: float = 3600.0,
         sample_workers: int = 4,
         models: Sequence[str] = (),
+        durable: bool = False,
     ) -> None:
         self.clock = clock
         self.catalog = Catalog(models, stub_model=stub_model)
         self.futures = FutureStore(result_ttl, clock)
         self.checkpoints = CheckpointStore(data_dir, clock)
-        self.ledger = Ledger(LOCAL_USER_URN)
-        self.sessions = SessionStore(clock, self.ledger, self.checkpoints)
-        self.models = ModelStore(clock, self.futures, self.checkpoints, self.sessions)
+        data = DataDir(data_dir) if durable else None
+        self.ledger = Ledger(LOCAL_USER_URN, data)
+        self.sessions = SessionStore(clock, self.ledger, self.checkpoints, data)
+        self.models = ModelStore(clock, self.futures, self.checkpoints, self.sessions, data)
         self.samplers = SamplerStore(
-            self.catalog, self.futures, self.checkpoints, self.sessions, workers=sample_workers
+            self.catalog,
+            self.futures,
+            self.checkpoints,
+            self.sessions,
+            workers=sample_workers,
+            data=data,
         )
+        self.restored: dict[str, int] = {}
+        if data is not None:
+            sessions = self.sessions.restore()
+            samplers = self.samplers.restore()
+            restored_models, lost = self.models.restore(data, self.catalog)
+            self.restored = {
+                "sessions": sessions,
+                "models": restored_models,
+                "samplers": samplers,
+                "lost_requests": lost,
+            }
         self.training = Training(
             clock=clock,
             catalog=self.catalog,
@@ -81,16 +106,26 @@ class ServerState:
         self._lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self.request_counts: Counter[str] = Counter()
+        # requests by X-Local-Client header: {"requests": n, "last_request_at": epoch seconds}
+        self.client_requests: dict[str, dict[str, Any]] = {}
         self.status_counts: dict[str, Counter[int]] = {}
         self.telemetry_events = 0
         self.telemetry_batches = 0
         # The last telemetry bodies received, as sent (for tests that inspect what clients send).
         self.telemetry_bodies: deque[bytes] = deque(maxlen=1000)
 
-    def count_request(self, path: str) -> None:
-        """Count one received HTTP request for ``path``."""
+    def count_request(self, path: str, client: str | None = None) -> None:
+        """Count one received HTTP request for ``path`` (and for its ``X-Local-Client`` tag)."""
+        now = time.time()
         with self._stats_lock:
             self.request_counts[path] += 1
+            if client is not None:
+                seen = self.client_requests.get(client)
+                if seen is not None:
+                    seen["requests"] += 1
+                    seen["last_request_at"] = now
+                elif len(self.client_requests) < MAX_CLIENT_TAGS:
+                    self.client_requests[client] = {"requests": 1, "last_request_at": now}
 
     def count_status(self, path: str, status: int) -> None:
         """Count one answered HTTP request by status."""
@@ -111,6 +146,7 @@ class ServerState:
         with self._stats_lock:
             return {
                 "requests": dict(self.request_counts),
+                "clients": {tag: dict(seen) for tag, seen in self.client_requests.items()},
                 "responses": {
                     path: {str(k): v for k, v in sorted(c.items())}
                     for path, c in self.status_counts.items()
@@ -127,6 +163,7 @@ class ServerState:
                     "pending": len(self.futures.pending()),
                     "completed": self.futures.completed_count,
                 },
+                "restored": dict(self.restored),
             }
 
     def close(self, timeout: float = 5.0) -> None:
