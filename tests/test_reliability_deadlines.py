@@ -50,7 +50,7 @@ from tinker_lite import APIConnectionError, APITimeoutError, RateLimitError, typ
 from tinker_lite._futures.future import APIFuture, FutureTimeoutError, combine
 from tinker_lite._futures.poller import Poller
 from tinker_lite._session.holder import SessionHolder
-from tinker_lite._transport.http import HttpResponse, PoolKind, Timeout, Transport
+from tinker_lite._transport.http import DEFAULT_TIMEOUT, HttpResponse, PoolKind, Timeout, Transport
 from tinker_lite.local import LocalServer
 from tinker_lite.service_client import ServiceClient
 
@@ -145,18 +145,18 @@ def _freeze(
     monkeypatch: pytest.MonkeyPatch, advance: Callable[[float], object], path: str
 ) -> list[Timeout]:
     """Make ``path`` frozen: every attempt waits out its read timeout on the fake clock."""
-    real = Transport._send_once
+    real = Transport.send
     waits: list[Timeout] = []
 
     def send_once(self: Transport, pool: PoolKind, method: str, p: str, **kw: Any) -> Any:
         if p != path:
             return real(self, pool, method, p, **kw)
-        timeout: Timeout = kw["timeout"]
+        timeout: Timeout = kw.get("timeout", DEFAULT_TIMEOUT)
         waits.append(timeout)
         advance(timeout.read)
         raise APITimeoutError(f"Request timed out: {method} {p} (read timeout {timeout.read}s)")
 
-    monkeypatch.setattr(Transport, "_send_once", send_once)
+    monkeypatch.setattr(Transport, "send", send_once)
     return waits
 
 

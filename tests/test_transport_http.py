@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
+import requests.adapters
 import urllib3
 import urllib3.exceptions
 
@@ -184,7 +186,9 @@ def test_timeouts_are_never_none() -> None:
             Timeout(connect=bad)  # type: ignore[arg-type]
 
 
-def test_one_pool_manager_per_pool_kind_sized_as_asked() -> None:
+def test_one_requests_session_per_pool_kind_sized_as_asked() -> None:
+    # WIRE.md §P.9: a session per pool kind, its adapter sized to the pool's concurrency and
+    # urllib3's own retries off (requests' default, kept).
     t = Transport(
         "https://example.invalid/x",
         headers={},
@@ -192,11 +196,14 @@ def test_one_pool_manager_per_pool_kind_sized_as_asked() -> None:
         pool_sizes={PoolKind.SAMPLE: 500},
     )
     try:
-        managers = dict(t.pool_managers())
-        assert set(managers) == set(PoolKind)
-        assert len({id(m) for m in managers.values()}) == len(PoolKind)
-        for kind, manager in managers.items():
-            pool = manager.connection_from_url("https://example.invalid/")
+        sessions = dict(t.sessions)
+        assert set(sessions) == set(PoolKind)
+        assert len({id(s) for s in sessions.values()}) == len(PoolKind)
+        for kind, session in sessions.items():
+            adapter = session.get_adapter("https://example.invalid/x")
+            assert isinstance(adapter, requests.adapters.HTTPAdapter)
+            assert adapter.max_retries.total == 0
+            pool = adapter.poolmanager.connection_from_url("https://example.invalid/")
             assert pool.pool.maxsize >= 1  # type: ignore[union-attr]
             if kind is PoolKind.SAMPLE:
                 assert pool.pool.maxsize == 500  # type: ignore[union-attr]

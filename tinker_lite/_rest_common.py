@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["RestOnlyClient", "rest_connection"]
 
@@ -75,6 +78,7 @@ class RestOnlyClient:
         stall_timeout: float | None = None,
         startup_timeout: float | None = None,
         telemetry: bool | None = None,
+        requests_session: requests.Session | None = None,
     ) -> None:
         options = {
             "api_key": api_key,
@@ -85,6 +89,7 @@ class RestOnlyClient:
             "stall_timeout": stall_timeout,
             "startup_timeout": startup_timeout,
             "telemetry": telemetry,
+            "requests_session": requests_session,
         }
         context, owned = rest_connection(type(self).__name__, _holder, options)
         self._owns_context = owned

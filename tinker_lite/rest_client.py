@@ -143,9 +143,9 @@ class RestClient(RestOnlyClient):
     :meth:`ServiceClient.create_rest_client` does). ``RestClient(base_url=..., api_key=...)``
     builds a connection of its own that never creates a session; ``base_url="local://"``
     starts the offline local server, like :class:`ServiceClient`. The keyword-only options
-    ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``
-    and ``telemetry`` mean what they mean for :class:`ServiceClient`. Close it with
-    :meth:`close` or use ``with``.
+    ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``,
+    ``telemetry`` and ``requests_session`` mean what they mean for :class:`ServiceClient`.
+    Close it with :meth:`close` or use ``with``.
     """
 
     # -- service -----------------------------------------------------------------------------------

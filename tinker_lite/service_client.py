@@ -55,6 +55,8 @@ from tinker_lite.sampling_client import SamplingClient
 from tinker_lite.training_client import TrainingClient
 
 if TYPE_CHECKING:
+    import requests
+
     from tinker_lite._session.holder import SessionHolder
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
@@ -94,8 +96,11 @@ class ServiceClient:
     ``default_headers`` (added to every request), ``sample_workers`` (threads submitting sample
     requests, default 16: raise it for many very short samples on a distant service),
     ``max_retries`` (HTTP retries of one request after a connection error or a 408/409/429/5xx
-    answer; default 10, start-up requests at most 2) and ``journal``. Any other keyword raises
-    :class:`TypeError` naming it.
+    answer; default 10, start-up requests at most 2), ``journal`` and ``requests_session`` (a
+    ``requests.Session`` of your own, e.g. with a corporate proxy, a client certificate or a
+    mounted adapter: every request goes through it, with its settings and adapters; size its
+    adapters' ``pool_maxsize`` to the sampling concurrency, 400 by default; it is not closed
+    with the client). Any other keyword raises :class:`TypeError` naming it.
 
     ``journal`` (a file path; default ``TINKER_LITE_JOURNAL``, unset: no journal) turns on
     the run journal: every completed operation of the clients created here (``create_model``,
@@ -123,6 +128,7 @@ class ServiceClient:
         sample_workers: int = DEFAULT_SAMPLE_WORKERS,
         max_retries: int | None = None,
         journal: str | os.PathLike[str] | Journal | None = None,
+        requests_session: requests.Session | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs:
@@ -154,6 +160,7 @@ class ServiceClient:
             sample_workers=sample_workers,
             max_retries=max_retries,
             journal=journal,
+            requests_session=requests_session,
             allow_local=True,
         )
         self._context = ClientContext(settings)

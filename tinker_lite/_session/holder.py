@@ -216,6 +216,7 @@ class SessionHolder:
             pool_sizes=sizes,
             verify=self.settings.verify,
             json_loads=_wire.loads,
+            session=self.settings.requests_session,
         )
         self.sample_gate = sample_gate_for(self.settings.base_url, self.settings.api_key)
         self._poller = Poller(

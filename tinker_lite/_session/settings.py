@@ -27,6 +27,8 @@ from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.telemetry import is_telemetry_enabled
 
 if TYPE_CHECKING:
+    import requests
+
     from tinker_lite._journal import Journal
 
 __all__ = [
@@ -99,6 +101,7 @@ class Settings:
     sample_workers: int = DEFAULT_SAMPLE_WORKERS
     max_retries: int | None = None
     journal: str | os.PathLike[str] | Journal | None = None
+    requests_session: requests.Session | None = None
 
     @property
     def is_local(self) -> bool:
@@ -125,8 +128,12 @@ class Settings:
             f"verify={self.verify!r}, display_name={self.display_name!r}, "
             f"default_headers={sorted(self.default_headers)!r}, "
             f"sample_workers={self.sample_workers!r}, max_retries={self.max_retries!r}, "
-            f"journal={self.journal!r})"
+            f"journal={self.journal!r}, requests_session={self._session_name()})"
         )
+
+    def _session_name(self) -> str | None:
+        session = self.requests_session
+        return None if session is None else type(session).__name__
 
 
 def _nonempty(value: str | None) -> str | None:
@@ -187,6 +194,7 @@ def resolve_settings(
     sample_workers: int = DEFAULT_SAMPLE_WORKERS,
     max_retries: int | None = None,
     journal: str | os.PathLike[str] | Journal | None = None,
+    requests_session: requests.Session | None = None,
     allow_local: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -195,8 +203,9 @@ def resolve_settings(
     Raises :class:`~tinker_lite.InvalidInputError` naming the argument or environment variable
     at fault (an API key with whitespace, a missing key for a remote service, a bad stall
     timeout, an unknown ``wire`` mode, a base URL that is not http(s), a bad ``sample_workers``
-    or ``max_retries``). ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`;
-    the client context starts the local server and swaps in its URL).
+    or ``max_retries``, a ``requests_session`` that is not a ``requests.Session``).
+    ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`; the client context
+    starts the local server and swaps in its URL).
     """
     env = os.environ if environ is None else environ
 
@@ -290,6 +299,15 @@ def resolve_settings(
         replace(DEFAULT_RETRY_POLICY, max_retries=max_retries)  # checks it, naming the field
     if journal is None:
         journal = _nonempty(env.get(ENV_JOURNAL, "").strip())
+    if requests_session is not None:
+        import requests
+
+        if not isinstance(requests_session, requests.Session):
+            raise InvalidInputError(
+                "requests_session",
+                f"must be a requests.Session, got {type(requests_session).__name__}",
+                "e.g. a session with your proxies, certificates or mounted adapters",
+            )
 
     return Settings(
         base_url=url,
@@ -309,4 +327,5 @@ def resolve_settings(
         sample_workers=sample_workers,
         max_retries=max_retries,
         journal=journal,
+        requests_session=requests_session,
     )

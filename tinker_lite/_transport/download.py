@@ -7,8 +7,8 @@ signed URL that has expired (403, 404 or 410) is replaced once through the ``ref
 408, 409, 425, 429 and 5xx answers are retried with the back-off of the
 :class:`~tinker_lite._transport.retry.RetryPolicy`, honouring ``Retry-After``, until
 ``max_attempts`` failures in a row or ``stall_timeout`` seconds without progress. The signed URL is
-fetched without Tinker credentials (WIRE.md §3.10), through urllib3 with the environment's proxies,
-CA bundle and netrc (:mod:`tinker_lite._transport.proxies`), following up to 30 redirects."""
+fetched without Tinker credentials (WIRE.md §3.10) with a plain ``requests.Session``: requests
+applies the environment's proxies, CA bundle and netrc and follows up to 30 redirects."""
 
 from __future__ import annotations
 
@@ -19,11 +19,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-import urllib3
+import requests
 import urllib3.exceptions
-from urllib3.util.retry import Retry
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -35,13 +33,6 @@ from tinker_lite._errors import (
 )
 from tinker_lite._progress import Progress
 from tinker_lite._transport.http import classify_failure
-from tinker_lite._transport.proxies import (
-    basic_auth,
-    environment_settings,
-    pool_manager,
-    select_proxy,
-    tls_pool_kwargs,
-)
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
@@ -94,12 +85,12 @@ def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:
     return _header_int(span.split("-", 1)[0]), _header_int(total_text)
 
 
-def _status_error(resp: urllib3.BaseHTTPResponse, what: str) -> APIStatusError:
-    cls = status_error_class(resp.status)
+def _status_error(resp: requests.Response, what: str) -> APIStatusError:
+    cls = status_error_class(resp.status_code)
     reason = resp.reason or ""
     return cls(
-        f"{what}: HTTP {resp.status} {reason}".rstrip(),
-        status_code=resp.status,
+        f"{what}: HTTP {resp.status_code} {reason}".rstrip(),
+        status_code=resp.status_code,
         headers=dict(resp.headers),
     )
 
@@ -116,57 +107,13 @@ def _size(path: Path) -> int:
         return 0
 
 
+# requests' errors are OSErrors; a body cut short while streaming is urllib3's or http.client's.
 _STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 
-# No retries inside urllib3 (download() has its own loop); redirects are followed.
-_REDIRECTS_ONLY = Retry(total=None, connect=0, read=False, status=0, other=0, redirect=30)
 
-
-def _body_chunks(resp: urllib3.BaseHTTPResponse, chunk_size: int) -> Iterator[bytes]:
+def _body_chunks(resp: requests.Response, chunk_size: int) -> Iterator[bytes]:
     # Raw bytes exactly as sent: the archive is verified against Content-Length.
-    yield from resp.stream(chunk_size, decode_content=False)
-
-
-class _Router:
-    """Sends GETs the way the environment says: proxy, CA bundle and netrc of each URL's host.
-
-    Managers are kept per proxy, so a refreshed URL on the same host reuses its connection.
-    """
-
-    def __init__(self, pool: urllib3.PoolManager | None) -> None:
-        self._given = pool
-        self._managers: dict[str | None, urllib3.PoolManager] = {}
-        self._tls: dict[str, Any] | None = None
-
-    def get(
-        self, url: str, headers: dict[str, str], timeout: urllib3.Timeout
-    ) -> urllib3.BaseHTTPResponse:
-        settings = environment_settings(url, True)
-        manager = self._given
-        if manager is None:
-            if self._tls is None:
-                self._tls = tls_pool_kwargs(settings.verify)
-            proxy = select_proxy(url, settings.proxies)
-            manager = self._managers.get(proxy)
-            if manager is None:
-                manager = pool_manager(proxy, num_pools=4, maxsize=1, **self._tls)
-                self._managers[proxy] = manager
-        if settings.netrc_auth is not None:
-            headers = {**headers, "Authorization": basic_auth(*settings.netrc_auth)}
-        return manager.urlopen(
-            "GET",
-            url,
-            headers=headers,
-            timeout=timeout,
-            retries=_REDIRECTS_ONLY,
-            redirect=True,
-            preload_content=False,
-            decode_content=False,
-        )
-
-    def close(self) -> None:
-        for manager in self._managers.values():
-            manager.clear()
+    yield from resp.raw.stream(chunk_size, decode_content=False)
 
 
 def download(
@@ -174,7 +121,7 @@ def download(
     dest: str | os.PathLike[str],
     *,
     refresh_url: Callable[[], str] | None = None,
-    pool: urllib3.PoolManager | None = None,
+    session: requests.Session | None = None,
     progress: Progress | None = None,
     overwrite: bool = False,
     max_attempts: int = 8,
@@ -192,7 +139,8 @@ def download(
     is called at most once between two successful reads. Retryable failures (408, 409, 425,
     429, 5xx, dropped connections) are retried up to ``max_attempts`` times in a row without
     progress, waiting ``Retry-After`` (when 0 < delay <= 60 s) or 1, 2, 4 ... 30 s, and never past
-    ``stall_timeout`` seconds without progress. ``sleep``, ``now`` (wall clock) and ``clock``
+    ``stall_timeout`` seconds without progress. ``session`` is the requests session to use (a
+    new one, closed at the end, by default). ``sleep``, ``now`` (wall clock) and ``clock``
     (monotonic) are injectable for tests.
 
     Raises :class:`FileExistsError` when ``dest`` exists and ``overwrite`` is false, an
@@ -207,8 +155,7 @@ def download(
     part = part_path(dest_path)
     what = f"download of {dest_path.name}"
     resumed_from = _size(part)
-    router = _Router(pool)
-    wait = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    http = session if session is not None else requests.Session()
     attempts = 0
     failures = 0
     refreshes = 0
@@ -218,7 +165,7 @@ def download(
     stall = StallWatch(stall_timeout, clock)
 
     def fail_or_wait(
-        error: TinkerError, resp: urllib3.BaseHTTPResponse | None = None, *, at_once: bool = False
+        error: TinkerError, resp: requests.Response | None = None, *, at_once: bool = False
     ) -> None:
         nonlocal failures
         failures += 1
@@ -239,7 +186,9 @@ def download(
                 headers["Range"] = f"bytes={offset}-"
             attempts += 1
             try:
-                resp = router.get(current_url, headers, wait)
+                resp = http.get(
+                    current_url, headers=headers, timeout=timeout, stream=True, allow_redirects=True
+                )
             except _STREAM_ERRORS as exc:
                 # The exception text holds the signed URL: only its kind is shown.
                 fail_or_wait(
@@ -250,7 +199,7 @@ def download(
                 )
                 continue
             with resp:
-                status = resp.status
+                status = resp.status_code
                 if status in EXPIRED_URL_STATUSES:
                     if refresh_url is not None and not refreshed_since_progress:
                         current_url = refresh_url()
@@ -335,7 +284,8 @@ def download(
                     )
                 )
     finally:
-        router.close()
+        if session is None:
+            http.close()
 
     size = _size(part)
     if total is not None and size != total:
