@@ -142,7 +142,7 @@ def test_pipelined_training_steps_leave_no_reference_cycles() -> None:
         finally:
             gc.set_debug(0)
             gc.garbage.clear()
-    assert leaked == []
+    assert leaked == [], leaked
 
 
 @pytest.mark.usefixtures("no_automatic_gc")

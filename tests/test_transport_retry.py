@@ -26,18 +26,27 @@ from tinker_lite._errors import (
     NotFoundError,
     RateLimitError,
 )
-from tinker_lite._transport.http import ClientClosedError, PoolKind, Timeout, Transport
+from tinker_lite._session.sample_gate import SampleGate
+from tinker_lite._transport.http import (
+    ClientClosedError,
+    HttpResponse,
+    PoolKind,
+    Timeout,
+    Transport,
+)
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
+    RetryableStatus,
     RetryPolicy,
+    ServiceWait,
     StallWatch,
     exponential_backoff,
     is_retryable_error,
     operation_delay,
     parse_retry_after,
+    retry_loop,
     send_with_retries,
-    wait_until,
     with_operation_retries,
 )
 
@@ -185,16 +194,84 @@ def test_stall_watch_measures_silence_and_leaves_out_parked_time() -> None:
     assert watch.expired()
 
 
-def test_wait_until_never_sleeps_past_the_deadline() -> None:
+def _waits(
+    wait: ServiceWait, answers: list[HttpResponse], clock: FakeClock | None = None
+) -> list[float]:
+    """The sleeps of a tenacity loop using ``wait`` whose attempts meet ``answers`` in turn."""
+    clock = clock if clock is not None else FakeClock()
+    start = len(clock.sleeps)
+    left = list(answers)
+
+    def attempt() -> str:
+        if left:
+            raise RetryableStatus(left.pop(0))
+        return "done"
+
+    loop = retry_loop(
+        wait=wait,
+        stop=lambda state: False,
+        retry_on=lambda e: isinstance(e, RetryableStatus),
+        sleep=clock.sleep,
+    )
+    assert loop(attempt) == "done"
+    return clock.sleeps[start:]
+
+
+RETRY_AFTER_FORMS = [
+    ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # milliseconds win
+    ({"Retry-After": "3"}, 3.0),
+    ({"Retry-After": "0.25"}, 0.25),
+    ({"Retry-After": _imf(20)}, 20.0),
+    ({"Retry-After": "60"}, 60.0),
+]
+NOT_HONOURED = [{"Retry-After": _imf(-20)}, {"Retry-After": "120"}, {"Retry-After": "0"}, {}]
+LOOPS = {
+    "http": (RetryPolicy().http_backoff, 0.5),
+    "operation": (RetryPolicy().operation_backoff, 1.0),
+    "poll": (RetryPolicy().poll_backoff, 1.0),
+    "throttle": (RetryPolicy().throttle_backoff, 1.0),
+    "download": (RetryPolicy().download_backoff, 1.0),
+}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize(("headers", "expected"), RETRY_AFTER_FORMS)
+def test_every_loop_waits_what_the_service_asks(
+    loop: str, headers: dict[str, str], expected: float
+) -> None:
+    backoff, _ = LOOPS[loop]
+    wait = ServiceWait(RetryPolicy(), backoff, rand=lambda: 0.0, wall_clock=lambda: WALL)
+    assert _waits(wait, [HttpResponse(429, headers, b"")]) == [expected]
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize("headers", NOT_HONOURED)
+def test_outside_0_to_60_seconds_every_loop_backs_off_its_own_way(
+    loop: str, headers: dict[str, str]
+) -> None:
+    backoff, first = LOOPS[loop]
+    wait = ServiceWait(RetryPolicy(), backoff, rand=lambda: 0.0, wall_clock=lambda: WALL)
+    answers = [HttpResponse(503, headers, b"")] * 3
+    assert _waits(wait, answers) == [first, backoff.delay(1), backoff.delay(2)]
+
+
+def test_a_shared_window_holds_every_loop_that_shares_it() -> None:
     clock = FakeClock()
-    window_end = clock() + 3.0
-    watch = StallWatch(5.0, clock)
-    assert wait_until(lambda: window_end - clock(), sleep=clock.sleep, deadline=watch)
-    assert clock.sleeps == [3.0]
-    window_end = clock() + 3.0  # 2 s of the deadline left: give up without sleeping
-    assert not wait_until(lambda: window_end - clock(), sleep=clock.sleep, deadline=watch)
-    assert clock.sleeps == [3.0]
-    assert not wait_until(lambda: 1.0, sleep=lambda s: True)  # an interrupted wait
+    gate = SampleGate(4, clock=clock)
+    policy = RetryPolicy()
+    throttled = ServiceWait(policy, policy.throttle_backoff, wall_clock=lambda: WALL, window=gate)
+    # A 429 asking for 2.5 s opens the window for everyone (this loop's sleep is not counted
+    # on the gate's clock) ...
+    assert _waits(throttled, [HttpResponse(429, {"Retry-After": "2.5"}, b"")]) == [2.5]
+    # ... so a loop that finds it open (nothing sent, no wait of its own) waits it out too.
+    waiting = ServiceWait(policy, fallback=lambda state: 0.0, window=gate)
+    clock.advance(1.0)
+    assert _waits(waiting, [HttpResponse(0, {}, b"")], clock) == [1.5]
+    assert gate.backoff_remaining() == 0
+    # A 429 without Retry-After holds the window for the policy's 1 s; a cap cuts the wait.
+    assert _waits(throttled, [HttpResponse(429, {}, b"")], clock) == [1.0]
+    capped = ServiceWait(policy, policy.throttle_backoff, window=gate, at_most=lambda s: 0.25)
+    assert _waits(capped, [HttpResponse(429, {"Retry-After": "5"}, b"")], clock) == [0.25]
 
 
 def test_retryable_errors() -> None:

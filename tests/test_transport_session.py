@@ -528,13 +528,12 @@ def test_sample_gate_is_shared_per_base_url_and_key() -> None:
     assert sample_gate_for("http://h:1", "k2") is not a
     assert sample_gate_for("http://h:2", "k1") is not a
     clock = FakeClock()
-    gate = SampleGate(2, clock=clock, wall_clock=lambda: WALL)
-    assert gate.note_429({"Retry-After": "2.5"}) == 2.5
-    assert gate.note_429({}) == 1.0
+    gate = SampleGate(2, clock=clock)
+    gate.hold(2.5)
+    gate.hold(1.0)  # a shorter hold never shortens the window
     assert gate.backoff_remaining() == 2.5
-    assert gate.wait_backoff(clock.sleep) == 2.5
+    clock.advance(2.5)
     assert gate.backoff_remaining() == 0
-    assert gate.note_429({"Retry-After": "120"}) == 1.0
     assert gate.acquire(timeout=0)
     assert gate.acquire(timeout=0)
     assert not gate.acquire(timeout=0)

@@ -26,7 +26,7 @@ from tinker_lite import types
 from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
-from tinker_lite._errors import APIResponseValidationError, TinkerError
+from tinker_lite._errors import APIResponseValidationError, ClientClosedError, TinkerError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._transport.http import (
     JSON,
@@ -37,11 +37,18 @@ from tinker_lite._transport.http import (
     raise_for_status,
     register_secret,
 )
+from tinker_lite._transport.retry import (
+    RetryableStatus,
+    ServiceWait,
+    StallWatch,
+    attempt_error,
+    call_of,
+    retry_loop,
+)
 
 if TYPE_CHECKING:
     from tinker_lite._futures.poller import Poller
     from tinker_lite._session.holder import SampleGate, SessionHolder
-    from tinker_lite._transport.retry import StallWatch
     from tinker_lite.telemetry import Telemetry
 
 __all__ = [
@@ -168,6 +175,24 @@ class Requestor:
 
     def __init__(self, holder: SessionHolder) -> None:
         self._holder = holder
+        policy = holder._retry_policy
+        # WIRE.md §P.8: the sampling 429 loop; its wait is the shared window of the gate.
+        self._sample_submits = retry_loop(
+            wait=ServiceWait(
+                policy,
+                fallback=lambda state: (
+                    0.0
+                    if isinstance(attempt_error(state), _HeldBack)
+                    else policy.throttle_backoff.delay(0)
+                ),
+                wall_clock=holder._wall_clock,
+                at_most=lambda state: call_of(state).life.remaining(),
+                window=holder.sample_gate,
+            ),
+            stop=lambda state: call_of(state).closing.is_set(),
+            retry_on=lambda error: isinstance(error, (RetryableStatus, _HeldBack)),
+            sleep=holder._sleep,
+        )
 
     def __repr__(self) -> str:
         return f"Requestor(base_url={self._holder.base_url!r})"
@@ -497,29 +522,57 @@ class Requestor:
     # -- sampling --------------------------------------------------------------------------------
 
     def submit_sample(
-        self,
-        request: types.SampleRequest,
-        *,
-        sdk_method: str,
-        deadline: StallWatch | None = None,
-        body: bytes | None = None,
-    ) -> HttpResponse:
-        """Send one ``asample``; a 429 (backpressure, WIRE.md §P.8) is returned, not raised.
+        self, request: types.SampleRequest, *, sdk_method: str, closing: threading.Event
+    ) -> str:
+        """Send one ``asample`` until the service accepts it; its request id (WIRE.md §P.8).
 
-        ``deadline`` is the request's life (WIRE.md §P.7); ``body`` a pre-encoded ``request``
-        when it is re-sent after 429s.
+        A 429 is backpressure, not an error: it opens the back-off window every sampler of this
+        service and key shares (``Retry-After`` when given, else 1 s), and the same bytes, hence
+        the same ``seq_id``, are sent again once it closes; a window opened by another sampler
+        is waited out before sending. The stall timeout bounds the whole loop (WIRE.md §P.7):
+        HTTP and operation retries, 429 waits and re-sends alike; a service that keeps answering
+        429 for that long raises :class:`~tinker_lite.RateLimitError`.
         """
-        return self._send(
+        call = _SampleCall(closing, self._holder.stall_watch(), _wire.dumps(request), sdk_method)
+        try:
+            return self._sample_submits(self._submit_sample_once, call)
+        except (RetryableStatus, _HeldBack) as e:  # stopped: the client is closing
+            raise ClientClosedError("The ServiceClient was closed during a 429 back-off.") from (
+                e if isinstance(e, RetryableStatus) else None
+            )
+
+    def _submit_sample_once(self, call: _SampleCall) -> str:
+        """One turn of the sample loop: wait out an open window (or give up), else send."""
+        if call.closing.is_set():
+            raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
+        life = call.life
+        window = self.sample_gate.backoff_remaining()
+        if window > 0:
+            if window <= life.remaining():
+                raise _HeldBack
+            if call.throttled is not None:
+                # WIRE.md §P.7: the back-off would outlast the stall timeout.
+                raise_for_status(
+                    call.throttled,
+                    what=f"POST {ASAMPLE_PATH} (held back by HTTP 429 for "
+                    f"{life.silent_for():.0f} s; stall timeout {life.stall_timeout:g} s)",
+                )
+        resp = self._send(
             "POST",
             ASAMPLE_PATH,
-            body_obj=None if body is not None else request,
-            body=body,
-            sdk_method=sdk_method,
+            body=call.body,
+            sdk_method=call.sdk_method,
             pool=PoolKind.SAMPLE,
             headers=SAMPLE_BACKPRESSURE_HEADERS,
             accept_status=(429,),
-            deadline=deadline,
+            deadline=life,
         )
+        if resp.status == 429:
+            call.throttled = resp
+            logger.debug("asample answered 429; backing off")
+            raise RetryableStatus(resp)
+        self.sample_gate.note_accepted()
+        return self.submitted_request_id(resp, what="asample")
 
     def client_flags(self) -> types.ClientConfigResponse:
         """The service's client config flags (defaults for a service without one)."""
@@ -535,11 +588,6 @@ class Requestor:
             pool=PoolKind.SESSION,
         )
         return parse_model(resp, types.JoinSamplingSessionResponse).client_counter
-
-    @staticmethod
-    def raise_refused(resp: HttpResponse, *, what: str) -> None:
-        """Raise the error a refused answer (e.g. a 429 outlasting the deadline) maps to."""
-        raise_for_status(resp, what=what)
 
     def stall_watch(self) -> StallWatch:
         """A new deadline for one request's life (WIRE.md §P.7)."""
@@ -862,6 +910,25 @@ class Requestor:
     def custom_loss_server_side(self) -> bool:
         """Whether the service runs uploaded custom losses (client config, §P.1)."""
         return self._holder.client_config.custom_loss_server_side
+
+
+class _SampleCall:
+    """One sample's submit loop: its life (WIRE.md §P.7), bytes and last 429."""
+
+    __slots__ = ("body", "closing", "life", "sdk_method", "throttled")
+
+    def __init__(
+        self, closing: threading.Event, life: StallWatch, body: bytes, sdk_method: str
+    ) -> None:
+        self.closing = closing
+        self.life = life
+        self.body = body
+        self.sdk_method = sdk_method
+        self.throttled: HttpResponse | None = None
+
+
+class _HeldBack(Exception):
+    """A sample not sent: the shared 429 window is open (its loop waits it out, then sends)."""
 
 
 @attrs.frozen(kw_only=True)

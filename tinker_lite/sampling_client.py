@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import ASAMPLE_PATH, decode_sample
+from tinker_lite._api import decode_sample
 from tinker_lite._async import with_async_twins
-from tinker_lite._codec import wire as _wire
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures.future import APIFuture, ReadyClient, chain
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     from tinker_lite._futures.batch_poller import BatchPoller
     from tinker_lite._futures.pending import PendingRequest
     from tinker_lite._session.holder import SampleGate
-    from tinker_lite._transport.http import HttpResponse
 
 __all__ = ["SamplingClient", "check_record_stability_info"]
 
@@ -467,37 +465,10 @@ class SamplingClient(ReadyClient):
     def _submit(
         self, request: types.SampleRequest, sdk_method: str = "SamplingClient.sample"
     ) -> str:
-        """POST asample with the request's fixed seq_id until accepted; 429s wait in the window.
-
-        The stall timeout bounds the whole loop (WIRE.md §P.7): HTTP and operation retries,
-        429 waits and re-sends alike; a service that keeps answering 429 for that long raises
-        :class:`~tinker_lite.RateLimitError`.
-        """
-        gate = self._api.sample_gate
-        closing = self._context.closing
-        life = self._api.stall_watch()
-        body = _wire.dumps(request)
-        throttled: HttpResponse | None = None
-        while True:
-            gate.wait_backoff(life.sleep, deadline=life)
-            if closing.is_set():
-                raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
-            if throttled is not None and gate.backoff_remaining() > 0:
-                # WIRE.md §P.7: the back-off would outlast the stall timeout.
-                self._api.raise_refused(
-                    throttled,
-                    what=f"POST {ASAMPLE_PATH} (held back by HTTP 429 for "
-                    f"{life.silent_for():.0f} s; stall timeout {life.stall_timeout:g} s)",
-                )
-            resp = self._api.submit_sample(request, sdk_method=sdk_method, deadline=life, body=body)
-            if resp.status == 429:
-                # WIRE.md §P.8: backpressure, not an error; every sampler waits, then re-sends.
-                throttled = resp
-                delay = gate.note_429(resp.headers)
-                logger.debug("asample answered 429; backing off %.2fs", delay)
-                continue
-            gate.note_accepted()
-            return self._api.submitted_request_id(resp, what="asample")
+        """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
+        return self._api.submit_sample(
+            request, sdk_method=sdk_method, closing=self._context.closing
+        )
 
 
 class _SampleJob:

@@ -47,7 +47,16 @@ from tinker_lite._transport.http import (
     Transport,
     redact,
 )
-from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._transport.retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryCallState,
+    RetryPolicy,
+    ServiceWait,
+    StallWatch,
+    attempt_error,
+    call_of,
+    retry_loop,
+)
 
 __all__ = [
     "ACK_POLL_TIMEOUT",
@@ -127,6 +136,18 @@ class BatchPoller:
         self._cond = threading.Condition()
         self._closing = threading.Event()
         self._sessions: dict[Target, _Session] = {}
+        # One loop for every session's turns (the turn is its first argument).
+        self._turns = retry_loop(
+            wait=ServiceWait(
+                policy,
+                fallback=self._pause,
+                at_most=lambda state: call_of(state).stall.remaining(),
+            ),
+            stop=lambda state: self._closing.is_set(),
+            retry_on=lambda error: isinstance(error, APIConnectionError),
+            retry_result=lambda answer: answer is _AGAIN,
+            sleep=self._sleep,
+        )
 
     def __repr__(self) -> str:
         return f"BatchPoller(sessions={len(self._sessions)}, closed={self._closing.is_set()})"
@@ -211,55 +232,70 @@ class BatchPoller:
     # -- the loop --------------------------------------------------------------------------
 
     def _loop(self, session: _Session) -> None:
-        stall = StallWatch(self._stall_timeout, self._clock)
-        failures = 0
-        fast_empty = 0  # answers in a row that brought nothing without holding the long poll
+        """The session's long-poll loop, in tenacity: the pause after a fast empty answer and
+        the back-off after a failed poll are :class:`ServiceWait`'s (WIRE.md §P.6)."""
+        turn = _Turn(session, StallWatch(self._stall_timeout, self._clock))
         try:
-            while True:
-                with self._cond:
-                    while not session.has_work() and not self._closing.is_set():
-                        if not self._cond.wait(self._idle_timeout) and not session.has_work():
-                            session.thread = None
-                            return
-                    if self._closing.is_set():
-                        return
-                    if not session.waiters:
-                        stall.answered()  # an acknowledgement alone never stalls anyone
-                    retrieved = sorted(session.retrieved)
-                    ack_only = not session.waiters
-                    cursor = session.cursor
-                sent_at = self._clock()
-                outcome = self._poll_once(session, cursor, retrieved, ack_only)
-                if isinstance(outcome, types.FuturesRetrieveResponse):
-                    failures = 0
-                    stall.answered()
-                    self._deliver(session, outcome, retrieved)
-                    if outcome.completions or ack_only:
-                        fast_empty = 0
-                        continue
-                    # A service that does not hold the long poll must not be polled in a loop.
-                    answered_in = self._clock() - sent_at
-                    fast_empty = fast_empty + 1 if answered_in < self._policy.pace_below_s else 0
-                    pause = self._policy.pace_delay(answered_in, fast_empty)
-                    if pause:
-                        self._closing.wait(pause)
-                    continue
-                if isinstance(outcome, str):  # not retryable: poll per request from now on
-                    with self._cond:
-                        self._fall_back_locked(session, outcome)
-                        session.thread = None
-                    return
-                failures += 1
-                if stall.expired():
-                    self._fail_waiters(session, stall, outcome)
-                    continue
-                delay = self._policy.poll_delay(failures, None, rand=self._rand(), now=time.time())
-                self._closing.wait(max(0.0, min(delay, stall.remaining())))
+            self._turns(self._turn, turn)
+        except APIConnectionError:  # the poller is closing
+            return
         except BaseException as e:  # pragma: no cover - WIRE.md §P.7: a dying thread resolves all
             with self._cond:
                 session.thread = None
                 self._fall_back_locked(session, f"its thread died ({type(e).__name__}: {e})")
             raise
+
+    def _turn(self, turn: _Turn) -> object:
+        """Wait for work, then poll once: :data:`_AGAIN` to go on, or :data:`_DONE`."""
+        session = turn.session
+        stall = turn.stall
+        with self._cond:
+            while not session.has_work() and not self._closing.is_set():
+                if not self._cond.wait(self._idle_timeout) and not session.has_work():
+                    session.thread = None
+                    return _DONE
+            if self._closing.is_set():
+                return _DONE
+            if not session.waiters:
+                stall.answered()  # an acknowledgement alone never stalls anyone
+            retrieved = sorted(session.retrieved)
+            ack_only = not session.waiters
+            cursor = session.cursor
+        sent_at = self._clock()
+        outcome = self._poll_once(session, cursor, retrieved, ack_only)
+        if isinstance(outcome, types.FuturesRetrieveResponse):
+            turn.failures = 0
+            stall.answered()
+            self._deliver(session, outcome, retrieved)
+            if outcome.completions or ack_only:
+                turn.fast_empty = 0
+                turn.pause = 0.0
+                return _AGAIN
+            # A service that does not hold the long poll must not be polled in a loop.
+            answered_in = self._clock() - sent_at
+            turn.fast_empty = turn.fast_empty + 1 if answered_in < self._policy.pace_below_s else 0
+            turn.pause = self._policy.pace_delay(answered_in, turn.fast_empty)
+            return _AGAIN
+        if isinstance(outcome, str):  # not retryable: poll per request from now on
+            with self._cond:
+                self._fall_back_locked(session, outcome)
+                session.thread = None
+            return _DONE
+        turn.failures += 1
+        if stall.expired():
+            self._fail_waiters(session, stall, outcome)
+        raise outcome
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait between polls; ends at once when the poller closes."""
+        self._closing.wait(seconds)
+
+    def _pause(self, state: RetryCallState) -> float:
+        """The back-off after a failed poll, or the pause after an answer."""
+        turn: _Turn = call_of(state)
+        if attempt_error(state) is not None:
+            return self._policy.poll_backoff.delay(turn.failures - 1, self._rand())
+        return turn.pause
 
     def _poll_once(
         self, session: _Session, cursor: int, retrieved: list[str], ack_only: bool
@@ -360,6 +396,24 @@ class BatchPoller:
         for thread in threads:
             if thread is not me:
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Turn:
+    """The state of one session's loop between its polls."""
+
+    __slots__ = ("failures", "fast_empty", "pause", "session", "stall")
+
+    def __init__(self, session: _Session, stall: StallWatch) -> None:
+        self.session = session
+        self.stall = stall
+        self.failures = 0
+        self.fast_empty = 0  # answers in a row that brought nothing without holding the poll
+        self.pause = 0.0
+
+
+# What a turn of the loop answers: poll again (after its pause), or the loop is over.
+_AGAIN = object()
+_DONE = object()
 
 
 def _read_answer(resp: HttpResponse) -> types.FuturesRetrieveResponse | str | BaseException:

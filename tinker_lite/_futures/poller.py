@@ -83,11 +83,18 @@ from tinker_lite._transport.http import (
 )
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
+    RetryableStatus,
+    RetryCallState,
     RetryNotice,
     RetryPolicy,
+    ServiceWait,
     StallWatch,
     announce_retry,
+    attempt_error,
+    call_of,
+    describe_error,
     is_invisible_failure,
+    retry_loop,
 )
 
 __all__ = [
@@ -195,6 +202,7 @@ class _PollTask:
         "notice",
         "on_queue_state",
         "parked",
+        "pause",
         "registered_at",
         "request_id",
         "request_type",
@@ -235,6 +243,7 @@ class _PollTask:
         self.metadata_only = metadata_only
         self.failures = 0
         self.fast_answers = 0  # try_again/408 answers in a row that came in under a second
+        self.pause = 0.0  # the wait before the next poll after an answer asking to poll again
         self.resubmits = 0
         self.parked = False  # nobody waits: a hot poll stops (see the threading contract)
         self.idle = False  # parked and held by no queue and no thread
@@ -292,6 +301,21 @@ class Poller:
         self._starting = 0  # threads started that have not yet looked at the queue
         self._spawned = 0
         self._default_loggers: dict[str, QueueStateLogger] = {}
+        # One loop for every step of every task (the task is its first argument).
+        self._polls = retry_loop(
+            wait=ServiceWait(
+                policy,
+                fallback=self._pause,
+                wall_clock=wall_clock,
+                at_most=lambda state: call_of(state).stall.remaining(),
+            ),
+            stop=self._stops,
+            retry_on=_transient,
+            retry_result=lambda answer: answer is _AGAIN,
+            sleep=self._sleep,
+            before=self._before_poll,
+            before_sleep=self._before_sleep,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -579,6 +603,40 @@ class Poller:
             self._enqueue_locked(task)
 
     def _step(self, task: _PollTask) -> None:
+        """Poll ``task`` until this thread is done with it: a final answer, a failure past the
+        stall timeout, a park, or its turn handed to a task waiting for a thread.
+
+        The polls run in tenacity: the pause after a ``try_again`` / 408 and the back-off after
+        a failed poll are :class:`~tinker_lite._transport.retry.ServiceWait`'s (WIRE.md §P.6).
+        """
+        try:
+            answer = self._polls(self._poll_once, task)
+        except _Yield:
+            self._requeue(task)
+            return
+        except (APIConnectionError, RetryableStatus) as e:
+            self._finish(task, error=self._stalled(task, e))
+            return
+        if answer is _AGAIN:  # parked, or the poller is closing
+            self._requeue(task)
+            return
+        assert isinstance(answer, HttpResponse)
+        if answer.status == 410:
+            self._handle_expired(task, answer)
+        elif 200 <= answer.status < 300:
+            self._handle_ok(task, answer)
+        else:
+            try:
+                raise_for_status(answer, request_id=task.request_id)
+            except APIError as e:
+                self._finish(task, error=e)
+                return
+            self._finish(  # pragma: no cover - raise_for_status raised for every non-2xx
+                task, error=APIError(f"Unexpected HTTP {answer.status}", request_id=task.request_id)
+            )
+
+    def _poll_once(self, task: _PollTask) -> HttpResponse | object:
+        """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
         iteration = task.iteration
         task.iteration += 1
         headers = {
@@ -610,53 +668,106 @@ class Poller:
                 headers=headers,
                 timeout=timeout,
             )
-        except ClientClosedError as e:
-            self._finish(task, error=e)
-            return
-        except APIConnectionError as e:
-            self._back_off(task, f"{type(e).__name__}: {e}", e, None)
-            return
+        except ClientClosedError:
+            raise
+        except APIConnectionError:
+            self._failed(task)
+            raise
         status = resp.status
-        if 200 <= status < 300:
-            self._answered(task)
-            self._handle_ok(task, resp, self._clock() - sent_at)
-        elif status == 408:
-            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
-            self._answered(task)
-            self._note_queue_state(task, _json_object(resp))
-            self._pace(task, self._clock() - sent_at)
-        elif status == 410:
-            self._answered(task)
-            self._handle_expired(task, resp)
-        elif status == 429 or status >= 500:
-            self._back_off(task, f"HTTP {status}", None, resp)
-        else:
-            try:
-                raise_for_status(resp, request_id=task.request_id)
-            except APIError as e:
-                self._finish(task, error=e)
-                return
-            self._finish(  # pragma: no cover - raise_for_status raised for every non-2xx
-                task, error=APIError(f"Unexpected HTTP {status}", request_id=task.request_id)
-            )
-
-    def _answered(self, task: _PollTask) -> None:
+        if status == 429 or status >= 500:
+            self._failed(task)
+            raise RetryableStatus(resp)
         task.stall.answered()
         task.failures = 0
+        if status == 408:
+            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
+            self._note_queue_state(task, _json_object(resp))
+            self._paced(task, self._clock() - sent_at)
+            return _AGAIN
+        if 200 <= status < 300 and not resp.is_protobuf:
+            data = _json_object(resp)
+            if data is not None and data.get("type") == "try_again":
+                self._note_queue_state(task, data)
+                self._paced(task, self._clock() - sent_at)
+                return _AGAIN
+            if data is not None and data.get("status") == "complete_metadata":
+                # WIRE.md §P.6: the result is ready; fetch it with a poll that asks for it.
+                task.metadata_only = False
+                task.fast_answers = 0
+                task.pause = 0.0
+                return _AGAIN
+        return resp
 
-    def _pace(self, task: _PollTask, answered_in: float) -> None:
-        """Poll again: at once after a held poll, paced after a fast answer (WIRE.md §P.6)."""
+    def _failed(self, task: _PollTask) -> None:
+        task.failures += 1
+        task.fast_answers = 0
+
+    def _paced(self, task: _PollTask, answered_in: float) -> None:
+        """Set the pause before the next poll: none after a held poll, paced after a fast
+        answer (WIRE.md §P.6)."""
         fast = answered_in < self._policy.pace_below_s
         task.fast_answers = task.fast_answers + 1 if fast else 0
-        delay = self._policy.pace_delay(answered_in, task.fast_answers)
-        if delay > 0:
-            with self._cond:
-                if self._park_if_hot_locked(task):
-                    return
-            self._sleep(delay)
-        self._requeue(task)
+        task.pause = self._policy.pace_delay(answered_in, task.fast_answers)
 
-    def _handle_ok(self, task: _PollTask, resp: HttpResponse, answered_in: float) -> None:
+    def _pause(self, state: RetryCallState) -> float:
+        """The back-off after a failed poll, or the pause after an answer asking to poll again."""
+        task: _PollTask = call_of(state)
+        if attempt_error(state) is not None:
+            return self._policy.poll_backoff.delay(task.failures - 1, self._rand())
+        return task.pause
+
+    def _stops(self, state: RetryCallState) -> bool:
+        """Whether this thread stops polling the task: closing, a stall, or a hot park."""
+        task: _PollTask = call_of(state)
+        if self._closing.is_set():
+            return True
+        if attempt_error(state) is not None:
+            return task.stall.expired()
+        return task.parked and task.fast_answers > 0 and task.pause > 0
+
+    def _before_poll(self, state: RetryCallState) -> None:
+        """Before polling a task again: hand the thread over when other tasks wait for one."""
+        if state.attempt_number > 1 and self._ready:
+            raise _Yield
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        error = attempt_error(state)
+        if error is None:
+            return
+        task: _PollTask = call_of(state)
+        resp = error.response if isinstance(error, RetryableStatus) else None
+        announce_retry(
+            f"Polling {task.describe()}",
+            f"HTTP {resp.status}" if resp is not None else describe_error(error),
+            delay=state.upcoming_sleep,
+            until_s=task.stall.remaining(),
+            wall_now=self._wall_clock(),
+            invisible=is_invisible_failure(error, resp.status if resp is not None else None),
+            notice=task.notice,
+        )
+
+    def _stalled(self, task: _PollTask, error: BaseException) -> BaseException:
+        """The error of a poll loop that stopped on ``error``: the client closed, or a stall."""
+        if isinstance(error, ClientClosedError):
+            return error
+        if self._closing.is_set():
+            return ClientClosedError(f"The client was closed before {task.describe()} completed.")
+        resp = error.response if isinstance(error, RetryableStatus) else None
+        problem = f"HTTP {resp.status}" if resp is not None else describe_error(error)
+        state = task.future._queue_state
+        timeout_error = APITimeoutError(
+            f"No answer from the service for {task.stall.silent_for():.0f}s while waiting for "
+            f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
+            f"{redact(problem)}; last queue state: {state or 'not reported'}).",
+            request_id=task.request_id,
+            queue_state=state,
+            elapsed=self._clock() - task.registered_at,
+        )
+        if resp is None:
+            timeout_error.__cause__ = error
+        return timeout_error
+
+    def _handle_ok(self, task: _PollTask, resp: HttpResponse) -> None:
         if not resp.is_protobuf:
             try:
                 data = resp.json()
@@ -666,19 +777,9 @@ class Poller:
                     error=_validation_error(task, resp, f"the body is not valid JSON ({e})", e),
                 )
                 return
-            if isinstance(data, dict):
-                if data.get("type") == "try_again":
-                    self._note_queue_state(task, data)
-                    self._pace(task, answered_in)
-                    return
-                if "error" in data:
-                    self._finish(task, error=_request_failed(task, data))
-                    return
-                if data.get("status") == "complete_metadata":
-                    # WIRE.md §P.6: the result is ready; fetch it with a poll that asks for it.
-                    task.metadata_only = False
-                    self._requeue(task)
-                    return
+            if isinstance(data, dict) and "error" in data:
+                self._finish(task, error=_request_failed(task, data))
+                return
         try:
             value = task.decode(resp)
         except (APIError, RequestFailedError) as e:
@@ -741,49 +842,6 @@ class Poller:
         task.metadata_only = True
         self._requeue(task)
 
-    def _back_off(
-        self,
-        task: _PollTask,
-        problem: str,
-        error: BaseException | None,
-        resp: HttpResponse | None,
-    ) -> None:
-        task.failures += 1
-        task.fast_answers = 0
-        now = self._clock()
-        silent_for = task.stall.silent_for()
-        if task.stall.expired():
-            state = task.future._queue_state
-            timeout_error = APITimeoutError(
-                f"No answer from the service for {silent_for:.0f}s while waiting for "
-                f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
-                f"{redact(problem)}; last queue state: {state or 'not reported'}).",
-                request_id=task.request_id,
-                queue_state=state,
-                elapsed=now - task.registered_at,
-            )
-            if error is not None:
-                timeout_error.__cause__ = error
-            self._finish(task, error=timeout_error)
-            return
-        headers = resp.headers if resp is not None else None
-        delay = self._policy.poll_delay(
-            task.failures, headers, rand=self._rand(), now=self._wall_clock()
-        )
-        delay = max(0.0, min(delay, task.stall.remaining()))
-        announce_retry(
-            f"Polling {task.describe()}",
-            problem,
-            delay=delay,
-            until_s=task.stall.remaining(),
-            wall_now=self._wall_clock(),
-            invisible=is_invisible_failure(error, resp.status if resp is not None else None),
-            notice=task.notice,
-        )
-        if delay > 0:
-            self._sleep(delay)
-        self._requeue(task)
-
     # -- shutdown ----------------------------------------------------------------------------
 
     def close(self, timeout: float = 10.0) -> None:
@@ -808,6 +866,21 @@ class Poller:
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
+
+
+# What a poll answers when the service asks to be polled again (try_again, 408, metadata only).
+_AGAIN = object()
+
+
+class _Yield(Exception):
+    """Ends a poll loop so that the thread serves another task (the task is queued again)."""
+
+
+def _transient(error: BaseException) -> bool:
+    """A failed poll retried after a back-off: a connection error, 429 or 5xx."""
+    return isinstance(error, RetryableStatus) or (
+        isinstance(error, APIConnectionError) and not isinstance(error, ClientClosedError)
+    )
 
 
 def _unexpected(task: _PollTask, exc: Exception) -> BaseException:

@@ -33,7 +33,15 @@ from tinker_lite._errors import (
 )
 from tinker_lite._progress import Progress
 from tinker_lite._transport.http import classify_failure
-from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._transport.retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryPolicy,
+    ServiceWait,
+    StallWatch,
+    attempt_error,
+    release,
+    retry_loop,
+)
 
 __all__ = [
     "DownloadError",
@@ -153,151 +161,203 @@ def download(
         raise FileExistsError(f"{dest_path} already exists (use --force to replace it)")
     dest_path.parent.mkdir(parents=True, exist_ok=True)
     part = part_path(dest_path)
-    what = f"download of {dest_path.name}"
+    state = _Download(
+        part,
+        url,
+        what=f"download of {dest_path.name}",
+        http=session if session is not None else requests.Session(),
+        refresh_url=refresh_url,
+        progress=progress,
+        timeout=timeout,
+        chunk_size=chunk_size,
+        stall=StallWatch(stall_timeout, clock),
+    )
     resumed_from = _size(part)
-    http = session if session is not None else requests.Session()
-    attempts = 0
-    failures = 0
-    refreshes = 0
-    refreshed_since_progress = False
-    total: int | None = None
-    current_url = url
-    stall = StallWatch(stall_timeout, clock)
-
-    def fail_or_wait(
-        error: TinkerError, resp: requests.Response | None = None, *, at_once: bool = False
-    ) -> None:
-        nonlocal failures
-        failures += 1
-        headers = resp.headers if resp is not None else None
-        delay = 0.0 if at_once else policy.download_delay(failures, headers, now=now())
-        if failures >= max_attempts or delay > stall.remaining():
-            raise error
-        if delay > 0:
-            sleep(delay)
-
+    retrier = retry_loop(
+        wait=ServiceWait(
+            policy,
+            fallback=lambda retry: (
+                0.0
+                if isinstance(attempt_error(retry), _Restart)
+                else policy.download_backoff.delay(state.failures - 1)
+            ),
+            wall_clock=now,
+        ),
+        stop=lambda retry: (
+            state.failures >= max_attempts or retry.upcoming_sleep > state.stall.remaining()
+        ),
+        retry_on=_retried,
+        sleep=sleep,
+    )
     try:
-        while True:
-            offset = _size(part)
-            if total is not None and offset == total:
-                break
-            headers = {"Accept-Encoding": "identity"}
-            if offset:
-                headers["Range"] = f"bytes={offset}-"
-            attempts += 1
-            try:
-                resp = http.get(
-                    current_url, headers=headers, timeout=timeout, stream=True, allow_redirects=True
-                )
-            except _STREAM_ERRORS as exc:
-                # The exception text holds the signed URL: only its kind is shown.
-                fail_or_wait(
-                    APIConnectionError(
-                        f"{what} failed after {failures + 1} attempts: connection "
-                        f"{classify_failure(exc)} ({type(exc).__name__})"
-                    )
-                )
-                continue
-            with resp:
-                status = resp.status_code
-                if status in EXPIRED_URL_STATUSES:
-                    if refresh_url is not None and not refreshed_since_progress:
-                        current_url = refresh_url()
-                        refreshes += 1
-                        refreshed_since_progress = True
-                        continue
-                    raise _status_error(resp, f"{what} refused")
-                if status == 416:
-                    _, range_total = _parse_content_range(resp.headers.get("Content-Range"))
-                    if range_total is not None and offset == range_total:
-                        total = range_total
-                        break
-                    _truncate(part)
-                    fail_or_wait(
-                        DownloadError("the server refused to resume; restarting"), at_once=True
-                    )
-                    continue
-                if status in RETRY_STATUSES or status >= 500:
-                    fail_or_wait(
-                        _status_error(resp, f"{what} failed after {failures + 1} attempts"), resp
-                    )
-                    continue
-                if status not in (200, 206):
-                    raise _status_error(resp, f"{what} failed")
-
-                if status == 206:
-                    first, range_total = _parse_content_range(resp.headers.get("Content-Range"))
-                    if first != offset:
-                        # The server answered a different range: start over from byte 0.
-                        _truncate(part)
-                        fail_or_wait(
-                            DownloadError("unexpected Content-Range; restarting"), at_once=True
-                        )
-                        continue
-                    total = range_total
-                    mode = "ab"
-                    start = offset
-                else:
-                    # 200: the whole body (the server ignored or did not get our Range).
-                    total = _header_int(resp.headers.get("Content-Length"))
-                    mode = "wb"
-                    start = 0
-                if progress is not None:
-                    progress.set_total(total)
-                    progress.reset(start)
-
-                written = 0
-                interrupted: BaseException | None = None
-                with part.open(mode) as out:
-                    try:
-                        for chunk in _body_chunks(resp, chunk_size):
-                            out.write(chunk)
-                            written += len(chunk)
-                            if progress is not None:
-                                progress.update(len(chunk))
-                    except _STREAM_ERRORS as exc:
-                        interrupted = exc
-                    out.flush()
-                    os.fsync(out.fileno())
-                if written:
-                    failures = 0
-                    stall.answered()
-                    refreshed_since_progress = False
-                size = _size(part)
-                if total is None and interrupted is None:
-                    total = size
-                    break
-                if total is not None and size == total:
-                    break
-                if total is not None and size > total:
-                    _truncate(part)
-                    fail_or_wait(
-                        DownloadError(f"received {size} bytes, more than the expected {total}"),
-                        at_once=True,
-                    )
-                    continue
-                reason = f": {interrupted}" if interrupted is not None else ""
-                fail_or_wait(
-                    APIConnectionError(
-                        f"download interrupted at {size}/{total if total is not None else '?'} "
-                        f"bytes{reason}"
-                    )
-                )
+        retrier(state.attempt)
     finally:
+        release(retrier)
         if session is None:
-            http.close()
+            state.http.close()
 
     size = _size(part)
-    if total is not None and size != total:
-        raise DownloadError(f"downloaded {size} bytes, expected {total}")
+    if state.total is not None and size != state.total:
+        raise DownloadError(f"downloaded {size} bytes, expected {state.total}")
     os.replace(part, dest_path)
     return DownloadResult(
         path=dest_path,
         size=size,
         resumed_from=resumed_from,
-        attempts=attempts,
-        url_refreshes=refreshes,
+        attempts=state.attempts,
+        url_refreshes=state.refreshes,
     )
+
+
+class _Restart(DownloadError):
+    """The part file was wrong and is emptied: the download restarts at once, without a wait."""
+
+
+def _retried(error: BaseException) -> bool:
+    """Whether a failed attempt is tried again: the connection, 408/409/425/429/5xx, a restart."""
+    if isinstance(error, APIStatusError):
+        return error.status_code in RETRY_STATUSES or error.status_code >= 500
+    return isinstance(error, (APIConnectionError, _Restart))
+
+
+class _Download:
+    """One download's progress between its attempts (each attempt is one GET from the offset)."""
+
+    def __init__(
+        self,
+        part: Path,
+        url: str,
+        *,
+        what: str,
+        http: requests.Session,
+        refresh_url: Callable[[], str] | None,
+        progress: Progress | None,
+        timeout: tuple[float, float],
+        chunk_size: int,
+        stall: StallWatch,
+    ) -> None:
+        self.part = part
+        self.url = url
+        self.what = what
+        self.http = http
+        self.refresh_url = refresh_url
+        self.progress = progress
+        self.timeout = timeout
+        self.chunk_size = chunk_size
+        self.stall = stall
+        self.attempts = 0
+        self.failures = 0  # failed attempts since the last byte written
+        self.refreshes = 0
+        self.refreshed_since_progress = False
+        self.total: int | None = None
+
+    def failed(self, error: TinkerError) -> TinkerError:
+        self.failures += 1
+        return error
+
+    def attempt(self) -> None:
+        """GET from the part file's size until the archive is whole (refreshing an expired URL
+        once between two successful reads); raise what went wrong otherwise."""
+        while True:
+            offset = _size(self.part)
+            if self.total is not None and offset == self.total:
+                return
+            headers = {"Accept-Encoding": "identity"}
+            if offset:
+                headers["Range"] = f"bytes={offset}-"
+            self.attempts += 1
+            try:
+                resp = self.http.get(self.url, headers=headers, timeout=self.timeout, stream=True)
+            except _STREAM_ERRORS as exc:
+                # The exception text holds the signed URL: only its kind is shown.
+                raise self.failed(
+                    APIConnectionError(
+                        f"{self.what} failed after {self.failures + 1} attempts: connection "
+                        f"{classify_failure(exc)} ({type(exc).__name__})"
+                    )
+                ) from None
+            with resp:
+                if self._read(resp, offset):
+                    return
+
+    def _read(self, resp: requests.Response, offset: int) -> bool:
+        """Handle one answer: True when the archive is whole; False to GET again at once."""
+        status = resp.status_code
+        what = self.what
+        if status in EXPIRED_URL_STATUSES:
+            if self.refresh_url is not None and not self.refreshed_since_progress:
+                self.url = self.refresh_url()
+                self.refreshes += 1
+                self.refreshed_since_progress = True
+                return False
+            raise _status_error(resp, f"{what} refused")
+        if status == 416:
+            _, range_total = _parse_content_range(resp.headers.get("Content-Range"))
+            if range_total is not None and offset == range_total:
+                self.total = range_total
+                return True
+            _truncate(self.part)
+            raise self.failed(_Restart("the server refused to resume; restarting"))
+        if status in RETRY_STATUSES or status >= 500:
+            raise self.failed(
+                _status_error(resp, f"{what} failed after {self.failures + 1} attempts")
+            )
+        if status not in (200, 206):
+            raise _status_error(resp, f"{what} failed")
+
+        if status == 206:
+            first, range_total = _parse_content_range(resp.headers.get("Content-Range"))
+            if first != offset:
+                # The server answered a different range: start over from byte 0.
+                _truncate(self.part)
+                raise self.failed(_Restart("unexpected Content-Range; restarting"))
+            self.total = range_total
+            mode = "ab"
+            start = offset
+        else:
+            # 200: the whole body (the server ignored or did not get our Range).
+            self.total = _header_int(resp.headers.get("Content-Length"))
+            mode = "wb"
+            start = 0
+        progress = self.progress
+        if progress is not None:
+            progress.set_total(self.total)
+            progress.reset(start)
+
+        written = 0
+        interrupted: BaseException | None = None
+        with self.part.open(mode) as out:
+            try:
+                for chunk in _body_chunks(resp, self.chunk_size):
+                    out.write(chunk)
+                    written += len(chunk)
+                    if progress is not None:
+                        progress.update(len(chunk))
+            except _STREAM_ERRORS as exc:
+                interrupted = exc
+            out.flush()
+            os.fsync(out.fileno())
+        if written:
+            self.failures = 0
+            self.stall.answered()
+            self.refreshed_since_progress = False
+        size = _size(self.part)
+        total = self.total
+        if total is None and interrupted is None:
+            self.total = size
+            return True
+        if total is not None and size == total:
+            return True
+        if total is not None and size > total:
+            _truncate(self.part)
+            raise self.failed(_Restart(f"received {size} bytes, more than the expected {total}"))
+        reason = f": {interrupted}" if interrupted is not None else ""
+        raise self.failed(
+            APIConnectionError(
+                f"download interrupted at {size}/{total if total is not None else '?'} "
+                f"bytes{reason}"
+            )
+        )
 
 
 def _has_data_filter() -> bool:

@@ -1,16 +1,18 @@
-"""The one retry and deadline policy of tinker_lite, and the retry loops that follow it.
+"""The one retry and deadline policy of tinker_lite, and the one tenacity wait strategy.
 
 :class:`RetryPolicy` is a frozen value whose pure methods decide every wait of the client: HTTP
 retries (Layer A), operation retries of submits (Layer B), poll back-off and ``try_again`` pacing
 (:mod:`tinker_lite._futures.poller`), the sampling 429 window
 (:mod:`tinker_lite._session.sample_gate`) and download retries
-(:mod:`tinker_lite._transport.download`). :class:`StallWatch` measures the one deadline of a
-request's life (WIRE.md §P.7): the time since the service last answered anything useful, from the
-submit through its retries, back-off sleeps and polls.
+(:mod:`tinker_lite._transport.download`). Every loop that waits on the service runs in tenacity,
+and every wait is :class:`ServiceWait`'s: the service's ``retry-after-ms`` / ``retry-after``
+(seconds or an HTTP date) when 0 < delay <= 60 s, else the loop's back-off from the policy.
+:class:`StallWatch` measures the one deadline of a request's life (WIRE.md §P.7): the time since
+the service last answered anything useful, from the submit through its retries, back-off sleeps
+and polls.
 
 Layer A (:func:`send_with_retries`, WIRE.md §5.1 as fixed by §P.4) retries one HTTP call on
-408/409/429/5xx answers and connection errors, obeys ``x-should-retry``, honours
-``retry-after-ms`` / ``retry-after`` when 0 < delay <= 60 s and otherwise sleeps
+408/409/429/5xx answers and connection errors, obeys ``x-should-retry`` and otherwise sleeps
 ``min(0.5 * 2**n, 10) * (1 - 0.25 * random())``; at most 10 retries. Every attempt carries the
 same ``X-Idempotency-Key`` and body.
 
@@ -24,9 +26,6 @@ request is logged at WARNING, naming what is retried and until when (WIRE.md §P
 DEBUG. The decisions are pure functions; sleeping, randomness and clocks are injected so tests
 run instantly. This is the only module that imports tenacity; no tenacity type or exception
 leaves it.
-
-Size: about 720 lines, because the policy and the loops that obey it are the one retry job,
-kept together so that tenacity stays in a single module.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import tenacity
 
@@ -62,19 +61,31 @@ from tinker_lite._transport.http import (
 __all__ = [
     "DEFAULT_RETRY_POLICY",
     "NO_RETRIES",
+    "Backoff",
+    "Retrier",
+    "RetryCallState",
     "RetryNotice",
     "RetryPolicy",
+    "RetryableStatus",
+    "ServiceWait",
+    "SharedWindow",
     "StallWatch",
+    "StopWhen",
     "announce_retry",
+    "answer_headers",
+    "attempt_error",
+    "call_of",
     "cut_timeout",
+    "describe_error",
     "exponential_backoff",
     "is_invisible_failure",
     "is_retryable_error",
     "is_retryable_status",
     "operation_delay",
     "parse_retry_after",
+    "release",
+    "retry_loop",
     "send_with_retries",
-    "wait_until",
     "with_operation_retries",
 ]
 
@@ -149,6 +160,21 @@ def exponential_backoff(
 
 
 @dataclass(frozen=True)
+class Backoff:
+    """One loop's back-off: ``min(initial * 2**n, cap)`` less up to ``jitter`` of it."""
+
+    initial: float
+    cap: float
+    jitter: float = 0.0
+
+    def delay(self, retries_taken: int, rand: float = 0.0) -> float:
+        """The wait before retry number ``retries_taken`` (0-based); ``rand`` in [0, 1)."""
+        return exponential_backoff(
+            retries_taken, initial=self.initial, cap=self.cap, jitter=self.jitter, rand=rand
+        )
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     """The frozen retry and deadline policy (WIRE.md §P.4-P.8); every decision is a pure method.
 
@@ -202,6 +228,36 @@ class RetryPolicy:
                 "budget_s", f"must be a positive number of seconds, got {budget!r}"
             )
 
+    @property
+    def http_backoff(self) -> Backoff:
+        """Layer A: ``min(0.5 * 2**n, 10)`` s with 25 % jitter (WIRE.md §5.1)."""
+        return Backoff(self.initial_delay, self.max_delay, self.jitter)
+
+    @property
+    def operation_backoff(self) -> Backoff:
+        """Layer B: ``min(2**n, 30)`` s (WIRE.md §5.2)."""
+        return Backoff(1.0, self.operation_max_delay)
+
+    @property
+    def poll_backoff(self) -> Backoff:
+        """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s with jitter (§P.6)."""
+        return Backoff(1.0, self.poll_max_delay, self.jitter)
+
+    @property
+    def pace_backoff(self) -> Backoff:
+        """Polls answered ``try_again`` in under a second: 0.1 s doubling to 1 s (§P.6)."""
+        return Backoff(self.pace_initial, self.pace_max)
+
+    @property
+    def throttle_backoff(self) -> Backoff:
+        """The sampling 429 window without ``Retry-After``: 1 s (§P.8)."""
+        return Backoff(self.throttle_default, self.throttle_default)
+
+    @property
+    def download_backoff(self) -> Backoff:
+        """Downloads: ``min(2**n, 30)`` s."""
+        return Backoff(1.0, self.download_max_delay)
+
     def within(self, remaining_s: float) -> RetryPolicy:
         """This policy with its budget cut to ``remaining_s`` seconds (at least a moment)."""
         budget = max(remaining_s, MIN_ATTEMPT_TIMEOUT)
@@ -251,27 +307,16 @@ class RetryPolicy:
         ``rand`` is a uniform draw in [0, 1) and ``now`` the wall clock in epoch seconds.
         """
         asked = self.honoured_retry_after(headers, now=now)
-        if asked is not None:
-            return asked
-        return exponential_backoff(
-            retries_taken,
-            initial=self.initial_delay,
-            cap=self.max_delay,
-            jitter=self.jitter,
-            rand=rand,
-        )
+        return self.http_backoff.delay(retries_taken, rand) if asked is None else asked
 
     def max_total_delay(self, retries_taken: int = 0) -> float:
         """Layer A: the longest back-off left after ``retries_taken`` retries (no Retry-After)."""
-        return sum(
-            exponential_backoff(n, initial=self.initial_delay, cap=self.max_delay)
-            for n in range(retries_taken, self.max_retries)
-        )
+        backoff = self.http_backoff
+        return sum(backoff.delay(n) for n in range(retries_taken, self.max_retries))
 
     def operation_delay(self, retries_taken: int, *, remaining: float) -> float:
         """Layer B: the sleep before operation retry ``retries_taken`` (0-based), within budget."""
-        wait = exponential_backoff(retries_taken, initial=1.0, cap=self.operation_max_delay)
-        return max(0.0, min(wait, remaining))
+        return max(0.0, min(self.operation_backoff.delay(retries_taken), remaining))
 
     def poll_delay(
         self,
@@ -283,11 +328,7 @@ class RetryPolicy:
     ) -> float:
         """Polls: the back-off after ``failures`` failed polls in a row (WIRE.md §P.6)."""
         asked = self.honoured_retry_after(headers, now=now)
-        if asked is not None:
-            return asked
-        return exponential_backoff(
-            failures - 1, initial=1.0, cap=self.poll_max_delay, jitter=self.jitter, rand=rand
-        )
+        return self.poll_backoff.delay(failures - 1, rand) if asked is None else asked
 
     def pace_delay(self, answered_in: float, fast_answers: int) -> float:
         """Polls: the pause before the next poll after a ``try_again`` or 408.
@@ -298,21 +339,19 @@ class RetryPolicy:
         """
         if answered_in >= self.pace_below_s or fast_answers < 1:
             return 0.0
-        return exponential_backoff(fast_answers - 1, initial=self.pace_initial, cap=self.pace_max)
+        return self.pace_backoff.delay(fast_answers - 1)
 
     def throttle_delay(self, headers: Mapping[str, str] | None, *, now: float) -> float:
         """Sampling 429: the length of the shared back-off window (WIRE.md §P.8)."""
         asked = self.honoured_retry_after(headers, now=now)
-        return self.throttle_default if asked is None else asked
+        return self.throttle_backoff.delay(0) if asked is None else asked
 
     def download_delay(
         self, failures: int, headers: Mapping[str, str] | None = None, *, now: float
     ) -> float:
         """Downloads: the wait after the ``failures``-th failure in a row (1-based)."""
         asked = self.honoured_retry_after(headers, now=now)
-        if asked is not None:
-            return asked
-        return exponential_backoff(failures - 1, initial=1.0, cap=self.download_max_delay)
+        return self.download_backoff.delay(failures - 1) if asked is None else asked
 
     @staticmethod
     def time_left(silent_for: float, stall_timeout: float) -> float:
@@ -387,27 +426,6 @@ class StallWatch:
             self._parked_at = None
 
 
-def wait_until(
-    remaining: Callable[[], float],
-    *,
-    sleep: Callable[[float], object],
-    deadline: StallWatch | None = None,
-) -> bool:
-    """Sleep until ``remaining()`` is 0; False (at once) when ``deadline`` would pass first.
-
-    ``sleep(s)`` may return true to say the wait was interrupted (e.g. ``Event.wait``): the
-    result is then False too.
-    """
-    while True:
-        left = remaining()
-        if left <= 0:
-            return True
-        if deadline is not None and deadline.remaining() < left:
-            return False
-        if sleep(left) is True:
-            return False
-
-
 # ---------------------------------------------------------------------------------------------
 # Telling the caller about retries it cannot see (WIRE.md §P.7)
 
@@ -449,16 +467,6 @@ def _one_notice() -> Iterator[RetryNotice]:
     token = _CURRENT_NOTICE.set(notice)
     try:
         yield notice
-    finally:
-        _CURRENT_NOTICE.reset(token)
-
-
-@contextmanager
-def _notice_in_force(notice: RetryNotice) -> Iterator[None]:
-    """Make ``notice`` the current request's notice again (a later phase of the same request)."""
-    token = _CURRENT_NOTICE.set(notice)
-    try:
-        yield
     finally:
         _CURRENT_NOTICE.reset(token)
 
@@ -505,18 +513,189 @@ def announce_retry(
     )
 
 
-class _RetryableStatus(Exception):
-    """Carries a retryable error answer through tenacity (never leaves this module)."""
+RetryCallState = tenacity.RetryCallState
+"""What a retry loop's callbacks (wait, stop, before_sleep) are given: attempt number, outcome."""
+
+
+class RetryableStatus(Exception):
+    """Carries a retryable error answer through a retry loop (never leaves tinker_lite)."""
 
     def __init__(self, response: HttpResponse) -> None:
         super().__init__(response.status)
         self.response = response
 
 
+def answer_headers(state: tenacity.RetryCallState) -> Mapping[str, str] | None:
+    """The headers of the answer that ended the last attempt, when there was one."""
+    outcome = state.outcome
+    if outcome is None:
+        return None
+    if outcome.failed:
+        error = outcome.exception()
+        if isinstance(error, RetryableStatus):
+            return error.response.headers
+        if isinstance(error, APIStatusError):
+            return error.headers
+        return None
+    result = outcome.result()
+    return result.headers if isinstance(result, HttpResponse) else None
+
+
+class SharedWindow(Protocol):
+    """A back-off window shared by several loops (the sampling 429 window, WIRE.md §P.8)."""
+
+    def hold(self, seconds: float) -> None:
+        """Nobody sends for ``seconds`` from now (the window is opened or extended)."""
+
+    def backoff_remaining(self) -> float:
+        """Seconds left in the window (0 when it is closed)."""
+
+
+class ServiceWait(tenacity.wait.wait_base):
+    """The one wait of tinker_lite's retry loops: what the service asks, else the back-off.
+
+    ``retry-after-ms``, else ``retry-after`` in seconds, else ``retry-after`` as an HTTP date,
+    honoured when 0 < delay <= 60 s (WIRE.md §P.4, the policy's ``max_retry_after``); otherwise
+    ``fallback(state)``, a back-off of the policy (by default ``backoff`` at the attempt's number,
+    jittered with ``rand``). With a shared ``window``, the wait opens (or extends) it and lasts
+    until it closes, so every loop sharing it waits too. ``at_most(state)`` (e.g. what is left
+    of a deadline) caps the result. A loop built once serves many calls: what belongs to one
+    call is its first argument, ``state.args[0]``, which ``fallback`` and ``at_most`` may read.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        backoff: Backoff | None = None,
+        *,
+        fallback: Callable[[tenacity.RetryCallState], float] | None = None,
+        rand: Callable[[], float] = random.random,
+        wall_clock: Callable[[], float] = time.time,
+        at_most: Callable[[tenacity.RetryCallState], float] | None = None,
+        window: SharedWindow | None = None,
+    ) -> None:
+        if fallback is None:
+            if backoff is None:
+                raise ValueError("ServiceWait needs a backoff or a fallback")
+            steps = backoff
+
+            def fallback(state: tenacity.RetryCallState) -> float:
+                return steps.delay(state.attempt_number - 1, rand())
+
+        self._policy = policy
+        self._fallback = fallback
+        self._wall_clock = wall_clock
+        self._at_most = at_most
+        self._window = window
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        headers = answer_headers(retry_state)
+        asked = (
+            None
+            if headers is None
+            else self._policy.honoured_retry_after(headers, now=self._wall_clock())
+        )
+        delay = self._fallback(retry_state) if asked is None else asked
+        window = self._window
+        if window is not None:
+            if delay > 0:
+                window.hold(delay)
+            delay = window.backoff_remaining()
+        if self._at_most is not None:
+            delay = min(delay, self._at_most(retry_state))
+        return max(0.0, delay)
+
+
+class StopWhen(tenacity.stop.stop_base):
+    """Stop a retry loop when ``predicate(state)`` says so (it sees the upcoming sleep)."""
+
+    def __init__(self, predicate: Callable[[tenacity.RetryCallState], bool]) -> None:
+        self._predicate = predicate
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        return self._predicate(retry_state)
+
+
+def retry_loop(
+    *,
+    wait: ServiceWait,
+    stop: Callable[[tenacity.RetryCallState], bool],
+    retry_on: Callable[[BaseException], bool],
+    retry_result: Callable[[object], bool] | None = None,
+    sleep: Callable[[float], object],
+    before: Callable[[tenacity.RetryCallState], None] | None = None,
+    before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+) -> Retrier:
+    """A tenacity loop: call, wait (:class:`ServiceWait`), call again until done or ``stop``.
+
+    ``retry_on`` chooses the errors retried, ``retry_result`` the results asked again (e.g. a
+    poll answered ``try_again``). When ``stop`` ends the loop, its last error is raised as it
+    was (never a tenacity error), or its last result is returned. Build a loop once and call it
+    for each request, with what belongs to the request as the first argument (the callbacks
+    read it as ``state.args[0]``): tenacity keeps the last iteration's steps, which refer to
+    the loop itself, so a loop built per call lives until the garbage collector frees it
+    (:func:`release` frees one at once).
+    """
+    retry: tenacity.retry_base = tenacity.retry_if_exception(retry_on)
+    if retry_result is not None:
+        retry = retry | tenacity.retry_if_result(retry_result)
+    return tenacity.Retrying(
+        wait=wait,
+        stop=StopWhen(stop),
+        retry=retry,
+        sleep=_as_tenacity_sleep(sleep),
+        before=before if before is not None else _nothing,
+        before_sleep=before_sleep,
+        retry_error_callback=_last_outcome,
+        reraise=True,
+    )
+
+
+class Retrier(Protocol):
+    """A configured retry loop: ``retrier(fn, *args)`` calls ``fn(*args)`` until it is done."""
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+
+def release(retrier: Retrier) -> None:
+    """Forget a finished loop's last steps, so a loop built for one call is freed at once."""
+    if isinstance(retrier, tenacity.Retrying):
+        retrier.iter_state.reset()
+
+
+def call_of(state: tenacity.RetryCallState) -> Any:
+    """What belongs to the call a loop is running: its first argument."""
+    return state.args[0]
+
+
+def _nothing(state: tenacity.RetryCallState) -> None:
+    return None
+
+
+def _last_outcome(state: tenacity.RetryCallState) -> object:
+    outcome = state.outcome
+    assert outcome is not None
+    return outcome.result()
+
+
+def _as_tenacity_sleep(sleep: Callable[[float], object]) -> Callable[[float], None]:
+    def do_sleep(seconds: float) -> None:
+        if seconds > 0:  # a poll asked again at once does not sleep at all
+            sleep(seconds)
+
+    return do_sleep
+
+
+def attempt_error(state: tenacity.RetryCallState) -> BaseException | None:
+    """The error that ended the last attempt (None when it returned)."""
+    outcome = state.outcome
+    return outcome.exception() if outcome is not None and outcome.failed else None
+
+
 def _retryable_attempt_error(exc: BaseException) -> bool:
     if isinstance(exc, ClientClosedError):
         return False
-    return isinstance(exc, (_RetryableStatus, APIConnectionError))
+    return isinstance(exc, (RetryableStatus, APIConnectionError))
 
 
 def send_with_retries(
@@ -550,6 +729,7 @@ def send_with_retries(
     each attempt's timeouts to the time left (``clock`` is the monotonic clock it is read on).
     """
     method = method.upper()
+    what = f"{method} {path}"
     started = clock()
     base_headers = dict(headers or {})
     if method not in ("GET", "HEAD") and not any(
@@ -557,34 +737,33 @@ def send_with_retries(
     ):
         base_headers["X-Idempotency-Key"] = new_idempotency_key()
 
-    def wait(state: tenacity.RetryCallState) -> float:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        answer_headers = error.response.headers if isinstance(error, _RetryableStatus) else None
-        return policy.delay(state.attempt_number - 1, answer_headers, rand=rand(), now=wall_clock())
+    def stop(state: tenacity.RetryCallState) -> bool:
+        if state.attempt_number > policy.max_retries:
+            return True
+        budget = policy.budget_s
+        return budget is not None and clock() - started + state.upcoming_sleep >= budget
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        status = error.response.status if isinstance(error, _RetryableStatus) else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        error = attempt_error(state)
+        status = error.response.status if isinstance(error, RetryableStatus) else None
+        delay = state.upcoming_sleep
         if policy.budget_s is not None:
             until_s: float | None = policy.budget_s - (clock() - started)
         else:
             until_s = delay + policy.max_total_delay(state.attempt_number)
         announce_retry(
-            f"{method} {path}",
-            f"HTTP {status}" if status is not None else _describe_error(error),
+            what,
+            f"HTTP {status}" if status is not None else describe_error(error),
             delay=delay,
             until_s=until_s,
             wall_now=wall_clock(),
             invisible=is_invisible_failure(error, status),
-            notice=notice,
         )
 
-    def send_attempt(retry_count: int) -> HttpResponse:
+    def attempt(retries: list[int]) -> HttpResponse:
         attempt_headers = dict(base_headers)
-        attempt_headers["x-stainless-retry-count"] = str(retry_count)
+        attempt_headers["x-stainless-retry-count"] = str(retries[0])
+        retries[0] += 1
         answer = transport.send(
             pool,
             method,
@@ -596,76 +775,27 @@ def send_with_retries(
             timeout=policy.attempt_timeout(timeout, clock() - started),
             allow_redirects=allow_redirects,
         )
-        if (
-            not (200 <= answer.status < 300)
-            and answer.status not in accept_status
-            and policy.should_retry(answer.status, answer.headers)
-        ):
-            raise _RetryableStatus(answer)
+        if not (200 <= answer.status < 300) and answer.status not in accept_status:
+            if policy.should_retry(answer.status, answer.headers):
+                raise RetryableStatus(answer)
+            raise_for_status(answer, request_id=request_id, what=what)
         return answer
 
-    resp: HttpResponse | None = None
-    with _one_notice() as notice:
-        # Most requests succeed at once: tenacity is set up only after a first failure, whose
-        # error its first attempt raises again (so every later decision is unchanged).
+    retrier = retry_loop(
+        wait=ServiceWait(policy, policy.http_backoff, rand=rand, wall_clock=wall_clock),
+        stop=stop,
+        retry_on=_retryable_attempt_error,
+        sleep=sleep,
+        before_sleep=before_sleep,
+    )
+    with _one_notice():
         try:
-            first = send_attempt(0)
-        except Exception as e:
-            if not _retryable_attempt_error(e):
-                raise
-            first_error: Exception = e
-        else:
-            if first.status not in accept_status:
-                raise_for_status(first, request_id=request_id, what=f"{method} {path}")
-            return first
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_any(
-                tenacity.stop_after_attempt(policy.max_retries + 1),
-                _StopBeforeBudget(policy.budget_s, started, clock),
-            ),
-            wait=wait,
-            retry=tenacity.retry_if_exception(_retryable_attempt_error),
-            sleep=_as_tenacity_sleep(sleep),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        try:
-            for attempt in retrying:
-                with attempt:
-                    number = attempt.retry_state.attempt_number - 1
-                    if number == 0:
-                        raise first_error
-                    resp = send_attempt(number)
-        except _RetryableStatus as e:
-            raise_for_status(e.response, request_id=request_id, what=f"{method} {path}")
+            return retrier(attempt, [0])
+        except RetryableStatus as e:
+            raise_for_status(e.response, request_id=request_id, what=what)
             raise AssertionError("unreachable") from None  # pragma: no cover
-    if resp is None:  # pragma: no cover - tenacity always runs one attempt
-        raise AssertionError("no attempt was made")
-    if resp.status not in accept_status:
-        raise_for_status(resp, request_id=request_id, what=f"{method} {path}")
-    return resp
-
-
-class _StopBeforeBudget(tenacity.stop.stop_base):
-    """Stop when the next back-off would end after the budget (none: never)."""
-
-    def __init__(self, budget_s: float | None, started: float, clock: Callable[[], float]) -> None:
-        self._budget_s = budget_s
-        self._started = started
-        self._clock = clock
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        if self._budget_s is None:
-            return False
-        elapsed = self._clock() - self._started
-        return elapsed + retry_state.upcoming_sleep >= self._budget_s
-
-
-def _as_tenacity_sleep(sleep: Callable[[float], object]) -> Callable[[float], None]:
-    def do_sleep(seconds: float) -> None:
-        sleep(seconds)
-
-    return do_sleep
+        finally:
+            release(retrier)
 
 
 def is_retryable_error(exc: BaseException) -> bool:
@@ -702,63 +832,39 @@ def with_operation_retries(
     """
     budget = policy.operation_budget_s if budget_s is None else budget_s
     started = clock()
-    with _one_notice() as notice:
-        # Most operations succeed at once: tenacity is set up only after a first failure,
-        # whose error its first attempt raises again (so every later decision is unchanged).
-        try:
-            return fn()
-        except Exception as e:
-            if not is_retryable(e):
-                raise
-            first_error: Exception = e
-    replay = _replaying(first_error, fn)
 
-    def stop(state: tenacity.RetryCallState) -> bool:
-        return clock() - started >= budget
-
-    def wait(state: tenacity.RetryCallState) -> float:
-        return policy.operation_delay(
-            state.attempt_number - 1, remaining=budget - (clock() - started)
-        )
+    def left() -> float:
+        return budget - (clock() - started)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        error = attempt_error(state)
         announce_retry(
             describe,
-            _describe_error(error),
-            delay=delay,
-            until_s=budget - (clock() - started),
+            describe_error(error),
+            delay=state.upcoming_sleep,
+            until_s=left(),
             wall_now=wall_clock(),
             invisible=is_invisible_failure(error),
         )
 
-    retrying = tenacity.Retrying(
-        stop=stop,
-        wait=wait,
-        retry=tenacity.retry_if_exception(is_retryable),
-        sleep=_as_tenacity_sleep(sleep),
+    retrier = retry_loop(
+        wait=ServiceWait(
+            policy, policy.operation_backoff, wall_clock=wall_clock, at_most=lambda state: left()
+        ),
+        stop=lambda state: left() <= 0,
+        retry_on=is_retryable,
+        sleep=sleep,
         before_sleep=before_sleep,
-        reraise=True,
     )
-    with _notice_in_force(notice):
-        return retrying(replay)
+    with _one_notice():
+        try:
+            return retrier(fn)
+        finally:
+            release(retrier)
 
 
-def _replaying(error: BaseException, fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn``, except that its first call raises ``error`` (an attempt already made)."""
-    pending = [error]
-
-    def call() -> T:
-        if pending:
-            raise pending.pop()
-        return fn()
-
-    return call
-
-
-def _describe_error(error: BaseException | None) -> str:
+def describe_error(error: BaseException | None) -> str:
+    """A short description of a failure for a retry log line."""
     if isinstance(error, APIStatusError):
         return f"HTTP {error.status_code}"
     if isinstance(error, APIConnectionError):
