@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._holder_support import requests_over
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     DropMidBody,
@@ -24,7 +25,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
 )
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._transport.http import PoolKind, Transport
-from tinker_lite._transport.retry import RetryPolicy, send_with_retries
+from tinker_lite._transport.retry import RetryPolicy
 
 
 def test_a_truncated_body_is_retried_then_raised_as_a_connection_error(
@@ -35,19 +36,12 @@ def test_a_truncated_body_is_retried_then_raised_as_a_connection_error(
     server.on("GET", "/cut", DropMidBody(), DropMidBody())
     server.on("GET", "/cut-always", *[DropMidBody()] * 3)
     server.default("GET", "/cut", Reply(200, {"whole": True}))
-    transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     policy = RetryPolicy(max_retries=2)
-    try:
-        resp = send_with_retries(
-            transport, PoolKind.TRAIN, "GET", "/cut", policy=policy, sleep=lambda _: None
-        )
+    with requests_over(server.url, retry_policy=policy, sleep=lambda _: None) as api:
+        resp = api.call("GET", "/cut", operation_retries=False)
         assert resp.json() == {"whole": True}
         with pytest.raises(APIConnectionError) as info:
-            send_with_retries(
-                transport, PoolKind.TRAIN, "GET", "/cut-always", policy=policy, sleep=lambda _: None
-            )
-    finally:
-        transport.close()
+            api.call("GET", "/cut-always", operation_retries=False)
     assert len(server.requests("/cut")) == 3
     assert len(server.requests("/cut-always")) == 3
     assert not isinstance(info.value, APITimeoutError)
@@ -90,8 +84,11 @@ def test_redirects_are_followed_as_requests_follows_them(server: ScriptedServer)
     server.default("POST", "/kept", Reply(200, {"at": "kept"}))
     transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     try:
-        assert transport.send(PoolKind.TRAIN, "POST", "/old", body=b"{}").json() == {"at": "new"}
-        assert transport.send(PoolKind.TRAIN, "POST", "/keep", body=b"{}").json() == {"at": "kept"}
+        json_body = {"Content-Type": "application/json"}
+        answer = transport.send(PoolKind.TRAIN, "POST", "/old", body=b"{}", headers=json_body)
+        assert answer.json() == {"at": "new"}
+        answer = transport.send(PoolKind.TRAIN, "POST", "/keep", body=b"{}", headers=json_body)
+        assert answer.json() == {"at": "kept"}
         # Not followed when asked not to: the 3xx is the answer.
         assert transport.send(PoolKind.TRAIN, "POST", "/old", allow_redirects=False).status == 302
     finally:

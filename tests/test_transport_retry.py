@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import email.utils
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from tests._holder_support import requests_over
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Drop,
@@ -30,9 +32,7 @@ from tinker_lite._session.sample_gate import SampleGate
 from tinker_lite._transport.http import (
     ClientClosedError,
     HttpResponse,
-    PoolKind,
     Timeout,
-    Transport,
 )
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
@@ -46,8 +46,6 @@ from tinker_lite._transport.retry import (
     operation_delay,
     parse_retry_after,
     retry_loop,
-    send_with_retries,
-    with_operation_retries,
 )
 
 WALL = 1_700_000_000.0  # an integral epoch, so IMF-fixdates convert to exact deltas
@@ -55,10 +53,9 @@ BODY = b'{"model_id":"m","seq_id":7,"type":"optim_step"}'
 
 
 @pytest.fixture
-def transport(server: ScriptedServer) -> Iterator[Transport]:
-    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
-    yield t
-    t.close()
+def transport(server: ScriptedServer) -> ScriptedServer:
+    """The scripted server the requests of :func:`_send` go to."""
+    return server
 
 
 def _imf(offset: float) -> str:
@@ -288,24 +285,30 @@ def test_retryable_errors() -> None:
 
 
 def _send(
-    transport: Transport,
+    transport: ScriptedServer,
     clock: FakeClock,
     *,
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    **kw: object,
-) -> object:
-    return send_with_retries(
-        transport,
-        PoolKind.TRAIN,
-        "POST",
-        "/api/v1/optim_step",
-        body=BODY,
-        policy=policy,
+    operation_retries: bool = False,
+    **kw: Any,
+) -> Any:
+    """POST optim_step through the requestor's one send (the HTTP layer; the operation layer
+    too with ``operation_retries``)."""
+    with requests_over(
+        transport.url,
+        retry_policy=policy,
         sleep=clock.sleep,
+        clock=clock,
         rand=lambda: 0.0,
         wall_clock=lambda: WALL,
-        **kw,  # type: ignore[arg-type]
-    )
+    ) as api:
+        return api.call(
+            "POST",
+            "/api/v1/optim_step",
+            body=BODY,
+            operation_retries=operation_retries,
+            **kw,
+        )
 
 
 def _assert_same_request_resent(server: ScriptedServer, count: int) -> None:
@@ -330,7 +333,10 @@ def _assert_same_request_resent(server: ScriptedServer, count: int) -> None:
     ],
 )
 def test_429_honours_each_retry_after_form(
-    server: ScriptedServer, transport: Transport, headers: dict[str, str], expected_sleep: float
+    server: ScriptedServer,
+    transport: ScriptedServer,
+    headers: dict[str, str],
+    expected_sleep: float,
 ) -> None:
     server.on(
         "POST",
@@ -346,7 +352,7 @@ def test_429_honours_each_retry_after_form(
 
 
 def test_5xx_burst_is_retried_with_the_same_idempotency_key(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(500), Reply(502), Reply(503), Reply(200, {}))
     clock = FakeClock()
@@ -355,7 +361,7 @@ def test_5xx_burst_is_retried_with_the_same_idempotency_key(
     _assert_same_request_resent(server, 4)
 
 
-def test_gives_up_after_ten_retries(server: ScriptedServer, transport: Transport) -> None:
+def test_gives_up_after_ten_retries(server: ScriptedServer, transport: ScriptedServer) -> None:
     server.default("POST", "/api/v1/optim_step", Reply(503, {"detail": "down"}))
     clock = FakeClock()
     with pytest.raises(InternalServerError) as info:
@@ -365,7 +371,7 @@ def test_gives_up_after_ten_retries(server: ScriptedServer, transport: Transport
     _assert_same_request_resent(server, 11)
 
 
-def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: Transport) -> None:
+def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: ScriptedServer) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(503, headers={"x-should-retry": "false"}))
     clock = FakeClock()
     with pytest.raises(InternalServerError):
@@ -383,7 +389,7 @@ def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: Transport) 
 
 
 def test_first_invisible_retry_is_a_warning_naming_what_and_until_when(
-    server: ScriptedServer, transport: Transport, caplog: pytest.LogCaptureFixture
+    server: ScriptedServer, transport: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(503), Reply(502), Reply(200, {}))
     clock = FakeClock()
@@ -397,7 +403,7 @@ def test_first_invisible_retry_is_a_warning_naming_what_and_until_when(
 
 
 def test_429_retries_are_not_warnings(
-    server: ScriptedServer, transport: Transport, caplog: pytest.LogCaptureFixture
+    server: ScriptedServer, transport: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(429), Reply(200, {}))
     with caplog.at_level(logging.DEBUG, logger="tinker_lite.retry"):
@@ -405,7 +411,7 @@ def test_429_retries_are_not_warnings(
     assert [r.levelno for r in caplog.records if r.name == "tinker_lite.retry"] == [logging.DEBUG]
 
 
-def test_client_errors_are_not_retried(server: ScriptedServer, transport: Transport) -> None:
+def test_client_errors_are_not_retried(server: ScriptedServer, transport: ScriptedServer) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(404, {"detail": "no model"}))
     clock = FakeClock()
     with pytest.raises(NotFoundError):
@@ -414,7 +420,7 @@ def test_client_errors_are_not_retried(server: ScriptedServer, transport: Transp
 
 
 def test_connection_drop_and_read_timeout_are_retried(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Drop(), Hang(), Reply(200, {"ok": 1}))
     clock = FakeClock()
@@ -425,7 +431,7 @@ def test_connection_drop_and_read_timeout_are_retried(
 
 
 def test_connection_errors_surface_after_the_last_retry(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.default("POST", "/api/v1/optim_step", Drop())
     clock = FakeClock()
@@ -434,11 +440,18 @@ def test_connection_errors_surface_after_the_last_retry(
     _assert_same_request_resent(server, 3)
 
 
-def test_accept_status_returns_a_redirect(server: ScriptedServer, transport: Transport) -> None:
+def test_accept_status_returns_a_redirect(
+    server: ScriptedServer, transport: ScriptedServer
+) -> None:
     server.on("GET", "/archive", Reply(302, headers={"Location": "https://x/y", "Expires": "z"}))
-    resp = send_with_retries(
-        transport, PoolKind.TRAIN, "GET", "/archive", allow_redirects=False, accept_status=(302,)
-    )
+    with requests_over(server.url) as api:
+        resp = api.call(
+            "GET",
+            "/archive",
+            allow_redirects=False,
+            accept_status=(302,),
+            operation_retries=False,
+        )
     assert resp.status == 302
     assert resp.headers["location"] == "https://x/y"
     assert server.requests("/archive")[0].header("X-Idempotency-Key") is None
@@ -448,13 +461,11 @@ def test_accept_status_returns_a_redirect(server: ScriptedServer, transport: Tra
 
 
 def test_operation_layer_resends_the_same_seq_id_with_new_keys(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(503), Reply(429), Reply(200, {"request_id": "r"}))
     clock = FakeClock()
-    resp = with_operation_retries(
-        lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
-    )
+    resp = _send(transport, clock, policy=NO_RETRIES, operation_retries=True)
     assert resp.json() == {"request_id": "r"}  # type: ignore[attr-defined]
     assert clock.sleeps == [1.0, 2.0]
     sent = server.requests("/api/v1/optim_step")
@@ -464,15 +475,13 @@ def test_operation_layer_resends_the_same_seq_id_with_new_keys(
 
 
 def test_operation_layer_stops_after_five_minutes(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.default("POST", "/api/v1/optim_step", Reply(500))
     clock = FakeClock()
     start = clock()
     with pytest.raises(InternalServerError):
-        with_operation_retries(
-            lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
-        )
+        _send(transport, clock, policy=NO_RETRIES, operation_retries=True)
     assert clock() - start == pytest.approx(300.0)
     assert clock.sleeps[:7] == [1, 2, 4, 8, 16, 30, 30]
     assert max(clock.sleeps) == 30
@@ -480,12 +489,10 @@ def test_operation_layer_stops_after_five_minutes(
 
 
 def test_operation_layer_raises_non_retryable_errors_at_once(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(400, {"detail": "bad"}))
     clock = FakeClock()
     with pytest.raises(BadRequestError):
-        with_operation_retries(
-            lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
-        )
+        _send(transport, clock, policy=NO_RETRIES, operation_retries=True)
     assert clock.sleeps == []

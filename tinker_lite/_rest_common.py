@@ -95,6 +95,7 @@ class RestOnlyClient:
         self._owns_context = owned
         self._context = context
         self._api = context.api
+        self._rest = context.api.rest
 
     @classmethod
     def _on_context(cls: type[C], context: ClientContext) -> C:
@@ -103,10 +104,11 @@ class RestOnlyClient:
         client._owns_context = False
         client._context = context
         client._api = context.api
+        client._rest = context.api.rest
         return client
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._api.base_url!r})"
+        return f"{type(self).__name__}(base_url={self._context.base_url!r})"
 
     def close(self) -> None:
         """Close the connection this client opened itself (idempotent).

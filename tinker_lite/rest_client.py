@@ -34,8 +34,6 @@ from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIError,
     APIResponseValidationError,
-    APITimeoutError,
-    ClientClosedError,
     ExperimentalWarning,
     InvalidInputError,
 )
@@ -154,7 +152,7 @@ class RestClient(RestOnlyClient):
         """Return the base models the service supports."""
         method = "RestClient.get_server_capabilities"
         return self._call(
-            lambda: self._api.get_server_capabilities(sdk_method=method), sdk_method=method
+            lambda: self._rest.get_server_capabilities(sdk_method=method), sdk_method=method
         )
 
     # -- training runs ---------------------------------------------------------------------------
@@ -177,7 +175,7 @@ class RestClient(RestOnlyClient):
         project = _check_optional_id("project_id", project_id)
         method = "RestClient.list_training_runs"
         return self._call(
-            lambda: self._api.list_training_runs(
+            lambda: self._rest.list_training_runs(
                 limit, offset, scope, sdk_method=method, project_id=project
             ),
             sdk_method=method,
@@ -194,7 +192,7 @@ class RestClient(RestOnlyClient):
         scope = _check_scope(access_scope)
         method = "RestClient.get_training_run"
         return self._call(
-            lambda: self._api.get_training_run(run, scope, sdk_method=method), sdk_method=method
+            lambda: self._rest.get_training_run(run, scope, sdk_method=method), sdk_method=method
         )
 
     def get_training_run_by_tinker_path(
@@ -222,7 +220,7 @@ class RestClient(RestOnlyClient):
         run = _check_id("training_run_id", training_run_id)
         method = "RestClient.list_checkpoints"
         return self._call(
-            lambda: self._api.list_checkpoints(run, sdk_method=method), sdk_method=method
+            lambda: self._rest.list_checkpoints(run, sdk_method=method), sdk_method=method
         )
 
     def list_user_checkpoints(
@@ -232,7 +230,7 @@ class RestClient(RestOnlyClient):
         limit, offset = _check_page(limit, offset)
         method = "RestClient.list_user_checkpoints"
         return self._call(
-            lambda: self._api.list_user_checkpoints(limit, offset, sdk_method=method),
+            lambda: self._rest.list_user_checkpoints(limit, offset, sdk_method=method),
             sdk_method=method,
         )
 
@@ -249,7 +247,7 @@ class RestClient(RestOnlyClient):
         run = _check_id("training_run_id", training_run_id)
         checkpoint = _check_checkpoint_id(checkpoint_id)
         return self._call(
-            lambda: self._api.checkpoint_action(
+            lambda: self._rest.checkpoint_action(
                 http_method, run, checkpoint, action, sdk_method=sdk_method, body_obj=body_obj
             ),
             sdk_method=sdk_method,
@@ -363,7 +361,7 @@ class RestClient(RestOnlyClient):
         checkpoint = _check_checkpoint_id(checkpoint_id)
 
         def run_archive() -> types.CheckpointArchiveUrlResponse:
-            resp = self._api.checkpoint_archive(run, checkpoint, sdk_method=method)
+            resp = self._rest.checkpoint_archive(run, checkpoint, sdk_method=method)
             return self._archive_url(resp)
 
         return self._call(run_archive, sdk_method=method)
@@ -388,7 +386,7 @@ class RestClient(RestOnlyClient):
                     f"the archive request was answered {resp.status} without a Location header",
                     status_code=resp.status,
                 )
-            url = urllib.parse.urljoin(self._api.base_url, location)
+            url = urllib.parse.urljoin(self._context.base_url, location)
             return types.CheckpointArchiveUrlResponse(
                 url=url, expires=_parse_expires(resp.headers.get("Expires"), now)
             )
@@ -408,7 +406,7 @@ class RestClient(RestOnlyClient):
         scope = _check_scope(access_scope)
         method = "RestClient.list_sessions"
         return self._call(
-            lambda: self._api.list_sessions(limit, offset, scope, sdk_method=method),
+            lambda: self._rest.list_sessions(limit, offset, scope, sdk_method=method),
             sdk_method=method,
         )
 
@@ -423,7 +421,7 @@ class RestClient(RestOnlyClient):
         scope = _check_scope(access_scope)
         method = "RestClient.get_session"
         return self._call(
-            lambda: self._api.get_session(session, scope, sdk_method=method), sdk_method=method
+            lambda: self._rest.get_session(session, scope, sdk_method=method), sdk_method=method
         )
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
@@ -431,7 +429,7 @@ class RestClient(RestOnlyClient):
         sampler = _check_id("sampler_id", sampler_id)
         method = "RestClient.get_sampler"
         return self._call(
-            lambda: self._api.get_sampler(sampler, sdk_method=method), sdk_method=method
+            lambda: self._rest.get_sampler(sampler, sdk_method=method), sdk_method=method
         )
 
     def assign_session_project(self, session_id: str, project_id: str) -> APIFuture[None]:
@@ -444,7 +442,7 @@ class RestClient(RestOnlyClient):
         project = _check_id("project_id", project_id)
         method = "RestClient.assign_session_project"
         return self._call(
-            lambda: self._api.assign_session_project(session, project, sdk_method=method),
+            lambda: self._rest.assign_session_project(session, project, sdk_method=method),
             sdk_method=method,
         )
 
@@ -460,27 +458,7 @@ class RestClient(RestOnlyClient):
         method = "RestClient.export_session_trace"
 
         def run_export() -> str:
-            watch = self._api.stall_watch()
-            first = True
-            while True:
-                answer = self._api.session_trace_export(session, sdk_method=method)
-                if answer.status == "ready" and answer.url:
-                    return answer.url
-                if answer.status != "pending":
-                    reason = answer.error or "the service gave no URL"
-                    raise APIError(f"Trace export failed for session {session}: {reason}")
-                if first:
-                    logger.warning(
-                        "Building the trace export of session %s (this may take a while)", session
-                    )
-                    first = False
-                if watch.remaining() <= _TRACE_EXPORT_POLL_INTERVAL:
-                    raise APITimeoutError(
-                        f"The trace export of session {session} was still being built after "
-                        f"{watch.stall_timeout:g} s; call export_session_trace again later"
-                    )
-                if watch.sleep(_TRACE_EXPORT_POLL_INTERVAL):
-                    raise ClientClosedError("The client was closed during the trace export.")
+            return self._rest.export_session_trace(session, sdk_method=method)
 
         return self._call(run_export, sdk_method=method)
 
@@ -524,7 +502,7 @@ class RestClient(RestOnlyClient):
             )
         method = "RestClient.search_sessions"
         return self._call(
-            lambda: self._api.search_sessions(request, sdk_method=method), sdk_method=method
+            lambda: self._rest.search_sessions(request, sdk_method=method), sdk_method=method
         )
 
     # -- weights ---------------------------------------------------------------------------------
@@ -546,7 +524,7 @@ class RestClient(RestOnlyClient):
             )
         method = "RestClient.get_external_weights_urls"
         return self._call(
-            lambda: self._api.external_weights_urls(
+            lambda: self._rest.external_weights_urls(
                 parsed.training_run_id, parsed.checkpoint_id, sdk_method=method
             ),
             sdk_method=method,
@@ -594,7 +572,7 @@ class RestClient(RestOnlyClient):
         key = str(uuid.uuid4())
 
         def run_copy() -> str:
-            answer = self._api.copy_weights(
+            answer = self._rest.copy_weights(
                 request,
                 sdk_method=sdk_method,
                 idempotency_key=key,

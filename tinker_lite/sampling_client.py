@@ -113,7 +113,7 @@ class SamplingClient(ReadyClient):
         # Credentials are never pickled; the copy finds (or builds) a context by base URL.
         return (
             _restore_sampling_client,
-            (self._api.base_url, self.sampling_session_id, self.model_path, self.base_model),
+            (self._context.base_url, self.sampling_session_id, self.model_path, self.base_model),
         )
 
     def get_sampler_handle(self) -> str:
@@ -123,7 +123,7 @@ class SamplingClient(ReadyClient):
         makes a new client of the same sampler. The handle carries no credentials.
         """
         state = {
-            "base_url": self._api.base_url,
+            "base_url": self._context.base_url,
             "sampling_session_id": self.sampling_session_id,
             "model_path": self.model_path,
             "base_model": self.base_model,
@@ -179,16 +179,16 @@ class SamplingClient(ReadyClient):
             _check_sampleable(model_path)
         elif not isinstance(base_model, str) or not base_model:
             raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
-        api = context.api
+        api, session = context.api, context.holder
         request = types.CreateSamplingSessionRequest(
-            session_id=api.session_id(),
-            sampling_session_seq_id=api.next_sampling_session_seq_id(),
+            session_id=session.ensure_session(),
+            sampling_session_seq_id=session.next_sampling_session_seq_id(),
             base_model=base_model,
             model_path=model_path,
         )
         created = api.create_sampling_session(request, sdk_method=sdk_method)
-        if model_path is not None and api.service_is_current:
-            sampler = api.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
+        if model_path is not None and session.client_config_from_server:
+            sampler = api.rest.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
             base_model = sampler.base_model or None
         return cls(
             context,
@@ -297,7 +297,7 @@ class SamplingClient(ReadyClient):
         with self._seq_lock:
             if self._cloned_sampler_id is not None:
                 return
-            if self._api.client_flags().sample_join_sampling_session:
+            if self._context.holder.client_config.sample_join_sampling_session:
                 clone = self._api.join_sampling_session(
                     self.sampling_session_id, sdk_method="SamplingClient.sample"
                 )
@@ -352,7 +352,7 @@ class SamplingClient(ReadyClient):
         the service (``GET /samplers/<id>``) and kept.
         """
         if self.base_model is None:
-            found = self._api.get_sampler(
+            found = self._api.rest.get_sampler(
                 self.sampling_session_id, sdk_method="SamplingClient.get_base_model"
             ).base_model
             self.base_model = found
@@ -378,7 +378,7 @@ class SamplingClient(ReadyClient):
             if self._tokenizer is None:
                 base_model = self.base_model
                 if base_model is None:
-                    base_model = self._api.get_sampler(
+                    base_model = self._api.rest.get_sampler(
                         self.sampling_session_id, sdk_method="SamplingClient.get_tokenizer"
                     ).base_model
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
@@ -521,7 +521,7 @@ class _SampleJob:
         client = self.client
         pending = self.pending
         assert pending is not None
-        gate = client._api.sample_gate
+        gate = client._context.holder.sample_gate
         if not client._acquire(gate):
             if pending.claim():
                 closed = ClientClosedError(
@@ -569,9 +569,8 @@ class _SampleJob:
         """Poll the request for its result (per request, or fetch what is complete)."""
         target = self.target
         client = self.client
-        api = client._api
         batch = self.batch
-        poller = api.poller if batch is None else batch.fetcher
+        poller = client._context.holder.poller if batch is None else batch.fetcher
         request_id = target.request_id
         assert request_id is not None
         return poller.poll(
@@ -580,9 +579,9 @@ class _SampleJob:
             decode_sample,
             created_at=self.created_at,
             resubmit=self._resubmit,
-            accept=api.result_accept,
+            accept=client._api.result_accept,
             on_queue_state=client._queue_state_noted,
-            headers=api.sdk_headers(self.sdk_method),
+            sdk_method=self.sdk_method,
             future=target,
             # WIRE.md §P.6: a result retrieve_futures reported complete is fetched whole.
             metadata_only=batch is None,
@@ -595,11 +594,11 @@ class _SampleJob:
         return client._submit(self.request, self.sdk_method)
 
     def _released(self, done: object) -> None:
-        self.client._api.sample_gate.release()
+        self.client._context.holder.sample_gate.release()
 
     def _retrieved(self, done: object) -> None:
         client = self.client
-        client._api.sample_gate.release()
+        client._context.holder.sample_gate.release()
         rid = self.target.request_id
         batch = self.batch
         if rid is not None and batch is not None:

@@ -218,7 +218,7 @@ class ServiceClient:
         Use :meth:`RestClient.get_server_capabilities`.
         """
         self._context.check_open()
-        return self._context.api.get_server_capabilities(
+        return self._context.api.rest.get_server_capabilities(
             sdk_method="ServiceClient.get_server_capabilities"
         )
 
@@ -322,7 +322,7 @@ class ServiceClient:
             else "ServiceClient.create_training_client_from_state"
         )
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
-        if self._context.api.service_is_current:
+        if self._context.holder.client_config_from_server:
             return TrainingClient._create_from_state(
                 self._context,
                 parsed.tinker_path,
@@ -366,7 +366,7 @@ class ServiceClient:
             source_model, metadata = info.base_model, caller_metadata
         else:
             # WIRE.md §6.2 (0.4.1): read the run; its metadata is merged with the caller's.
-            run = api.get_training_run(parsed.training_run_id, sdk_method=method)
+            run = api.rest.get_training_run(parsed.training_run_id, sdk_method=method)
             lora = types.LoraConfig(rank=run.lora_rank or 32)
             source_model = run.base_model
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
@@ -445,7 +445,7 @@ class ServiceClient:
         """
         return self._rest_client().copy_weights(
             path,
-            self._context.api.project_id,
+            self._context.holder.project_id,
             ttl_seconds=ttl_seconds,
             weights_access_token=weights_access_token,
         )
@@ -468,7 +468,7 @@ class ServiceClient:
         self._context.check_open()
         inputs = loss_inputs(fn, input_ranks)
         api = self._context.api
-        handle = trace_loss(fn, inputs, api.session_id())
+        handle = trace_loss(fn, inputs, self._context.holder.ensure_session())
         state = self.__dict__.setdefault("_custom_losses", _CustomLosses())
         with state.lock:
             existing = state.by_key.get(handle.key)
@@ -481,7 +481,7 @@ class ServiceClient:
             state.by_key[handle.key] = handle
             seq_id = state.next_seq_id
             state.next_seq_id += 1
-        if not api.custom_loss_server_side():
+        if not self._context.holder.client_config.custom_loss_server_side:
             return APIFuture.completed(handle)
         request = types.CreateCustomLossRequest(
             session_id=handle.session_id,
@@ -510,7 +510,7 @@ class ServiceClient:
 
         Sends nothing: a session that has not started yet is not started for this.
         """
-        session_id = self._context.api.started_session_id
+        session_id = self._context.holder.started_session_id
         if session_id is None:
             return f"{CONSOLE_URL}/sessions"
         return f"{CONSOLE_URL}/sessions/{session_id}"

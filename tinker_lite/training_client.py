@@ -159,12 +159,12 @@ class TrainingClient(ReadyClient):
             raise InvalidInputError(
                 "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
             )
-        api = context.api
-        session_id = api.session_id()
+        api, session = context.api, context.holder
+        session_id = session.ensure_session()
         # WIRE.md §6.1: the number is taken before create_model is sent; a failure consumes it.
         request = types.CreateModelRequest(
             session_id=session_id,
-            model_seq_id=api.next_model_seq_id(),
+            model_seq_id=session.next_model_seq_id(),
             base_model=base_model,
             user_metadata=user_metadata,
             lora_config=lora,
@@ -200,9 +200,9 @@ class TrainingClient(ReadyClient):
         ``seq_id``: the service creates the model ``<session_id>:train:<model_seq_id>`` from the
         checkpoint, so the new client's first request has ``seq_id`` 1.
         """
-        api = context.api
-        session_id = api.session_id()
-        model_seq_id = api.next_model_seq_id()
+        api, session = context.api, context.holder
+        session_id = session.ensure_session()
+        model_seq_id = session.next_model_seq_id()
         request = types.LoadWeightsRequest(
             session_id=session_id,
             model_seq_id=model_seq_id,
@@ -335,7 +335,7 @@ class TrainingClient(ReadyClient):
             self._deliver(APIFuture.failed(e), out, op)
             return
         try:
-            inner = self._api.poll(
+            inner = self._context.holder.poller.poll(
                 request_id,
                 request.request_type,
                 request.decode,
@@ -350,7 +350,7 @@ class TrainingClient(ReadyClient):
         self._deliver(inner, out, op)
 
     def _report(self, error: BaseException) -> None:
-        telemetry = self._api.telemetry
+        telemetry = self._context.holder.telemetry
         if telemetry is not None and not isinstance(error, ClientClosedError):
             try:
                 telemetry.log_exception(error)
@@ -436,7 +436,7 @@ class TrainingClient(ReadyClient):
             )
         items = list(data)
         config = dict(loss_fn_config) if loss_fn_config is not None else None
-        wire = self._api.wire_format
+        wire = self._context.holder.wire_format
 
         def builder(chunk: range) -> Callable[[int], _Submission]:
             def build(seq_id: int) -> _Submission:
@@ -458,7 +458,7 @@ class TrainingClient(ReadyClient):
             [builder(c) for c in report.chunks],
             created_at=created_at,
             kind=kind,
-            first_last=self._api.first_chunk_last,
+            first_last=self._context.holder.first_chunk_last,
         )
         return combine(futures, combine_outputs, request_type=request_type)
 
@@ -495,7 +495,7 @@ class TrainingClient(ReadyClient):
         check_loss_type_input(loss_type_input)
         items = list(data)
         if isinstance(loss_fn, LossHandle):
-            session_id = self._context.api.session_id()
+            session_id = self._context.holder.ensure_session()
             if loss_fn.session_id != session_id:
                 raise InvalidInputError(
                     "loss_fn",
@@ -806,7 +806,7 @@ class TrainingClient(ReadyClient):
             # WIRE.md §6.1: the session-wide counter is shared with create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
                 model_id=self.model_id,
-                sampling_session_seq_id=self._api.next_sampling_session_seq_id(),
+                sampling_session_seq_id=self._context.holder.next_sampling_session_seq_id(),
                 seq_id=seq_id,
                 kind=kind,
             )

@@ -42,9 +42,7 @@ from tinker_lite._futures.poller import Poller
 from tinker_lite._transport.http import (
     ClientClosedError,
     HttpResponse,
-    PoolKind,
     Timeout,
-    Transport,
     redact,
 )
 from tinker_lite._transport.retry import (
@@ -61,7 +59,6 @@ from tinker_lite._transport.retry import (
 __all__ = [
     "ACK_POLL_TIMEOUT",
     "LONG_POLL_TIMEOUT",
-    "RETRIEVE_FUTURES_PATH",
     "BatchPoller",
 ]
 
@@ -69,8 +66,7 @@ logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
 
-RETRIEVE_FUTURES_PATH = "/api/v1/retrieve_futures"
-# golden-0.38: x-stainless-read-timeout 45.0 on a long poll, 5.0 on an acknowledgement only.
+# golden-0.38: a long poll waits 45 s, an acknowledgement only 5 s.
 LONG_POLL_TIMEOUT = Timeout(connect=5.0, read=45.0)
 ACK_POLL_TIMEOUT = Timeout(connect=5.0, read=5.0)
 # The fetch pool: results are ready when fetched, so a few threads serve any fan-out.
@@ -111,13 +107,14 @@ class _Session:
 class BatchPoller:
     """Awaits sample completions with ``retrieve_futures`` (see the module docstring).
 
-    ``transport`` sends the long polls; ``fetcher`` is the poller that fetches each finished
+    ``send(request, timeout)`` sends one long poll (the requestor's ``retrieve_futures``) and
+    returns its answer, whatever the status; ``fetcher`` is the poller that fetches each finished
     result (and polls per request when a session falls back); it is closed by its owner.
     """
 
     def __init__(
         self,
-        transport: Transport,
+        send: Callable[[types.FuturesRetrieveRequest, Timeout], HttpResponse],
         fetcher: Poller,
         *,
         stall_timeout: float = 300.0,
@@ -126,7 +123,7 @@ class BatchPoller:
         rand: Callable[[], float] = random.random,
         idle_timeout: float = 30.0,
     ) -> None:
-        self._transport = transport
+        self._send = send
         self.fetcher = fetcher
         self._stall_timeout = stall_timeout
         self._policy = policy
@@ -312,14 +309,7 @@ class BatchPoller:
         )
         timeout = ACK_POLL_TIMEOUT if ack_only else LONG_POLL_TIMEOUT
         try:
-            resp = self._transport.send(
-                PoolKind.RETRIEVE_PROMISE,
-                "POST",
-                RETRIEVE_FUTURES_PATH,
-                body=_wire.dumps(request),
-                headers={"x-stainless-read-timeout": str(float(timeout.read))},
-                timeout=timeout,
-            )
+            resp = self._send(request, timeout)
         except APIConnectionError as e:  # ClientClosedError too: the loop sees the closing
             return e
         return _read_answer(resp)

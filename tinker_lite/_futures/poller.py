@@ -1,7 +1,8 @@
 """Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.future.APIFuture`
 resolves.
 
-:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements):
+:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements)
+through ``send``, the requestor's one poll (:class:`Poll` says what to ask):
 re-poll at once after ``try_again`` and 408 when the service held the poll (long-poll), and pace
 re-polls 0.1 s doubling to 1 s when it answered in under a second; back off ``min(2**n, 30)`` s
 with jitter after 5xx, 429 and connection errors (the first one logged at WARNING); 410
@@ -10,8 +11,8 @@ re-submits when a ``resubmit`` callback is given (sampling) and raises
 :class:`~tinker_lite.RequestFailedError`; any other 4xx raises its
 :class:`~tinker_lite.APIStatusError` subclass. A future fails with
 :class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
-``stall_timeout`` seconds (WIRE.md §P.7). Every wait is decided by the
-:class:`~tinker_lite._transport.retry.RetryPolicy`.
+``stall_timeout`` seconds (WIRE.md §P.7). The polls of a task run in a tenacity loop whose every
+wait is :class:`~tinker_lite._transport.retry.ServiceWait`'s.
 
 Threading contract
 ------------------
@@ -54,6 +55,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from tinker_lite import types
@@ -75,9 +77,7 @@ from tinker_lite._transport.http import (
     RETRIEVE_FUTURE_TIMEOUT,
     ClientClosedError,
     HttpResponse,
-    PoolKind,
     Timeout,
-    Transport,
     raise_for_status,
     redact,
 )
@@ -185,6 +185,20 @@ def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
     return decode
 
 
+@dataclass(frozen=True)
+class Poll:
+    """One ``retrieve_future`` the poller asks for: what the requestor puts on the wire."""
+
+    request_id: str
+    request_type: str
+    iteration: int
+    accept: str
+    metadata_only: bool
+    timeout: Timeout
+    sdk_method: str | None
+    roundtrip_s: float | None
+
+
 class _PollTask:
     """The polling state of one pending request (touched by one thread at a time)."""
 
@@ -195,7 +209,6 @@ class _PollTask:
         "failures",
         "fast_answers",
         "future",
-        "headers",
         "idle",
         "iteration",
         "metadata_only",
@@ -208,6 +221,7 @@ class _PollTask:
         "request_type",
         "resubmit",
         "resubmits",
+        "sdk_method",
         "stall",
     )
 
@@ -219,7 +233,7 @@ class _PollTask:
         decode: Callable[[HttpResponse], Any],
         *,
         accept: str,
-        headers: Mapping[str, str],
+        sdk_method: str | None,
         resubmit: Callable[[], str] | None,
         on_queue_state: Callable[[str, str | None], None],
         created_at: float,
@@ -232,7 +246,7 @@ class _PollTask:
         self.request_type = request_type
         self.decode = decode
         self.accept = accept
-        self.headers = headers  # not copied: the poller never changes it
+        self.sdk_method = sdk_method
         self.resubmit = resubmit
         self.on_queue_state = on_queue_state
         self.created_at = created_at
@@ -264,8 +278,9 @@ class Poller:
 
     def __init__(
         self,
-        transport: Transport,
+        send: Callable[[Poll], HttpResponse],
         *,
+        abort: Callable[[], None] | None = None,
         max_workers: int = 32,
         stall_timeout: float = 300.0,
         poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
@@ -280,7 +295,8 @@ class Poller:
     ) -> None:
         if max_workers < 1:
             raise InvalidInputError("max_workers", f"must be >= 1, got {max_workers}")
-        self._transport = transport
+        self._send = send
+        self._abort = abort
         self._max_workers = max_workers
         self._stall_timeout = stall_timeout
         self._poll_timeout = poll_timeout
@@ -385,7 +401,7 @@ class Poller:
         resubmit: Callable[[], str] | None = None,
         accept: str = JSON,
         on_queue_state: Callable[[str, str | None], None] | None = None,
-        headers: Mapping[str, str] | None = None,
+        sdk_method: str | None = None,
         stall_timeout: float | None = None,
         future: APIFuture[T] | None = None,
         metadata_only: bool = True,
@@ -399,9 +415,10 @@ class Poller:
         (this poller's clock), reported in ``X-Tinker-Create-Promise-Roundtrip-Time``;
         ``resubmit`` (sampling) re-sends the request after a 410 and returns the new request
         id; ``accept`` is the ``Accept`` header of the polls; ``on_queue_state(state, reason)``
-        is called with every queue state the service reports; ``headers`` are added to every
-        poll (e.g. ``x-sdk-method``); ``future`` is the pending future to resolve (the caller's
-        own, so a sample needs one future, not two), else a new one; ``metadata_only`` is the
+        is called with every queue state the service reports; ``sdk_method`` is the public
+        call the polls belong to (0.38 names it on them); ``future`` is the pending future to
+        resolve (the caller's own, so a sample needs one future, not two), else a new one;
+        ``metadata_only`` is the
         first poll's ``allow_metadata_only`` (WIRE.md §P.6: ``False`` for the fetch of a result
         that ``retrieve_futures`` reported complete).
         """
@@ -419,7 +436,7 @@ class Poller:
             request_type,
             decode,
             accept=accept,
-            headers=headers or {},
+            sdk_method=sdk_method,
             resubmit=resubmit,
             on_queue_state=callback,
             created_at=created_at,
@@ -639,35 +656,22 @@ class Poller:
         """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
         iteration = task.iteration
         task.iteration += 1
-        headers = {
-            "Accept": task.accept,
-            "X-Tinker-Request-Iteration": str(iteration),
-            "X-Tinker-Request-Type": task.request_type,
-            "X-Stainless-Raw-Response": "raw",
-        }
-        if iteration == 0:
-            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
-            roundtrip = max(0.0, task.registered_at - task.created_at)
-            headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(roundtrip)
-        headers.update(task.headers)
-        body = _wire.dumps(
-            types.FutureRetrieveRequest(
-                request_id=task.request_id, allow_metadata_only=task.metadata_only
-            )
-        )
         # WIRE.md §P.7: the stall timeout is overshot by at most the poll in flight (<= 1 s).
         read = min(self._poll_timeout.read, max(task.stall.remaining(), 1.0))
-        timeout = Timeout(connect=min(self._poll_timeout.connect, read), read=read)
+        poll = Poll(
+            request_id=task.request_id,
+            request_type=task.request_type,
+            iteration=iteration,
+            accept=task.accept,
+            metadata_only=task.metadata_only,
+            timeout=Timeout(connect=min(self._poll_timeout.connect, read), read=read),
+            sdk_method=task.sdk_method,
+            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
+            roundtrip_s=max(0.0, task.registered_at - task.created_at) if iteration == 0 else None,
+        )
         sent_at = self._clock()
         try:
-            resp = self._transport.send(
-                PoolKind.RETRIEVE_PROMISE,
-                "POST",
-                RETRIEVE_FUTURE_PATH,
-                body=body,
-                headers=headers,
-                timeout=timeout,
-            )
+            resp = self._send(poll)
         except ClientClosedError:
             raise
         except APIConnectionError:
@@ -857,7 +861,8 @@ class Poller:
             task.future.try_set_exception(
                 ClientClosedError(f"The client was closed before {task.describe()} completed.")
             )
-        self._transport.abort([PoolKind.RETRIEVE_PROMISE])
+        if self._abort is not None:
+            self._abort()
         deadline = time.monotonic() + timeout
         me = threading.current_thread()
         for thread in threads:

@@ -55,6 +55,7 @@ import requests.utils
 import urllib3
 import urllib3.connectionpool
 import urllib3.exceptions
+import urllib3.response
 from requests.cookies import RequestsCookieJar, merge_cookies
 from requests.models import PreparedRequest
 from requests.structures import CaseInsensitiveDict
@@ -87,7 +88,6 @@ __all__ = [
     "is_certificate_error",
     "is_loopback_url",
     "low_level_cause",
-    "new_idempotency_key",
     "path_param",
     "raise_for_status",
     "redact",
@@ -298,13 +298,6 @@ def user_agent() -> str:
     return f"tinker_lite/{__version__} (Python {platform.python_version()}; {platform.system()})"
 
 
-def new_idempotency_key() -> str:
-    """A fresh ``X-Idempotency-Key`` value for one logical request (WIRE.md §1.3)."""
-    import uuid
-
-    return f"tinker-lite-retry-{uuid.uuid4()}"
-
-
 # Characters kept as-is in a path parameter: unreserved, sub-delims, ':' and '@' (RFC 3986).
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
@@ -324,10 +317,6 @@ def is_loopback_url(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _format_seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def _validate_base_url(base_url: str) -> str:
@@ -539,12 +528,51 @@ class _PoolAdapter(requests.adapters.HTTPAdapter):
     """requests' adapter sized to one pool kind, whose open connections close() can abort.
 
     urllib3's own retries stay off (requests' default): tinker_lite's retry layer is the only
-    one (WIRE.md §P.4).
+    one (WIRE.md §P.4). Without a proxy, the pool of an origin and the path of a URL are looked
+    up once and remembered (a transport sends to one origin, on a few paths), as requests
+    invites an adapter to do by overriding these two methods.
     """
 
     def __init__(self, maxsize: int) -> None:
         self.tracker = _ConnectionTracker()
+        self._routes: dict[tuple[str, object, object], Any] = {}
+        self._paths: dict[str, str] = {}
         super().__init__(pool_connections=4, pool_maxsize=maxsize, pool_block=False)
+
+    def get_connection_with_tls_context(
+        self,
+        request: PreparedRequest,
+        verify: bool | str | None,
+        proxies: Mapping[str, str] | None = None,
+        cert: Any = None,
+    ) -> Any:
+        if proxies:
+            return super().get_connection_with_tls_context(request, verify, proxies, cert)
+        url = str(request.url)
+        key = (url[: url.find("/", url.find("//") + 2)], verify, cert)
+        pool = self._routes.get(key)
+        if pool is None or pool.pool is None:  # not looked up yet, or closed since
+            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
+            if len(self._routes) >= _MAX_KEPT_URLS:
+                self._routes.clear()
+            self._routes[key] = pool
+        return pool
+
+    def request_url(self, request: PreparedRequest, proxies: Mapping[str, str] | None) -> str:
+        if proxies:
+            return super().request_url(request, proxies)
+        url = str(request.url)
+        path = self._paths.get(url)
+        if path is None:
+            path = super().request_url(request, proxies)
+            if len(self._paths) >= _MAX_KEPT_URLS:
+                self._paths.clear()
+            self._paths[url] = path
+        return path
+
+    def close(self) -> None:
+        super().close()
+        self._routes.clear()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -705,6 +733,7 @@ class Transport:
         self._closed = False
         self._lock = threading.Lock()
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._timeouts: dict[Timeout, urllib3.Timeout] = {}
         # Per-request headers found fit for the wire: most repeat on every request (x-sdk-*,
         # Accept, the request type), so each distinct pair is checked once.
         self._checked_headers: set[tuple[str, str]] = set()
@@ -838,6 +867,15 @@ class Transport:
             self._urls[key] = url
         return url
 
+    def _urllib3_timeout(self, timeout: Timeout) -> Any:
+        """The timeout as requests' adapter takes it (urllib3's, made once per value)."""
+        value = self._timeouts.get(timeout)
+        if value is None:
+            value = self._timeouts[timeout] = urllib3.Timeout(
+                connect=timeout.connect, read=timeout.read
+            )
+        return value
+
     def _extra_header_problem(self, extra: Mapping[str, str]) -> Literal["form", "latin-1"] | None:
         """What is wrong with the first bad per-request header, or None (fit pairs remembered)."""
         checked = self._checked_headers
@@ -859,7 +897,6 @@ class Transport:
         path: str,
         *,
         body: bytes | None = None,
-        content_type: str | None = JSON,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: Timeout = DEFAULT_TIMEOUT,
@@ -867,25 +904,16 @@ class Transport:
     ) -> HttpResponse:
         """Send one HTTP attempt and return its answer, whatever the status.
 
-        ``Content-Type`` is sent with a body and on every non-GET request (as the official SDK
-        does, WIRE.md §1.3); a non-GET request without an ``X-Idempotency-Key`` in ``headers``
-        gets a fresh one. Raises :class:`~tinker_lite.APITimeoutError` on a connect/read
-        timeout, :class:`~tinker_lite.APIConnectionError` on any other transport failure,
-        :class:`~tinker_lite.InvalidInputError` for a header that cannot be sent and
-        :class:`ClientClosedError` after :meth:`close`.
+        ``headers`` are the request's own, over the connection's (the service's headers are
+        the requestor's, :mod:`tinker_lite._api`). Raises :class:`~tinker_lite.APITimeoutError`
+        on a connect/read timeout, :class:`~tinker_lite.APIConnectionError` on any other
+        transport failure, :class:`~tinker_lite.InvalidInputError` for a header that cannot be
+        sent and :class:`ClientClosedError` after :meth:`close`.
         """
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
-        method = method.upper()
         what = f"{method} {path}"
         request_headers = self._base_headers.copy()
-        if content_type is not None and (body is not None or method not in ("GET", "HEAD")):
-            request_headers["Content-Type"] = content_type
-        if method not in ("GET", "HEAD"):
-            request_headers["X-Idempotency-Key"] = new_idempotency_key()
-        # WIRE.md §1.3: sent for parity with the official SDK (a retry layer sets the count).
-        request_headers["x-stainless-retry-count"] = "0"
-        request_headers["x-stainless-read-timeout"] = _format_seconds(timeout.read)
         if headers:
             request_headers.update(headers)
         problem = self._base_header_problem or (
@@ -909,13 +937,14 @@ class Transport:
         try:
             answer = session.send(
                 prepared,
-                timeout=(timeout.connect, timeout.read),
+                timeout=self._urllib3_timeout(timeout),
                 allow_redirects=allow_redirects,
                 proxies=resolved.proxies,
                 verify=resolved.verify,
                 cert=resolved.cert,
-                stream=False,
+                stream=True,
             )
+            content = _body_of(answer)
         except requests.exceptions.TooManyRedirects as e:
             raise APIConnectionError(
                 f"Connection error on {what}: more than {session.max_redirects} redirects"
@@ -935,7 +964,7 @@ class Transport:
         return HttpResponse(
             answer.status_code,
             answer.headers,
-            answer.content,
+            content,
             elapsed=elapsed,
             json_loads=self._json_loads,
         )
@@ -991,6 +1020,15 @@ class Transport:
     def default_headers(self) -> dict[str, str]:
         """The headers sent on every request (before the per-request ones), for inspection."""
         return dict(self._base_headers)
+
+
+def _body_of(answer: requests.Response) -> bytes:
+    """The whole (decoded) body of a streamed answer, read at once from urllib3's response when
+    that is what the adapter gave (requests' chunked ``content`` reading costs more)."""
+    raw = answer.raw
+    if isinstance(raw, urllib3.response.BaseHTTPResponse):
+        return raw.read(decode_content=True)
+    return answer.content
 
 
 def _pool_session(maxsize: int) -> requests.Session:

@@ -11,12 +11,12 @@ and every wait is :class:`ServiceWait`'s: the service's ``retry-after-ms`` / ``r
 the service last answered anything useful, from the submit through its retries, back-off sleeps
 and polls.
 
-Layer A (:func:`send_with_retries`, WIRE.md §5.1 as fixed by §P.4) retries one HTTP call on
+Layer A (:func:`http_loop`, WIRE.md §5.1 as fixed by §P.4) retries one HTTP call on
 408/409/429/5xx answers and connection errors, obeys ``x-should-retry`` and otherwise sleeps
 ``min(0.5 * 2**n, 10) * (1 - 0.25 * random())``; at most 10 retries. Every attempt carries the
 same ``X-Idempotency-Key`` and body.
 
-Layer B (:func:`with_operation_retries`, WIRE.md §5.2) wraps a whole Layer-A call for submits:
+Layer B (:func:`operation_loop`, WIRE.md §5.2) wraps a whole Layer-A call for submits:
 while the error is retryable and less than 5 minutes have passed it sleeps ``min(2**n, 30)`` s and
 calls again with the *same* request (same body, same ``seq_id``); each call gets a new
 idempotency key.
@@ -24,42 +24,30 @@ idempotency key.
 The first retry the caller cannot see (connection refused, DNS failure, 5xx) of a logical
 request is logged at WARNING, naming what is retried and until when (WIRE.md §P.7); later ones at
 DEBUG. The decisions are pure functions; sleeping, randomness and clocks are injected so tests
-run instantly. This is the only module that imports tenacity; no tenacity type or exception
-leaves it.
+run instantly. The loops are built once by their owner (the requestor, the pollers) and run
+each request with its :class:`Tries` (or task) as first argument. This is the only module that
+imports tenacity; no tenacity exception leaves it.
 """
 
 from __future__ import annotations
 
-import contextvars
 import email.utils
 import logging
 import math
 import random
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import tenacity
 
 from tinker_lite._errors import APIConnectionError, APIStatusError, InvalidInputError
-from tinker_lite._transport.http import (
-    DEFAULT_TIMEOUT,
-    JSON,
-    ClientClosedError,
-    HttpResponse,
-    PoolKind,
-    Timeout,
-    Transport,
-    new_idempotency_key,
-    raise_for_status,
-    redact,
-)
+from tinker_lite._transport.http import ClientClosedError, HttpResponse, Timeout, redact
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
+    "MIN_ATTEMPT_TIMEOUT",
     "NO_RETRIES",
     "Backoff",
     "Retrier",
@@ -71,6 +59,7 @@ __all__ = [
     "SharedWindow",
     "StallWatch",
     "StopWhen",
+    "Tries",
     "announce_retry",
     "answer_headers",
     "attempt_error",
@@ -78,15 +67,15 @@ __all__ = [
     "cut_timeout",
     "describe_error",
     "exponential_backoff",
+    "http_loop",
     "is_invisible_failure",
     "is_retryable_error",
     "is_retryable_status",
     "operation_delay",
+    "operation_loop",
     "parse_retry_after",
     "release",
     "retry_loop",
-    "send_with_retries",
-    "with_operation_retries",
 ]
 
 logger = logging.getLogger("tinker_lite.retry")
@@ -185,7 +174,8 @@ class RetryPolicy:
     poll_max_delay)`` with jitter after 5xx, 429 and connection errors; a ``try_again`` answered
     in under ``pace_below_s`` is paced ``pace_initial`` doubling to ``pace_max``. Sampling 429s
     (§P.8): ``Retry-After`` when honoured, else ``throttle_default``. Downloads: ``min(2**n,
-    download_max_delay)``.
+    download_max_delay)``. A session's trace export is asked again every
+    ``trace_export_interval`` while it is being built.
 
     ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
     back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
@@ -209,6 +199,7 @@ class RetryPolicy:
     pace_max: float = 1.0
     throttle_default: float = 1.0
     download_max_delay: float = 30.0
+    trace_export_interval: float = 5.0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
@@ -257,6 +248,11 @@ class RetryPolicy:
     def download_backoff(self) -> Backoff:
         """Downloads: ``min(2**n, 30)`` s."""
         return Backoff(1.0, self.download_max_delay)
+
+    @property
+    def trace_export_backoff(self) -> Backoff:
+        """A session's trace export, while the service builds it: every 5 s."""
+        return Backoff(self.trace_export_interval, self.trace_export_interval)
 
     def within(self, remaining_s: float) -> RetryPolicy:
         """This policy with its budget cut to ``remaining_s`` seconds (at least a moment)."""
@@ -450,27 +446,6 @@ class RetryNotice:
         self.warned = False
 
 
-_CURRENT_NOTICE: contextvars.ContextVar[RetryNotice | None] = contextvars.ContextVar(
-    "tinker_lite_retry_notice", default=None
-)
-_NOTICE_LOCK = threading.Lock()
-
-
-@contextmanager
-def _one_notice() -> Iterator[RetryNotice]:
-    """The notice of the logical request running in this context (shared by nested layers)."""
-    current = _CURRENT_NOTICE.get()
-    if current is not None:
-        yield current
-        return
-    notice = RetryNotice()
-    token = _CURRENT_NOTICE.set(notice)
-    try:
-        yield notice
-    finally:
-        _CURRENT_NOTICE.reset(token)
-
-
 def _wall_time(epoch: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(epoch))
 
@@ -483,19 +458,17 @@ def announce_retry(
     until_s: float | None,
     wall_now: float,
     invisible: bool,
-    notice: RetryNotice | None = None,
+    notice: RetryNotice,
 ) -> None:
     """Log one retry: the first invisible one of a request at WARNING, every other at DEBUG.
 
     ``what`` names the request, ``problem`` the failure, ``until_s`` how many more seconds it
-    may be retried (``None``: no time bound) and ``wall_now`` the wall clock (epoch seconds).
+    may be retried (``None``: no time bound), ``wall_now`` the wall clock (epoch seconds) and
+    ``notice`` the request's own (one per logical request, shared by its retry layers).
     """
-    if notice is None:
-        notice = _CURRENT_NOTICE.get() or RetryNotice()
-    with _NOTICE_LOCK:
-        first = invisible and not notice.warned
-        if first:
-            notice.warned = True
+    first = invisible and not notice.warned
+    if first:
+        notice.warned = True
     level = logging.WARNING if first else logging.DEBUG
     if not logger.isEnabledFor(level):
         return
@@ -692,112 +665,6 @@ def attempt_error(state: tenacity.RetryCallState) -> BaseException | None:
     return outcome.exception() if outcome is not None and outcome.failed else None
 
 
-def _retryable_attempt_error(exc: BaseException) -> bool:
-    if isinstance(exc, ClientClosedError):
-        return False
-    return isinstance(exc, (RetryableStatus, APIConnectionError))
-
-
-def send_with_retries(
-    transport: Transport,
-    pool: PoolKind,
-    method: str,
-    path: str,
-    *,
-    body: bytes | None = None,
-    content_type: str | None = JSON,
-    query: Mapping[str, str] | None = None,
-    headers: Mapping[str, str] | None = None,
-    timeout: Timeout = DEFAULT_TIMEOUT,
-    allow_redirects: bool = True,
-    accept_status: Collection[int] = (),
-    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    sleep: Callable[[float], object] = time.sleep,
-    rand: Callable[[], float] = random.random,
-    wall_clock: Callable[[], float] = time.time,
-    request_id: str | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> HttpResponse:
-    """Send one logical request with Layer-A retries; return the 2xx (or accepted) answer.
-
-    Every attempt re-sends the same body with the same ``X-Idempotency-Key`` and an increasing
-    ``x-stainless-retry-count``. A final error status raises its
-    :class:`~tinker_lite.APIStatusError` subclass (statuses in ``accept_status`` are returned
-    instead, e.g. 302 for a redirect read by hand); a final transport failure raises
-    :class:`~tinker_lite.APIConnectionError` / :class:`~tinker_lite.APITimeoutError`.
-    A policy with a ``budget_s`` stops retrying before a back-off would overrun it and cuts
-    each attempt's timeouts to the time left (``clock`` is the monotonic clock it is read on).
-    """
-    method = method.upper()
-    what = f"{method} {path}"
-    started = clock()
-    base_headers = dict(headers or {})
-    if method not in ("GET", "HEAD") and not any(
-        key.lower() == "x-idempotency-key" for key in base_headers
-    ):
-        base_headers["X-Idempotency-Key"] = new_idempotency_key()
-
-    def stop(state: tenacity.RetryCallState) -> bool:
-        if state.attempt_number > policy.max_retries:
-            return True
-        budget = policy.budget_s
-        return budget is not None and clock() - started + state.upcoming_sleep >= budget
-
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        error = attempt_error(state)
-        status = error.response.status if isinstance(error, RetryableStatus) else None
-        delay = state.upcoming_sleep
-        if policy.budget_s is not None:
-            until_s: float | None = policy.budget_s - (clock() - started)
-        else:
-            until_s = delay + policy.max_total_delay(state.attempt_number)
-        announce_retry(
-            what,
-            f"HTTP {status}" if status is not None else describe_error(error),
-            delay=delay,
-            until_s=until_s,
-            wall_now=wall_clock(),
-            invisible=is_invisible_failure(error, status),
-        )
-
-    def attempt(retries: list[int]) -> HttpResponse:
-        attempt_headers = dict(base_headers)
-        attempt_headers["x-stainless-retry-count"] = str(retries[0])
-        retries[0] += 1
-        answer = transport.send(
-            pool,
-            method,
-            path,
-            body=body,
-            content_type=content_type,
-            query=query,
-            headers=attempt_headers,
-            timeout=policy.attempt_timeout(timeout, clock() - started),
-            allow_redirects=allow_redirects,
-        )
-        if not (200 <= answer.status < 300) and answer.status not in accept_status:
-            if policy.should_retry(answer.status, answer.headers):
-                raise RetryableStatus(answer)
-            raise_for_status(answer, request_id=request_id, what=what)
-        return answer
-
-    retrier = retry_loop(
-        wait=ServiceWait(policy, policy.http_backoff, rand=rand, wall_clock=wall_clock),
-        stop=stop,
-        retry_on=_retryable_attempt_error,
-        sleep=sleep,
-        before_sleep=before_sleep,
-    )
-    with _one_notice():
-        try:
-            return retrier(attempt, [0])
-        except RetryableStatus as e:
-            raise_for_status(e.response, request_id=request_id, what=what)
-            raise AssertionError("unreachable") from None  # pragma: no cover
-        finally:
-            release(retrier)
-
-
 def is_retryable_error(exc: BaseException) -> bool:
     """Whether Layer B retries an error (WIRE.md §5.2): connection errors, 408/409/429/5xx."""
     if isinstance(exc, ClientClosedError):
@@ -812,55 +679,163 @@ def operation_delay(retries_taken: int, *, remaining: float) -> float:
     return DEFAULT_RETRY_POLICY.operation_delay(retries_taken, remaining=remaining)
 
 
-def with_operation_retries(
-    fn: Callable[[], T],
-    *,
-    budget_s: float | None = None,
-    sleep: Callable[[float], object] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    is_retryable: Callable[[BaseException], bool] = is_retryable_error,
-    describe: str = "request",
-    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    wall_clock: Callable[[], float] = time.time,
-) -> T:
-    """Call ``fn`` until it succeeds, fails for good, or ``budget_s`` seconds have passed.
+class Tries:
+    """One logical request's retry bookkeeping, read by the loops' callbacks (its first argument).
 
-    ``budget_s`` defaults to the policy's ``operation_budget_s`` (5 minutes). ``fn`` must re-send
-    the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``). The last error
-    is raised unchanged. The HTTP retries inside ``fn`` share this call's retry notice: the
-    first invisible retry of the whole operation is logged at WARNING, once.
+    ``what`` names it in logs. Its HTTP retries (Layer A) are bounded by ``policy`` (count) and
+    ``budget_s`` (time from ``started``, the start of the current HTTP loop: the policy's
+    ``budget_s``, or what is left of the operation's); with an
+    ``operation_budget_s`` its operation retries (Layer B) go on for that long from
+    ``operation_started``, for the errors ``retryable`` accepts. ``notice`` says whether its
+    first retry the caller cannot see was announced (once for both layers).
     """
-    budget = policy.operation_budget_s if budget_s is None else budget_s
-    started = clock()
 
-    def left() -> float:
-        return budget - (clock() - started)
+    __slots__ = (
+        "budget_s",
+        "notice",
+        "operation_budget_s",
+        "operation_started",
+        "policy",
+        "retryable",
+        "started",
+        "what",
+    )
+
+    def __init__(
+        self,
+        what: str,
+        policy: RetryPolicy,
+        *,
+        operation_budget_s: float | None = None,
+        retryable: Callable[[BaseException], bool] = is_retryable_error,
+    ) -> None:
+        self.what = what
+        self.policy = policy
+        self.budget_s = policy.budget_s
+        self.operation_budget_s = operation_budget_s
+        self.retryable = retryable
+        self.started = 0.0
+        self.operation_started = 0.0
+        self.notice = RetryNotice()
+
+
+def _transient(exc: BaseException) -> bool:
+    """An attempt's failure Layer A retries: a retryable answer or a connection error."""
+    if isinstance(exc, ClientClosedError):
+        return False
+    return isinstance(exc, (RetryableStatus, APIConnectionError))
+
+
+def http_loop(
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], object],
+    rand: Callable[[], float] = random.random,
+    wall_clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] = time.monotonic,
+) -> Retrier:
+    """Layer A (WIRE.md §5.1, §P.4), built once: ``loop(attempt, tries)`` calls ``attempt(tries)``.
+
+    Retries retryable answers (:class:`RetryableStatus`) and connection errors up to
+    ``tries.policy.max_retries`` times, waiting :class:`ServiceWait`'s ``Retry-After`` or
+    ``min(0.5 * 2**n, 10)`` with jitter; a policy with a ``budget_s`` stops before a back-off
+    would overrun it. The last failure is raised as it was.
+    """
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        tries: Tries = call_of(state)
+        if state.attempt_number > tries.policy.max_retries:
+            return True
+        budget = tries.budget_s
+        return budget is not None and clock() - tries.started + state.upcoming_sleep >= budget
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
+        tries: Tries = call_of(state)
         error = attempt_error(state)
+        status = error.response.status if isinstance(error, RetryableStatus) else None
+        delay = state.upcoming_sleep
+        budget = tries.budget_s
+        if budget is not None:
+            until_s: float | None = budget - (clock() - tries.started)
+        else:
+            until_s = delay + tries.policy.max_total_delay(state.attempt_number)
+        if tries.operation_budget_s is not None:
+            left = tries.operation_budget_s - (clock() - tries.operation_started)
+            until_s = left if until_s is None else max(until_s, left)
         announce_retry(
-            describe,
-            describe_error(error),
-            delay=state.upcoming_sleep,
-            until_s=left(),
+            tries.what,
+            f"HTTP {status}" if status is not None else describe_error(error),
+            delay=delay,
+            until_s=until_s,
             wall_now=wall_clock(),
-            invisible=is_invisible_failure(error),
+            invisible=is_invisible_failure(error, status),
+            notice=tries.notice,
         )
 
-    retrier = retry_loop(
+    return retry_loop(
         wait=ServiceWait(
-            policy, policy.operation_backoff, wall_clock=wall_clock, at_most=lambda state: left()
+            policy,
+            fallback=lambda state: call_of(state).policy.http_backoff.delay(
+                state.attempt_number - 1, rand()
+            ),
+            wall_clock=wall_clock,
         ),
-        stop=lambda state: left() <= 0,
-        retry_on=is_retryable,
+        stop=stop,
+        retry_on=_transient,
         sleep=sleep,
         before_sleep=before_sleep,
     )
-    with _one_notice():
-        try:
-            return retrier(fn)
-        finally:
-            release(retrier)
+
+
+def operation_loop(
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], object],
+    wall_clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] = time.monotonic,
+) -> Retrier:
+    """Layer B (WIRE.md §5.2), built once: ``loop(operation, tries)`` calls ``operation(tries)``.
+
+    While the error is one ``tries.retryable`` accepts and ``tries.operation_budget_s`` has not
+    passed, waits ``min(2**n, 30)`` s (or what the service asks) and calls again: the caller
+    re-sends the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``). The
+    last error is raised as it was.
+    """
+
+    def left(tries: Tries) -> float:
+        budget = tries.operation_budget_s or 0.0
+        return budget - (clock() - tries.operation_started)
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        tries: Tries = call_of(state)
+        error = attempt_error(state)
+        return error is None or not tries.retryable(error) or left(tries) <= 0
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        tries: Tries = call_of(state)
+        error = attempt_error(state)
+        announce_retry(
+            tries.what,
+            describe_error(error),
+            delay=state.upcoming_sleep,
+            until_s=left(tries),
+            wall_now=wall_clock(),
+            invisible=is_invisible_failure(error),
+            notice=tries.notice,
+        )
+
+    return retry_loop(
+        wait=ServiceWait(
+            policy,
+            policy.operation_backoff,
+            wall_clock=wall_clock,
+            at_most=lambda state: left(call_of(state)),
+        ),
+        stop=stop,
+        retry_on=lambda error: isinstance(error, Exception),
+        sleep=sleep,
+        before_sleep=before_sleep,
+    )
 
 
 def describe_error(error: BaseException | None) -> str:
