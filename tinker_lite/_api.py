@@ -40,6 +40,7 @@ from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
+    APIConnectionError,
     APIResponseValidationError,
     ClientClosedError,
     InvalidInputError,
@@ -309,10 +310,15 @@ class Requestor:
         self._session_ref: Callable[[], SessionHolder | None] = lambda: None
         # The two layers of the one retrying send, and the sampling 429 loop, built once.
         self._http = http_loop(
-            retry_policy, sleep=self.sleep, rand=rand, wall_clock=wall_clock, clock=clock
+            retry_policy,
+            closing=self.closing,
+            sleep=self.sleep,
+            rand=rand,
+            wall_clock=wall_clock,
+            clock=clock,
         )
         self._operations = operation_loop(
-            retry_policy, sleep=self.sleep, wall_clock=wall_clock, clock=clock
+            retry_policy, closing=self.closing, sleep=self.sleep, wall_clock=wall_clock, clock=clock
         )
         self._sample_submits = retry_loop(
             wait=ServiceWait(
@@ -326,7 +332,7 @@ class Requestor:
                 at_most=lambda state: call_of(state).life.remaining(),
                 window=self.sample_gate,  # WIRE.md §P.8: one window for every sampler
             ),
-            stop=lambda state: call_of(state).closing.is_set(),
+            stop=lambda state: self.closing.is_set() or call_of(state).closing.is_set(),
             retry_on=lambda error: isinstance(error, (RetryableStatus, _HeldBack)),
             sleep=self.sleep,
         )
@@ -472,10 +478,18 @@ class Requestor:
 
     def _send(self, call: _Call) -> HttpResponse:
         """The one retrying send: the operation layer (when the call has a budget for it)
-        around the HTTP layer around one transport attempt."""
-        if call.operation_budget_s is None:
-            return self._operation_try(call)
-        return self._operations(self._operation_try, call)
+        around the HTTP layer around one transport attempt.
+
+        A failure is raised with a traceback that starts here, its low-level cause kept: an
+        uncaught one prints the caller's frames and the cause, not every retry (WIRE.md §P.7).
+        """
+        try:
+            if call.operation_budget_s is None:
+                return self._operation_try(call)
+            return self._operations(self._operation_try, call)
+        except TinkerError as e:
+            failure = e
+        raise failure.with_traceback(None)
 
     def _operation_try(self, call: _Call) -> HttpResponse:
         """One try of the operation: a new idempotency key, then the HTTP layer's attempts."""
@@ -507,7 +521,8 @@ class Requestor:
         headers = call.headers
         # WIRE.md §1.3: sent for parity with the official SDK.
         headers["x-stainless-retry-count"] = str(call.retries)
-        headers["x-stainless-read-timeout"] = call.timeout_header or _seconds(timeout.read)
+        # The timeout the request was given (an attempt near the end of its budget waits less).
+        headers["x-stainless-read-timeout"] = call.timeout_header or _seconds(call.timeout.read)
         call.retries += 1
         resp = self.transport.send(
             call.pool,
@@ -519,6 +534,7 @@ class Requestor:
             timeout=timeout,
             allow_redirects=call.allow_redirects,
         )
+        _answered(self.base_url)
         status = resp.status
         if call.raw or 200 <= status < 300 or status in call.accept_status:
             return resp
@@ -540,20 +556,37 @@ class Requestor:
 
     def client_config(self) -> HttpResponse:
         """``POST client/config``: a connection that cannot be made is retried for the start-up
-        budget (the service may be starting); any answer is returned."""
-        body = _wire.dumps(types.ClientConfigRequest(sdk_version=self.settings.sdk_version))
+        budget (WIRE.md §P.7) when this process never had an answer from the service (a wrong
+        URL, no network), for the stall timeout when it had (the service is lost, not absent);
+        then an :class:`~tinker_lite.APIConnectionError` names the URL and the cause. Any
+        answer is returned."""
+        settings = self.settings
+        reached = self.base_url in _ANSWERED
+        budget = settings.stall_timeout if reached else settings.startup_timeout
+        body = _wire.dumps(types.ClientConfigRequest(sdk_version=settings.sdk_version))
         call = self._prepare(
             "POST",
             CLIENT_CONFIG_PATH,
             pool=PoolKind.SESSION,
             body=body,
-            policy=self._startup_policy(),
+            policy=self._startup_policy(budget),
         )
         call.what = f"POST {CLIENT_CONFIG_PATH} (start-up)"
-        call.operation_budget_s = self.settings.startup_timeout
+        call.operation_budget_s = budget
         call.operation_started = self.clock()
         call.retryable = is_connection_failure
-        return self._send(call)
+        try:
+            return self._send(call)
+        except APIConnectionError as e:
+            if reached or not is_connection_failure(e):
+                raise
+            unreachable = e
+        error = APIConnectionError(
+            f"{unreachable} The service at {self.base_url} never answered within the start-up "
+            f"budget of {budget:g} s (startup_timeout=, --startup-timeout or "
+            "TINKER_LITE_STARTUP_TIMEOUT to wait longer)."
+        )
+        raise error from unreachable.__cause__
 
     def _post_with_key(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
         """``auth/token``: sent with the start-up retries (on any thread, whenever a JWT is
@@ -1019,6 +1052,16 @@ class Requestor:
             raise RetryableStatus(resp)
         self.sample_gate.note_accepted()
         return parse_model(resp, types.UntypedAPIFuture, what="asample").request_id
+
+
+# Base URLs that have answered this process (any status): a service reached once is lost, not
+# absent, when it stops answering (WIRE.md §P.7, "never reached vs lost").
+_ANSWERED: set[str] = set()
+
+
+def _answered(base_url: str) -> None:
+    if base_url not in _ANSWERED:
+        _ANSWERED.add(base_url)
 
 
 class _SampleCall:

@@ -87,14 +87,17 @@ class ServiceClient:
 
     tinker_lite's keyword-only options: ``stall_timeout`` (seconds without any answer before a
     pending request fails; default 300, or ``TINKER_LITE_STALL_TIMEOUT``), ``startup_timeout``
-    (how long a connection that cannot be made, refused, DNS or TLS handshake failure, is
-    retried before the service has answered once; default: the stall timeout, or
-    ``TINKER_LITE_STARTUP_TIMEOUT``), ``wire`` (``"auto"``: protobuf
-    forward/forward_backward when the service publishes a client config, JSON otherwise; or
-    force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a CA bundle path),
-    ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default ``TINKER_TAGS``),
-    ``default_headers`` (added to every request), ``sample_workers`` (threads submitting sample
-    requests, default 16: raise it for many very short samples on a distant service),
+    (how long a service this process never had an answer from is tried when a connection
+    cannot be made, refused, DNS, TLS handshake failure or a connect timeout, before the call
+    fails with an :class:`~tinker_lite.APIConnectionError` naming the URL and the cause;
+    default 30 s, or the stall timeout when shorter, or ``TINKER_LITE_STARTUP_TIMEOUT``; once
+    the service has answered, losing it is ridden out for the stall timeout), ``wire``
+    (``"auto"``: protobuf forward/forward_backward when the service publishes a client config,
+    JSON otherwise; or force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a
+    CA bundle path), ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default
+    ``TINKER_TAGS``), ``default_headers`` (added to every request), ``sample_workers`` (threads
+    submitting sample requests, default 16: raise it for many very short samples on a distant
+    service),
     ``max_retries`` (HTTP retries of one request after a connection error or a 408/409/429/5xx
     answer; default 10, start-up requests at most 2), ``journal`` and ``requests_session`` (a
     ``requests.Session`` of your own, e.g. with a corporate proxy, a client certificate or a

@@ -13,7 +13,8 @@ types and messages (credentials redacted) and the small ``event_data`` dicts cal
 Threading: one daemon thread per :class:`Telemetry`, started with it; every method may be called
 from any thread; :meth:`Telemetry.close` sends what is queued (bounded wait) and joins the thread.
 Sending failures are logged once and the batch is dropped: telemetry never blocks or breaks a
-user's call beyond the bounded flush waits.
+user's call beyond the bounded flush waits. While the client closes, a batch is sent once (no
+retry): if the service does not answer, nothing more is sent or logged (WIRE.md §P.7).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIStatusError,
+    ClientClosedError,
     InvalidInputError,
     RequestErrorCategory,
     RequestFailedError,
@@ -152,6 +154,7 @@ class Telemetry:
         self._started_at = clock()
         self._dropped_logged = False
         self._failure_logged = False
+        self._gone = False
         self._session_ended = False
         self._thread: threading.Thread | None = None
         self.sent_batches = 0
@@ -319,10 +322,18 @@ class Telemetry:
             session_id=self._session_id,
             process_uuid=PROCESS_UUID,
         )
+        if self._gone:
+            return  # the service did not answer while the client was closing: never re-sent
         try:
             self._send_batch(_wire.dumps(request))
         except TinkerError as e:
-            if not self._failure_logged:
+            # WIRE.md §P.7: shutdown is quiet; a closed client's telemetry is just dropped.
+            quiet = isinstance(e, ClientClosedError) or self._stopping.is_set()
+            if quiet:
+                self._gone = True
+            if quiet or self._failure_logged:
+                logger.debug("Telemetry batch of %d events dropped: %s", len(events), e)
+            else:
                 self._failure_logged = True
                 logger.warning(
                     "Failed to send telemetry batch (%d events): %s", len(events), redact(str(e))
@@ -339,6 +350,16 @@ class Telemetry:
         with self._cond:
             self._cond.notify_all()
         self.join(timeout)
+
+    def abandon(self) -> None:
+        """Drop what is queued and stop the thread without sending anything (an unclosed
+        client being collected)."""
+        with self._cond:
+            self._gone = True
+            self._queue.clear()
+            self._processed = self._enqueued
+            self._stopping.set()
+            self._cond.notify_all()
 
     def join(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the thread to end after :meth:`close`; True if it ended."""

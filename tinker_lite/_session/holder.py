@@ -140,7 +140,7 @@ def _shutdown_components(
         hb.stop(timeout=1.0)
     tel = telemetry[0]
     if tel is not None:
-        tel.close(timeout=0.0)
+        tel.abandon()
     api.close()
     poller.close(timeout=1.0)
     # Closing the transport ends any send in flight, so these threads now exit promptly.
@@ -505,13 +505,12 @@ class SessionHolder:
                 heartbeat.stop(timeout=min(2.0, timeout))
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
+                # Sent once, bounded, before the session ends (WIRE.md §P.7, §P.12).
                 telemetry.session_end()
-                telemetry.flush(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+                telemetry.close(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
             if self._started.is_set() and self._session_id is not None:
                 remaining = deadline - time.monotonic()
                 self._finish_session(finish, sdk_method, max(0.5, min(10.0, remaining)))
-            if telemetry is not None:
-                telemetry.close(timeout=max(0.0, min(2.0, deadline - time.monotonic())))
         finally:
             self._poller.close(timeout=max(0.5, deadline - time.monotonic()))
             self._api.close()

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_SAMPLE_WORKERS",
     "DEFAULT_STALL_TIMEOUT",
+    "DEFAULT_STARTUP_TIMEOUT",
     "ENV_API_KEY",
     "ENV_BASE_URL",
     "ENV_JOURNAL",
@@ -64,6 +65,9 @@ ENV_STALL_TIMEOUT = "TINKER_LITE_STALL_TIMEOUT"
 ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
 
 DEFAULT_STALL_TIMEOUT = 300.0
+DEFAULT_STARTUP_TIMEOUT = 30.0
+"""How long a service this process never had an answer from is tried (WIRE.md §P.7): a wrong
+URL or a machine without network fails in half a minute, not after the stall timeout."""
 DEFAULT_SAMPLE_WORKERS = 16
 """Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
 (about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
@@ -90,7 +94,7 @@ class Settings:
     project_id: str | None = None
     tags: tuple[str, ...] = ()
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
-    startup_timeout: float = DEFAULT_STALL_TIMEOUT
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     wire: WireMode = "auto"
     sdk_version: str = WIRE_SDK_VERSION
     telemetry: bool = True
@@ -267,7 +271,13 @@ def resolve_settings(
         cf_headers["CF-Access-Client-Secret"] = cf_secret
 
     stall = _seconds(stall_timeout, "stall_timeout", env, ENV_STALL_TIMEOUT, DEFAULT_STALL_TIMEOUT)
-    startup = _seconds(startup_timeout, "startup_timeout", env, ENV_STARTUP_TIMEOUT, stall)
+    startup = _seconds(
+        startup_timeout,
+        "startup_timeout",
+        env,
+        ENV_STARTUP_TIMEOUT,
+        min(DEFAULT_STARTUP_TIMEOUT, stall),
+    )
 
     if wire not in ("auto", "protobuf", "json"):
         raise InvalidInputError("wire", f"must be 'auto', 'protobuf' or 'json', got {wire!r}")

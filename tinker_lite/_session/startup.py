@@ -31,7 +31,13 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
-from tinker_lite._transport.http import HttpResponse, Timeout, is_certificate_error, redact
+from tinker_lite._transport.http import (
+    HttpResponse,
+    Timeout,
+    is_certificate_error,
+    is_connect_timeout,
+    redact,
+)
 
 __all__ = [
     "CLIENT_CONFIG_PATH",
@@ -53,15 +59,16 @@ MIN_REFRESH_INTERVAL_S = 10.0
 
 
 def is_connection_failure(error: BaseException) -> bool:
-    """A connection that could not be made (refused, DNS, TLS handshake): no answer, no timeout.
+    """A connection that could not be made (refused, DNS, TLS handshake, a connect timeout):
+    the service gave no answer at all.
 
     A rejected certificate is not one: it will not change by waiting.
     """
-    return (
-        isinstance(error, APIConnectionError)
-        and not isinstance(error, (ClientClosedError, APITimeoutError))
-        and not is_certificate_error(error)
-    )
+    if not isinstance(error, APIConnectionError) or isinstance(error, ClientClosedError):
+        return False
+    if isinstance(error, APITimeoutError) and not is_connect_timeout(error):
+        return False
+    return not is_certificate_error(error)
 
 
 def read_client_config(

@@ -86,6 +86,7 @@ __all__ = [
     "Transport",
     "classify_failure",
     "is_certificate_error",
+    "is_connect_timeout",
     "is_loopback_url",
     "low_level_cause",
     "path_param",
@@ -409,6 +410,15 @@ def classify_failure(exc: BaseException) -> FailureKind:
     return "other"
 
 
+def is_connect_timeout(exc: BaseException) -> bool:
+    """Whether a failed attempt timed out while connecting (nothing was sent)."""
+    return any(
+        isinstance(e, urllib3.exceptions.ConnectTimeoutError)
+        and not isinstance(e, urllib3.exceptions.NewConnectionError)
+        for e in _nested_errors(exc)
+    )
+
+
 def is_certificate_error(exc: BaseException) -> bool:
     """Whether a failed attempt (or the error it caused) rejected the server's TLS certificate.
 
@@ -450,8 +460,9 @@ def low_level_cause(exc: BaseException) -> BaseException:
     """The failure under requests' wrapping: urllib3's, http.client's, the socket's or ssl's.
 
     requests wraps urllib3's error (``ConnectionError(MaxRetryError(reason=...))``); a
-    tinker_lite error keeps only what happened as its ``__cause__``, so an uncaught one prints
-    a short traceback.
+    tinker_lite error keeps only what happened as its ``__cause__`` (its message names the OS's
+    reason), without the chain and the urllib3 frames under it, so an uncaught one prints a
+    short traceback (WIRE.md §P.7).
     """
     current = exc
     while isinstance(
@@ -465,7 +476,9 @@ def low_level_cause(exc: BaseException) -> BaseException:
         if inner is None:
             break
         current = inner
-    return current
+    current.__cause__ = None
+    current.__suppress_context__ = True
+    return current.with_traceback(None)
 
 
 # What a send may raise that is a failure of the connection (requests' RequestException is an

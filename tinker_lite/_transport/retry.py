@@ -35,6 +35,7 @@ import email.utils
 import logging
 import math
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -729,6 +730,7 @@ def _transient(exc: BaseException) -> bool:
 def http_loop(
     policy: RetryPolicy,
     *,
+    closing: threading.Event,
     sleep: Callable[[float], object],
     rand: Callable[[], float] = random.random,
     wall_clock: Callable[[], float] = time.time,
@@ -739,12 +741,13 @@ def http_loop(
     Retries retryable answers (:class:`RetryableStatus`) and connection errors up to
     ``tries.policy.max_retries`` times, waiting :class:`ServiceWait`'s ``Retry-After`` or
     ``min(0.5 * 2**n, 10)`` with jitter; a policy with a ``budget_s`` stops before a back-off
-    would overrun it. The last failure is raised as it was.
+    would overrun it. Once ``closing`` is set nothing more is retried (WIRE.md §P.7: a closing
+    client schedules no retry and logs none). The last failure is raised as it was.
     """
 
     def stop(state: tenacity.RetryCallState) -> bool:
         tries: Tries = call_of(state)
-        if state.attempt_number > tries.policy.max_retries:
+        if closing.is_set() or state.attempt_number > tries.policy.max_retries:
             return True
         budget = tries.budget_s
         return budget is not None and clock() - tries.started + state.upcoming_sleep >= budget
@@ -790,6 +793,7 @@ def http_loop(
 def operation_loop(
     policy: RetryPolicy,
     *,
+    closing: threading.Event,
     sleep: Callable[[float], object],
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
@@ -798,8 +802,8 @@ def operation_loop(
 
     While the error is one ``tries.retryable`` accepts and ``tries.operation_budget_s`` has not
     passed, waits ``min(2**n, 30)`` s (or what the service asks) and calls again: the caller
-    re-sends the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``). The
-    last error is raised as it was.
+    re-sends the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``).
+    Nothing is retried once ``closing`` is set. The last error is raised as it was.
     """
 
     def left(tries: Tries) -> float:
@@ -809,7 +813,7 @@ def operation_loop(
     def stop(state: tenacity.RetryCallState) -> bool:
         tries: Tries = call_of(state)
         error = attempt_error(state)
-        return error is None or not tries.retryable(error) or left(tries) <= 0
+        return closing.is_set() or error is None or not tries.retryable(error) or left(tries) <= 0
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         tries: Tries = call_of(state)
