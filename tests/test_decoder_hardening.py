@@ -37,8 +37,8 @@ from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import TinkerError
+from tinker_lite._futures.answers import json_decoder as _json_decoder
 from tinker_lite._futures.poller import Poll, Poller
-from tinker_lite._futures.poller import json_decoder as _json_decoder
 from tinker_lite._session.holder import SessionHolder, jwt_expiry
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout
 from tinker_lite._transport.retry import parse_retry_after

@@ -22,7 +22,8 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     server_fixture,
 )
 from tinker_lite import APIConnectionError, APITimeoutError, InternalServerError
-from tinker_lite._transport.http import PoolKind, Timeout, Transport, classify_failure
+from tinker_lite._transport.failures import classify_failure
+from tinker_lite._transport.http import PoolKind, Timeout, Transport
 from tinker_lite._transport.retry import RetryPolicy
 from tinker_lite.cli import EXIT_CONNECTION
 from tinker_lite.cli import main as cli_main

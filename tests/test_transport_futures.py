@@ -37,8 +37,9 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
+from tinker_lite._futures.answers import QueueStateLogger, default_queue_reason
 from tinker_lite._futures.future import APIFuture, FutureTimeoutError, chain, combine
-from tinker_lite._futures.poller import Poller, QueueStateLogger, default_queue_reason
+from tinker_lite._futures.poller import Poller
 from tinker_lite._transport.http import ClientClosedError, HttpResponse, Timeout
 
 RETRIEVE = "/api/v1/retrieve_future"

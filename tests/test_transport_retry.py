@@ -34,18 +34,16 @@ from tinker_lite._transport.http import (
     HttpResponse,
     Timeout,
 )
+from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
-    RetryableStatus,
     RetryPolicy,
-    ServiceWait,
     StallWatch,
     exponential_backoff,
     is_retryable_error,
     operation_delay,
     parse_retry_after,
-    retry_loop,
 )
 
 WALL = 1_700_000_000.0  # an integral epoch, so IMF-fixdates convert to exact deltas

@@ -70,21 +70,23 @@ from tinker_lite._transport.http import (
     Transport,
     raise_for_status,
 )
+from tinker_lite._transport.loops import (
+    RetryableStatus,
+    ServiceWait,
+    Tries,
+    attempt_error,
+    call_of,
+    http_loop,
+    operation_loop,
+    retry_loop,
+)
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     MIN_ATTEMPT_TIMEOUT,
     NO_RETRIES,
-    RetryableStatus,
     RetryPolicy,
-    ServiceWait,
     StallWatch,
-    Tries,
-    attempt_error,
-    call_of,
     cut_timeout,
-    http_loop,
-    operation_loop,
-    retry_loop,
 )
 
 if TYPE_CHECKING:

@@ -18,13 +18,8 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import APIError, APITimeoutError, ClientClosedError
 from tinker_lite._transport.http import HttpResponse, path_param, register_secret
-from tinker_lite._transport.retry import (
-    RetryCallState,
-    ServiceWait,
-    StallWatch,
-    call_of,
-    retry_loop,
-)
+from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
+from tinker_lite._transport.retry import StallWatch
 
 if TYPE_CHECKING:
     from tinker_lite._api import Requestor

@@ -479,6 +479,6 @@ def _redacted(text: str) -> str:
     # The transport registers every credential it sends; this module imports no transport.
     import sys
 
-    http_module = sys.modules.get("tinker_lite._transport.http")
+    http_module = sys.modules.get("tinker_lite._transport.secrets")
     redact = getattr(http_module, "redact", None)
     return redact(text) if callable(redact) else text

@@ -35,8 +35,8 @@ from tinker_lite._api import decode_sample
 from tinker_lite._async import with_async_twins
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
+from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.future import APIFuture, ReadyClient, chain
-from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:

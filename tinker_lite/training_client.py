@@ -54,8 +54,8 @@ from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
 )
+from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.future import APIFuture, ReadyClient, chain, combine
-from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite._journal import SeqOrder
 from tinker_lite._loss_handle import LossHandle
 from tinker_lite._validate import validate

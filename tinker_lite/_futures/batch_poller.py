@@ -45,16 +45,14 @@ from tinker_lite._transport.http import (
     Timeout,
     redact,
 )
-from tinker_lite._transport.retry import (
-    DEFAULT_RETRY_POLICY,
+from tinker_lite._transport.loops import (
     RetryCallState,
-    RetryPolicy,
     ServiceWait,
-    StallWatch,
     attempt_error,
     call_of,
     retry_loop,
 )
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
     "ACK_POLL_TIMEOUT",

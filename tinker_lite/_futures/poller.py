@@ -42,9 +42,6 @@ Threading contract
   fails. :meth:`Poller.close` fails every pending future with
   :class:`~tinker_lite._transport.http.ClientClosedError` and joins its threads.
 * Every public method of :class:`APIFuture` and :class:`Poller` is safe to call from any thread.
-
-Size: about 830 lines, because the poll loop, its pacing, parking and thread pool are one state
-machine whose threading contract (above) only holds when it is read and changed in one place.
 """
 
 from __future__ import annotations
@@ -55,23 +52,26 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from tinker_lite import types
-from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIConnectionError,
     APIError,
-    APIResponseValidationError,
     APITimeoutError,
     InvalidInputError,
     PromiseExpiredError,
-    RequestErrorCategory,
     RequestFailedError,
     TinkerError,
 )
+from tinker_lite._futures.answers import (
+    QueueKind,
+    QueueStateLogger,
+    json_object,
+    request_failed,
+    validation_error,
+)
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._futures.tasks import Poll, PollTask
 from tinker_lite._transport.http import (
     JSON,
     RETRIEVE_FUTURE_TIMEOUT,
@@ -81,30 +81,24 @@ from tinker_lite._transport.http import (
     raise_for_status,
     redact,
 )
-from tinker_lite._transport.retry import (
-    DEFAULT_RETRY_POLICY,
+from tinker_lite._transport.loops import (
     RetryableStatus,
     RetryCallState,
-    RetryNotice,
-    RetryPolicy,
     ServiceWait,
-    StallWatch,
-    announce_retry,
     attempt_error,
     call_of,
-    describe_error,
-    is_invisible_failure,
     retry_loop,
 )
+from tinker_lite._transport.retry import (
+    DEFAULT_RETRY_POLICY,
+    RetryPolicy,
+    StallWatch,
+    announce_retry,
+    describe_error,
+    is_invisible_failure,
+)
 
-__all__ = [
-    "RETRIEVE_FUTURE_PATH",
-    "Poller",
-    "QueueKind",
-    "QueueStateLogger",
-    "default_queue_reason",
-    "json_decoder",
-]
+__all__ = ["RETRIEVE_FUTURE_PATH", "Poll", "Poller"]
 
 logger = logging.getLogger("tinker_lite.futures")
 
@@ -114,157 +108,7 @@ RETRIEVE_FUTURE_PATH = "/api/v1/retrieve_future"
 
 
 # ---------------------------------------------------------------------------------------------
-# Queue-state logging (WIRE.md §12, later wording)
-
-QueueKind = Literal["training", "sampling", "model_creation", "request"]
-
-
-def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
-    """The reason logged for a paused queue state when the service sends none (WIRE.md §12)."""
-    if state == "paused_rate_limit":
-        if kind in ("training", "model_creation"):
-            return "concurrent training clients rate limit hit"
-        if kind == "sampling":
-            return "concurrent sampler weights limit hit"
-        return "rate limit hit"
-    if state == "paused_capacity":
-        return "Tinker backend is running short on capacity, please wait"
-    return "unknown"
-
-
-class QueueStateLogger:
-    """An ``on_queue_state`` callback: logs a WARNING at most once per ``interval`` while paused.
-
-    The message is ``{prefix} for {identifier} is paused. Reason: {reason}.`` with the
-    service's ``queue_state_reason`` when given, else :func:`default_queue_reason`.
-    """
-
-    def __init__(
-        self,
-        prefix: str,
-        identifier: object,
-        *,
-        kind: QueueKind = "request",
-        interval: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-        log: logging.Logger | None = None,
-    ) -> None:
-        self.prefix = prefix
-        self.identifier = identifier
-        self.kind: QueueKind = kind
-        self._interval = interval
-        self._clock = clock
-        self._log = log or logger
-        self._lock = threading.Lock()
-        self._last_logged: float | None = None
-
-    def __call__(self, state: str, reason: str | None) -> None:
-        if state == "active":
-            return
-        now = self._clock()
-        with self._lock:
-            if self._last_logged is not None and now - self._last_logged < self._interval:
-                return
-            self._last_logged = now
-        text = (reason or default_queue_reason(state, self.kind)).rstrip(".")
-        self._log.warning(
-            "%s for %s is paused. Reason: %s.", self.prefix, self.identifier, redact(text)
-        )
-
-
-# ---------------------------------------------------------------------------------------------
 # The poller
-
-
-def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
-    """A :meth:`Poller.poll` decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
-
-
-@dataclass(frozen=True)
-class Poll:
-    """One ``retrieve_future`` the poller asks for: what the requestor puts on the wire."""
-
-    request_id: str
-    request_type: str
-    iteration: int
-    accept: str
-    metadata_only: bool
-    timeout: Timeout
-    sdk_method: str | None
-    roundtrip_s: float | None
-
-
-class _PollTask:
-    """The polling state of one pending request (touched by one thread at a time)."""
-
-    __slots__ = (
-        "accept",
-        "created_at",
-        "decode",
-        "failures",
-        "fast_answers",
-        "future",
-        "idle",
-        "iteration",
-        "metadata_only",
-        "notice",
-        "on_queue_state",
-        "parked",
-        "pause",
-        "registered_at",
-        "request_id",
-        "request_type",
-        "resubmit",
-        "resubmits",
-        "sdk_method",
-        "stall",
-    )
-
-    def __init__(
-        self,
-        future: APIFuture[Any],
-        request_id: str,
-        request_type: str,
-        decode: Callable[[HttpResponse], Any],
-        *,
-        accept: str,
-        sdk_method: str | None,
-        resubmit: Callable[[], str] | None,
-        on_queue_state: Callable[[str, str | None], None],
-        created_at: float,
-        now: float,
-        stall: StallWatch,
-        metadata_only: bool = True,
-    ) -> None:
-        self.future = future
-        self.request_id = request_id
-        self.request_type = request_type
-        self.decode = decode
-        self.accept = accept
-        self.sdk_method = sdk_method
-        self.resubmit = resubmit
-        self.on_queue_state = on_queue_state
-        self.created_at = created_at
-        self.registered_at = now
-        self.stall = stall
-        self.iteration = 0
-        # WIRE.md §P.6: the first poll offers a metadata-only answer; after one, polls do not.
-        self.metadata_only = metadata_only
-        self.failures = 0
-        self.fast_answers = 0  # try_again/408 answers in a row that came in under a second
-        self.pause = 0.0  # the wait before the next poll after an answer asking to poll again
-        self.resubmits = 0
-        self.parked = False  # nobody waits: a hot poll stops (see the threading contract)
-        self.idle = False  # parked and held by no queue and no thread
-        self.notice = RetryNotice()  # the first invisible failure is logged at WARNING
-
-    def describe(self) -> str:
-        return f"request {self.request_id} ({self.request_type})"
 
 
 class Poller:
@@ -310,8 +154,8 @@ class Poller:
         self._max_resubmits = max_resubmits
         self._thread_name = thread_name
         self._cond = threading.Condition()
-        self._ready: collections.deque[_PollTask] = collections.deque()
-        self._live: set[_PollTask] = set()
+        self._ready: collections.deque[PollTask] = collections.deque()
+        self._live: set[PollTask] = set()
         self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._starting = 0  # threads started that have not yet looked at the queue
@@ -430,7 +274,7 @@ class Poller:
             if future.done():  # cancelled before its request was accepted
                 return future
         callback = on_queue_state or self._default_logger(request_type)
-        task = _PollTask(
+        task = PollTask(
             future,
             request_id,
             request_type,
@@ -475,11 +319,11 @@ class Poller:
                 self._default_loggers[request_type] = found
             return found
 
-    def _forget(self, task: _PollTask) -> None:
+    def _forget(self, task: PollTask) -> None:
         with self._cond:
             self._live.discard(task)
 
-    def _set_demand(self, task: _PollTask, wanted: bool) -> None:
+    def _set_demand(self, task: PollTask, wanted: bool) -> None:
         """Someone waits on ``task``'s future again (``wanted``), or nobody does any more."""
         with self._cond:
             if not wanted:
@@ -492,7 +336,7 @@ class Poller:
                 task.fast_answers = 0
                 self._enqueue_locked(task)
 
-    def _park_if_hot_locked(self, task: _PollTask) -> bool:
+    def _park_if_hot_locked(self, task: PollTask) -> bool:
         """Park ``task`` when nobody waits and its service answers at once; whether it did."""
         if not (task.parked and task.fast_answers > 0):
             return False
@@ -511,7 +355,7 @@ class Poller:
             and not self._closing.is_set()
         )
 
-    def _enqueue_locked(self, task: _PollTask) -> None:
+    def _enqueue_locked(self, task: PollTask) -> None:
         self._ready.append(task)
         if self._should_spawn_locked():
             self._spawn_locked()
@@ -542,7 +386,7 @@ class Poller:
             self._live.discard(task)
             task.future.try_set_exception(error)
 
-    def _next_task(self) -> _PollTask | None:
+    def _next_task(self) -> PollTask | None:
         with self._cond:
             while True:
                 if self._closing.is_set():
@@ -563,7 +407,7 @@ class Poller:
 
     def _worker(self) -> None:
         me = threading.current_thread()
-        task: _PollTask | None = None
+        task: PollTask | None = None
         with self._cond:
             self._starting -= 1
         try:
@@ -595,7 +439,7 @@ class Poller:
     # -- one poll ----------------------------------------------------------------------------
 
     def _finish(
-        self, task: _PollTask, *, value: Any = None, error: BaseException | None = None
+        self, task: PollTask, *, value: Any = None, error: BaseException | None = None
     ) -> None:
         with self._cond:
             self._live.discard(task)
@@ -604,7 +448,7 @@ class Poller:
         else:
             task.future.try_set_result(value)
 
-    def _requeue(self, task: _PollTask) -> None:
+    def _requeue(self, task: PollTask) -> None:
         with self._cond:
             if self._closing.is_set() or task.future.done():
                 self._live.discard(task)
@@ -619,7 +463,7 @@ class Poller:
                 return
             self._enqueue_locked(task)
 
-    def _step(self, task: _PollTask) -> None:
+    def _step(self, task: PollTask) -> None:
         """Poll ``task`` until this thread is done with it: a final answer, a failure past the
         stall timeout, a park, or its turn handed to a task waiting for a thread.
 
@@ -652,7 +496,7 @@ class Poller:
                 task, error=APIError(f"Unexpected HTTP {answer.status}", request_id=task.request_id)
             )
 
-    def _poll_once(self, task: _PollTask) -> HttpResponse | object:
+    def _poll_once(self, task: PollTask) -> HttpResponse | object:
         """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
         iteration = task.iteration
         task.iteration += 1
@@ -685,11 +529,11 @@ class Poller:
         task.failures = 0
         if status == 408:
             # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
-            self._note_queue_state(task, _json_object(resp))
+            self._note_queue_state(task, json_object(resp))
             self._paced(task, self._clock() - sent_at)
             return _AGAIN
         if 200 <= status < 300 and not resp.is_protobuf:
-            data = _json_object(resp)
+            data = json_object(resp)
             if data is not None and data.get("type") == "try_again":
                 self._note_queue_state(task, data)
                 self._paced(task, self._clock() - sent_at)
@@ -702,11 +546,11 @@ class Poller:
                 return _AGAIN
         return resp
 
-    def _failed(self, task: _PollTask) -> None:
+    def _failed(self, task: PollTask) -> None:
         task.failures += 1
         task.fast_answers = 0
 
-    def _paced(self, task: _PollTask, answered_in: float) -> None:
+    def _paced(self, task: PollTask, answered_in: float) -> None:
         """Set the pause before the next poll: none after a held poll, paced after a fast
         answer (WIRE.md §P.6)."""
         fast = answered_in < self._policy.pace_below_s
@@ -715,14 +559,14 @@ class Poller:
 
     def _pause(self, state: RetryCallState) -> float:
         """The back-off after a failed poll, or the pause after an answer asking to poll again."""
-        task: _PollTask = call_of(state)
+        task: PollTask = call_of(state)
         if attempt_error(state) is not None:
             return self._policy.poll_backoff.delay(task.failures - 1, self._rand())
         return task.pause
 
     def _stops(self, state: RetryCallState) -> bool:
         """Whether this thread stops polling the task: closing, a stall, or a hot park."""
-        task: _PollTask = call_of(state)
+        task: PollTask = call_of(state)
         if self._closing.is_set():
             return True
         if attempt_error(state) is not None:
@@ -738,7 +582,7 @@ class Poller:
         error = attempt_error(state)
         if error is None:
             return
-        task: _PollTask = call_of(state)
+        task: PollTask = call_of(state)
         resp = error.response if isinstance(error, RetryableStatus) else None
         announce_retry(
             f"Polling {task.describe()}",
@@ -750,7 +594,7 @@ class Poller:
             notice=task.notice,
         )
 
-    def _stalled(self, task: _PollTask, error: BaseException) -> BaseException:
+    def _stalled(self, task: PollTask, error: BaseException) -> BaseException:
         """The error of a poll loop that stopped on ``error``: the client closed, or a stall."""
         if isinstance(error, ClientClosedError):
             return error
@@ -771,29 +615,37 @@ class Poller:
             timeout_error.__cause__ = error
         return timeout_error
 
-    def _handle_ok(self, task: _PollTask, resp: HttpResponse) -> None:
+    def _handle_ok(self, task: PollTask, resp: HttpResponse) -> None:
         if not resp.is_protobuf:
             try:
                 data = resp.json()
             except Exception as e:
                 self._finish(
                     task,
-                    error=_validation_error(task, resp, f"the body is not valid JSON ({e})", e),
+                    error=validation_error(
+                        task.describe(),
+                        task.request_id,
+                        resp,
+                        f"the body is not valid JSON ({e})",
+                        e,
+                    ),
                 )
                 return
             if isinstance(data, dict) and "error" in data:
-                self._finish(task, error=_request_failed(task, data))
+                self._finish(task, error=request_failed(task.describe(), task.request_id, data))
                 return
         try:
             value = task.decode(resp)
         except (APIError, RequestFailedError) as e:
             self._finish(task, error=e)
         except Exception as e:
-            self._finish(task, error=_validation_error(task, resp, str(e), e))
+            self._finish(
+                task, error=validation_error(task.describe(), task.request_id, resp, str(e), e)
+            )
         else:
             self._finish(task, value=value)
 
-    def _note_queue_state(self, task: _PollTask, data: Mapping[str, Any] | None) -> None:
+    def _note_queue_state(self, task: PollTask, data: Mapping[str, Any] | None) -> None:
         if not data:
             return
         state = data.get("queue_state")
@@ -806,9 +658,9 @@ class Poller:
         except Exception:
             logger.debug("on_queue_state callback failed", exc_info=True)
 
-    def _handle_expired(self, task: _PollTask, resp: HttpResponse) -> None:
+    def _handle_expired(self, task: PollTask, resp: HttpResponse) -> None:
         if task.resubmit is None or task.resubmits >= self._max_resubmits:
-            body: object = _json_object(resp) or resp.text(2000)
+            body: object = json_object(resp) or resp.text(2000)
             more = (
                 f" after {task.resubmits} re-submissions"
                 if task.resubmit is not None
@@ -888,7 +740,7 @@ def _transient(error: BaseException) -> bool:
     )
 
 
-def _unexpected(task: _PollTask, exc: Exception) -> BaseException:
+def _unexpected(task: PollTask, exc: Exception) -> BaseException:
     if isinstance(exc, TinkerError):
         return exc
     logger.error("Polling %s failed unexpectedly", task.describe(), exc_info=exc)
@@ -896,42 +748,4 @@ def _unexpected(task: _PollTask, exc: Exception) -> BaseException:
         f"Polling {task.describe()} failed: {type(exc).__name__}: {redact(str(exc))}"
     )
     error.__cause__ = exc
-    return error
-
-
-def _json_object(resp: HttpResponse) -> dict[str, Any] | None:
-    try:
-        data = resp.json()
-    except Exception:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _request_failed(task: _PollTask, data: dict[str, Any]) -> RequestFailedError:
-    try:
-        failed = _wire.structure(data, types.RequestFailedResponse)
-        message, category = str(failed.error), RequestErrorCategory.parse(failed.category)
-    except Exception:
-        message = str(data.get("error"))
-        category = RequestErrorCategory.parse(data.get("category"))
-    text = redact(message)
-    logger.debug("%s failed (%s): %s", task.describe(), category.value, text)
-    return RequestFailedError(
-        f"Request failed: {text} ({task.describe()}, category {category.value})",
-        request_id=task.request_id,
-        category=category,
-        details=data,
-    )
-
-
-def _validation_error(
-    task: _PollTask, resp: HttpResponse, problem: str, cause: BaseException
-) -> APIResponseValidationError:
-    error = APIResponseValidationError(
-        f"Could not read the result of {task.describe()}: {redact(problem)}",
-        body=resp.text(2000) if not resp.is_protobuf else None,
-        request_id=task.request_id,
-        status_code=resp.status,
-    )
-    error.__cause__ = cause
     return error

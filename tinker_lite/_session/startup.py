@@ -31,13 +31,8 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
-from tinker_lite._transport.http import (
-    HttpResponse,
-    Timeout,
-    is_certificate_error,
-    is_connect_timeout,
-    redact,
-)
+from tinker_lite._transport.failures import is_certificate_error, is_connect_timeout
+from tinker_lite._transport.http import HttpResponse, Timeout, redact
 
 __all__ = [
     "CLIENT_CONFIG_PATH",

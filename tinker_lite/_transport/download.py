@@ -32,16 +32,9 @@ from tinker_lite._errors import (
     status_error_class,
 )
 from tinker_lite._progress import Progress
-from tinker_lite._transport.http import classify_failure
-from tinker_lite._transport.retry import (
-    DEFAULT_RETRY_POLICY,
-    RetryPolicy,
-    ServiceWait,
-    StallWatch,
-    attempt_error,
-    release,
-    retry_loop,
-)
+from tinker_lite._transport.failures import classify_failure
+from tinker_lite._transport.loops import ServiceWait, attempt_error, release, retry_loop
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
     "DownloadError",

@@ -32,18 +32,14 @@ credential from texts built from server answers).
 from __future__ import annotations
 
 import enum
-import http.client
 import ipaddress
 import json
 import logging
 import platform
-import socket
-import ssl
 import threading
 import time
 import urllib.parse
-import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,13 +58,23 @@ from requests.structures import CaseInsensitiveDict
 
 from tinker_lite._errors import (
     APIConnectionError,
-    APITimeoutError,
     ClientClosedError,
     InvalidInputError,
     WireFormatError,
     format_status_error,
     status_error_class,
 )
+from tinker_lite._transport.adapters import (
+    MAX_KEPT_URLS,
+    PoolAdapter,
+    ServiceAuth,
+    check_header,
+    header_error,
+    pool_session,
+    session_auth,
+)
+from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure, low_level_cause
+from tinker_lite._transport.secrets import redact, register_secret
 from tinker_lite._version import __version__
 
 __all__ = [
@@ -84,11 +90,7 @@ __all__ = [
     "PoolKind",
     "Timeout",
     "Transport",
-    "classify_failure",
-    "is_certificate_error",
-    "is_connect_timeout",
     "is_loopback_url",
-    "low_level_cause",
     "path_param",
     "raise_for_status",
     "redact",
@@ -147,33 +149,6 @@ DEFAULT_TIMEOUT = Timeout()
 RETRIEVE_FUTURE_TIMEOUT = Timeout(connect=5.0, read=45.0)
 HEARTBEAT_TIMEOUT = Timeout(connect=5.0, read=10.0)
 TELEMETRY_TIMEOUT = Timeout(connect=5.0, read=5.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Credentials never reach a message
-
-
-_SECRETS: set[str] = set()
-_SECRETS_LOCK = threading.Lock()
-
-
-def register_secret(value: str | None) -> None:
-    """Remember a credential so :func:`redact` removes it from any text shown to users."""
-    if value and len(value) >= 4:
-        with _SECRETS_LOCK:
-            _SECRETS.add(value)
-
-
-def redact(text: str) -> str:
-    """Replace every registered credential in ``text`` by ``***``."""
-    if not _SECRETS:
-        return text
-    with _SECRETS_LOCK:
-        secrets = sorted(_SECRETS, key=len, reverse=True)
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "***")
-    return text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,363 +308,6 @@ def _validate_base_url(base_url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
-def _check_header(name: object, value: object) -> Literal["form", "latin-1"] | None:
-    """What is wrong with a header for the wire (requests' own check, then latin-1), or None."""
-    if not isinstance(name, str) or not isinstance(value, str):
-        return "form"
-    try:
-        requests.utils.check_header_validity((name, value))
-    except requests.exceptions.InvalidHeader:
-        return "form"
-    if not value.isascii():
-        try:
-            value.encode("latin-1")
-        except UnicodeEncodeError:
-            return "latin-1"
-    return None
-
-
-def _header_error(problem: Literal["form", "latin-1"], request: str) -> InvalidInputError:
-    if problem == "latin-1":
-        return InvalidInputError("headers", f"{request}: a header value is not latin-1 text")
-    return InvalidInputError(
-        "headers",
-        f"{request}: a header name or value is not a string or holds a line break, "
-        "leading whitespace or a reserved character",
-        "check default_headers and the CLOUDFLARE_ACCESS_* variables for a stray newline",
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Failures: requests / urllib3 / socket errors become tinker_lite's
-
-
-def _nested_errors(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and every error nested in it (causes, contexts, exception arguments, reasons).
-
-    requests and urllib3 keep the underlying failure as ``__cause__``, as an argument
-    (``ConnectionError(MaxRetryError(...))``, ``ProtocolError("...", ConnectionResetError())``)
-    or as ``MaxRetryError.reason``.
-    """
-    seen: set[int] = set()
-    stack: list[BaseException] = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        nested: list[object] = [current.__cause__, current.__context__]
-        nested.append(getattr(current, "reason", None))
-        nested.extend(getattr(current, "args", ()))
-        stack.extend(item for item in nested if isinstance(item, BaseException))
-
-
-FailureKind = Literal["refused", "unreachable", "tls", "timeout", "other"]
-
-
-def classify_failure(exc: BaseException) -> FailureKind:
-    """What went wrong in a failed HTTP attempt.
-
-    ``refused``: nothing listens at the address; ``unreachable``: no connection could be made
-    for another reason (name resolution, network unreachable); ``tls``: the TLS handshake
-    failed; ``timeout``: a connect or read timeout expired; ``other``: the connection broke
-    (reset, protocol error).
-    """
-    errors = list(_nested_errors(exc))
-    if any(isinstance(e, ConnectionRefusedError) for e in errors):
-        return "refused"
-    # urllib3's NewConnectionError subclasses ConnectTimeoutError although it is raised for
-    # every failed connect that did not time out: it must be tested before the timeouts.
-    if any(isinstance(e, urllib3.exceptions.NewConnectionError) for e in errors):
-        return "unreachable"
-    if any(isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) for e in errors):
-        return "timeout"
-    if any(isinstance(e, (ssl.SSLError, urllib3.exceptions.SSLError)) for e in errors):
-        return "tls"
-    return "other"
-
-
-def is_connect_timeout(exc: BaseException) -> bool:
-    """Whether a failed attempt timed out while connecting (nothing was sent)."""
-    return any(
-        isinstance(e, urllib3.exceptions.ConnectTimeoutError)
-        and not isinstance(e, urllib3.exceptions.NewConnectionError)
-        for e in _nested_errors(exc)
-    )
-
-
-def is_certificate_error(exc: BaseException) -> bool:
-    """Whether a failed attempt (or the error it caused) rejected the server's TLS certificate.
-
-    A rejected certificate is a setting to fix (``verify=``), not a service that is starting.
-    """
-    return any(isinstance(e, ssl.SSLCertVerificationError) for e in _nested_errors(exc))
-
-
-def _host_port(url: str) -> str:
-    """``host:port`` of ``url`` (never its user info)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or "?"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80
-    return f"{host}:{port}"
-
-
-def _unreachable_message(exc: BaseException, where: str, request: str) -> str:
-    """A plain sentence for a connect that failed: the OS's reason, never urllib3's chain."""
-    errors = list(_nested_errors(exc))
-    if any(isinstance(e, socket.gaierror) for e in errors):
-        host = where.rsplit(":", 1)[0]
-        return (
-            f"Cannot resolve the host name {host} ({request}): check the base URL "
-            "(--base-url / TINKER_BASE_URL) and the network's DNS."
-        )
-    reasons = [e.strerror for e in errors if isinstance(e, OSError) and e.strerror]
-    reason = reasons[0] if reasons else "no connection could be made"
-    return f"Cannot connect to {where} ({request}): {reason}; check the base URL and the network."
-
-
-def low_level_cause(exc: BaseException) -> BaseException:
-    """The failure under requests' wrapping: urllib3's, http.client's, the socket's or ssl's.
-
-    requests wraps urllib3's error (``ConnectionError(MaxRetryError(reason=...))``); a
-    tinker_lite error keeps only what happened as its ``__cause__`` (its message names the OS's
-    reason), without the chain and the urllib3 frames under it, so an uncaught one prints a
-    short traceback (WIRE.md §P.7).
-    """
-    current = exc
-    while isinstance(
-        current, (requests.exceptions.RequestException, urllib3.exceptions.MaxRetryError)
-    ):
-        inner = getattr(current, "reason", None)
-        if not isinstance(inner, BaseException):
-            inner = next((a for a in current.args if isinstance(a, BaseException)), None)
-        if inner is None:
-            inner = current.__cause__ or current.__context__
-        if inner is None:
-            break
-        current = inner
-    current.__cause__ = None
-    current.__suppress_context__ = True
-    return current.with_traceback(None)
-
-
-# What a send may raise that is a failure of the connection (requests' RequestException is an
-# OSError, as are socket errors; a body cut short surfaces as urllib3's or http.client's).
-_TRANSPORT_ERRORS = (OSError, urllib3.exceptions.HTTPError, http.client.HTTPException)
-
-
-# ---------------------------------------------------------------------------------------------
-# requests' pieces: the adapter (pools that close() can abort) and the credential handler
-
-
-class _ConnectionTracker:
-    """Remembers every connection a pool opened, to shut their sockets down on close."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def add(self, conn: Any) -> None:
-        with self._lock:
-            self._connections.add(conn)
-
-    def abort_all(self) -> None:
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            sock = getattr(conn, "sock", None)
-            if sock is None:
-                continue
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
-    """Make ``manager``'s pools register every connection they open with ``tracker``."""
-
-    class TrackedHTTPConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
-        def _new_conn(self) -> Any:
-            conn = super()._new_conn()
-            tracker.add(conn)
-            return conn
-
-    class TrackedHTTPSConnectionPool(urllib3.connectionpool.HTTPSConnectionPool):
-        def _new_conn(self) -> Any:
-            conn = super()._new_conn()
-            tracker.add(conn)
-            return conn
-
-    # A SOCKS manager has pool classes of its own (its connections are not tracked).
-    if type(manager) in (urllib3.PoolManager, urllib3.ProxyManager):
-        manager.pool_classes_by_scheme = {
-            "http": TrackedHTTPConnectionPool,
-            "https": TrackedHTTPSConnectionPool,
-        }
-
-
-class _PoolAdapter(requests.adapters.HTTPAdapter):
-    """requests' adapter sized to one pool kind, whose open connections close() can abort.
-
-    urllib3's own retries stay off (requests' default): tinker_lite's retry layer is the only
-    one (WIRE.md §P.4). Without a proxy, the pool of an origin and the path of a URL are looked
-    up once and remembered (a transport sends to one origin, on a few paths), as requests
-    invites an adapter to do by overriding these two methods.
-    """
-
-    def __init__(self, maxsize: int) -> None:
-        self.tracker = _ConnectionTracker()
-        self._routes: dict[tuple[str, object, object], Any] = {}
-        self._paths: dict[str, str] = {}
-        super().__init__(pool_connections=4, pool_maxsize=maxsize, pool_block=False)
-
-    def get_connection_with_tls_context(
-        self,
-        request: PreparedRequest,
-        verify: bool | str | None,
-        proxies: Mapping[str, str] | None = None,
-        cert: Any = None,
-    ) -> Any:
-        if proxies:
-            return super().get_connection_with_tls_context(request, verify, proxies, cert)
-        url = str(request.url)
-        key = (url[: url.find("/", url.find("//") + 2)], verify, cert)
-        pool = self._routes.get(key)
-        if pool is None or pool.pool is None:  # not looked up yet, or closed since
-            pool = super().get_connection_with_tls_context(request, verify, proxies, cert)
-            if len(self._routes) >= _MAX_KEPT_URLS:
-                self._routes.clear()
-            self._routes[key] = pool
-        return pool
-
-    def request_url(self, request: PreparedRequest, proxies: Mapping[str, str] | None) -> str:
-        if proxies:
-            return super().request_url(request, proxies)
-        url = str(request.url)
-        path = self._paths.get(url)
-        if path is None:
-            path = super().request_url(request, proxies)
-            if len(self._paths) >= _MAX_KEPT_URLS:
-                self._paths.clear()
-            self._paths[url] = path
-        return path
-
-    def close(self) -> None:
-        super().close()
-        self._routes.clear()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        _track_connections(self.poolmanager, self.tracker)
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> urllib3.PoolManager:
-        known = proxy in self.proxy_manager
-        manager: urllib3.PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not known:
-            _track_connections(manager, self.tracker)
-        return manager
-
-
-_API_KEY_HEADER = "X-API-Key"
-
-
-class _ServiceAuth(requests.auth.AuthBase):
-    """The service credential as a requests auth handler (``X-API-Key``).
-
-    ``current()`` gives the credential of each request (none: the header is left off); a request
-    that names its own ``X-API-Key`` keeps it. After a 401 to a request it authenticated,
-    ``reauth(rejected)`` may refresh the credential: the request is then sent once more with the
-    new one (WIRE.md §13.2, JWT refresh), as requests' own digest auth re-sends after a 401. A
-    redirect to another host never carries the credential (requests drops ``Authorization``
-    there; this does the same for ``X-API-Key``, by the session's ``should_strip_auth``).
-    ``inner`` (the session's auth or netrc's Basic credentials) is applied first.
-    """
-
-    def __init__(
-        self,
-        current: Callable[[], str | None],
-        reauth: Callable[[str], bool] | None,
-        inner: Callable[[PreparedRequest], PreparedRequest] | None,
-        strips: Callable[[str, str], bool],
-    ) -> None:
-        self._current = current
-        self._reauth = reauth
-        self._inner = inner
-        self.strips = strips
-
-    def __call__(self, r: PreparedRequest) -> PreparedRequest:
-        if self._inner is not None:
-            r = self._inner(r)
-        if _API_KEY_HEADER in r.headers:
-            credential = None  # the caller's own (e.g. auth/token is sent with the API key)
-        else:
-            credential = self._current() or None
-            if credential:
-                problem = _check_header(_API_KEY_HEADER, credential)
-                if problem is not None:
-                    raise _header_error(problem, f"{r.method} {r.path_url}")
-                r.headers[_API_KEY_HEADER] = credential
-        r.register_hook("response", _AnswerHook(self, credential))  # type: ignore[no-untyped-call]
-        return r
-
-    def refreshed(self, rejected: str) -> str | None:
-        """A new credential after ``rejected`` was answered 401, or None."""
-        if self._reauth is None or not self._reauth(rejected):
-            return None
-        fresh = self._current() or None
-        return fresh if fresh and fresh != rejected else None
-
-
-class _AnswerHook:
-    """The response hook of one request authenticated by :class:`_ServiceAuth`."""
-
-    __slots__ = ("auth", "credential", "resent")
-
-    def __init__(self, auth: _ServiceAuth, credential: str | None) -> None:
-        self.auth = auth
-        self.credential = credential
-        self.resent = False
-
-    def __call__(self, r: requests.Response, **kwargs: Any) -> requests.Response:
-        if r.is_redirect:
-            sent = r.request
-            target = urllib.parse.urljoin(str(r.url), r.headers["location"])
-            if self.auth.strips(str(sent.url), target):
-                sent.headers.pop(_API_KEY_HEADER, None)
-            return r
-        if (
-            r.status_code != 401
-            or self.credential is None
-            or self.resent
-            or r.request.headers.get(_API_KEY_HEADER) != self.credential
-        ):
-            return r
-        self.resent = True
-        fresh = self.auth.refreshed(self.credential)
-        if fresh is None:
-            return r
-        problem = _check_header(_API_KEY_HEADER, fresh)
-        if problem is not None:
-            raise _header_error(problem, f"{r.request.method} {r.request.path_url}")
-        r.content  # noqa: B018 - read the answer so its connection goes back to the pool
-        r.close()
-        again = r.request.copy()
-        again.headers[_API_KEY_HEADER] = fresh
-        resent: requests.Response = r.connection.send(again, **kwargs)
-        resent.history.append(r)
-        resent.request = again
-        return resent
-
-
 # ---------------------------------------------------------------------------------------------
 # The transport
 
@@ -697,8 +315,6 @@ class _AnswerHook:
 # How many checked header pairs a transport keeps (emptied when full: per-request values such
 # as idempotency keys pass through it).
 _MAX_CHECKED_HEADERS = 1024
-# How many prepared request URLs a transport keeps (a few fixed paths, plus ids in REST paths).
-_MAX_KEPT_URLS = 256
 
 _Headers = CaseInsensitiveDict[str]
 
@@ -760,7 +376,7 @@ class Transport:
 
         self._own_sessions = session is None
         if session is None:
-            self._sessions = {kind: _pool_session(sizes[kind]) for kind in PoolKind}
+            self._sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
             first = self._sessions[PoolKind.SESSION]
         else:
             if not isinstance(session, requests.Session):
@@ -792,7 +408,7 @@ class Transport:
                 merged[name] = value
         self._base_headers = merged
         self._base_header_problem = next(
-            (p for n, v in merged.items() if (p := _check_header(n, v))), None
+            (p for n, v in merged.items() if (p := check_header(n, v))), None
         )
 
         # WIRE.md §P.9: what requests reads from the environment (proxies, NO_PROXY, the CA
@@ -808,12 +424,12 @@ class Transport:
         )
         inner: Callable[[PreparedRequest], PreparedRequest] | None = None
         if first.auth is not None:
-            inner = _as_auth(first.auth)
+            inner = session_auth(first.auth)
         elif first.trust_env:
             netrc = requests.utils.get_netrc_auth(self.base_url)
             if netrc is not None:
                 inner = requests.auth.HTTPBasicAuth(*netrc)
-        self._auth = _ServiceAuth(auth, reauth, inner, first.should_strip_auth)
+        self._auth = ServiceAuth(auth, reauth, inner, first.should_strip_auth)
         self._check_proxy()
 
     def _check_proxy(self) -> None:
@@ -875,7 +491,7 @@ class Transport:
             except (requests.exceptions.RequestException, ValueError) as e:
                 raise InvalidInputError("path", f"{path!r} is not a valid URL path") from e
             url = str(prepared.url)
-            if len(self._urls) >= _MAX_KEPT_URLS:
+            if len(self._urls) >= MAX_KEPT_URLS:
                 self._urls.clear()
             self._urls[key] = url
         return url
@@ -895,7 +511,7 @@ class Transport:
         for name, value in extra.items():
             if type(name) is str and type(value) is str and (name, value) in checked:
                 continue
-            problem = _check_header(name, value)
+            problem = check_header(name, value)
             if problem is not None:
                 return problem
             if len(checked) >= _MAX_CHECKED_HEADERS:
@@ -933,7 +549,7 @@ class Transport:
             self._extra_header_problem(headers) if headers else None
         )
         if problem is not None:
-            raise _header_error(problem, what)
+            raise header_error(problem, what)
 
         session = self._sessions[pool]
         prepared = PreparedRequest()
@@ -967,8 +583,8 @@ class Transport:
                 f"Connection error on {what}: a redirect led to an invalid URL"
             ) from e
         except UnicodeEncodeError as e:
-            raise _header_error("latin-1", what) from e
-        except _TRANSPORT_ERRORS as e:
+            raise header_error("latin-1", what) from e
+        except TRANSPORT_ERRORS as e:
             error = self._failure(e, what, timeout, time.monotonic() - started)
             raise error from low_level_cause(e)
         elapsed = time.monotonic() - started
@@ -988,23 +604,9 @@ class Transport:
         """The tinker_lite error for a failed attempt (its cause is set by the caller)."""
         if self._closed:
             return ClientClosedError(f"The client was closed during {what}.", body=None)
-        kind = classify_failure(e)
-        detail = redact(f"{type(e).__name__}: {e}")
-        if kind == "timeout":
-            return APITimeoutError(
-                f"Request timed out after {elapsed:.1f}s: {what} "
-                f"(connect timeout {timeout.connect}s, read timeout {timeout.read}s). {detail}",
-                elapsed=elapsed,
-            )
-        where = _host_port(self.base_url)
-        if kind == "refused":
-            return APIConnectionError(
-                f"Connection refused by {where} ({what}): nothing is listening "
-                "there; check the base URL and that the service is running."
-            )
-        if kind == "unreachable":
-            return APIConnectionError(_unreachable_message(e, where, what))
-        return APIConnectionError(f"Connection error on {what}: {detail}")
+        return connection_failure(
+            e, what=what, base_url=self.base_url, timeout=timeout, elapsed=elapsed
+        )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
         """Shut down the sockets of ``pools`` (default: all), failing requests in flight.
@@ -1015,7 +617,7 @@ class Transport:
             return
         for kind in pools if pools is not None else list(PoolKind):
             for adapter in self._sessions[kind].adapters.values():
-                if isinstance(adapter, _PoolAdapter):
+                if isinstance(adapter, PoolAdapter):
                     adapter.tracker.abort_all()
 
     def close(self) -> None:
@@ -1042,18 +644,3 @@ def _body_of(answer: requests.Response) -> bytes:
     if isinstance(raw, urllib3.response.BaseHTTPResponse):
         return raw.read(decode_content=True)
     return answer.content
-
-
-def _pool_session(maxsize: int) -> requests.Session:
-    """A requests session whose adapters keep up to ``maxsize`` connections per host."""
-    session = requests.Session()
-    for prefix in ("https://", "http://"):
-        session.mount(prefix, _PoolAdapter(maxsize))
-    return session
-
-
-def _as_auth(auth: Any) -> Callable[[PreparedRequest], PreparedRequest]:
-    """A session's ``auth`` as requests applies it: a (user, password) pair is Basic auth."""
-    if isinstance(auth, tuple) and len(auth) == 2:
-        return requests.auth.HTTPBasicAuth(*auth)
-    return auth  # type: ignore[no-any-return]
