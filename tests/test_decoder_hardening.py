@@ -19,8 +19,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import partial
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +31,7 @@ from tinker_lite import types
 from tinker_lite._api import decode_forward_backward as _decode_forward_backward
 from tinker_lite._api import decode_sample as _decode_sample
 from tinker_lite._api import json_result
+from tinker_lite._api.rest import archive_url
 from tinker_lite._chunking import combine_outputs
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import wire as _wire
@@ -42,7 +42,6 @@ from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._session.holder import SessionHolder, jwt_expiry
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout
 from tinker_lite._transport.retry import parse_retry_after
-from tinker_lite.rest_client import RestClient
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -357,10 +356,8 @@ def test_jwt_expiry_of_any_token(token: str) -> None:
 def test_archive_url_answers(
     holder: SessionHolder, status: int, headers: dict[str, str], body: bytes
 ) -> None:
-    context = SimpleNamespace(api=holder._api, base_url=holder.base_url)
-    rest = RestClient._on_context(cast(Any, context))
     resp = HttpResponse(status, headers, body)
-    _typed_only(lambda: rest._archive_url(resp))
+    _typed_only(lambda: archive_url(resp, holder.base_url))
 
 
 # -- the poller, end to end --------------------------------------------------------------------

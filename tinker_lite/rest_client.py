@@ -17,19 +17,16 @@ call (about thirty-five), each a call of the requestor.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
-import urllib.parse
 import uuid
 from collections.abc import Mapping
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime
 from typing import Literal, TypeVar
 
 from tinker_lite import types
-from tinker_lite._api import ACCESS_SCOPES, REDIRECT_STATUSES
+from tinker_lite._api import ACCESS_SCOPES
 from tinker_lite._async import with_async_twins
-from tinker_lite._codec.decoding import parse_model
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIError,
@@ -39,7 +36,6 @@ from tinker_lite._errors import (
 )
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
-from tinker_lite._transport.http import HttpResponse
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
 __all__ = ["CheckpointListing", "RestClient", "parse_tinker_path"]
@@ -49,11 +45,6 @@ T = TypeVar("T")
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
-# How often a trace export that is still being built is asked again (as the official SDK).
-_TRACE_EXPORT_POLL_INTERVAL = 5.0
-
-# WIRE.md §3.10: without an Expires header the signed URL is assumed valid for 15 minutes.
-_DEFAULT_ARCHIVE_VALIDITY = timedelta(minutes=15)
 
 
 def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
@@ -118,19 +109,6 @@ def _check_scope(access_scope: object) -> str | None:
             "access_scope", f"must be 'owned' or 'accessible', got {access_scope!r}"
         )
     return access_scope
-
-
-def _parse_expires(value: str | None, now: datetime) -> datetime:
-    if value:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            parsed = None
-        if parsed is not None:
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
-            return parsed.astimezone(timezone.utc)
-    return now + _DEFAULT_ARCHIVE_VALIDITY
 
 
 @with_async_twins
@@ -210,7 +188,8 @@ class RestClient(RestOnlyClient):
         types.WeightsInfoRequest(tinker_path=tinker_path)
         method = "RestClient.get_weights_info_by_tinker_path"
         return self._call(
-            lambda: self._api.weights_info(tinker_path, sdk_method=method), sdk_method=method
+            lambda: self._api.training.weights_info(tinker_path, sdk_method=method),
+            sdk_method=method,
         )
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -360,11 +339,10 @@ class RestClient(RestOnlyClient):
         run = _check_id("training_run_id", training_run_id)
         checkpoint = _check_checkpoint_id(checkpoint_id)
 
-        def run_archive() -> types.CheckpointArchiveUrlResponse:
-            resp = self._rest.checkpoint_archive(run, checkpoint, sdk_method=method)
-            return self._archive_url(resp)
-
-        return self._call(run_archive, sdk_method=method)
+        return self._call(
+            lambda: self._rest.checkpoint_archive(run, checkpoint, sdk_method=method),
+            sdk_method=method,
+        )
 
     def get_checkpoint_archive_url_from_tinker_path(
         self, tinker_path: str
@@ -376,25 +354,6 @@ class RestClient(RestOnlyClient):
             parsed.checkpoint_id,
             method="RestClient.get_checkpoint_archive_url_from_tinker_path",
         )
-
-    def _archive_url(self, resp: HttpResponse) -> types.CheckpointArchiveUrlResponse:
-        now = datetime.now(timezone.utc)
-        if resp.status in REDIRECT_STATUSES:
-            location = resp.headers.get("Location")
-            if not location:
-                raise APIResponseValidationError(
-                    f"the archive request was answered {resp.status} without a Location header",
-                    status_code=resp.status,
-                )
-            url = urllib.parse.urljoin(self._context.base_url, location)
-            return types.CheckpointArchiveUrlResponse(
-                url=url, expires=_parse_expires(resp.headers.get("Expires"), now)
-            )
-        answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
-        expires = answer.expires
-        if expires.tzinfo is None:
-            expires = expires.replace(tzinfo=timezone.utc)
-        return types.CheckpointArchiveUrlResponse(url=answer.url, expires=expires)
 
     # -- sessions and samplers -------------------------------------------------------------------
 

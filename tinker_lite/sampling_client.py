@@ -186,7 +186,7 @@ class SamplingClient(ReadyClient):
             base_model=base_model,
             model_path=model_path,
         )
-        created = api.create_sampling_session(request, sdk_method=sdk_method)
+        created = api.sampling.create_sampling_session(request, sdk_method=sdk_method)
         if model_path is not None and session.client_config_from_server:
             sampler = api.rest.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
             base_model = sampler.base_model or None
@@ -298,7 +298,7 @@ class SamplingClient(ReadyClient):
             if self._cloned_sampler_id is not None:
                 return
             if self._context.holder.client_config.sample_join_sampling_session:
-                clone = self._api.join_sampling_session(
+                clone = self._api.sampling.join_sampling_session(
                     self.sampling_session_id, sdk_method="SamplingClient.sample"
                 )
             else:
@@ -466,7 +466,7 @@ class SamplingClient(ReadyClient):
         self, request: types.SampleRequest, sdk_method: str = "SamplingClient.sample"
     ) -> str:
         """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
-        return self._api.submit_sample(
+        return self._api.sampling.submit_sample(
             request, sdk_method=sdk_method, closing=self._context.closing
         )
 
@@ -579,7 +579,7 @@ class _SampleJob:
             decode_sample,
             created_at=self.created_at,
             resubmit=self._resubmit,
-            accept=client._api.result_accept,
+            accept=client._api.sampling.result_accept,
             on_queue_state=client._queue_state_noted,
             sdk_method=self.sdk_method,
             future=target,

@@ -207,7 +207,7 @@ class ServiceClient:
 
     def chunk_limits(self) -> ChunkLimits:
         """Forward/forward_backward chunk limits: the service's client config, else WIRE.md §6.4."""
-        return self._context.api.chunk_limits()
+        return self._context.api.training.chunk_limits()
 
     # -- service calls ---------------------------------------------------------------------------
 
@@ -353,7 +353,7 @@ class ServiceClient:
         the checkpoint's settings, ``create_model``, then ``load_weights`` (WIRE.md §6.2)."""
         api = self._context.api
         try:
-            info: types.WeightsInfoResponse | None = api.weights_info(
+            info: types.WeightsInfoResponse | None = api.training.weights_info(
                 parsed.tinker_path, sdk_method=method
             )
         except NotFoundError:
@@ -493,7 +493,7 @@ class ServiceClient:
             inputs=list(handle.inputs),
             graph=encode_graph(handle),
         )
-        created = api.create_custom_loss(
+        created = api.training.create_custom_loss(
             request, sdk_method="ServiceClient.create_custom_loss", created_at=time.monotonic()
         )
         out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")

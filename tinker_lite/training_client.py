@@ -171,7 +171,7 @@ class TrainingClient(ReadyClient):
             **({} if optimizer is None else {"optimizer_config": optimizer}),
         )
         created_at = time.monotonic()
-        source = api.create_model(request, sdk_method=sdk_method, created_at=created_at)
+        source = api.training.create_model(request, sdk_method=sdk_method, created_at=created_at)
         # Watched first: the journal line is written before the result is returned.
         context.journal_watch(source, "create_model", seq_id=0, started=created_at)
         future: APIFuture[types.CreateModelResponse] = APIFuture(request_type="CreateModel")
@@ -214,7 +214,7 @@ class TrainingClient(ReadyClient):
             weights_access_token=weights_access_token,
         )
         created_at = time.monotonic()
-        source = api.load_weights_creating_model(
+        source = api.training.load_weights_creating_model(
             request, sdk_method=sdk_method, created_at=created_at
         )
         context.journal_watch(source, "create_model", seq_id=0, started=created_at)
@@ -239,7 +239,7 @@ class TrainingClient(ReadyClient):
         sdk_method: str,
     ) -> TrainingClient:
         """The client of a model the service has just created: 0.38 reads its info once."""
-        info = context.api.get_info(model_id, sdk_method=sdk_method)
+        info = context.api.training.get_info(model_id, sdk_method=sdk_method)
         return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
 
     # -- sequencing ------------------------------------------------------------------------------
@@ -327,7 +327,9 @@ class TrainingClient(ReadyClient):
             self._deliver(APIFuture.failed(held), out, op)
             return
         try:
-            request_id = self._api.submit_training(request, sdk_method=submission.sdk_method)
+            request_id = self._api.training.submit_training(
+                request, sdk_method=submission.sdk_method
+            )
         except BaseException as e:
             self._report(e)
             if _maybe_not_received(e):
@@ -360,7 +362,7 @@ class TrainingClient(ReadyClient):
     def _json_submission(
         self, request: object, result_cls: type[Any], sdk_method: str
     ) -> _Submission:
-        return _Submission(self._api.encode_training(request, result_cls), sdk_method)
+        return _Submission(self._api.training.encode_training(request, result_cls), sdk_method)
 
     def _single(self, build: Callable[[int], _Submission], *, kind: str) -> APIFuture[Any]:
         return self._schedule([build], created_at=time.monotonic(), kind=kind)[0]
@@ -425,7 +427,7 @@ class TrainingClient(ReadyClient):
             data,
             loss_fn,
             loss_fn_config,
-            limits=self._api.chunk_limits(),
+            limits=self._api.training.chunk_limits(),
             vocab_size=self._vocab_size,
         )
         request_type = "Forward" if forward_only else "ForwardBackward"
@@ -440,7 +442,7 @@ class TrainingClient(ReadyClient):
 
         def builder(chunk: range) -> Callable[[int], _Submission]:
             def build(seq_id: int) -> _Submission:
-                encoded = self._api.encode_forward_backward(
+                encoded = self._api.training.encode_forward_backward(
                     model_id=self.model_id,
                     seq_id=seq_id,
                     data=items[chunk.start : chunk.stop],
@@ -572,7 +574,7 @@ class TrainingClient(ReadyClient):
             )
         return self._single(
             lambda seq_id: _Submission(
-                self._api.encode_optim_step(self.model_id, seq_id, params),
+                self._api.training.encode_optim_step(self.model_id, seq_id, params),
                 "TrainingClient.optim_step",
             ),
             kind="optim_step",
@@ -749,7 +751,7 @@ class TrainingClient(ReadyClient):
         request(None)  # checks ttl_seconds before a seq_id is taken
         future: APIFuture[types.SaveWeightsExternalResponseInternal] = self._single(
             lambda seq_id: _Submission(
-                self._api.encode_save_weights_external(request(seq_id)),
+                self._api.training.encode_save_weights_external(request(seq_id)),
                 "TrainingClient.save_weights_external",
             ),
             kind="save_weights_external",
@@ -870,7 +872,7 @@ class TrainingClient(ReadyClient):
     ) -> types.GetInfoResponse:
         """The info read at creation (read now when this client was made without it)."""
         if self._info is None:
-            self._info = self._api.get_info(
+            self._info = self._api.training.get_info(
                 self.model_id, sdk_method=sdk_method, operation_retries=operation_retries
             )
         return self._info

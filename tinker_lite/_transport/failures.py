@@ -19,7 +19,7 @@ import requests.exceptions
 import urllib3.exceptions
 
 from tinker_lite._errors import APIConnectionError, APITimeoutError
-from tinker_lite._transport.secrets import redact
+from tinker_lite._secrets import redact
 
 if TYPE_CHECKING:
     from tinker_lite._transport.http import Timeout

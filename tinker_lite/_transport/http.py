@@ -1,7 +1,7 @@
 """HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping.
 
-A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (retries live
-in :mod:`tinker_lite._transport.retry`; urllib3's own are off, as requests sets them); it never
+A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (the
+requestor's tenacity loops decide every re-send; urllib3's own retries are off); it never
 raises a ``requests``, ``urllib3``, ``http.client`` or socket exception: those become
 :class:`~tinker_lite.APIConnectionError` or :class:`~tinker_lite.APITimeoutError` with the
 original kept as ``__cause__``. Statuses are not raised by ``send``; :func:`raise_for_status` is
@@ -64,6 +64,7 @@ from tinker_lite._errors import (
     format_status_error,
     status_error_class,
 )
+from tinker_lite._secrets import redact, register_secret
 from tinker_lite._transport.adapters import (
     MAX_KEPT_URLS,
     PoolAdapter,
@@ -74,7 +75,6 @@ from tinker_lite._transport.adapters import (
     session_auth,
 )
 from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure, low_level_cause
-from tinker_lite._transport.secrets import redact, register_secret
 from tinker_lite._version import __version__
 
 __all__ = [

@@ -1,35 +1,42 @@
 """The requestor's REST operations: training runs, checkpoints, sessions, samplers, admin views.
 
-:class:`RestRequests` is part of the requestor (:mod:`tinker_lite._api`): each operation names
+:class:`RestRequests` is part of the requestor (``requestor.rest``): each operation names
 its endpoint and decodes its answer, and every request goes through the requestor's one send.
 The trace export's wait for the service is a tenacity loop with the one wait strategy.
 """
 
 from __future__ import annotations
 
+import email.utils
 import logging
+import urllib.parse
 from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 import attrs
 
 from tinker_lite import types
+from tinker_lite._api.endpoints import API, REDIRECT_STATUSES
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
-from tinker_lite._errors import APIError, APITimeoutError, ClientClosedError
+from tinker_lite._errors import (
+    APIError,
+    APIResponseValidationError,
+    APITimeoutError,
+    ClientClosedError,
+)
 from tinker_lite._transport.http import HttpResponse, path_param, register_secret
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
 
 if TYPE_CHECKING:
-    from tinker_lite._api import Requestor
+    from tinker_lite._api.requestor import Requestor
 
 __all__ = [
-    "ACCESS_SCOPES",
-    "API",
-    "REDIRECT_STATUSES",
     "RestRequests",
     "TraceExportStatus",
+    "archive_url",
     "checkpoint_path",
 ]
 
@@ -37,11 +44,9 @@ T = TypeVar("T")
 
 logger = logging.getLogger("tinker_lite.api")
 
-API = "/api/v1"
-ACCESS_SCOPES = ("owned", "accessible")
-# WIRE.md §3.10: the archive URL is a redirect that is read, never followed.
-REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 ARCHIVE_ACCEPT: Mapping[str, str] = {"Accept": "application/json, application/gzip"}
+# WIRE.md §3.10: how long an archive URL is taken to be valid when the answer does not say.
+ARCHIVE_VALIDITY = timedelta(minutes=15)
 
 
 def _query(**values: object) -> dict[str, str]:
@@ -158,13 +163,16 @@ class RestRequests:
 
     def checkpoint_archive(
         self, training_run_id: str, checkpoint_id: str, *, sdk_method: str
-    ) -> HttpResponse:
-        """The archive answer: a redirect to a signed URL (read, not followed), or JSON.
+    ) -> types.CheckpointArchiveUrlResponse:
+        """A checkpoint's signed download URL and its expiry (WIRE.md §3.10).
 
-        The official SDK asks for ``application/json`` and ``application/gzip`` (two ``Accept``
-        lines in 0.4.1); one ``Accept`` listing both says the same (RFC 9110 §5.3).
+        The service answers with a redirect, read and not followed: the URL is its
+        ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent); a JSON
+        answer ``{"url", "expires"}`` is accepted too. The official SDK asks for
+        ``application/json`` and ``application/gzip`` (two ``Accept`` lines in 0.4.1); one
+        ``Accept`` listing both says the same (RFC 9110 §5.3).
         """
-        return self._api.call(
+        resp = self._api.call(
             "GET",
             checkpoint_path(training_run_id, checkpoint_id, "archive"),
             sdk_method=sdk_method,
@@ -173,6 +181,7 @@ class RestRequests:
             accept_status=REDIRECT_STATUSES,
             allow_redirects=False,
         )
+        return archive_url(resp, self._api.base_url)
 
     def list_sessions(
         self, limit: int, offset: int, access_scope: str | None, *, sdk_method: str
@@ -347,6 +356,41 @@ class TraceExportStatus:
     status: Literal["pending", "ready", "failed"]
     url: str | None = None
     error: str | None = None
+
+
+def archive_url(resp: HttpResponse, base_url: str) -> types.CheckpointArchiveUrlResponse:
+    """The signed URL and expiry of an archive answer: a redirect or JSON (WIRE.md §3.10)."""
+    now = datetime.now(timezone.utc)
+    if resp.status in REDIRECT_STATUSES:
+        location = resp.headers.get("Location")
+        if not location:
+            raise APIResponseValidationError(
+                f"the archive request was answered {resp.status} without a Location header",
+                status_code=resp.status,
+            )
+        return types.CheckpointArchiveUrlResponse(
+            url=urllib.parse.urljoin(base_url, location),
+            expires=_expires(resp.headers.get("Expires"), now),
+        )
+    answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
+    expires = answer.expires
+    if expires.tzinfo is None:
+        expires = expires.replace(tzinfo=timezone.utc)
+    return types.CheckpointArchiveUrlResponse(url=answer.url, expires=expires)
+
+
+def _expires(value: str | None, now: datetime) -> datetime:
+    """An ``Expires`` header as an aware datetime; now + 15 minutes when absent or unreadable."""
+    if value:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            parsed = None
+        if parsed is not None:
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=timezone.utc)
+            return parsed.astimezone(timezone.utc)
+    return now + ARCHIVE_VALIDITY
 
 
 def checkpoint_path(training_run_id: str, checkpoint_id: str, action: str) -> str:
