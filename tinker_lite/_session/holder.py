@@ -62,7 +62,7 @@ from tinker_lite._session.startup import (
     read_client_config,
 )
 from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, HttpResponse, Timeout, redact
-from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from tinker_lite.telemetry import Telemetry
 
 __all__ = [
@@ -195,7 +195,6 @@ class SessionHolder:
         self._api = api
         self._want_session = create_session
         self._closing = api.closing
-        self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
         self._clock = clock
         self._heartbeat_interval = heartbeat_interval
         self._heartbeat_wait = heartbeat_wait
@@ -455,10 +454,6 @@ class SessionHolder:
             logger.error("%s", created.error_message)
         logger.debug("Created session %s", created.session_id)
         return created.session_id
-
-    def stall_watch(self) -> StallWatch:
-        """A new deadline for one request's life (WIRE.md §P.7) on this holder's clock and sleep."""
-        return StallWatch(self.stall_timeout, self._clock, self._sleep)
 
     # -- counters ----------------------------------------------------------------------------
 
