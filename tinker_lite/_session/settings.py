@@ -116,12 +116,6 @@ class Settings:
         """These settings with another base URL (the local server's, once it has started)."""
         return replace(self, base_url=base_url)
 
-    def sdk_headers(self, sdk_method: str | None) -> dict[str, str]:
-        """The ``x-sdk-version`` / ``x-sdk-method`` headers 0.38 puts on a public call."""
-        if not sdk_method:
-            return {}
-        return {"x-sdk-version": self.sdk_version, "x-sdk-method": sdk_method}
-
     def __repr__(self) -> str:
         return (
             f"Settings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None}, "
