@@ -111,8 +111,9 @@ def run(quick: bool) -> dict[str, Any]:
     return data
 
 
-# What the workload itself (numpy data) and any urllib3 + attrs client load, tinker_lite aside.
-FLOOR_MODULES = ("numpy", "numpy.random", "urllib3", "attrs", "cattrs")
+# What the workload itself (numpy data) and the design's libraries (requests, attrs, cattrs) load,
+# tinker_lite aside.
+FLOOR_MODULES = ("numpy", "numpy.random", "requests", "attrs", "cattrs")
 
 
 def library_floor_kib() -> float | None:

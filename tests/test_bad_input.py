@@ -399,7 +399,7 @@ def test_plain_http_to_a_remote_host_warns(
         sent.append(f"{method} {path}")
         raise AssertionError("nothing may be sent")
 
-    monkeypatch.setattr(Transport, "_send_once", no_send)
+    monkeypatch.setattr(Transport, "send", no_send)
     caplog.set_level(logging.WARNING, logger="tinker_lite")
     url = "http://tinker.example:8000"
     client = ServiceClient(api_key=SECRET, base_url=url)

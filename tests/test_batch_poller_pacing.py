@@ -15,10 +15,10 @@ from typing import Any, cast
 from tinker_lite._futures.batch_poller import BatchPoller
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
-from tinker_lite._transport.http import HttpResponse, Transport
+from tinker_lite._transport.http import HttpResponse
 
 
-class ScriptedTransport:
+class ScriptedService:
     """Answers each retrieve_futures from a script; each answer advances the fake clock."""
 
     def __init__(self, answers: list[tuple[list[str], float]], clock: list[float]) -> None:
@@ -56,9 +56,9 @@ class RecordedPauses(threading.Event):
 def run(answers: list[tuple[list[str], float]]) -> tuple[list[float], int]:
     """Wait for one sample (req-1) through the loop; return its pauses and the polls sent."""
     clock = [0.0]
-    transport = ScriptedTransport(answers, clock)
+    transport = ScriptedService(answers, clock)
     poller = BatchPoller(
-        cast(Transport, transport), cast(Poller, None), clock=lambda: clock[0], rand=lambda: 0.5
+        transport.send, cast(Poller, None), clock=lambda: clock[0], rand=lambda: 0.5
     )
     pauses = RecordedPauses()
     poller._closing = pauses

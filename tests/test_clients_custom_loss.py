@@ -187,7 +187,7 @@ def _handle(session_id: str, loss_id: str | None) -> Any:
 def test_an_uploaded_loss_handle_is_one_custom_forward_backward(
     fake: FakeTinker, trainer: TrainingClient
 ) -> None:
-    session_id = trainer._context.api.session_id()
+    session_id = trainer._context.holder.ensure_session()
     trainer.forward_backward_custom(_data(), _handle(session_id, "loss-7")).result(timeout=30)
     assert fake.submits("forward") == []  # the service runs the loss: no client-side pass
     (sent,) = fake.submits("forward_backward")

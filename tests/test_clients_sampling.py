@@ -165,14 +165,13 @@ def test_429_backoff_is_shared_by_two_sampling_clients(fake: FakeTinker) -> None
         gate = first_service.holder.sample_gate
         assert gate is second_service.holder.sample_gate
         noted = threading.Event()
-        original = gate.note_429
+        original = gate.hold
 
-        def note_429(headers: Any = None) -> float:
-            delay = original(headers)
+        def hold(seconds: float) -> None:
+            original(seconds)
             noted.set()
-            return delay
 
-        gate.note_429 = note_429  # type: ignore[method-assign]
+        gate.hold = hold  # type: ignore[method-assign]
         future_a = first.sample(PROMPT, 1, types.SamplingParams(max_tokens=2))
         assert noted.wait(30)
         future_b = second.sample(PROMPT, 1, types.SamplingParams(max_tokens=2))

@@ -319,6 +319,6 @@ def test_options_are_resolved_once_and_handed_down_whole() -> None:
         assert settings.display_name == "run"
         assert settings.default_headers == {"x-a": "2", "x-b": "3"}
         assert settings.sample_workers == 2
-        assert service.holder.transport.default_headers()["x-a"] == "2"
+        assert service._context.api.transport.default_headers()["x-a"] == "2"
     finally:
         service.close()

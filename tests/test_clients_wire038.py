@@ -21,7 +21,8 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     clean_env_fixture,
     server_fixture,
 )
-from tinker_lite import InvalidInputError, RestClient, ServiceClient, _api, types
+from tinker_lite import InvalidInputError, RestClient, ServiceClient, types
+from tinker_lite._api import training as _api_training
 from tinker_lite._codec import protowire as _protowire
 
 BASE = "Qwen/Qwen3-8B"
@@ -167,7 +168,7 @@ def test_zstd_asked_without_zstandard_warns_once_and_sends_uncompressed(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(_protowire, "_zstd", lambda: None)
-    monkeypatch.setattr(_api, "_zstd_warned", threading.Event())
+    monkeypatch.setattr(_api_training, "_zstd_warned", threading.Event())
     fake = FakeTinker(server, client_config={"proto_compress_fwdbwd": True})
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
         trainer = client.create_lora_training_client(BASE).result()

@@ -19,8 +19,7 @@ import threading
 from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import datetime, timezone
 from functools import partial
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,19 +28,20 @@ from hypothesis import strategies as st
 
 from tests._holder_support import holder_from
 from tinker_lite import types
-from tinker_lite._api import Requestor, json_result
 from tinker_lite._api import decode_forward_backward as _decode_forward_backward
 from tinker_lite._api import decode_sample as _decode_sample
+from tinker_lite._api import json_result
+from tinker_lite._api.rest import archive_url
 from tinker_lite._chunking import combine_outputs
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import TinkerError
-from tinker_lite._futures.poller import Poller
-from tinker_lite._futures.poller import json_decoder as _json_decoder
+from tinker_lite._futures.answers import json_decoder as _json_decoder
+from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._session.holder import SessionHolder, jwt_expiry
-from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout, Transport
+from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout
 from tinker_lite._transport.retry import parse_retry_after
-from tinker_lite.rest_client import RestClient
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -278,7 +278,7 @@ def test_wire_decode_of_mutated_answers(pair: tuple[type[Any], Any]) -> None:
 
 @pytest.fixture(scope="module")
 def holder() -> Iterator[SessionHolder]:
-    """A session holder that never starts (nothing is sent): only its ``parse`` is used."""
+    """A session holder that never starts (nothing is sent)."""
     made = holder_from(base_url="http://127.0.0.1:9", lazy=True, telemetry=False)
     yield made
     made.close()
@@ -287,7 +287,7 @@ def holder() -> Iterator[SessionHolder]:
 @FUZZ
 @given(cls=st.sampled_from(RESPONSE_CLASSES), body=bodies)
 def test_direct_answers_parse(holder: SessionHolder, cls: type[Any], body: bytes) -> None:
-    _typed_only(lambda: holder.parse(_response(body), cls))
+    _typed_only(lambda: parse_model(_response(body), cls))
 
 
 @FUZZ
@@ -356,23 +356,22 @@ def test_jwt_expiry_of_any_token(token: str) -> None:
 def test_archive_url_answers(
     holder: SessionHolder, status: int, headers: dict[str, str], body: bytes
 ) -> None:
-    rest = RestClient._on_context(cast(Any, SimpleNamespace(api=Requestor(holder))))
     resp = HttpResponse(status, headers, body)
-    _typed_only(lambda: rest._archive_url(resp))
+    _typed_only(lambda: archive_url(resp, holder.base_url))
 
 
 # -- the poller, end to end --------------------------------------------------------------------
 
 
 class _OneAnswer:
-    """A transport whose first poll gets ``answer``; later polls get a final error answer."""
+    """A service whose first poll gets ``answer``; later polls get a final error answer."""
 
     def __init__(self, answer: HttpResponse) -> None:
         self._answer = answer
         self._lock = threading.Lock()
         self.polls = 0
 
-    def send(self, pool: PoolKind, method: str, path: str, **kwargs: Any) -> HttpResponse:
+    def send(self, poll: Poll) -> HttpResponse:
         with self._lock:
             self.polls += 1
             first = self.polls == 1
@@ -408,7 +407,7 @@ def test_poller_resolves_any_answer(body: bytes, status: int, protobuf: bool, de
     }
     transport = _OneAnswer(_response(body, PROTOBUF if protobuf else JSON, status))
     poller = Poller(
-        cast(Transport, transport),
+        transport.send,
         max_workers=1,
         stall_timeout=30.0,
         poll_timeout=Timeout(connect=1.0, read=1.0),

@@ -1,17 +1,21 @@
 """The layering of STYLE.md and docs/architecture.rst, checked with ``ast``.
 
 The package is parsed once (module-level cache). Imports inside ``if TYPE_CHECKING:`` are
-annotations only; every other import, lazy ones inside functions included, runs.
+annotations only; every other import, lazy ones inside functions included, runs. The layers'
+modules are read from the tree (``_api/``, ``_transport/``, ``_futures/``, ``_session/``,
+``_codec/``), so a new module is checked where it lives.
 
 * no import cycle at run time anywhere in the package (a module importing its own package's
   ``__init__`` aside), so the client modules form no circle;
 * no client reaches back up to ``service_client`` (the factory on top) at run time;
 * client modules are imported only by ``__init__``, the CLI and other client modules;
-* the context and the requestor never import a client; the transport never imports a client or
-  the local server; ``_http`` knows no codec (no ``_wire``, ``_proto`` or ``types``);
+* the context and the requestor never import a client; the layers below the requestor never
+  import a client, the requestor or the local server; clients name nothing of the transport;
+* the transport knows no codec (no ``_codec``, no ``types``); the codec imports only ``types``,
+  ``_errors`` and ``_secrets`` of the package, and no HTTP library; tenacity is imported by one
+  module (``_transport.loops``);
 * ``types`` imports only the standard library, attrs, numpy and ``tinker_lite._errors``;
-  ``_wire`` never imports HTTP code; ``tinker_lite/local`` never imports a client or transport
-  module;
+  ``tinker_lite/local`` imports nothing of the client side but ``types`` and the codec;
 * numpy is imported inside the functions that need it, never at module level, outside
   ``tinker_lite/local`` (the server and its numpy model);
 * ``import tinker_lite`` does not load torch, transformers, pydantic, httpx or asyncio, and
@@ -32,6 +36,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "tinker_lite"
 
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
 CLIENT_MODULES = frozenset(
     {
         "tinker_lite.service_client",
@@ -46,22 +58,30 @@ CLIENT_MODULES = frozenset(
         "tinker_lite._validate",
     }
 )
-CONNECTION_MODULES = frozenset({"tinker_lite._context", "tinker_lite._api"})
-TRANSPORT_MODULES = frozenset(
-    {
-        "tinker_lite._transport.http",
-        "tinker_lite._transport.retry",
-        "tinker_lite._futures.future",
-        "tinker_lite._futures.poller",
-        "tinker_lite._session.holder",
-        "tinker_lite._session.settings",
-        "tinker_lite._session.credentials",
-        "tinker_lite._session.startup",
-        "tinker_lite._session.heartbeat",
-        "tinker_lite._session.sample_gate",
-        "tinker_lite.telemetry",
-    }
+
+
+def _modules_under(*packages: str) -> frozenset[str]:
+    """The package's modules in ``packages`` (the sub-packages themselves included)."""
+    return frozenset(
+        _module_name(path)
+        for package in packages
+        for path in PACKAGE.joinpath(*package.split(".")[1:]).rglob("*.py")
+    )
+
+
+# The requestor (endpoints, encodings, service headers) and what all clients of one connection
+# share.
+CONNECTION_MODULES = frozenset({"tinker_lite._context"}) | _modules_under("tinker_lite._api")
+# The layers below the requestor: the transport, futures and polling, the session.
+LAYER_MODULES = _modules_under(
+    "tinker_lite._transport", "tinker_lite._futures", "tinker_lite._session"
 )
+TRANSPORT_MODULES = LAYER_MODULES | {"tinker_lite.telemetry"}
+CODEC_MODULES = _modules_under("tinker_lite._codec")
+# The one module that imports tenacity (STYLE.md: tenacity stays private, in one module).
+TENACITY_MODULE = "tinker_lite._transport.loops"
+# What a module under tinker_lite._codec (and the local server) may import of the client side.
+CODEC_DEPENDENCIES = frozenset({"tinker_lite", "tinker_lite._errors", "tinker_lite._secrets"})
 # Modules the clients build on that are not clients themselves (shared helpers).
 CLIENT_IMPORTERS = frozenset({"tinker_lite", "tinker_lite.cli"})
 HTTP_LIBRARIES = frozenset({"requests", "urllib3", "httpx", "http", "aiohttp", "tenacity"})
@@ -76,13 +96,6 @@ class Imports:
     runtime: frozenset[str]
     every: frozenset[str]
     top_level: frozenset[str]
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(parts)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -230,26 +243,17 @@ def test_transport_never_imports_clients_connection_or_local() -> None:
         assert not bad, f"{module} imports {bad}"
 
 
-# What a client may still name from below the requestor: the answer type it reads a redirect
-# from, and the pool of the sampling 429 loop (to move to Requestor.submit_sample).
-CLIENT_TRANSPORT_NAMES = frozenset({"tinker_lite._transport.http.HttpResponse"})
-
-
 def test_clients_speak_to_the_requestor_not_the_transport() -> None:
+    # STYLE.md: HTTP details never leak into clients; nothing of the transport is named there.
     below = (
-        "tinker_lite._transport.http",
-        "tinker_lite._transport.retry",
+        "tinker_lite._transport",
         "tinker_lite._session.holder",
         "tinker_lite._codec.wire",
     )
     for module in CLIENT_MODULES:
         # Annotations (TYPE_CHECKING imports) may name anything.
         imports = _graph()[module].runtime
-        bad = sorted(
-            name
-            for name in imports
-            if name.startswith(below) and name not in below and name not in CLIENT_TRANSPORT_NAMES
-        )
+        bad = sorted(name for name in imports if name.startswith(below) and name not in below)
         assert not bad, f"{module} imports {bad}"
 
 
@@ -257,6 +261,53 @@ def test_http_knows_no_codec() -> None:
     imports = _graph()["tinker_lite._transport.http"].every
     bad = sorted(name for name in imports if name in CODECS or _in_types(name))
     assert not bad, f"_http imports {bad}"
+
+
+def test_the_layers_are_where_the_checks_look_for_them() -> None:
+    # The module sets are read from the tree: a renamed layer must not empty them silently.
+    assert {"tinker_lite._api.requestor", "tinker_lite._context"} <= CONNECTION_MODULES
+    assert {
+        "tinker_lite._transport.http",
+        "tinker_lite._transport.loops",
+        "tinker_lite._futures.poller",
+        "tinker_lite._session.holder",
+    } <= TRANSPORT_MODULES
+    assert {"tinker_lite._codec.wire", "tinker_lite._codec.proto"} <= CODEC_MODULES
+    assert TENACITY_MODULE in _graph()
+
+
+def test_the_transport_knows_no_codec() -> None:
+    # STYLE.md: the transport moves bytes; the requestor encodes and decodes them.
+    for module in _modules_under("tinker_lite._transport"):
+        imports = _graph()[module].every
+        bad = sorted(
+            name
+            for name in imports
+            if name in CODEC_MODULES or _in_types(name) or name in CONNECTION_MODULES
+        )
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_the_codec_imports_only_types_and_errors() -> None:
+    # STYLE.md: _api -> _codec -> types; annotations may name the response type they read.
+    for module in CODEC_MODULES:
+        imports = _graph()[module].runtime
+        bad = sorted(
+            name
+            for name in _internal(imports)
+            if name not in CODEC_MODULES and name not in CODEC_DEPENDENCIES and not _in_types(name)
+        )
+        bad += sorted(name for name in imports if _top(name) in HTTP_LIBRARIES)
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_tenacity_is_imported_by_one_module() -> None:
+    importers = sorted(
+        module
+        for module, imports in _graph().items()
+        if any(_top(name) == "tenacity" for name in imports.every)
+    )
+    assert importers == [TENACITY_MODULE]
 
 
 def test_types_imports_only_stdlib_attrs_numpy_and_errors() -> None:
@@ -304,6 +355,15 @@ def test_local_never_imports_clients_or_transport() -> None:
             continue
         bad = sorted(_internal(imports.every) & forbidden)
         bad += sorted(name for name in imports.every if name.startswith("tinker_lite.cli"))
+        # The server shares the models and their codecs with the client side, nothing else.
+        bad += sorted(
+            name
+            for name in _internal(imports.every)
+            if not name.startswith("tinker_lite.local")
+            and name not in CODEC_MODULES
+            and name not in CODEC_DEPENDENCIES
+            and not _in_types(name)
+        )
         assert not bad, f"{module} imports {bad}"
 
 
@@ -314,7 +374,7 @@ def test_the_parser_sees_relative_lazy_and_type_checking_imports() -> None:
     # Imported lazily inside a method: it runs, but not at module level.
     assert "tinker_lite.local" in context.runtime
     assert "tinker_lite.local" not in context.top_level
-    api = _graph()["tinker_lite._api"]
+    api = _graph()["tinker_lite._api.requestor"]
     # Imported under TYPE_CHECKING only: an annotation, not a runtime edge.
     assert "tinker_lite._session.holder" in api.every
     assert "tinker_lite._session.holder" not in api.runtime

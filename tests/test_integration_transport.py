@@ -11,6 +11,7 @@ import urllib3.connection
 import urllib3.exceptions
 
 from tests._clients_support import service_with
+from tests._holder_support import requests_over
 from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     API_KEY,
     FakeClock,
@@ -21,8 +22,9 @@ from tests._scripted_server import (  # noqa: F401 - fixtures used by name
     server_fixture,
 )
 from tinker_lite import APIConnectionError, APITimeoutError, InternalServerError
-from tinker_lite._transport.http import PoolKind, Timeout, Transport, classify_failure
-from tinker_lite._transport.retry import RetryPolicy, send_with_retries
+from tinker_lite._transport.failures import classify_failure
+from tinker_lite._transport.http import PoolKind, Timeout, Transport
+from tinker_lite._transport.retry import RetryPolicy
 from tinker_lite.cli import EXIT_CONNECTION
 from tinker_lite.cli import main as cli_main
 
@@ -106,21 +108,17 @@ def test_a_read_timeout_is_still_a_timeout(server: ScriptedServer) -> None:
 def test_a_retry_budget_stops_before_a_back_off_would_overrun_it(server: ScriptedServer) -> None:
     server.default("GET", "/flaky", Reply(503, {"detail": "busy"}))
     clock = FakeClock()
-    transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
-    try:
-        with pytest.raises(InternalServerError):
-            send_with_retries(
-                transport,
-                PoolKind.TRAIN,
-                "GET",
-                "/flaky",
-                policy=RetryPolicy(budget_s=2.0, jitter=0.0),
-                sleep=clock.sleep,
-                clock=clock,
-                rand=lambda: 0.0,
-            )
-    finally:
-        transport.close()
+    with (
+        requests_over(
+            server.url,
+            retry_policy=RetryPolicy(budget_s=2.0, jitter=0.0),
+            sleep=clock.sleep,
+            clock=clock,
+            rand=lambda: 0.0,
+        ) as api,
+        pytest.raises(InternalServerError),
+    ):
+        api.call("GET", "/flaky", operation_retries=False)
     # Back-offs 0.5 + 1.0 fit in 2 s; the next (2.0) would end past it.
     assert clock.sleeps == [0.5, 1.0]
     assert len(server.requests("/flaky")) == 3

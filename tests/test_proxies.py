@@ -1,9 +1,8 @@
-"""Proxies, NO_PROXY, the CA bundle and netrc are resolved once per transport, as requests would.
+"""Proxies, NO_PROXY, the CA bundle and netrc: requests' behaviour, resolved once per session.
 
-tinker_lite does not use requests; parity is checked against requests' own functions
-(``Session.merge_environment_settings``, ``should_bypass_proxies``, ``select_proxy``,
-``get_netrc_auth``), installed for the tests only. Routing is checked end to end with two
-loopback servers, one of them playing the proxy.
+tinker_lite hands them to requests (``Session.merge_environment_settings``, ``get_netrc_auth``)
+when a transport is made, then sends with what they said: routing is checked end to end with
+two loopback servers, one of them playing the proxy, and the environment reads are counted.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ from typing import Any
 
 import pytest
 import requests
+import requests.auth
+import requests.sessions
 import requests.utils
 
-import tinker_lite._transport.proxies as proxies_module
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Reply,
@@ -27,13 +27,6 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
 )
 from tinker_lite._errors import APIConnectionError, InvalidInputError
 from tinker_lite._transport.http import PoolKind, Timeout, Transport
-from tinker_lite._transport.proxies import (
-    basic_auth,
-    environment_settings,
-    netrc_auth,
-    select_proxy,
-    should_bypass_proxies,
-)
 
 PROXY_VARIABLES = (
     "HTTP_PROXY",
@@ -84,7 +77,7 @@ URLS = [
 @pytest.mark.parametrize("env", ENVIRONMENTS, ids=lambda env: ",".join(env) or "empty")
 @pytest.mark.parametrize("url", URLS)
 @pytest.mark.parametrize("verify", [True, False, "/explicit/ca.pem"])
-def test_settings_match_what_requests_resolves_per_request(
+def test_a_transport_resolves_what_requests_resolves_per_request(
     env: dict[str, str],
     url: str,
     verify: bool | str,
@@ -96,20 +89,12 @@ def test_settings_match_what_requests_resolves_per_request(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     expected = requests.Session().merge_environment_settings(url, {}, None, verify, None)
-    got = environment_settings(url, verify)
-    assert got.proxies == expected["proxies"]
-    assert got.verify == expected["verify"]
-    assert got.netrc_auth is None
-
-
-def test_nothing_is_read_when_the_environment_is_not_trusted(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/bundle.pem")
-    settings = environment_settings("https://tinker.example/", True, trust_env=False)
-    assert settings.verify is True
-    assert settings.proxies == {}
+    transport = Transport(url, headers={}, auth=lambda: API_KEY, verify=verify)
+    try:
+        assert transport.verify == expected["verify"]
+        assert transport.proxies == expected["proxies"]
+    finally:
+        transport.close()
 
 
 NO_PROXY_VALUES = [
@@ -142,58 +127,52 @@ HOSTS = [
 
 @pytest.mark.parametrize("no_proxy", NO_PROXY_VALUES)
 @pytest.mark.parametrize("url", HOSTS)
-def test_no_proxy_matching_is_requests_own(
-    no_proxy: str, url: str, monkeypatch: pytest.MonkeyPatch
+def test_no_proxy_decides_the_route_as_requests_decides_it(
+    no_proxy: str, url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _clear(monkeypatch)
+    monkeypatch.setenv("NETRC", str(tmp_path / "absent-netrc"))
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3129")
     monkeypatch.setenv("NO_PROXY", no_proxy)
-    assert should_bypass_proxies(url) == requests.utils.should_bypass_proxies(url, None)
-    assert should_bypass_proxies(url, no_proxy) == requests.utils.should_bypass_proxies(
-        url, no_proxy
+    route = requests.utils.select_proxy(
+        url, requests.Session().merge_environment_settings(url, {}, None, True, None)["proxies"]
     )
-
-
-@pytest.mark.parametrize(
-    "proxies",
-    [
-        {},
-        {"http": "http://p:1"},
-        {"https": "http://p:2", "all": "http://all:3"},
-        {"all": "http://all:3"},
-        {"http://tinker.example": "http://host-proxy:4", "http": "http://p:1"},
-        {"all://tinker.example": "http://all-host:5", "https": "http://p:2"},
-    ],
-)
-@pytest.mark.parametrize("url", ["http://tinker.example:8000/x", "https://tinker.example/"])
-def test_proxy_selection_is_requests_own(proxies: dict[str, str], url: str) -> None:
-    assert select_proxy(url, proxies) == requests.utils.select_proxy(url, proxies)
+    transport = Transport(url, headers={}, auth=lambda: API_KEY)
+    try:
+        assert requests.utils.select_proxy(url, dict(transport.proxies)) == route
+    finally:
+        transport.close()
 
 
 @pytest.mark.parametrize(
     "content",
     [
-        "machine tinker.example login user password pass-word\n",
-        "machine tinker.example account acct password pw\n",
+        "machine 127.0.0.1 login user password pass-word\n",
+        "machine 127.0.0.1 account acct password pw\n",
         "default login anyone password any\n",
         "machine other.example login u password p\n",
-        "machine tinker.example login\n",  # malformed: ignored, as requests ignores it
+        "machine 127.0.0.1 login\n",  # malformed: ignored, as requests ignores it
     ],
 )
-def test_netrc_lookup_is_requests_own(
-    content: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_netrc_credentials_are_the_ones_requests_sends(
+    content: str, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     netrc = tmp_path / "netrc"
     netrc.write_text(content, encoding="utf-8")
     netrc.chmod(0o600)
     monkeypatch.setenv("NETRC", str(netrc))
-    for url in ("https://tinker.example/api/", "http://other.example:8000/"):
-        assert netrc_auth(url) == requests.utils.get_netrc_auth(url)
-
-
-def test_basic_auth_matches_requests() -> None:
-    from requests.auth import _basic_auth_str
-
-    assert basic_auth("user", "pässword") == _basic_auth_str("user", "pässword")
+    server.default("GET", "/api/v1/healthz", Reply(200, {"status": "ok"}))
+    transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
+    plain = requests.Session()
+    try:
+        transport.send(PoolKind.TRAIN, "GET", "/api/v1/healthz")
+        plain.get(server.url.rstrip("/") + "/api/v1/healthz", timeout=5)
+    finally:
+        transport.close()
+        plain.close()
+    ours, theirs = server.requests()
+    assert ours.header("Authorization") == theirs.header("Authorization")
 
 
 @pytest.mark.parametrize("no_proxy", ["127.0.0.1", "127.0.0.0/8", "localhost,127.0.0.1", "*"])
@@ -238,27 +217,34 @@ def test_a_host_outside_no_proxy_goes_through_the_proxy(
 
 
 def test_the_environment_is_read_once_per_transport_not_per_request(
-    server: ScriptedServer, proxy: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    server: ScriptedServer,
+    proxy: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     _clear(monkeypatch)
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", "other.example")
+    monkeypatch.setenv("NETRC", str(tmp_path / "absent-netrc"))
     proxy.default("GET", "/api/v1/healthz", Reply(200, {"status": "proxied"}))
     transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     lookups: list[str] = []
 
-    def counting(name: str) -> Any:
-        original = getattr(proxies_module, name)
+    def counting(module: Any, name: str) -> None:
+        original = getattr(module, name)
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             lookups.append(name)
             return original(*args, **kwargs)
 
-        return wrapper
+        monkeypatch.setattr(module, name, wrapper)
 
-    for name in ("environ_proxies", "should_bypass_proxies", "netrc_auth", "environment_settings"):
-        monkeypatch.setattr(proxies_module, name, counting(name))
-    # Changed after the pools were made: not seen (the proxy keeps being used).
+    # Where requests reads the environment for a request (sessions.py imports them by name).
+    for module in (requests.utils, requests.sessions):
+        for name in ("get_environ_proxies", "should_bypass_proxies", "get_netrc_auth"):
+            if hasattr(module, name):
+                counting(module, name)
+    # Changed after the sessions were made: not seen (the proxy keeps being used).
     monkeypatch.setenv("NO_PROXY", "*")
     try:
         for _ in range(3):
@@ -283,7 +269,9 @@ def test_proxy_credentials_are_sent_to_the_proxy_only(
     finally:
         transport.close()
     (request,) = proxy.requests()
-    assert request.header("Proxy-Authorization") == basic_auth("proxy@user", "s:cret")
+    assert request.header("Proxy-Authorization") == requests.auth._basic_auth_str(
+        "proxy@user", "s:cret"
+    )
     assert request.header("Authorization") is None
 
 
@@ -346,12 +334,13 @@ def test_netrc_credentials_are_sent_as_requests_would(
 
 
 def test_cookies_set_by_the_service_are_sent_back_per_pool(server: ScriptedServer) -> None:
-    # A load balancer may pin a client with a cookie: each pool kind keeps its own jar.
+    # A load balancer may pin a client with a cookie: each pool kind keeps its own jar
+    # (requests'), where Max-Age=0 with the same name and path removes one.
     server.on(
         "POST",
         "/api/v1/thing",
         Reply(200, {}, headers={"Set-Cookie": "lb=abc; Path=/; HttpOnly"}),
-        Reply(200, {}, headers={"Set-Cookie": "lb=gone; Max-Age=0"}),
+        Reply(200, {}, headers={"Set-Cookie": "lb=gone; Path=/; Max-Age=0"}),
     )
     server.default("POST", "/api/v1/thing", Reply(200, {}))
     transport = Transport(server.url, headers={}, auth=lambda: API_KEY)

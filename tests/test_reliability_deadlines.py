@@ -25,7 +25,7 @@ import pytest
 import urllib3
 import urllib3.exceptions
 
-from tests._holder_support import holder_from
+from tests._holder_support import holder_from, requestor_for
 from tests._reliability_support import (
     BASE_MODEL,
     LORA_RANK,
@@ -47,10 +47,11 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     server_fixture,
 )
 from tinker_lite import APIConnectionError, APITimeoutError, RateLimitError, types
+from tinker_lite._api import Requestor
 from tinker_lite._futures.future import APIFuture, FutureTimeoutError, combine
 from tinker_lite._futures.poller import Poller
 from tinker_lite._session.holder import SessionHolder
-from tinker_lite._transport.http import HttpResponse, PoolKind, Timeout, Transport
+from tinker_lite._transport.http import DEFAULT_TIMEOUT, HttpResponse, PoolKind, Timeout, Transport
 from tinker_lite.local import LocalServer
 from tinker_lite.service_client import ServiceClient
 
@@ -99,10 +100,10 @@ def make_holder(server: ScriptedServer, clock: FakeClock) -> Iterator[Callable[.
 
 @pytest.fixture
 def make_poller(server: ScriptedServer, clock: FakeClock) -> Iterator[Callable[..., Poller]]:
-    made: list[tuple[Poller, Transport]] = []
+    made: list[tuple[Poller, Requestor]] = []
 
     def make(base_url: str | None = None, **kwargs: Any) -> Poller:
-        transport = Transport(base_url or server.url, headers={}, auth=lambda: API_KEY)
+        api = requestor_for(base_url or server.url)
         options: dict[str, Any] = {
             "clock": clock,
             "sleep": clock.sleep,
@@ -110,14 +111,14 @@ def make_poller(server: ScriptedServer, clock: FakeClock) -> Iterator[Callable[.
             "wall_clock": lambda: WALL,
         }
         options.update(kwargs)
-        poller = Poller(transport, **options)
-        made.append((poller, transport))
+        poller = Poller(api.retrieve_future, abort=api.abort_polls, **options)
+        made.append((poller, api))
         return poller
 
     yield make
-    for poller, transport in made:
+    for poller, api in made:
         poller.close()
-        transport.close()
+        api.close()
         assert poller.thread_count == 0
 
 
@@ -145,18 +146,18 @@ def _freeze(
     monkeypatch: pytest.MonkeyPatch, advance: Callable[[float], object], path: str
 ) -> list[Timeout]:
     """Make ``path`` frozen: every attempt waits out its read timeout on the fake clock."""
-    real = Transport._send_once
+    real = Transport.send
     waits: list[Timeout] = []
 
     def send_once(self: Transport, pool: PoolKind, method: str, p: str, **kw: Any) -> Any:
         if p != path:
             return real(self, pool, method, p, **kw)
-        timeout: Timeout = kw["timeout"]
+        timeout: Timeout = kw.get("timeout", DEFAULT_TIMEOUT)
         waits.append(timeout)
         advance(timeout.read)
         raise APITimeoutError(f"Request timed out: {method} {p} (read timeout {timeout.read}s)")
 
-    monkeypatch.setattr(Transport, "_send_once", send_once)
+    monkeypatch.setattr(Transport, "send", send_once)
     return waits
 
 
@@ -193,7 +194,7 @@ def test_refused_submit_fails_within_the_stall_timeout(
     server.close()  # from now on every connection is refused
     start = clock()
     with pytest.raises(APIConnectionError) as caught:
-        holder.submit(PoolKind.TRAIN, "POST", OPTIM, body=BODY)
+        holder._api.call("POST", OPTIM, body=BODY)
     elapsed = clock() - start
     # Before: the 5-minute operation budget ran regardless of the stall timeout (300 s).
     assert 3.0 <= elapsed <= 4.0, elapsed
@@ -260,7 +261,7 @@ def test_frozen_submit_fails_within_the_stall_timeout(
     waits = _freeze(monkeypatch, clock.advance, OPTIM)
     start = clock()
     with pytest.raises(APITimeoutError) as caught:
-        holder.submit(PoolKind.TRAIN, "POST", OPTIM, body=BODY)
+        holder._api.call("POST", OPTIM, body=BODY)
     elapsed = clock() - start
     # Before: each attempt waited its full read timeout for 5 minutes (300+ s).
     assert 5.0 <= elapsed <= 6.0, elapsed

@@ -197,14 +197,13 @@ def test_rl_under_faults(
         with stopwatch() as elapsed:
             with make_client(server.base_url, **row.client) as service:
                 gate = service.holder.sample_gate
-                note_429 = gate.note_429
+                hold = gate.hold
 
-                def spy(headers: Mapping[str, str] | None = None) -> float:
-                    delay = note_429(headers)
-                    windows.append(delay)
-                    return delay
+                def spy(seconds: float) -> None:
+                    hold(seconds)
+                    windows.append(seconds)
 
-                monkeypatch.setattr(gate, "note_429", spy)
+                monkeypatch.setattr(gate, "hold", spy)
                 with ThreadMonitor(threads) as monitor:
                     result = run_rl(service)
             seconds = elapsed()

@@ -73,7 +73,8 @@ def _reprs(service: ServiceClient) -> list[str]:
         service,
         holder,
         holder.settings,
-        holder.transport,
+        service._context.api,
+        service._context.api.transport,
         holder.poller,
         holder.sample_gate,
         holder.telemetry,
@@ -187,7 +188,7 @@ def test_no_credential_in_anything_a_full_run_emits(
                 )
             )
             texts.append(pickle.dumps(sampler).decode("latin-1"))
-            texts.append(str(holder.transport.default_headers().get("User-Agent")))
+            texts.append(str(service._context.api.transport.default_headers().get("User-Agent")))
         finally:
             service.close()
         reprs.extend(_reprs(service))
@@ -228,11 +229,10 @@ def test_tls_verification_is_on_by_default() -> None:
         assert service.holder.settings.verify is True
         # Verified with certifi's trust store, or the CA bundle the environment names.
         bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-        assert service.holder.transport._verify == (bundle or True)
-        assert all(
-            manager.connection_pool_kw.get("cert_reqs", "CERT_REQUIRED") == "CERT_REQUIRED"
-            for _, manager in service.holder.transport.pool_managers()
-        )
+        transport = service._context.api.transport
+        assert transport.verify == (bundle or True)
+        # requests' sessions, which verify unless told not to.
+        assert all(session.verify is True for session in transport.sessions.values())
 
 
 def test_turning_tls_verification_off_warns(caplog: pytest.LogCaptureFixture) -> None:

@@ -142,7 +142,7 @@ def test_pipelined_training_steps_leave_no_reference_cycles() -> None:
         finally:
             gc.set_debug(0)
             gc.garbage.clear()
-    assert leaked == []
+    assert leaked == [], leaked
 
 
 @pytest.mark.usefixtures("no_automatic_gc")
@@ -164,13 +164,13 @@ def test_a_sent_request_body_is_freed_before_its_result_arrives(
 
         server.on("POST", "/api/v1/retrieve_future", Respond(held_poll))
         sent: list[weakref.ref[TrainingRequest]] = []
-        submit = trainer._api.submit_training
+        submit = trainer._api.training.submit_training
 
         def recording_submit(request: TrainingRequest, *, sdk_method: str) -> str:
             sent.append(weakref.ref(request))
             return submit(request, sdk_method=sdk_method)
 
-        monkeypatch.setattr(trainer._api, "submit_training", recording_submit)
+        monkeypatch.setattr(trainer._api.training, "submit_training", recording_submit)
         future = trainer.forward_backward([ce_datum([1, 2, 3, 4])] * 3, "cross_entropy")
         # The client's single training thread has finished sending it once this runs.
         trainer._executor.submit(lambda: None).result(30)

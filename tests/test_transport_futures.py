@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests._holder_support import requestor_for
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     DropMidBody,
@@ -25,6 +26,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     server_fixture,
 )
 from tinker_lite import types
+from tinker_lite._api import Requestor
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIResponseValidationError,
@@ -35,9 +37,10 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
+from tinker_lite._futures.answers import QueueStateLogger, default_queue_reason
 from tinker_lite._futures.future import APIFuture, FutureTimeoutError, chain, combine
-from tinker_lite._futures.poller import Poller, QueueStateLogger, default_queue_reason
-from tinker_lite._transport.http import ClientClosedError, HttpResponse, Timeout, Transport
+from tinker_lite._futures.poller import Poller
+from tinker_lite._transport.http import ClientClosedError, HttpResponse, Timeout
 
 RETRIEVE = "/api/v1/retrieve_future"
 WALL = 1_700_000_000.0
@@ -73,14 +76,14 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def transport(server: ScriptedServer) -> Iterator[Transport]:
-    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
-    yield t
-    t.close()
+def api(server: ScriptedServer) -> Iterator[Requestor]:
+    requestor = requestor_for(server.url)
+    yield requestor
+    requestor.close()
 
 
 @pytest.fixture
-def make_poller(transport: Transport, clock: FakeClock) -> Iterator[Callable[..., Poller]]:
+def make_poller(api: Requestor, clock: FakeClock) -> Iterator[Callable[..., Poller]]:
     made: list[Poller] = []
 
     def make(**kwargs: Any) -> Poller:
@@ -91,7 +94,7 @@ def make_poller(transport: Transport, clock: FakeClock) -> Iterator[Callable[...
             "wall_clock": lambda: WALL,
         }
         options.update(kwargs)
-        poller = Poller(transport, **options)
+        poller = Poller(api.retrieve_future, abort=api.abort_polls, **options)
         made.append(poller)
         return poller
 
@@ -162,7 +165,9 @@ def test_result_is_delivered_as_soon_as_the_long_poll_answers(
     assert time.perf_counter() - started < 0.5
 
 
-def test_extra_headers_and_accept(server: ScriptedServer, poller: Poller, clock: FakeClock) -> None:
+def test_the_sdk_method_and_accept(
+    server: ScriptedServer, poller: Poller, clock: FakeClock
+) -> None:
     seen: list[HttpResponse] = []
 
     def decode(resp: HttpResponse) -> bytes:
@@ -180,13 +185,14 @@ def test_extra_headers_and_accept(server: ScriptedServer, poller: Poller, clock:
         decode,
         created_at=clock(),
         accept="application/x-protobuf",
-        headers={"x-sdk-method": "SamplingClient.sample"},
+        sdk_method="SamplingClient.sample",
     )
     assert future.result(timeout=10) == b"\x0a\x03abc"
     assert seen[0].is_protobuf
     poll = server.requests(RETRIEVE)[0]
     assert poll.header("Accept") == "application/x-protobuf"
     assert poll.header("x-sdk-method") == "SamplingClient.sample"
+    assert poll.header("x-sdk-version") == "0.38.0"
 
 
 def test_metadata_only_answer_is_fetched_with_a_second_poll(

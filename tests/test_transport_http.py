@@ -9,9 +9,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import requests
+import requests.adapters
 import urllib3
 import urllib3.exceptions
 
+from tests._holder_support import requests_over
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Drop,
@@ -104,33 +107,34 @@ def test_path_param_escapes_only_what_it_must() -> None:
     assert path_param("a/b", keep_slash=False) == "a%2Fb"
 
 
-def test_headers_on_post_get_delete_and_bodyless_post(server: ScriptedServer) -> None:
+def test_headers_on_post_get_delete_and_bodyless_post(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The connection's headers are the transport's; the service's are the requestor's.
     for method, path in [("POST", "/p"), ("GET", "/g"), ("DELETE", "/d"), ("POST", "/publish")]:
         server.default(method, path, Reply(204))
-    t = Transport(
-        server.url,
-        headers={"CF-Access-Client-Id": "cf-id", "CF-Access-Client-Secret": "cf-secret"},
-        auth=lambda: API_KEY,
+    monkeypatch.setenv("CLOUDFLARE_ACCESS_CLIENT_ID", "cf-id")
+    monkeypatch.setenv("CLOUDFLARE_ACCESS_CLIENT_SECRET", "cf-secret")
+    with requests_over(server.url) as api:
+        api.call("POST", "/p", body=b'{"a":1}', sdk_method="X.y", operation_retries=False)
+        api.call("GET", "/g", operation_retries=False)
+        api.call("DELETE", "/d", operation_retries=False)
+        api.call("POST", "/publish", operation_retries=False)
+    (post,), (get,), (delete,), (publish,) = (
+        server.requests(path) for path in ("/p", "/g", "/d", "/publish")
     )
-    try:
-        t.send(PoolKind.TRAIN, "POST", "/p", body=b'{"a":1}', headers={"x-sdk-method": "X.y"})
-        t.send(PoolKind.TRAIN, "GET", "/g")
-        t.send(PoolKind.TRAIN, "DELETE", "/d")
-        t.send(PoolKind.TRAIN, "POST", "/publish")
-    finally:
-        t.close()
-    post, get, delete, publish = server.requests()
     for r in (post, get, delete, publish):
         assert r.header("X-API-Key") == API_KEY
         assert r.header("Accept") == "application/json"
         assert r.header("User-Agent") == user_agent()
         assert r.header("CF-Access-Client-Id") == "cf-id"
         assert r.header("CF-Access-Client-Secret") == "cf-secret"
+        assert r.header("x-stainless-retry-count") == "0"
     assert user_agent().startswith("tinker_lite/")
     assert "(Python " in user_agent()
     assert post.header("Content-Type") == "application/json"
     assert post.body == b'{"a":1}'
-    assert post.header("x-sdk-method") == "X.y"
+    assert (post.header("x-sdk-method"), post.header("x-sdk-version")) == ("X.y", "0.38.0")
     assert IDEMPOTENCY.match(post.header("X-Idempotency-Key") or "")
     assert post.header("x-stainless-read-timeout") == "60"
     # WIRE.md §1.3: no Content-Type and no idempotency key on GET; both on DELETE / bodyless POST.
@@ -184,7 +188,9 @@ def test_timeouts_are_never_none() -> None:
             Timeout(connect=bad)  # type: ignore[arg-type]
 
 
-def test_one_pool_manager_per_pool_kind_sized_as_asked() -> None:
+def test_one_requests_session_per_pool_kind_sized_as_asked() -> None:
+    # WIRE.md §P.9: a session per pool kind, its adapter sized to the pool's concurrency and
+    # urllib3's own retries off (requests' default, kept).
     t = Transport(
         "https://example.invalid/x",
         headers={},
@@ -192,11 +198,14 @@ def test_one_pool_manager_per_pool_kind_sized_as_asked() -> None:
         pool_sizes={PoolKind.SAMPLE: 500},
     )
     try:
-        managers = dict(t.pool_managers())
-        assert set(managers) == set(PoolKind)
-        assert len({id(m) for m in managers.values()}) == len(PoolKind)
-        for kind, manager in managers.items():
-            pool = manager.connection_from_url("https://example.invalid/")
+        sessions = dict(t.sessions)
+        assert set(sessions) == set(PoolKind)
+        assert len({id(s) for s in sessions.values()}) == len(PoolKind)
+        for kind, session in sessions.items():
+            adapter = session.get_adapter("https://example.invalid/x")
+            assert isinstance(adapter, requests.adapters.HTTPAdapter)
+            assert adapter.max_retries.total == 0
+            pool = adapter.poolmanager.connection_from_url("https://example.invalid/")
             assert pool.pool.maxsize >= 1  # type: ignore[union-attr]
             if kind is PoolKind.SAMPLE:
                 assert pool.pool.maxsize == 500  # type: ignore[union-attr]
@@ -361,13 +370,15 @@ def test_401_triggers_one_reauth_and_one_resend(server: ScriptedServer) -> None:
     server.on("POST", "/q", Reply(401, {}), Reply(401, {}))
     t = Transport(server.url, headers={}, auth=lambda: creds[0], reauth=reauth)
     try:
-        assert t.send(PoolKind.TRAIN, "POST", "/p", body=b"{}").status == 200
+        key = {"X-Idempotency-Key": "tinker-lite-retry-1"}
+        assert t.send(PoolKind.TRAIN, "POST", "/p", body=b"{}", headers=key).status == 200
         assert t.send(PoolKind.TRAIN, "POST", "/q", body=b"{}").status == 401
     finally:
         t.close()
     p1, p2 = server.requests("/p")
     assert (p1.header("X-API-Key"), p2.header("X-API-Key")) == ("old-token-abc", "new-token-1")
-    assert p1.header("X-Idempotency-Key") == p2.header("X-Idempotency-Key")
+    # The same request again: the key the requestor gave it too.
+    assert p1.header("X-Idempotency-Key") == p2.header("X-Idempotency-Key") == "tinker-lite-retry-1"
     # A second 401 after the re-send is returned as is: one refresh per request, no loop.
     q1, q2 = server.requests("/q")
     assert (q1.header("X-API-Key"), q2.header("X-API-Key")) == ("new-token-1", "new-token-2")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import email.utils
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from tests._holder_support import requests_over
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     Drop,
@@ -26,7 +28,13 @@ from tinker_lite._errors import (
     NotFoundError,
     RateLimitError,
 )
-from tinker_lite._transport.http import ClientClosedError, PoolKind, Timeout, Transport
+from tinker_lite._session.sample_gate import SampleGate
+from tinker_lite._transport.http import (
+    ClientClosedError,
+    HttpResponse,
+    Timeout,
+)
+from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
@@ -36,9 +44,6 @@ from tinker_lite._transport.retry import (
     is_retryable_error,
     operation_delay,
     parse_retry_after,
-    send_with_retries,
-    wait_until,
-    with_operation_retries,
 )
 
 WALL = 1_700_000_000.0  # an integral epoch, so IMF-fixdates convert to exact deltas
@@ -46,10 +51,9 @@ BODY = b'{"model_id":"m","seq_id":7,"type":"optim_step"}'
 
 
 @pytest.fixture
-def transport(server: ScriptedServer) -> Iterator[Transport]:
-    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
-    yield t
-    t.close()
+def transport(server: ScriptedServer) -> ScriptedServer:
+    """The scripted server the requests of :func:`_send` go to."""
+    return server
 
 
 def _imf(offset: float) -> str:
@@ -185,16 +189,84 @@ def test_stall_watch_measures_silence_and_leaves_out_parked_time() -> None:
     assert watch.expired()
 
 
-def test_wait_until_never_sleeps_past_the_deadline() -> None:
+def _waits(
+    wait: ServiceWait, answers: list[HttpResponse], clock: FakeClock | None = None
+) -> list[float]:
+    """The sleeps of a tenacity loop using ``wait`` whose attempts meet ``answers`` in turn."""
+    clock = clock if clock is not None else FakeClock()
+    start = len(clock.sleeps)
+    left = list(answers)
+
+    def attempt() -> str:
+        if left:
+            raise RetryableStatus(left.pop(0))
+        return "done"
+
+    loop = retry_loop(
+        wait=wait,
+        stop=lambda state: False,
+        retry_on=lambda e: isinstance(e, RetryableStatus),
+        sleep=clock.sleep,
+    )
+    assert loop(attempt) == "done"
+    return clock.sleeps[start:]
+
+
+RETRY_AFTER_FORMS = [
+    ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # milliseconds win
+    ({"Retry-After": "3"}, 3.0),
+    ({"Retry-After": "0.25"}, 0.25),
+    ({"Retry-After": _imf(20)}, 20.0),
+    ({"Retry-After": "60"}, 60.0),
+]
+NOT_HONOURED = [{"Retry-After": _imf(-20)}, {"Retry-After": "120"}, {"Retry-After": "0"}, {}]
+LOOPS = {
+    "http": (RetryPolicy().http_backoff, 0.5),
+    "operation": (RetryPolicy().operation_backoff, 1.0),
+    "poll": (RetryPolicy().poll_backoff, 1.0),
+    "throttle": (RetryPolicy().throttle_backoff, 1.0),
+    "download": (RetryPolicy().download_backoff, 1.0),
+}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize(("headers", "expected"), RETRY_AFTER_FORMS)
+def test_every_loop_waits_what_the_service_asks(
+    loop: str, headers: dict[str, str], expected: float
+) -> None:
+    backoff, _ = LOOPS[loop]
+    wait = ServiceWait(RetryPolicy(), backoff, rand=lambda: 0.0, wall_clock=lambda: WALL)
+    assert _waits(wait, [HttpResponse(429, headers, b"")]) == [expected]
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize("headers", NOT_HONOURED)
+def test_outside_0_to_60_seconds_every_loop_backs_off_its_own_way(
+    loop: str, headers: dict[str, str]
+) -> None:
+    backoff, first = LOOPS[loop]
+    wait = ServiceWait(RetryPolicy(), backoff, rand=lambda: 0.0, wall_clock=lambda: WALL)
+    answers = [HttpResponse(503, headers, b"")] * 3
+    assert _waits(wait, answers) == [first, backoff.delay(1), backoff.delay(2)]
+
+
+def test_a_shared_window_holds_every_loop_that_shares_it() -> None:
     clock = FakeClock()
-    window_end = clock() + 3.0
-    watch = StallWatch(5.0, clock)
-    assert wait_until(lambda: window_end - clock(), sleep=clock.sleep, deadline=watch)
-    assert clock.sleeps == [3.0]
-    window_end = clock() + 3.0  # 2 s of the deadline left: give up without sleeping
-    assert not wait_until(lambda: window_end - clock(), sleep=clock.sleep, deadline=watch)
-    assert clock.sleeps == [3.0]
-    assert not wait_until(lambda: 1.0, sleep=lambda s: True)  # an interrupted wait
+    gate = SampleGate(4, clock=clock)
+    policy = RetryPolicy()
+    throttled = ServiceWait(policy, policy.throttle_backoff, wall_clock=lambda: WALL, window=gate)
+    # A 429 asking for 2.5 s opens the window for everyone (this loop's sleep is not counted
+    # on the gate's clock) ...
+    assert _waits(throttled, [HttpResponse(429, {"Retry-After": "2.5"}, b"")]) == [2.5]
+    # ... so a loop that finds it open (nothing sent, no wait of its own) waits it out too.
+    waiting = ServiceWait(policy, fallback=lambda state: 0.0, window=gate)
+    clock.advance(1.0)
+    assert _waits(waiting, [HttpResponse(0, {}, b"")], clock) == [1.5]
+    assert gate.backoff_remaining() == 0
+    # A 429 without Retry-After holds the window for the policy's 1 s; a cap cuts the wait.
+    assert _waits(throttled, [HttpResponse(429, {}, b"")], clock) == [1.0]
+    capped = ServiceWait(policy, policy.throttle_backoff, window=gate, at_most=lambda s: 0.25)
+    assert _waits(capped, [HttpResponse(429, {"Retry-After": "5"}, b"")], clock) == [0.25]
 
 
 def test_retryable_errors() -> None:
@@ -211,24 +283,30 @@ def test_retryable_errors() -> None:
 
 
 def _send(
-    transport: Transport,
+    transport: ScriptedServer,
     clock: FakeClock,
     *,
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    **kw: object,
-) -> object:
-    return send_with_retries(
-        transport,
-        PoolKind.TRAIN,
-        "POST",
-        "/api/v1/optim_step",
-        body=BODY,
-        policy=policy,
+    operation_retries: bool = False,
+    **kw: Any,
+) -> Any:
+    """POST optim_step through the requestor's one send (the HTTP layer; the operation layer
+    too with ``operation_retries``)."""
+    with requests_over(
+        transport.url,
+        retry_policy=policy,
         sleep=clock.sleep,
+        clock=clock,
         rand=lambda: 0.0,
         wall_clock=lambda: WALL,
-        **kw,  # type: ignore[arg-type]
-    )
+    ) as api:
+        return api.call(
+            "POST",
+            "/api/v1/optim_step",
+            body=BODY,
+            operation_retries=operation_retries,
+            **kw,
+        )
 
 
 def _assert_same_request_resent(server: ScriptedServer, count: int) -> None:
@@ -253,7 +331,10 @@ def _assert_same_request_resent(server: ScriptedServer, count: int) -> None:
     ],
 )
 def test_429_honours_each_retry_after_form(
-    server: ScriptedServer, transport: Transport, headers: dict[str, str], expected_sleep: float
+    server: ScriptedServer,
+    transport: ScriptedServer,
+    headers: dict[str, str],
+    expected_sleep: float,
 ) -> None:
     server.on(
         "POST",
@@ -269,7 +350,7 @@ def test_429_honours_each_retry_after_form(
 
 
 def test_5xx_burst_is_retried_with_the_same_idempotency_key(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(500), Reply(502), Reply(503), Reply(200, {}))
     clock = FakeClock()
@@ -278,7 +359,7 @@ def test_5xx_burst_is_retried_with_the_same_idempotency_key(
     _assert_same_request_resent(server, 4)
 
 
-def test_gives_up_after_ten_retries(server: ScriptedServer, transport: Transport) -> None:
+def test_gives_up_after_ten_retries(server: ScriptedServer, transport: ScriptedServer) -> None:
     server.default("POST", "/api/v1/optim_step", Reply(503, {"detail": "down"}))
     clock = FakeClock()
     with pytest.raises(InternalServerError) as info:
@@ -288,7 +369,7 @@ def test_gives_up_after_ten_retries(server: ScriptedServer, transport: Transport
     _assert_same_request_resent(server, 11)
 
 
-def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: Transport) -> None:
+def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: ScriptedServer) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(503, headers={"x-should-retry": "false"}))
     clock = FakeClock()
     with pytest.raises(InternalServerError):
@@ -306,7 +387,7 @@ def test_x_should_retry_is_obeyed(server: ScriptedServer, transport: Transport) 
 
 
 def test_first_invisible_retry_is_a_warning_naming_what_and_until_when(
-    server: ScriptedServer, transport: Transport, caplog: pytest.LogCaptureFixture
+    server: ScriptedServer, transport: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(503), Reply(502), Reply(200, {}))
     clock = FakeClock()
@@ -320,7 +401,7 @@ def test_first_invisible_retry_is_a_warning_naming_what_and_until_when(
 
 
 def test_429_retries_are_not_warnings(
-    server: ScriptedServer, transport: Transport, caplog: pytest.LogCaptureFixture
+    server: ScriptedServer, transport: ScriptedServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(429), Reply(200, {}))
     with caplog.at_level(logging.DEBUG, logger="tinker_lite.retry"):
@@ -328,7 +409,7 @@ def test_429_retries_are_not_warnings(
     assert [r.levelno for r in caplog.records if r.name == "tinker_lite.retry"] == [logging.DEBUG]
 
 
-def test_client_errors_are_not_retried(server: ScriptedServer, transport: Transport) -> None:
+def test_client_errors_are_not_retried(server: ScriptedServer, transport: ScriptedServer) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(404, {"detail": "no model"}))
     clock = FakeClock()
     with pytest.raises(NotFoundError):
@@ -337,7 +418,7 @@ def test_client_errors_are_not_retried(server: ScriptedServer, transport: Transp
 
 
 def test_connection_drop_and_read_timeout_are_retried(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Drop(), Hang(), Reply(200, {"ok": 1}))
     clock = FakeClock()
@@ -348,7 +429,7 @@ def test_connection_drop_and_read_timeout_are_retried(
 
 
 def test_connection_errors_surface_after_the_last_retry(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.default("POST", "/api/v1/optim_step", Drop())
     clock = FakeClock()
@@ -357,11 +438,18 @@ def test_connection_errors_surface_after_the_last_retry(
     _assert_same_request_resent(server, 3)
 
 
-def test_accept_status_returns_a_redirect(server: ScriptedServer, transport: Transport) -> None:
+def test_accept_status_returns_a_redirect(
+    server: ScriptedServer, transport: ScriptedServer
+) -> None:
     server.on("GET", "/archive", Reply(302, headers={"Location": "https://x/y", "Expires": "z"}))
-    resp = send_with_retries(
-        transport, PoolKind.TRAIN, "GET", "/archive", allow_redirects=False, accept_status=(302,)
-    )
+    with requests_over(server.url) as api:
+        resp = api.call(
+            "GET",
+            "/archive",
+            allow_redirects=False,
+            accept_status=(302,),
+            operation_retries=False,
+        )
     assert resp.status == 302
     assert resp.headers["location"] == "https://x/y"
     assert server.requests("/archive")[0].header("X-Idempotency-Key") is None
@@ -371,13 +459,11 @@ def test_accept_status_returns_a_redirect(server: ScriptedServer, transport: Tra
 
 
 def test_operation_layer_resends_the_same_seq_id_with_new_keys(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(503), Reply(429), Reply(200, {"request_id": "r"}))
     clock = FakeClock()
-    resp = with_operation_retries(
-        lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
-    )
+    resp = _send(transport, clock, policy=NO_RETRIES, operation_retries=True)
     assert resp.json() == {"request_id": "r"}  # type: ignore[attr-defined]
     assert clock.sleeps == [1.0, 2.0]
     sent = server.requests("/api/v1/optim_step")
@@ -387,15 +473,13 @@ def test_operation_layer_resends_the_same_seq_id_with_new_keys(
 
 
 def test_operation_layer_stops_after_five_minutes(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.default("POST", "/api/v1/optim_step", Reply(500))
     clock = FakeClock()
     start = clock()
     with pytest.raises(InternalServerError):
-        with_operation_retries(
-            lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
-        )
+        _send(transport, clock, policy=NO_RETRIES, operation_retries=True)
     assert clock() - start == pytest.approx(300.0)
     assert clock.sleeps[:7] == [1, 2, 4, 8, 16, 30, 30]
     assert max(clock.sleeps) == 30
@@ -403,12 +487,10 @@ def test_operation_layer_stops_after_five_minutes(
 
 
 def test_operation_layer_raises_non_retryable_errors_at_once(
-    server: ScriptedServer, transport: Transport
+    server: ScriptedServer, transport: ScriptedServer
 ) -> None:
     server.on("POST", "/api/v1/optim_step", Reply(400, {"detail": "bad"}))
     clock = FakeClock()
     with pytest.raises(BadRequestError):
-        with_operation_retries(
-            lambda: _send(transport, clock, policy=NO_RETRIES), sleep=clock.sleep, clock=clock
-        )
+        _send(transport, clock, policy=NO_RETRIES, operation_retries=True)
     assert clock.sleeps == []

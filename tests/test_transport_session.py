@@ -408,12 +408,16 @@ def test_jwt_exchange_refresh_before_expiry_and_after_401(
 
     # Within 5 minutes of `exp` the JWT is refreshed before the request is sent.
     wall[0] = WALL + 3600 - 200
-    holder.request(PoolKind.TRAIN, "POST", "/api/v1/get_info", body_obj={"model_id": "m"})
+    holder._api.call(
+        "POST", "/api/v1/get_info", body_obj={"model_id": "m"}, operation_retries=False
+    )
     assert server.requests(TOKEN)[1].header("X-API-Key") == API_KEY
     assert server.requests("/api/v1/get_info")[0].header("X-API-Key") == second
 
     # A 401 refreshes once and re-sends once.
-    holder.request(PoolKind.TRAIN, "POST", "/api/v1/get_info", body_obj={"model_id": "m"})
+    holder._api.call(
+        "POST", "/api/v1/get_info", body_obj={"model_id": "m"}, operation_retries=False
+    )
     infos = server.requests("/api/v1/get_info")
     assert [r.header("X-API-Key") for r in infos[1:]] == [second, third]
     assert len(server.requests(TOKEN)) == 3
@@ -432,7 +436,9 @@ def test_jwt_401_that_persists_surfaces_as_authentication_error(
     server.default("POST", "/api/v1/get_info", Reply(401, {"detail": "no"}))
     holder = make_holder(wall_clock=lambda: WALL)
     with pytest.raises(AuthenticationError) as info:
-        holder.request(PoolKind.TRAIN, "POST", "/api/v1/get_info", body_obj={"model_id": "m"})
+        holder._api.call(
+            "POST", "/api/v1/get_info", body_obj={"model_id": "m"}, operation_retries=False
+        )
     assert API_KEY not in str(info.value)
     assert len(server.requests("/api/v1/get_info")) == 2
 
@@ -448,9 +454,9 @@ def test_jwt_refresh_without_an_api_key_sends_no_credential_and_does_not_hang(
     holder = make_holder(api_key=None, wall_clock=lambda: wall[0])
     wall[0] = WALL + 3600 - 200
     sender = threading.Thread(
-        target=holder.request,
-        args=(PoolKind.TRAIN, "POST", "/api/v1/get_info"),
-        kwargs={"body_obj": {"model_id": "m"}},
+        target=holder._api.call,
+        args=("POST", "/api/v1/get_info"),
+        kwargs={"body_obj": {"model_id": "m"}, "operation_retries": False},
         daemon=True,
     )
     sender.start()
@@ -474,14 +480,13 @@ def test_request_and_submit(
     clock = FakeClock()
     holder = make_holder(sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
     server.on("POST", "/api/v1/optim_step", *[Reply(503)] * 11, Reply(200, {"request_id": "r1"}))
-    resp = holder.submit(
-        PoolKind.TRAIN,
+    resp = holder._api.call(
         "POST",
         "/api/v1/optim_step",
         body_obj={"model_id": "m", "seq_id": 3},
         sdk_method="TrainingClient.optim_step",
     )
-    assert holder.parse(resp, types.UntypedAPIFuture) == types.UntypedAPIFuture(request_id="r1")
+    assert resp.json() == {"request_id": "r1"}
     sent = server.requests("/api/v1/optim_step")
     assert len(sent) == 12
     assert {r.body for r in sent} == {b'{"model_id":"m","seq_id":3}'}
@@ -494,10 +499,12 @@ def test_request_and_submit(
 
     server.on("POST", "/api/v1/heartbeatish", Reply(503))
     with pytest.raises(InternalServerError):
-        holder.request(PoolKind.SESSION, "POST", "/api/v1/heartbeatish", body=b"{}", retry=False)
+        holder._api.call(
+            "POST", "/api/v1/heartbeatish", pool=PoolKind.SESSION, body=b"{}", retry=False
+        )
     assert len(server.requests("/api/v1/heartbeatish")) == 1
     with pytest.raises(InvalidInputError):
-        holder.request(PoolKind.TRAIN, "POST", "/x", body=b"{}", body_obj={})
+        holder._api.call("POST", "/x", body=b"{}", body_obj={})
 
 
 def test_counters_are_thread_safe(
@@ -528,13 +535,12 @@ def test_sample_gate_is_shared_per_base_url_and_key() -> None:
     assert sample_gate_for("http://h:1", "k2") is not a
     assert sample_gate_for("http://h:2", "k1") is not a
     clock = FakeClock()
-    gate = SampleGate(2, clock=clock, wall_clock=lambda: WALL)
-    assert gate.note_429({"Retry-After": "2.5"}) == 2.5
-    assert gate.note_429({}) == 1.0
+    gate = SampleGate(2, clock=clock)
+    gate.hold(2.5)
+    gate.hold(1.0)  # a shorter hold never shortens the window
     assert gate.backoff_remaining() == 2.5
-    assert gate.wait_backoff(clock.sleep) == 2.5
+    clock.advance(2.5)
     assert gate.backoff_remaining() == 0
-    assert gate.note_429({"Retry-After": "120"}) == 1.0
     assert gate.acquire(timeout=0)
     assert gate.acquire(timeout=0)
     assert not gate.acquire(timeout=0)
@@ -558,10 +564,10 @@ def test_heartbeat_keeps_its_cadence_while_400_samples_are_in_flight(
 
     def sample() -> None:
         try:
-            holder.request(
-                PoolKind.SAMPLE,
+            holder._api.call(
                 "POST",
                 "/api/v1/asample",
+                pool=PoolKind.SAMPLE,
                 body_obj={"num_samples": 1},
                 headers={"X-Tinker-Sampling-Backpressure": "1"},
                 retry=False,
@@ -662,7 +668,7 @@ def test_close_finishes_the_session_and_joins_every_thread(
     events = [e["event"] for r in server.requests(TELEMETRY) for e in r.json()["events"]]
     assert events == ["SESSION_START", "SESSION_END"]
     with pytest.raises(ClientClosedError):
-        holder.request(PoolKind.TRAIN, "GET", "/api/v1/healthz")
+        holder._api.call("GET", "/api/v1/healthz", operation_retries=False)
 
 
 def test_close_during_startup_starts_no_thread(
@@ -745,7 +751,13 @@ def test_api_key_never_in_logs_reprs_or_errors(
     texts = [str(info.value), repr(info.value)] + [r.getMessage() for r in caplog.records]
     script_service(server)
     holder = make_holder()
-    texts += [repr(holder), repr(holder.settings), repr(holder.transport), repr(holder.poller)]
+    texts += [
+        repr(holder),
+        repr(holder.settings),
+        repr(holder._api),
+        repr(holder._api.transport),
+        repr(holder.poller),
+    ]
     assert all(API_KEY not in text for text in texts)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests._holder_support import requestor_for
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     FakeClock,
@@ -20,6 +21,7 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
+from tinker_lite._api import Requestor
 from tinker_lite._errors import (
     BadRequestError,
     InternalServerError,
@@ -27,7 +29,7 @@ from tinker_lite._errors import (
     RequestErrorCategory,
     RequestFailedError,
 )
-from tinker_lite._transport.http import Transport, register_secret
+from tinker_lite._transport.http import register_secret
 from tinker_lite.telemetry import PROCESS_UUID, Telemetry, is_telemetry_enabled, is_user_error
 
 PATH = "/api/v1/telemetry"
@@ -36,15 +38,15 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{1
 
 
 @pytest.fixture
-def transport(server: ScriptedServer) -> Iterator[Transport]:
+def api(server: ScriptedServer) -> Iterator[Requestor]:
     server.default("POST", PATH, Reply(200, {"status": "accepted"}))
-    t = Transport(server.url, headers={}, auth=lambda: API_KEY)
-    yield t
-    t.close()
+    requestor = requestor_for(server.url, sleep=lambda s: None)
+    yield requestor
+    requestor.close()
 
 
 @pytest.fixture
-def make_telemetry(transport: Transport) -> Iterator[Callable[..., Telemetry]]:
+def make_telemetry(api: Requestor) -> Iterator[Callable[..., Telemetry]]:
     made: list[Telemetry] = []
 
     def make(**kwargs: Any) -> Telemetry:
@@ -54,17 +56,16 @@ def make_telemetry(transport: Transport) -> Iterator[Callable[..., Telemetry]]:
             "enabled": True,
             "flush_interval": 60.0,
             "now": lambda: FIXED,
-            "sleep": lambda s: None,
         }
         options.update(kwargs)
-        telemetry = Telemetry(transport, **options)
+        telemetry = Telemetry(api.send_telemetry, **options)
         made.append(telemetry)
         return telemetry
 
     yield make
     for telemetry in made:
         telemetry.close(timeout=0.5)
-    transport.close()  # aborts a send still in flight, as SessionHolder.close does
+    api.close()  # aborts a send still in flight, as SessionHolder.close does
     for telemetry in made:
         assert telemetry.join(5)
 
@@ -223,12 +224,12 @@ def test_send_failures_are_logged_once_and_dropped(
     assert len([r for r in caplog.records if "Failed to send telemetry" in r.getMessage()]) == 1
 
 
-def test_off_switch(transport: Transport, server: ScriptedServer) -> None:
+def test_off_switch(api: Requestor, server: ScriptedServer) -> None:
     assert not is_telemetry_enabled({"TINKER_TELEMETRY": "0"})
     assert not is_telemetry_enabled({"TINKER_TELEMETRY": "off"})
     assert is_telemetry_enabled({"TINKER_TELEMETRY": "YES"})
     assert is_telemetry_enabled({})
-    telemetry = Telemetry(transport, session_id="s", sdk_version="0.38.0", enabled=False)
+    telemetry = Telemetry(api.send_telemetry, session_id="s", sdk_version="0.38.0", enabled=False)
     telemetry.session_start()
     telemetry.log_event("x")
     telemetry.log_exception(RuntimeError("x"), fatal=True)
@@ -238,10 +239,10 @@ def test_off_switch(transport: Transport, server: ScriptedServer) -> None:
 
 
 def test_env_switch_is_read_by_default(
-    transport: Transport, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+    api: Requestor, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    telemetry = Telemetry(transport, session_id="s", sdk_version="0.38.0")
+    telemetry = Telemetry(api.send_telemetry, session_id="s", sdk_version="0.38.0")
     assert not telemetry.enabled
 
 

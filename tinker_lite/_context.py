@@ -58,6 +58,7 @@ __all__ = [
     "FinishReason",
     "Settings",
     "WorkerPool",
+    "connect",
     "exit_timeout",
     "find_live_context",
     "resolve_settings",
@@ -153,15 +154,51 @@ class WorkerPool:
                     thread.join()
 
 
+# Options of a connection's requestor; the others are its session holder's (some are both's).
+_REQUESTOR_OPTIONS = frozenset({"request_timeout"})
+_SHARED_OPTIONS = frozenset(
+    {"retry_policy", "poll_threads", "sleep", "rand", "clock", "wall_clock"}
+)
+
+
+def connect(
+    settings: Settings, *, create_session: bool = True, **options: Any
+) -> tuple[Requestor, SessionHolder]:
+    """The requestor and the session holder of one connection, wired together.
+
+    ``options`` are :class:`~tinker_lite._api.Requestor` and
+    :class:`~tinker_lite._session.holder.SessionHolder` keywords (``lazy``, injected clocks and
+    sleeps, ...); a ``max_retries`` setting is applied to the retry policy here.
+    """
+    if settings.max_retries is not None:
+        policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
+        options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
+    api = Requestor(
+        settings,
+        **{k: v for k, v in options.items() if k in _REQUESTOR_OPTIONS | _SHARED_OPTIONS},
+    )
+    try:
+        holder = SessionHolder(
+            settings,
+            api,
+            create_session=create_session,
+            **{k: v for k, v in options.items() if k not in _REQUESTOR_OPTIONS},
+        )
+    except BaseException:
+        api.close()
+        raise
+    return api, holder
+
+
 class ClientContext:
     """The shared state of one connection: session holder, requestor, executors, journal.
 
     ``settings`` are the options a public client resolved once
     (:func:`~tinker_lite._session.settings.resolve_settings`); ``local://`` starts the offline local
     server here and the holder gets its URL. ``session=False`` makes a session-less connection
-    (a standalone RestClient). ``holder_options`` are extra
-    :class:`~tinker_lite._session.holder.SessionHolder` arguments (injected clocks and sleeps in
-    tests). Construction sends nothing: the connection starts on first use (WIRE.md §P.10).
+    (a standalone RestClient). ``holder_options`` are extra arguments of :func:`connect`
+    (injected clocks and sleeps in tests). Construction sends nothing: the connection starts on
+    first use (WIRE.md §P.10).
     """
 
     def __init__(
@@ -185,17 +222,13 @@ class ClientContext:
         self.journal = None if settings.journal is None else Journal.resolve(settings.journal)
         self.has_session = session
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
-        if settings.max_retries is not None:
-            policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
-            options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
         if settings.is_local:
             settings = settings.with_base_url(self._start_local_server())
         try:
-            self.holder = SessionHolder(settings, create_session=session, **options)
+            self.api, self.holder = connect(settings, create_session=session, **options)
         except BaseException:
             self._stop_local_server()
             raise
-        self.api = Requestor(self.holder)
         with _LIVE_LOCK:
             _LIVE.add(self)
         _ensure_exit_hook()
@@ -303,7 +336,7 @@ class ClientContext:
         batch = self._batch_poller
         if batch is not None or self._batch_checked:
             return batch
-        use = self.api.client_flags().sample_use_retrieve_futures
+        use = self.holder.client_config.sample_use_retrieve_futures
         with self._lock:
             if self._closed:
                 # Samples already sent are still awaited while close() drains the queue: they
@@ -312,13 +345,13 @@ class ClientContext:
             if use and self._batch_poller is None:
                 holder = self.holder
                 fetcher = Poller(
-                    holder.transport,
+                    self.api.retrieve_future,
                     max_workers=DEFAULT_FETCH_THREADS,
                     stall_timeout=holder.stall_timeout,
                     thread_name="tinker-lite-poll-fetch",
                 )
                 self._batch_poller = BatchPoller(
-                    holder.transport, fetcher, stall_timeout=holder.stall_timeout
+                    self.api.retrieve_futures, fetcher, stall_timeout=holder.stall_timeout
                 )
             self._batch_checked = True
             return self._batch_poller

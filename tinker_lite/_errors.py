@@ -15,6 +15,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from tinker_lite._secrets import redact
+
 __all__ = [
     "APIConnectionError",
     "APIError",
@@ -444,7 +446,7 @@ def format_status_error(
     hint = _STATUS_HINTS.get(status_code)
     if hint is None and status_code >= 500:
         hint = "A fault on the service side; try again later."
-    return _redacted(f"{text} {hint}" if hint else text)
+    return redact(f"{text} {hint}" if hint else text)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -470,7 +472,7 @@ def describe_error(exc: BaseException) -> str:
         text = f"{text.rstrip('.')}. {hint}"
     elif not isinstance(exc, TinkerError | OSError):
         text = f"{type(exc).__name__}: {text}"
-    return _redacted(text)
+    return redact(text)
 
 
 def _hint(exc: BaseException) -> str | None:
@@ -488,12 +490,3 @@ def _hint(exc: BaseException) -> str | None:
             "Check that the base URL points at a Tinker service and that tinker-lite is up to date."
         )
     return None
-
-
-def _redacted(text: str) -> str:
-    # The transport registers every credential it sends; this module imports no transport.
-    import sys
-
-    http_module = sys.modules.get("tinker_lite._transport.http")
-    redact = getattr(http_module, "redact", None)
-    return redact(text) if callable(redact) else text

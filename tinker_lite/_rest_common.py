@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
+
+if TYPE_CHECKING:
+    import requests
 
 __all__ = ["RestOnlyClient", "rest_connection"]
 
@@ -75,6 +78,7 @@ class RestOnlyClient:
         stall_timeout: float | None = None,
         startup_timeout: float | None = None,
         telemetry: bool | None = None,
+        requests_session: requests.Session | None = None,
     ) -> None:
         options = {
             "api_key": api_key,
@@ -85,11 +89,13 @@ class RestOnlyClient:
             "stall_timeout": stall_timeout,
             "startup_timeout": startup_timeout,
             "telemetry": telemetry,
+            "requests_session": requests_session,
         }
         context, owned = rest_connection(type(self).__name__, _holder, options)
         self._owns_context = owned
         self._context = context
         self._api = context.api
+        self._rest = context.api.rest
 
     @classmethod
     def _on_context(cls: type[C], context: ClientContext) -> C:
@@ -98,10 +104,11 @@ class RestOnlyClient:
         client._owns_context = False
         client._context = context
         client._api = context.api
+        client._rest = context.api.rest
         return client
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._api.base_url!r})"
+        return f"{type(self).__name__}(base_url={self._context.base_url!r})"
 
     def close(self) -> None:
         """Close the connection this client opened itself (idempotent).

@@ -94,7 +94,7 @@ class AdminClient(RestOnlyClient):
         when = _check_day(day)
         method = "AdminClient.get_audit_log"
         return self._call(
-            lambda: self._api.audit_log(kind, when, sdk_method=method), sdk_method=method
+            lambda: self._rest.audit_log(kind, when, sdk_method=method), sdk_method=method
         )
 
     def get_billing_usage(
@@ -117,7 +117,7 @@ class AdminClient(RestOnlyClient):
             )
         method = "AdminClient.get_billing_usage"
         return self._call(
-            lambda: self._api.billing_usage(request, sdk_method=method), sdk_method=method
+            lambda: self._rest.billing_usage(request, sdk_method=method), sdk_method=method
         )
 
     def get_current_checkpoint_storage_usage(
@@ -128,6 +128,6 @@ class AdminClient(RestOnlyClient):
         project = _check_project(project_id)
         method = "AdminClient.get_current_checkpoint_storage_usage"
         return self._call(
-            lambda: self._api.checkpoint_storage_usage(project, sdk_method=method),
+            lambda: self._rest.checkpoint_storage_usage(project, sdk_method=method),
             sdk_method=method,
         )

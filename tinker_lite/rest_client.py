@@ -17,31 +17,25 @@ call (about thirty-five), each a call of the requestor.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import os
-import urllib.parse
 import uuid
 from collections.abc import Mapping
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime
 from typing import Literal, TypeVar
 
 from tinker_lite import types
-from tinker_lite._api import ACCESS_SCOPES, REDIRECT_STATUSES
+from tinker_lite._api import ACCESS_SCOPES
 from tinker_lite._async import with_async_twins
-from tinker_lite._codec.decoding import parse_model
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIError,
     APIResponseValidationError,
-    APITimeoutError,
-    ClientClosedError,
     ExperimentalWarning,
     InvalidInputError,
 )
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
-from tinker_lite._transport.http import HttpResponse
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
 __all__ = ["CheckpointListing", "RestClient", "parse_tinker_path"]
@@ -51,11 +45,6 @@ T = TypeVar("T")
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
-# How often a trace export that is still being built is asked again (as the official SDK).
-_TRACE_EXPORT_POLL_INTERVAL = 5.0
-
-# WIRE.md §3.10: without an Expires header the signed URL is assumed valid for 15 minutes.
-_DEFAULT_ARCHIVE_VALIDITY = timedelta(minutes=15)
 
 
 def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
@@ -123,19 +112,6 @@ def _check_scope(access_scope: object) -> str | None:
     return access_scope
 
 
-def _parse_expires(value: str | None, now: datetime) -> datetime:
-    if value:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            parsed = None
-        if parsed is not None:
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
-            return parsed.astimezone(timezone.utc)
-    return now + _DEFAULT_ARCHIVE_VALIDITY
-
-
 @with_async_twins
 class RestClient(RestOnlyClient):
     """Reads and manages training runs, checkpoints, sessions and samplers.
@@ -144,9 +120,9 @@ class RestClient(RestOnlyClient):
     :meth:`ServiceClient.create_rest_client` does). ``RestClient(base_url=..., api_key=...)``
     builds a connection of its own that never creates a session; ``base_url="local://"``
     starts the offline local server, like :class:`ServiceClient`. The keyword-only options
-    ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``
-    and ``telemetry`` mean what they mean for :class:`ServiceClient`. Close it with
-    :meth:`close` or use ``with``.
+    ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``,
+    ``telemetry`` and ``requests_session`` mean what they mean for :class:`ServiceClient`.
+    Close it with :meth:`close` or use ``with``.
     """
 
     # -- service -----------------------------------------------------------------------------------
@@ -155,7 +131,7 @@ class RestClient(RestOnlyClient):
         """Return the base models the service supports."""
         method = "RestClient.get_server_capabilities"
         return self._call(
-            lambda: self._api.get_server_capabilities(sdk_method=method), sdk_method=method
+            lambda: self._rest.get_server_capabilities(sdk_method=method), sdk_method=method
         )
 
     # -- training runs ---------------------------------------------------------------------------
@@ -178,7 +154,7 @@ class RestClient(RestOnlyClient):
         project = _check_optional_id("project_id", project_id)
         method = "RestClient.list_training_runs"
         return self._call(
-            lambda: self._api.list_training_runs(
+            lambda: self._rest.list_training_runs(
                 limit, offset, scope, sdk_method=method, project_id=project
             ),
             sdk_method=method,
@@ -195,7 +171,7 @@ class RestClient(RestOnlyClient):
         scope = _check_scope(access_scope)
         method = "RestClient.get_training_run"
         return self._call(
-            lambda: self._api.get_training_run(run, scope, sdk_method=method), sdk_method=method
+            lambda: self._rest.get_training_run(run, scope, sdk_method=method), sdk_method=method
         )
 
     def get_training_run_by_tinker_path(
@@ -213,7 +189,8 @@ class RestClient(RestOnlyClient):
         types.WeightsInfoRequest(tinker_path=tinker_path)
         method = "RestClient.get_weights_info_by_tinker_path"
         return self._call(
-            lambda: self._api.weights_info(tinker_path, sdk_method=method), sdk_method=method
+            lambda: self._api.training.weights_info(tinker_path, sdk_method=method),
+            sdk_method=method,
         )
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -223,7 +200,7 @@ class RestClient(RestOnlyClient):
         run = _check_id("training_run_id", training_run_id)
         method = "RestClient.list_checkpoints"
         return self._call(
-            lambda: self._api.list_checkpoints(run, sdk_method=method), sdk_method=method
+            lambda: self._rest.list_checkpoints(run, sdk_method=method), sdk_method=method
         )
 
     def list_user_checkpoints(
@@ -233,7 +210,7 @@ class RestClient(RestOnlyClient):
         limit, offset = _check_page(limit, offset)
         method = "RestClient.list_user_checkpoints"
         return self._call(
-            lambda: self._api.list_user_checkpoints(limit, offset, sdk_method=method),
+            lambda: self._rest.list_user_checkpoints(limit, offset, sdk_method=method),
             sdk_method=method,
         )
 
@@ -250,7 +227,7 @@ class RestClient(RestOnlyClient):
         run = _check_id("training_run_id", training_run_id)
         checkpoint = _check_checkpoint_id(checkpoint_id)
         return self._call(
-            lambda: self._api.checkpoint_action(
+            lambda: self._rest.checkpoint_action(
                 http_method, run, checkpoint, action, sdk_method=sdk_method, body_obj=body_obj
             ),
             sdk_method=sdk_method,
@@ -363,11 +340,10 @@ class RestClient(RestOnlyClient):
         run = _check_id("training_run_id", training_run_id)
         checkpoint = _check_checkpoint_id(checkpoint_id)
 
-        def run_archive() -> types.CheckpointArchiveUrlResponse:
-            resp = self._api.checkpoint_archive(run, checkpoint, sdk_method=method)
-            return self._archive_url(resp)
-
-        return self._call(run_archive, sdk_method=method)
+        return self._call(
+            lambda: self._rest.checkpoint_archive(run, checkpoint, sdk_method=method),
+            sdk_method=method,
+        )
 
     def get_checkpoint_archive_url_from_tinker_path(
         self, tinker_path: str
@@ -380,25 +356,6 @@ class RestClient(RestOnlyClient):
             method="RestClient.get_checkpoint_archive_url_from_tinker_path",
         )
 
-    def _archive_url(self, resp: HttpResponse) -> types.CheckpointArchiveUrlResponse:
-        now = datetime.now(timezone.utc)
-        if resp.status in REDIRECT_STATUSES:
-            location = resp.headers.get("Location")
-            if not location:
-                raise APIResponseValidationError(
-                    f"the archive request was answered {resp.status} without a Location header",
-                    status_code=resp.status,
-                )
-            url = urllib.parse.urljoin(self._api.base_url, location)
-            return types.CheckpointArchiveUrlResponse(
-                url=url, expires=_parse_expires(resp.headers.get("Expires"), now)
-            )
-        answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
-        expires = answer.expires
-        if expires.tzinfo is None:
-            expires = expires.replace(tzinfo=timezone.utc)
-        return types.CheckpointArchiveUrlResponse(url=answer.url, expires=expires)
-
     # -- sessions and samplers -------------------------------------------------------------------
 
     def list_sessions(
@@ -409,7 +366,7 @@ class RestClient(RestOnlyClient):
         scope = _check_scope(access_scope)
         method = "RestClient.list_sessions"
         return self._call(
-            lambda: self._api.list_sessions(limit, offset, scope, sdk_method=method),
+            lambda: self._rest.list_sessions(limit, offset, scope, sdk_method=method),
             sdk_method=method,
         )
 
@@ -424,7 +381,7 @@ class RestClient(RestOnlyClient):
         scope = _check_scope(access_scope)
         method = "RestClient.get_session"
         return self._call(
-            lambda: self._api.get_session(session, scope, sdk_method=method), sdk_method=method
+            lambda: self._rest.get_session(session, scope, sdk_method=method), sdk_method=method
         )
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
@@ -432,7 +389,7 @@ class RestClient(RestOnlyClient):
         sampler = _check_id("sampler_id", sampler_id)
         method = "RestClient.get_sampler"
         return self._call(
-            lambda: self._api.get_sampler(sampler, sdk_method=method), sdk_method=method
+            lambda: self._rest.get_sampler(sampler, sdk_method=method), sdk_method=method
         )
 
     def assign_session_project(self, session_id: str, project_id: str) -> APIFuture[None]:
@@ -445,7 +402,7 @@ class RestClient(RestOnlyClient):
         project = _check_id("project_id", project_id)
         method = "RestClient.assign_session_project"
         return self._call(
-            lambda: self._api.assign_session_project(session, project, sdk_method=method),
+            lambda: self._rest.assign_session_project(session, project, sdk_method=method),
             sdk_method=method,
         )
 
@@ -461,27 +418,7 @@ class RestClient(RestOnlyClient):
         method = "RestClient.export_session_trace"
 
         def run_export() -> str:
-            watch = self._api.stall_watch()
-            first = True
-            while True:
-                answer = self._api.session_trace_export(session, sdk_method=method)
-                if answer.status == "ready" and answer.url:
-                    return answer.url
-                if answer.status != "pending":
-                    reason = answer.error or "the service gave no URL"
-                    raise APIError(f"Trace export failed for session {session}: {reason}")
-                if first:
-                    logger.warning(
-                        "Building the trace export of session %s (this may take a while)", session
-                    )
-                    first = False
-                if watch.remaining() <= _TRACE_EXPORT_POLL_INTERVAL:
-                    raise APITimeoutError(
-                        f"The trace export of session {session} was still being built after "
-                        f"{watch.stall_timeout:g} s; call export_session_trace again later"
-                    )
-                if watch.sleep(_TRACE_EXPORT_POLL_INTERVAL):
-                    raise ClientClosedError("The client was closed during the trace export.")
+            return self._rest.export_session_trace(session, sdk_method=method)
 
         return self._call(run_export, sdk_method=method)
 
@@ -525,7 +462,7 @@ class RestClient(RestOnlyClient):
             )
         method = "RestClient.search_sessions"
         return self._call(
-            lambda: self._api.search_sessions(request, sdk_method=method), sdk_method=method
+            lambda: self._rest.search_sessions(request, sdk_method=method), sdk_method=method
         )
 
     # -- weights ---------------------------------------------------------------------------------
@@ -547,7 +484,7 @@ class RestClient(RestOnlyClient):
             )
         method = "RestClient.get_external_weights_urls"
         return self._call(
-            lambda: self._api.external_weights_urls(
+            lambda: self._rest.external_weights_urls(
                 parsed.training_run_id, parsed.checkpoint_id, sdk_method=method
             ),
             sdk_method=method,
@@ -595,7 +532,7 @@ class RestClient(RestOnlyClient):
         key = str(uuid.uuid4())
 
         def run_copy() -> str:
-            answer = self._api.copy_weights(
+            answer = self._rest.copy_weights(
                 request,
                 sdk_method=sdk_method,
                 idempotency_key=key,

@@ -33,21 +33,19 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import ASAMPLE_PATH, decode_sample
+from tinker_lite._api import decode_sample
 from tinker_lite._async import with_async_twins
-from tinker_lite._codec import wire as _wire
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
+from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
-from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tinker_lite._futures.batch_poller import BatchPoller
     from tinker_lite._futures.pending import PendingRequest
     from tinker_lite._session.holder import SampleGate
-    from tinker_lite._transport.http import HttpResponse
     from tinker_lite.tokenizer import PretrainedTokenizer
 
 __all__ = [
@@ -125,7 +123,7 @@ class SamplingClient:
     def _pickled_state(self, api_key: str | None) -> tuple[Any, ...]:
         """The arguments of ``_restore_sampling_client`` that rebuild this client elsewhere."""
         return (
-            self._api.base_url,
+            self._context.base_url,
             self.sampling_session_id,
             self.model_path,
             self.base_model,
@@ -140,7 +138,7 @@ class SamplingClient:
         makes a new client of the same sampler. The handle carries no credentials.
         """
         state = {
-            "base_url": self._api.base_url,
+            "base_url": self._context.base_url,
             "sampling_session_id": self.sampling_session_id,
             "model_path": self.model_path,
             "base_model": self.base_model,
@@ -205,21 +203,21 @@ class SamplingClient:
             _check_sampleable(model_path)
         elif not isinstance(base_model, str) or not base_model:
             raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
-        api = context.api
+        api, session = context.api, context.holder
         # WIRE.md §6.1: numbered in call order, like the saves that share the counter.
-        seq_id = api.next_sampling_session_seq_id()
+        seq_id = session.next_sampling_session_seq_id()
 
         def create() -> SamplingClient:
             request = types.CreateSamplingSessionRequest(
-                session_id=api.session_id(),
+                session_id=session.ensure_session(),
                 sampling_session_seq_id=seq_id,
                 base_model=base_model,
                 model_path=model_path,
             )
-            created = api.create_sampling_session(request, sdk_method=sdk_method)
+            created = api.sampling.create_sampling_session(request, sdk_method=sdk_method)
             found = base_model
-            if model_path is not None and api.service_is_current:
-                sampler = api.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
+            if model_path is not None and session.client_config_from_server:
+                sampler = api.rest.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
                 found = sampler.base_model or None
             return cls(
                 context,
@@ -330,8 +328,8 @@ class SamplingClient:
         with self._seq_lock:
             if self._cloned_sampler_id is not None:
                 return
-            if self._api.client_flags().sample_join_sampling_session:
-                clone = self._api.join_sampling_session(
+            if self._context.holder.client_config.sample_join_sampling_session:
+                clone = self._api.sampling.join_sampling_session(
                     self.sampling_session_id, sdk_method="SamplingClient.sample"
                 )
             else:
@@ -394,7 +392,7 @@ class SamplingClient:
         the service (``GET /samplers/<id>``) and kept.
         """
         if self.base_model is None:
-            found = self._api.get_sampler(
+            found = self._api.rest.get_sampler(
                 self.sampling_session_id, sdk_method="SamplingClient.get_base_model"
             ).base_model
             self.base_model = found
@@ -423,7 +421,7 @@ class SamplingClient:
             if self._tokenizer is None:
                 base_model = self.base_model
                 if base_model is None:
-                    base_model = self._api.get_sampler(
+                    base_model = self._api.rest.get_sampler(
                         self.sampling_session_id, sdk_method="SamplingClient.get_tokenizer"
                     ).base_model
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
@@ -510,37 +508,10 @@ class SamplingClient:
     def _submit(
         self, request: types.SampleRequest, sdk_method: str = "SamplingClient.sample"
     ) -> str:
-        """POST asample with the request's fixed seq_id until accepted; 429s wait in the window.
-
-        The stall timeout bounds the whole loop (WIRE.md §P.7): HTTP and operation retries,
-        429 waits and re-sends alike; a service that keeps answering 429 for that long raises
-        :class:`~tinker_lite.RateLimitError`.
-        """
-        gate = self._api.sample_gate
-        closing = self._context.closing
-        life = self._api.stall_watch()
-        body = _wire.dumps(request)
-        throttled: HttpResponse | None = None
-        while True:
-            gate.wait_backoff(life.sleep, deadline=life)
-            if closing.is_set():
-                raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
-            if throttled is not None and gate.backoff_remaining() > 0:
-                # WIRE.md §P.7: the back-off would outlast the stall timeout.
-                self._api.raise_refused(
-                    throttled,
-                    what=f"POST {ASAMPLE_PATH} (held back by HTTP 429 for "
-                    f"{life.silent_for():.0f} s; stall timeout {life.stall_timeout:g} s)",
-                )
-            resp = self._api.submit_sample(request, sdk_method=sdk_method, deadline=life, body=body)
-            if resp.status == 429:
-                # WIRE.md §P.8: backpressure, not an error; every sampler waits, then re-sends.
-                throttled = resp
-                delay = gate.note_429(resp.headers)
-                logger.debug("asample answered 429; backing off %.2fs", delay)
-                continue
-            gate.note_accepted()
-            return self._api.submitted_request_id(resp, what="asample")
+        """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
+        return self._api.sampling.submit_sample(
+            request, sdk_method=sdk_method, closing=self._context.closing
+        )
 
 
 class _SampleJob:
@@ -593,7 +564,7 @@ class _SampleJob:
         client = self.client
         pending = self.pending
         assert pending is not None
-        gate = client._api.sample_gate
+        gate = client._context.holder.sample_gate
         if not client._acquire(gate):
             if pending.claim():
                 closed = ClientClosedError(
@@ -641,9 +612,8 @@ class _SampleJob:
         """Poll the request for its result (per request, or fetch what is complete)."""
         target = self.target
         client = self.client
-        api = client._api
         batch = self.batch
-        poller = api.poller if batch is None else batch.fetcher
+        poller = client._context.holder.poller if batch is None else batch.fetcher
         request_id = target.request_id
         assert request_id is not None
         return poller.poll(
@@ -652,9 +622,9 @@ class _SampleJob:
             decode_sample,
             created_at=self.created_at,
             resubmit=self._resubmit,
-            accept=api.result_accept,
+            accept=client._api.sampling.result_accept,
             on_queue_state=client._queue_state_noted,
-            headers=api.sdk_headers(self.sdk_method),
+            sdk_method=self.sdk_method,
             future=target,
             # WIRE.md §P.6: a result retrieve_futures reported complete is fetched whole.
             metadata_only=batch is None,
@@ -667,11 +637,11 @@ class _SampleJob:
         return client._submit(self.request, self.sdk_method)
 
     def _released(self, done: object) -> None:
-        self.client._api.sample_gate.release()
+        self.client._context.holder.sample_gate.release()
 
     def _retrieved(self, done: object) -> None:
         client = self.client
-        client._api.sample_gate.release()
+        client._context.holder.sample_gate.release()
         rid = self.target.request_id
         batch = self.batch
         if rid is not None and batch is not None:

@@ -55,6 +55,8 @@ from tinker_lite.sampling_client import BackcompatSamplingClientFuture, Sampling
 from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
 
 if TYPE_CHECKING:
+    import requests
+
     from tinker_lite._session.holder import SessionHolder
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
@@ -85,17 +87,23 @@ class ServiceClient:
 
     tinker_lite's keyword-only options: ``stall_timeout`` (seconds without any answer before a
     pending request fails; default 300, or ``TINKER_LITE_STALL_TIMEOUT``), ``startup_timeout``
-    (how long a connection that cannot be made, refused, DNS or TLS handshake failure, is
-    retried before the service has answered once; default: the stall timeout, or
-    ``TINKER_LITE_STARTUP_TIMEOUT``), ``wire`` (``"auto"``: protobuf
-    forward/forward_backward when the service publishes a client config, JSON otherwise; or
-    force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a CA bundle path),
-    ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default ``TINKER_TAGS``),
-    ``default_headers`` (added to every request), ``sample_workers`` (threads submitting sample
-    requests, default 16: raise it for many very short samples on a distant service),
+    (how long a service this process never had an answer from is tried when a connection
+    cannot be made, refused, DNS, TLS handshake failure or a connect timeout, before the call
+    fails with an :class:`~tinker_lite.APIConnectionError` naming the URL and the cause;
+    default 30 s, or the stall timeout when shorter, or ``TINKER_LITE_STARTUP_TIMEOUT``; once
+    the service has answered, losing it is ridden out for the stall timeout), ``wire``
+    (``"auto"``: protobuf forward/forward_backward when the service publishes a client config,
+    JSON otherwise; or force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a
+    CA bundle path), ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default
+    ``TINKER_TAGS``), ``default_headers`` (added to every request), ``sample_workers`` (threads
+    submitting sample requests, default 16: raise it for many very short samples on a distant
+    service),
     ``max_retries`` (HTTP retries of one request after a connection error or a 408/409/429/5xx
-    answer; default 10, start-up requests at most 2) and ``journal``. Any other keyword raises
-    :class:`TypeError` naming it.
+    answer; default 10, start-up requests at most 2), ``journal`` and ``requests_session`` (a
+    ``requests.Session`` of your own, e.g. with a corporate proxy, a client certificate or a
+    mounted adapter: every request goes through it, with its settings and adapters; size its
+    adapters' ``pool_maxsize`` to the sampling concurrency, 400 by default; it is not closed
+    with the client). Any other keyword raises :class:`TypeError` naming it.
 
     ``journal`` (a file path; default ``TINKER_LITE_JOURNAL``, unset: no journal) turns on
     the run journal: every completed operation of the clients created here (``create_model``,
@@ -123,6 +131,7 @@ class ServiceClient:
         sample_workers: int = DEFAULT_SAMPLE_WORKERS,
         max_retries: int | None = None,
         journal: str | os.PathLike[str] | Journal | None = None,
+        requests_session: requests.Session | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs:
@@ -154,6 +163,7 @@ class ServiceClient:
             sample_workers=sample_workers,
             max_retries=max_retries,
             journal=journal,
+            requests_session=requests_session,
             allow_local=True,
         )
         self._context = ClientContext(settings)
@@ -197,7 +207,7 @@ class ServiceClient:
 
     def chunk_limits(self) -> ChunkLimits:
         """Forward/forward_backward chunk limits: the service's client config, else WIRE.md §6.4."""
-        return self._context.api.chunk_limits()
+        return self._context.api.training.chunk_limits()
 
     # -- service calls ---------------------------------------------------------------------------
 
@@ -211,7 +221,7 @@ class ServiceClient:
         Use :meth:`RestClient.get_server_capabilities`.
         """
         self._context.check_open()
-        return self._context.api.get_server_capabilities(
+        return self._context.api.rest.get_server_capabilities(
             sdk_method="ServiceClient.get_server_capabilities"
         )
 
@@ -323,11 +333,11 @@ class ServiceClient:
         )
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
         # WIRE.md §6.1: numbered in call order, before anything is sent.
-        model_seq_id = context.api.next_model_seq_id()
+        model_seq_id = context.holder.next_model_seq_id()
 
         def start() -> Future[TrainingClient]:
             # On the REST threads: which path applies may take connecting to find out.
-            if context.api.service_is_current:
+            if context.holder.client_config_from_server:
                 steps = TrainingClient._create_from_state(
                     context,
                     parsed.tinker_path,
@@ -369,7 +379,7 @@ class ServiceClient:
         Runs on a REST thread and waits for each step there."""
         api = self._context.api
         try:
-            info: types.WeightsInfoResponse | None = api.weights_info(
+            info: types.WeightsInfoResponse | None = api.training.weights_info(
                 parsed.tinker_path, sdk_method=method
             )
         except NotFoundError:
@@ -385,7 +395,7 @@ class ServiceClient:
             source_model, metadata = info.base_model, caller_metadata
         else:
             # WIRE.md §6.2 (0.4.1): read the run; its metadata is merged with the caller's.
-            run = api.get_training_run(parsed.training_run_id, sdk_method=method)
+            run = api.rest.get_training_run(parsed.training_run_id, sdk_method=method)
             lora = types.LoraConfig(rank=run.lora_rank or 32)
             source_model = run.base_model
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
@@ -471,7 +481,7 @@ class ServiceClient:
         """
         return self._rest_client().copy_weights(
             path,
-            self._context.api.project_id,
+            self._context.holder.project_id,
             ttl_seconds=ttl_seconds,
             weights_access_token=weights_access_token,
         )
@@ -494,7 +504,7 @@ class ServiceClient:
         self._context.check_open()
         inputs = loss_inputs(fn, input_ranks)
         api = self._context.api
-        handle = trace_loss(fn, inputs, api.session_id())
+        handle = trace_loss(fn, inputs, self._context.holder.ensure_session())
         state = self.__dict__.setdefault("_custom_losses", _CustomLosses())
         with state.lock:
             existing = state.by_key.get(handle.key)
@@ -507,7 +517,7 @@ class ServiceClient:
             state.by_key[handle.key] = handle
             seq_id = state.next_seq_id
             state.next_seq_id += 1
-        if not api.custom_loss_server_side():
+        if not self._context.holder.client_config.custom_loss_server_side:
             return APIFuture.completed(handle)
         request = types.CreateCustomLossRequest(
             session_id=handle.session_id,
@@ -516,7 +526,7 @@ class ServiceClient:
             inputs=list(handle.inputs),
             graph=encode_graph(handle),
         )
-        created = api.create_custom_loss(
+        created = api.training.create_custom_loss(
             request, sdk_method="ServiceClient.create_custom_loss", created_at=time.monotonic()
         )
         out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")
@@ -536,7 +546,7 @@ class ServiceClient:
 
         Sends nothing: a session that has not started yet is not started for this.
         """
-        session_id = self._context.api.started_session_id
+        session_id = self._context.holder.started_session_id
         if session_id is None:
             return f"{CONSOLE_URL}/sessions"
         return f"{CONSOLE_URL}/sessions/{session_id}"

@@ -13,7 +13,8 @@ types and messages (credentials redacted) and the small ``event_data`` dicts cal
 Threading: one daemon thread per :class:`Telemetry`, started with it; every method may be called
 from any thread; :meth:`Telemetry.close` sends what is queued (bounded wait) and joins the thread.
 Sending failures are logged once and the batch is dropped: telemetry never blocks or breaks a
-user's call beyond the bounded flush waits.
+user's call beyond the bounded flush waits. While the client closes, a batch is sent once (no
+retry): if the service does not answer, nothing more is sent or logged (WIRE.md §P.7).
 """
 
 from __future__ import annotations
@@ -35,13 +36,13 @@ from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIStatusError,
+    ClientClosedError,
     InvalidInputError,
     RequestErrorCategory,
     RequestFailedError,
     TinkerError,
 )
-from tinker_lite._transport.http import TELEMETRY_TIMEOUT, PoolKind, Transport, redact
-from tinker_lite._transport.retry import RetryPolicy, send_with_retries
+from tinker_lite._transport.http import redact
 
 __all__ = [
     "PROCESS_UUID",
@@ -54,14 +55,12 @@ __all__ = [
 logger = logging.getLogger("tinker_lite.telemetry")
 
 TELEMETRY_ENV = "TINKER_TELEMETRY"
-TELEMETRY_PATH = "/api/v1/telemetry"
 
 # WIRE.md §P.1: one uuid4 per process, sent with every batch.
 PROCESS_UUID = str(uuid.uuid4())
 
 _ON_VALUES = frozenset({"1", "true", "yes", "on"})
 _MAX_TEXT = 4000
-_SEND_POLICY = RetryPolicy(max_retries=3)
 
 
 def is_telemetry_enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -112,11 +111,15 @@ def _clean(value: Any, depth: int = 0) -> Any:
 
 
 class Telemetry:
-    """Queues telemetry events and sends them from one background thread."""
+    """Queues telemetry events and sends them from one background thread.
+
+    ``send(body)`` posts one encoded batch (the requestor's ``send_telemetry``, with its few
+    retries); without it nothing is recorded.
+    """
 
     def __init__(
         self,
-        transport: Transport | None,
+        send: Callable[[bytes], None] | None,
         *,
         session_id: str | None,
         sdk_version: str,
@@ -125,15 +128,13 @@ class Telemetry:
         batch_size: int = 100,
         max_queue: int = 10_000,
         fatal_flush_timeout: float = 30.0,
-        policy: RetryPolicy = _SEND_POLICY,
-        sleep: Callable[[float], object] | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], _dt.datetime] = _utc_now,
     ) -> None:
         self.enabled = (is_telemetry_enabled() if enabled is None else enabled) and (
-            transport is not None
+            send is not None
         )
-        self._transport = transport
+        self._send_batch = send
         self._session_id = session_id or f"sessionless-{uuid.uuid4()}"
         self._has_session = session_id is not None
         self._sdk_version = sdk_version
@@ -141,9 +142,7 @@ class Telemetry:
         self._batch_size = max(1, batch_size)
         self._max_queue = max_queue
         self._fatal_flush_timeout = fatal_flush_timeout
-        self._policy = policy
         self._stopping = threading.Event()
-        self._sleep: Callable[[float], object] = sleep if sleep is not None else self._stopping.wait
         self._clock = clock
         self._now = now
         self._cond = threading.Condition()
@@ -155,6 +154,7 @@ class Telemetry:
         self._started_at = clock()
         self._dropped_logged = False
         self._failure_logged = False
+        self._gone = False
         self._session_ended = False
         self._thread: threading.Thread | None = None
         self.sent_batches = 0
@@ -314,7 +314,7 @@ class Telemetry:
                 self._cond.notify_all()
 
     def _send(self, events: list[Any]) -> None:
-        assert self._transport is not None
+        assert self._send_batch is not None
         request = types.TelemetrySendRequest(
             events=events,
             platform=platform.system() or "Unknown",
@@ -322,19 +322,18 @@ class Telemetry:
             session_id=self._session_id,
             process_uuid=PROCESS_UUID,
         )
+        if self._gone:
+            return  # the service did not answer while the client was closing: never re-sent
         try:
-            send_with_retries(
-                self._transport,
-                PoolKind.TELEMETRY,
-                "POST",
-                TELEMETRY_PATH,
-                body=_wire.dumps(request),
-                timeout=TELEMETRY_TIMEOUT,
-                policy=self._policy,
-                sleep=self._sleep,
-            )
+            self._send_batch(_wire.dumps(request))
         except TinkerError as e:
-            if not self._failure_logged:
+            # WIRE.md §P.7: shutdown is quiet; a closed client's telemetry is just dropped.
+            quiet = isinstance(e, ClientClosedError) or self._stopping.is_set()
+            if quiet:
+                self._gone = True
+            if quiet or self._failure_logged:
+                logger.debug("Telemetry batch of %d events dropped: %s", len(events), e)
+            else:
                 self._failure_logged = True
                 logger.warning(
                     "Failed to send telemetry batch (%d events): %s", len(events), redact(str(e))
@@ -351,6 +350,16 @@ class Telemetry:
         with self._cond:
             self._cond.notify_all()
         self.join(timeout)
+
+    def abandon(self) -> None:
+        """Drop what is queued and stop the thread without sending anything (an unclosed
+        client being collected)."""
+        with self._cond:
+            self._gone = True
+            self._queue.clear()
+            self._processed = self._enqueued
+            self._stopping.set()
+            self._cond.notify_all()
 
     def join(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the thread to end after :meth:`close`; True if it ended."""

@@ -55,9 +55,9 @@ from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
 )
+from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain, combine, then
-from tinker_lite._futures.poller import QueueStateLogger
 from tinker_lite._journal import SeqOrder
 from tinker_lite._loss_handle import LossHandle
 from tinker_lite._validate import validate
@@ -172,19 +172,21 @@ class TrainingClient:
             )
         api = context.api
         # WIRE.md §6.1: the number is taken before create_model is sent; a failure consumes it.
-        seq_id = api.next_model_seq_id() if model_seq_id is None else model_seq_id
+        seq_id = context.holder.next_model_seq_id() if model_seq_id is None else model_seq_id
         created_at = time.monotonic()
 
         def send() -> APIFuture[types.CreateModelResponse]:
             request = types.CreateModelRequest(
-                session_id=api.session_id(),
+                session_id=context.holder.ensure_session(),
                 model_seq_id=seq_id,
                 base_model=base_model,
                 user_metadata=user_metadata,
                 lora_config=lora,
                 **({} if optimizer is None else {"optimizer_config": optimizer}),
             )
-            source = api.create_model(request, sdk_method=sdk_method, created_at=created_at)
+            source = api.training.create_model(
+                request, sdk_method=sdk_method, created_at=created_at
+            )
             # Watched first: the journal line is written before the client is delivered.
             context.journal_watch(source, "create_model", seq_id=0, started=created_at)
             return source
@@ -222,7 +224,7 @@ class TrainingClient:
 
         def send() -> APIFuture[types.LoadWeightsResponse]:
             request = types.LoadWeightsRequest(
-                session_id=api.session_id(),
+                session_id=context.holder.ensure_session(),
                 model_seq_id=model_seq_id,
                 base_model=base_model,
                 user_metadata=user_metadata,
@@ -231,7 +233,7 @@ class TrainingClient:
                 optimizer_config=optimizer_config,
                 weights_access_token=weights_access_token,
             )
-            source = api.load_weights_creating_model(
+            source = api.training.load_weights_creating_model(
                 request, sdk_method=sdk_method, created_at=created_at
             )
             context.journal_watch(source, "create_model", seq_id=0, started=created_at)
@@ -239,7 +241,7 @@ class TrainingClient:
 
         def finish(loaded: types.LoadWeightsResponse) -> TrainingClient:
             # golden-0.38: the service names the model after the session and the number.
-            model_id = f"{api.session_id()}:train:{model_seq_id}"
+            model_id = f"{context.holder.ensure_session()}:train:{model_seq_id}"
             client = cls._created(
                 context, model_id, base_model=None, lora=None, sdk_method=sdk_method
             )
@@ -302,7 +304,7 @@ class TrainingClient:
                 f"The ServiceClient was closed while training run {model_id} was being created: "
                 "the service created it, but no client is made for a closed connection"
             )
-        info = context.api.get_info(model_id, sdk_method=sdk_method)
+        info = context.api.training.get_info(model_id, sdk_method=sdk_method)
         client = cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
         # Its submit thread starts here (a creation runs on the REST threads), not in the first
         # training call, which may be made from an event loop.
@@ -394,7 +396,9 @@ class TrainingClient:
             self._deliver(APIFuture.failed(held), out, op)
             return
         try:
-            request_id = self._api.submit_training(request, sdk_method=submission.sdk_method)
+            request_id = self._api.training.submit_training(
+                request, sdk_method=submission.sdk_method
+            )
         except BaseException as e:
             self._report(e)
             if _maybe_not_received(e):
@@ -402,7 +406,7 @@ class TrainingClient:
             self._deliver(APIFuture.failed(e), out, op)
             return
         try:
-            inner = self._api.poll(
+            inner = self._context.holder.poller.poll(
                 request_id,
                 request.request_type,
                 request.decode,
@@ -417,7 +421,7 @@ class TrainingClient:
         self._deliver(inner, out, op)
 
     def _report(self, error: BaseException) -> None:
-        telemetry = self._api.telemetry
+        telemetry = self._context.holder.telemetry
         if telemetry is not None and not isinstance(error, ClientClosedError):
             try:
                 telemetry.log_exception(error)
@@ -427,7 +431,7 @@ class TrainingClient:
     def _json_submission(
         self, request: object, result_cls: type[Any], sdk_method: str
     ) -> _Submission:
-        return _Submission(self._api.encode_training(request, result_cls), sdk_method)
+        return _Submission(self._api.training.encode_training(request, result_cls), sdk_method)
 
     def _single(self, build: Callable[[int], _Submission], *, kind: str) -> APIFuture[Any]:
         return self._schedule([build], created_at=time.monotonic(), kind=kind)[0]
@@ -492,7 +496,7 @@ class TrainingClient:
             data,
             loss_fn,
             loss_fn_config,
-            limits=self._api.chunk_limits(),
+            limits=self._api.training.chunk_limits(),
             vocab_size=self._vocab_size,
         )
         request_type = "Forward" if forward_only else "ForwardBackward"
@@ -503,11 +507,11 @@ class TrainingClient:
             )
         items = list(data)
         config = dict(loss_fn_config) if loss_fn_config is not None else None
-        wire = self._api.wire_format
+        wire = self._context.holder.wire_format
 
         def builder(chunk: range) -> Callable[[int], _Submission]:
             def build(seq_id: int) -> _Submission:
-                encoded = self._api.encode_forward_backward(
+                encoded = self._api.training.encode_forward_backward(
                     model_id=self.model_id,
                     seq_id=seq_id,
                     data=items[chunk.start : chunk.stop],
@@ -525,7 +529,7 @@ class TrainingClient:
             [builder(c) for c in report.chunks],
             created_at=created_at,
             kind=kind,
-            first_last=self._api.first_chunk_last,
+            first_last=self._context.holder.first_chunk_last,
         )
         return combine(futures, combine_outputs, request_type=request_type)
 
@@ -562,7 +566,7 @@ class TrainingClient:
         check_loss_type_input(loss_type_input)
         items = list(data)
         if isinstance(loss_fn, LossHandle):
-            session_id = self._context.api.session_id()
+            session_id = self._context.holder.ensure_session()
             if loss_fn.session_id != session_id:
                 raise InvalidInputError(
                     "loss_fn",
@@ -639,7 +643,7 @@ class TrainingClient:
             )
         return self._single(
             lambda seq_id: _Submission(
-                self._api.encode_optim_step(self.model_id, seq_id, params),
+                self._api.training.encode_optim_step(self.model_id, seq_id, params),
                 "TrainingClient.optim_step",
             ),
             kind="optim_step",
@@ -816,7 +820,7 @@ class TrainingClient:
         request(None)  # checks ttl_seconds before a seq_id is taken
         future: APIFuture[types.SaveWeightsExternalResponseInternal] = self._single(
             lambda seq_id: _Submission(
-                self._api.encode_save_weights_external(request(seq_id)),
+                self._api.training.encode_save_weights_external(request(seq_id)),
                 "TrainingClient.save_weights_external",
             ),
             kind="save_weights_external",
@@ -874,7 +878,7 @@ class TrainingClient:
             # WIRE.md §6.1: the session-wide counter is shared with create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
                 model_id=self.model_id,
-                sampling_session_seq_id=self._api.next_sampling_session_seq_id(),
+                sampling_session_seq_id=self._context.holder.next_sampling_session_seq_id(),
                 seq_id=seq_id,
                 kind=kind,
             )
@@ -947,7 +951,7 @@ class TrainingClient:
     ) -> types.GetInfoResponse:
         """The info read at creation (read now when this client was made without it)."""
         if self._info is None:
-            self._info = self._api.get_info(
+            self._info = self._api.training.get_info(
                 self.model_id, sdk_method=sdk_method, operation_retries=operation_retries
             )
         return self._info

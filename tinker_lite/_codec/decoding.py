@@ -8,11 +8,14 @@ requestor for every operation.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIResponseValidationError, TinkerError, WireFormatError
-from tinker_lite._transport.http import HttpResponse, redact
+from tinker_lite._secrets import redact
+
+if TYPE_CHECKING:
+    from tinker_lite._transport.http import HttpResponse
 
 __all__ = ["decode_json", "parse_model"]
 

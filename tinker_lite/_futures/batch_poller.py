@@ -42,17 +42,21 @@ from tinker_lite._futures.poller import Poller
 from tinker_lite._transport.http import (
     ClientClosedError,
     HttpResponse,
-    PoolKind,
     Timeout,
-    Transport,
     redact,
+)
+from tinker_lite._transport.loops import (
+    RetryCallState,
+    ServiceWait,
+    attempt_error,
+    call_of,
+    retry_loop,
 )
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
     "ACK_POLL_TIMEOUT",
     "LONG_POLL_TIMEOUT",
-    "RETRIEVE_FUTURES_PATH",
     "BatchPoller",
 ]
 
@@ -60,8 +64,7 @@ logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
 
-RETRIEVE_FUTURES_PATH = "/api/v1/retrieve_futures"
-# golden-0.38: x-stainless-read-timeout 45.0 on a long poll, 5.0 on an acknowledgement only.
+# golden-0.38: a long poll waits 45 s, an acknowledgement only 5 s.
 LONG_POLL_TIMEOUT = Timeout(connect=5.0, read=45.0)
 ACK_POLL_TIMEOUT = Timeout(connect=5.0, read=5.0)
 # The fetch pool: results are ready when fetched, so a few threads serve any fan-out.
@@ -102,13 +105,14 @@ class _Session:
 class BatchPoller:
     """Awaits sample completions with ``retrieve_futures`` (see the module docstring).
 
-    ``transport`` sends the long polls; ``fetcher`` is the poller that fetches each finished
+    ``send(request, timeout)`` sends one long poll (the requestor's ``retrieve_futures``) and
+    returns its answer, whatever the status; ``fetcher`` is the poller that fetches each finished
     result (and polls per request when a session falls back); it is closed by its owner.
     """
 
     def __init__(
         self,
-        transport: Transport,
+        send: Callable[[types.FuturesRetrieveRequest, Timeout], HttpResponse],
         fetcher: Poller,
         *,
         stall_timeout: float = 300.0,
@@ -117,7 +121,7 @@ class BatchPoller:
         rand: Callable[[], float] = random.random,
         idle_timeout: float = 30.0,
     ) -> None:
-        self._transport = transport
+        self._send = send
         self.fetcher = fetcher
         self._stall_timeout = stall_timeout
         self._policy = policy
@@ -127,6 +131,18 @@ class BatchPoller:
         self._cond = threading.Condition()
         self._closing = threading.Event()
         self._sessions: dict[Target, _Session] = {}
+        # One loop for every session's turns (the turn is its first argument).
+        self._turns = retry_loop(
+            wait=ServiceWait(
+                policy,
+                fallback=self._pause,
+                at_most=lambda state: call_of(state).stall.remaining(),
+            ),
+            stop=lambda state: self._closing.is_set(),
+            retry_on=lambda error: isinstance(error, APIConnectionError),
+            retry_result=lambda answer: answer is _AGAIN,
+            sleep=self._sleep,
+        )
 
     def __repr__(self) -> str:
         return f"BatchPoller(sessions={len(self._sessions)}, closed={self._closing.is_set()})"
@@ -211,55 +227,70 @@ class BatchPoller:
     # -- the loop --------------------------------------------------------------------------
 
     def _loop(self, session: _Session) -> None:
-        stall = StallWatch(self._stall_timeout, self._clock)
-        failures = 0
-        fast_empty = 0  # answers in a row that brought nothing without holding the long poll
+        """The session's long-poll loop, in tenacity: the pause after a fast empty answer and
+        the back-off after a failed poll are :class:`ServiceWait`'s (WIRE.md §P.6)."""
+        turn = _Turn(session, StallWatch(self._stall_timeout, self._clock))
         try:
-            while True:
-                with self._cond:
-                    while not session.has_work() and not self._closing.is_set():
-                        if not self._cond.wait(self._idle_timeout) and not session.has_work():
-                            session.thread = None
-                            return
-                    if self._closing.is_set():
-                        return
-                    if not session.waiters:
-                        stall.answered()  # an acknowledgement alone never stalls anyone
-                    retrieved = sorted(session.retrieved)
-                    ack_only = not session.waiters
-                    cursor = session.cursor
-                sent_at = self._clock()
-                outcome = self._poll_once(session, cursor, retrieved, ack_only)
-                if isinstance(outcome, types.FuturesRetrieveResponse):
-                    failures = 0
-                    stall.answered()
-                    self._deliver(session, outcome, retrieved)
-                    if outcome.completions or ack_only:
-                        fast_empty = 0
-                        continue
-                    # A service that does not hold the long poll must not be polled in a loop.
-                    answered_in = self._clock() - sent_at
-                    fast_empty = fast_empty + 1 if answered_in < self._policy.pace_below_s else 0
-                    pause = self._policy.pace_delay(answered_in, fast_empty)
-                    if pause:
-                        self._closing.wait(pause)
-                    continue
-                if isinstance(outcome, str):  # not retryable: poll per request from now on
-                    with self._cond:
-                        self._fall_back_locked(session, outcome)
-                        session.thread = None
-                    return
-                failures += 1
-                if stall.expired():
-                    self._fail_waiters(session, stall, outcome)
-                    continue
-                delay = self._policy.poll_delay(failures, None, rand=self._rand(), now=time.time())
-                self._closing.wait(max(0.0, min(delay, stall.remaining())))
+            self._turns(self._turn, turn)
+        except APIConnectionError:  # the poller is closing
+            return
         except BaseException as e:  # pragma: no cover - WIRE.md §P.7: a dying thread resolves all
             with self._cond:
                 session.thread = None
                 self._fall_back_locked(session, f"its thread died ({type(e).__name__}: {e})")
             raise
+
+    def _turn(self, turn: _Turn) -> object:
+        """Wait for work, then poll once: :data:`_AGAIN` to go on, or :data:`_DONE`."""
+        session = turn.session
+        stall = turn.stall
+        with self._cond:
+            while not session.has_work() and not self._closing.is_set():
+                if not self._cond.wait(self._idle_timeout) and not session.has_work():
+                    session.thread = None
+                    return _DONE
+            if self._closing.is_set():
+                return _DONE
+            if not session.waiters:
+                stall.answered()  # an acknowledgement alone never stalls anyone
+            retrieved = sorted(session.retrieved)
+            ack_only = not session.waiters
+            cursor = session.cursor
+        sent_at = self._clock()
+        outcome = self._poll_once(session, cursor, retrieved, ack_only)
+        if isinstance(outcome, types.FuturesRetrieveResponse):
+            turn.failures = 0
+            stall.answered()
+            self._deliver(session, outcome, retrieved)
+            if outcome.completions or ack_only:
+                turn.fast_empty = 0
+                turn.pause = 0.0
+                return _AGAIN
+            # A service that does not hold the long poll must not be polled in a loop.
+            answered_in = self._clock() - sent_at
+            turn.fast_empty = turn.fast_empty + 1 if answered_in < self._policy.pace_below_s else 0
+            turn.pause = self._policy.pace_delay(answered_in, turn.fast_empty)
+            return _AGAIN
+        if isinstance(outcome, str):  # not retryable: poll per request from now on
+            with self._cond:
+                self._fall_back_locked(session, outcome)
+                session.thread = None
+            return _DONE
+        turn.failures += 1
+        if stall.expired():
+            self._fail_waiters(session, stall, outcome)
+        raise outcome
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait between polls; ends at once when the poller closes."""
+        self._closing.wait(seconds)
+
+    def _pause(self, state: RetryCallState) -> float:
+        """The back-off after a failed poll, or the pause after an answer."""
+        turn: _Turn = call_of(state)
+        if attempt_error(state) is not None:
+            return self._policy.poll_backoff.delay(turn.failures - 1, self._rand())
+        return turn.pause
 
     def _poll_once(
         self, session: _Session, cursor: int, retrieved: list[str], ack_only: bool
@@ -276,14 +307,7 @@ class BatchPoller:
         )
         timeout = ACK_POLL_TIMEOUT if ack_only else LONG_POLL_TIMEOUT
         try:
-            resp = self._transport.send(
-                PoolKind.RETRIEVE_PROMISE,
-                "POST",
-                RETRIEVE_FUTURES_PATH,
-                body=_wire.dumps(request),
-                headers={"x-stainless-read-timeout": str(float(timeout.read))},
-                timeout=timeout,
-            )
+            resp = self._send(request, timeout)
         except APIConnectionError as e:  # ClientClosedError too: the loop sees the closing
             return e
         return _read_answer(resp)
@@ -360,6 +384,24 @@ class BatchPoller:
         for thread in threads:
             if thread is not me:
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Turn:
+    """The state of one session's loop between its polls."""
+
+    __slots__ = ("failures", "fast_empty", "pause", "session", "stall")
+
+    def __init__(self, session: _Session, stall: StallWatch) -> None:
+        self.session = session
+        self.stall = stall
+        self.failures = 0
+        self.fast_empty = 0  # answers in a row that brought nothing without holding the poll
+        self.pause = 0.0
+
+
+# What a turn of the loop answers: poll again (after its pause), or the loop is over.
+_AGAIN = object()
+_DONE = object()
 
 
 def _read_answer(resp: HttpResponse) -> types.FuturesRetrieveResponse | str | BaseException:

@@ -1,7 +1,8 @@
 """Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.future.APIFuture`
 resolves.
 
-:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements):
+:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements)
+through ``send``, the requestor's one poll (:class:`Poll` says what to ask):
 re-poll at once after ``try_again`` and 408 when the service held the poll (long-poll), and pace
 re-polls 0.1 s doubling to 1 s when it answered in under a second; back off ``min(2**n, 30)`` s
 with jitter after 5xx, 429 and connection errors (the first one logged at WARNING); 410
@@ -10,8 +11,8 @@ re-submits when a ``resubmit`` callback is given (sampling) and raises
 :class:`~tinker_lite.RequestFailedError`; any other 4xx raises its
 :class:`~tinker_lite.APIStatusError` subclass. A future fails with
 :class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
-``stall_timeout`` seconds (WIRE.md §P.7). Every wait is decided by the
-:class:`~tinker_lite._transport.retry.RetryPolicy`.
+``stall_timeout`` seconds (WIRE.md §P.7). The polls of a task run in a tenacity loop whose every
+wait is :class:`~tinker_lite._transport.retry.ServiceWait`'s.
 
 Threading contract
 ------------------
@@ -41,9 +42,6 @@ Threading contract
   fails. :meth:`Poller.close` fails every pending future with
   :class:`~tinker_lite._transport.http.ClientClosedError` and joins its threads.
 * Every public method of :class:`APIFuture` and :class:`Poller` is safe to call from any thread.
-
-Size: about 830 lines, because the poll loop, its pacing, parking and thread pool are one state
-machine whose threading contract (above) only holds when it is read and changed in one place.
 """
 
 from __future__ import annotations
@@ -54,50 +52,53 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from tinker_lite import types
-from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIConnectionError,
     APIError,
-    APIResponseValidationError,
     APITimeoutError,
     InvalidInputError,
     PromiseExpiredError,
-    RequestErrorCategory,
     RequestFailedError,
     TinkerError,
 )
+from tinker_lite._futures.answers import (
+    QueueKind,
+    QueueStateLogger,
+    json_object,
+    request_failed,
+    validation_error,
+)
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._futures.tasks import Poll, PollTask
 from tinker_lite._transport.http import (
     JSON,
     RETRIEVE_FUTURE_TIMEOUT,
     ClientClosedError,
     HttpResponse,
-    PoolKind,
     Timeout,
-    Transport,
     raise_for_status,
     redact,
 )
+from tinker_lite._transport.loops import (
+    RetryableStatus,
+    RetryCallState,
+    ServiceWait,
+    attempt_error,
+    call_of,
+    retry_loop,
+)
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
-    RetryNotice,
     RetryPolicy,
     StallWatch,
     announce_retry,
+    describe_error,
     is_invisible_failure,
 )
 
-__all__ = [
-    "RETRIEVE_FUTURE_PATH",
-    "Poller",
-    "QueueKind",
-    "QueueStateLogger",
-    "default_queue_reason",
-    "json_decoder",
-]
+__all__ = ["RETRIEVE_FUTURE_PATH", "Poll", "Poller"]
 
 logger = logging.getLogger("tinker_lite.futures")
 
@@ -107,141 +108,7 @@ RETRIEVE_FUTURE_PATH = "/api/v1/retrieve_future"
 
 
 # ---------------------------------------------------------------------------------------------
-# Queue-state logging (WIRE.md §12, later wording)
-
-QueueKind = Literal["training", "sampling", "model_creation", "request"]
-
-
-def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
-    """The reason logged for a paused queue state when the service sends none (WIRE.md §12)."""
-    if state == "paused_rate_limit":
-        if kind in ("training", "model_creation"):
-            return "concurrent training clients rate limit hit"
-        if kind == "sampling":
-            return "concurrent sampler weights limit hit"
-        return "rate limit hit"
-    if state == "paused_capacity":
-        return "Tinker backend is running short on capacity, please wait"
-    return "unknown"
-
-
-class QueueStateLogger:
-    """An ``on_queue_state`` callback: logs a WARNING at most once per ``interval`` while paused.
-
-    The message is ``{prefix} for {identifier} is paused. Reason: {reason}.`` with the
-    service's ``queue_state_reason`` when given, else :func:`default_queue_reason`.
-    """
-
-    def __init__(
-        self,
-        prefix: str,
-        identifier: object,
-        *,
-        kind: QueueKind = "request",
-        interval: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-        log: logging.Logger | None = None,
-    ) -> None:
-        self.prefix = prefix
-        self.identifier = identifier
-        self.kind: QueueKind = kind
-        self._interval = interval
-        self._clock = clock
-        self._log = log or logger
-        self._lock = threading.Lock()
-        self._last_logged: float | None = None
-
-    def __call__(self, state: str, reason: str | None) -> None:
-        if state == "active":
-            return
-        now = self._clock()
-        with self._lock:
-            if self._last_logged is not None and now - self._last_logged < self._interval:
-                return
-            self._last_logged = now
-        text = (reason or default_queue_reason(state, self.kind)).rstrip(".")
-        self._log.warning(
-            "%s for %s is paused. Reason: %s.", self.prefix, self.identifier, redact(text)
-        )
-
-
-# ---------------------------------------------------------------------------------------------
 # The poller
-
-
-def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
-    """A :meth:`Poller.poll` decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
-
-
-class _PollTask:
-    """The polling state of one pending request (touched by one thread at a time)."""
-
-    __slots__ = (
-        "accept",
-        "created_at",
-        "decode",
-        "failures",
-        "fast_answers",
-        "future",
-        "headers",
-        "idle",
-        "iteration",
-        "metadata_only",
-        "notice",
-        "on_queue_state",
-        "parked",
-        "registered_at",
-        "request_id",
-        "request_type",
-        "resubmit",
-        "resubmits",
-        "stall",
-    )
-
-    def __init__(
-        self,
-        future: APIFuture[Any],
-        request_id: str,
-        request_type: str,
-        decode: Callable[[HttpResponse], Any],
-        *,
-        accept: str,
-        headers: Mapping[str, str],
-        resubmit: Callable[[], str] | None,
-        on_queue_state: Callable[[str, str | None], None],
-        created_at: float,
-        now: float,
-        stall: StallWatch,
-        metadata_only: bool = True,
-    ) -> None:
-        self.future = future
-        self.request_id = request_id
-        self.request_type = request_type
-        self.decode = decode
-        self.accept = accept
-        self.headers = headers  # not copied: the poller never changes it
-        self.resubmit = resubmit
-        self.on_queue_state = on_queue_state
-        self.created_at = created_at
-        self.registered_at = now
-        self.stall = stall
-        self.iteration = 0
-        # WIRE.md §P.6: the first poll offers a metadata-only answer; after one, polls do not.
-        self.metadata_only = metadata_only
-        self.failures = 0
-        self.fast_answers = 0  # try_again/408 answers in a row that came in under a second
-        self.resubmits = 0
-        self.parked = False  # nobody waits: a hot poll stops (see the threading contract)
-        self.idle = False  # parked and held by no queue and no thread
-        self.notice = RetryNotice()  # the first invisible failure is logged at WARNING
-
-    def describe(self) -> str:
-        return f"request {self.request_id} ({self.request_type})"
 
 
 class Poller:
@@ -255,8 +122,9 @@ class Poller:
 
     def __init__(
         self,
-        transport: Transport,
+        send: Callable[[Poll], HttpResponse],
         *,
+        abort: Callable[[], None] | None = None,
         max_workers: int = 32,
         stall_timeout: float = 300.0,
         poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
@@ -271,7 +139,8 @@ class Poller:
     ) -> None:
         if max_workers < 1:
             raise InvalidInputError("max_workers", f"must be >= 1, got {max_workers}")
-        self._transport = transport
+        self._send = send
+        self._abort = abort
         self._max_workers = max_workers
         self._stall_timeout = stall_timeout
         self._poll_timeout = poll_timeout
@@ -285,13 +154,28 @@ class Poller:
         self._max_resubmits = max_resubmits
         self._thread_name = thread_name
         self._cond = threading.Condition()
-        self._ready: collections.deque[_PollTask] = collections.deque()
-        self._live: set[_PollTask] = set()
+        self._ready: collections.deque[PollTask] = collections.deque()
+        self._live: set[PollTask] = set()
         self._threads: set[threading.Thread] = set()
         self._idle = 0
         self._starting = 0  # threads started that have not yet looked at the queue
         self._spawned = 0
         self._default_loggers: dict[str, QueueStateLogger] = {}
+        # One loop for every step of every task (the task is its first argument).
+        self._polls = retry_loop(
+            wait=ServiceWait(
+                policy,
+                fallback=self._pause,
+                wall_clock=wall_clock,
+                at_most=lambda state: call_of(state).stall.remaining(),
+            ),
+            stop=self._stops,
+            retry_on=_transient,
+            retry_result=lambda answer: answer is _AGAIN,
+            sleep=self._sleep,
+            before=self._before_poll,
+            before_sleep=self._before_sleep,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -361,7 +245,7 @@ class Poller:
         resubmit: Callable[[], str] | None = None,
         accept: str = JSON,
         on_queue_state: Callable[[str, str | None], None] | None = None,
-        headers: Mapping[str, str] | None = None,
+        sdk_method: str | None = None,
         stall_timeout: float | None = None,
         future: APIFuture[T] | None = None,
         metadata_only: bool = True,
@@ -375,9 +259,10 @@ class Poller:
         (this poller's clock), reported in ``X-Tinker-Create-Promise-Roundtrip-Time``;
         ``resubmit`` (sampling) re-sends the request after a 410 and returns the new request
         id; ``accept`` is the ``Accept`` header of the polls; ``on_queue_state(state, reason)``
-        is called with every queue state the service reports; ``headers`` are added to every
-        poll (e.g. ``x-sdk-method``); ``future`` is the pending future to resolve (the caller's
-        own, so a sample needs one future, not two), else a new one; ``metadata_only`` is the
+        is called with every queue state the service reports; ``sdk_method`` is the public
+        call the polls belong to (0.38 names it on them); ``future`` is the pending future to
+        resolve (the caller's own, so a sample needs one future, not two), else a new one;
+        ``metadata_only`` is the
         first poll's ``allow_metadata_only`` (WIRE.md §P.6: ``False`` for the fetch of a result
         that ``retrieve_futures`` reported complete).
         """
@@ -389,13 +274,13 @@ class Poller:
             if future.done():  # cancelled before its request was accepted
                 return future
         callback = on_queue_state or self._default_logger(request_type)
-        task = _PollTask(
+        task = PollTask(
             future,
             request_id,
             request_type,
             decode,
             accept=accept,
-            headers=headers or {},
+            sdk_method=sdk_method,
             resubmit=resubmit,
             on_queue_state=callback,
             created_at=created_at,
@@ -434,11 +319,11 @@ class Poller:
                 self._default_loggers[request_type] = found
             return found
 
-    def _forget(self, task: _PollTask) -> None:
+    def _forget(self, task: PollTask) -> None:
         with self._cond:
             self._live.discard(task)
 
-    def _set_demand(self, task: _PollTask, wanted: bool) -> None:
+    def _set_demand(self, task: PollTask, wanted: bool) -> None:
         """Someone waits on ``task``'s future again (``wanted``), or nobody does any more."""
         with self._cond:
             if not wanted:
@@ -451,7 +336,7 @@ class Poller:
                 task.fast_answers = 0
                 self._enqueue_locked(task)
 
-    def _park_if_hot_locked(self, task: _PollTask) -> bool:
+    def _park_if_hot_locked(self, task: PollTask) -> bool:
         """Park ``task`` when nobody waits and its service answers at once; whether it did."""
         if not (task.parked and task.fast_answers > 0):
             return False
@@ -470,7 +355,7 @@ class Poller:
             and not self._closing.is_set()
         )
 
-    def _enqueue_locked(self, task: _PollTask) -> None:
+    def _enqueue_locked(self, task: PollTask) -> None:
         self._ready.append(task)
         if self._should_spawn_locked():
             self._spawn_locked()
@@ -501,7 +386,7 @@ class Poller:
             self._live.discard(task)
             task.future.try_set_exception(error)
 
-    def _next_task(self) -> _PollTask | None:
+    def _next_task(self) -> PollTask | None:
         with self._cond:
             while True:
                 if self._closing.is_set():
@@ -522,7 +407,7 @@ class Poller:
 
     def _worker(self) -> None:
         me = threading.current_thread()
-        task: _PollTask | None = None
+        task: PollTask | None = None
         with self._cond:
             self._starting -= 1
         try:
@@ -554,7 +439,7 @@ class Poller:
     # -- one poll ----------------------------------------------------------------------------
 
     def _finish(
-        self, task: _PollTask, *, value: Any = None, error: BaseException | None = None
+        self, task: PollTask, *, value: Any = None, error: BaseException | None = None
     ) -> None:
         with self._cond:
             self._live.discard(task)
@@ -563,7 +448,7 @@ class Poller:
         else:
             task.future.try_set_result(value)
 
-    def _requeue(self, task: _PollTask) -> None:
+    def _requeue(self, task: PollTask) -> None:
         with self._cond:
             if self._closing.is_set() or task.future.done():
                 self._live.discard(task)
@@ -578,117 +463,189 @@ class Poller:
                 return
             self._enqueue_locked(task)
 
-    def _step(self, task: _PollTask) -> None:
-        iteration = task.iteration
-        task.iteration += 1
-        headers = {
-            "Accept": task.accept,
-            "X-Tinker-Request-Iteration": str(iteration),
-            "X-Tinker-Request-Type": task.request_type,
-            "X-Stainless-Raw-Response": "raw",
-        }
-        if iteration == 0:
-            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
-            roundtrip = max(0.0, task.registered_at - task.created_at)
-            headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(roundtrip)
-        headers.update(task.headers)
-        body = _wire.dumps(
-            types.FutureRetrieveRequest(
-                request_id=task.request_id, allow_metadata_only=task.metadata_only
-            )
-        )
-        # WIRE.md §P.7: the stall timeout is overshot by at most the poll in flight (<= 1 s).
-        read = min(self._poll_timeout.read, max(task.stall.remaining(), 1.0))
-        timeout = Timeout(connect=min(self._poll_timeout.connect, read), read=read)
-        sent_at = self._clock()
+    def _step(self, task: PollTask) -> None:
+        """Poll ``task`` until this thread is done with it: a final answer, a failure past the
+        stall timeout, a park, or its turn handed to a task waiting for a thread.
+
+        The polls run in tenacity: the pause after a ``try_again`` / 408 and the back-off after
+        a failed poll are :class:`~tinker_lite._transport.retry.ServiceWait`'s (WIRE.md §P.6).
+        """
         try:
-            resp = self._transport.send(
-                PoolKind.RETRIEVE_PROMISE,
-                "POST",
-                RETRIEVE_FUTURE_PATH,
-                body=body,
-                headers=headers,
-                timeout=timeout,
-            )
-        except ClientClosedError as e:
-            self._finish(task, error=e)
+            answer = self._polls(self._poll_once, task)
+        except _Yield:
+            self._requeue(task)
             return
-        except APIConnectionError as e:
-            self._back_off(task, f"{type(e).__name__}: {e}", e, None)
+        except (APIConnectionError, RetryableStatus) as e:
+            self._finish(task, error=self._stalled(task, e))
             return
-        status = resp.status
-        if 200 <= status < 300:
-            self._answered(task)
-            self._handle_ok(task, resp, self._clock() - sent_at)
-        elif status == 408:
-            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
-            self._answered(task)
-            self._note_queue_state(task, _json_object(resp))
-            self._pace(task, self._clock() - sent_at)
-        elif status == 410:
-            self._answered(task)
-            self._handle_expired(task, resp)
-        elif status == 429 or status >= 500:
-            self._back_off(task, f"HTTP {status}", None, resp)
+        if answer is _AGAIN:  # parked, or the poller is closing
+            self._requeue(task)
+            return
+        assert isinstance(answer, HttpResponse)
+        if answer.status == 410:
+            self._handle_expired(task, answer)
+        elif 200 <= answer.status < 300:
+            self._handle_ok(task, answer)
         else:
             try:
-                raise_for_status(resp, request_id=task.request_id)
+                raise_for_status(answer, request_id=task.request_id)
             except APIError as e:
                 self._finish(task, error=e)
                 return
             self._finish(  # pragma: no cover - raise_for_status raised for every non-2xx
-                task, error=APIError(f"Unexpected HTTP {status}", request_id=task.request_id)
+                task, error=APIError(f"Unexpected HTTP {answer.status}", request_id=task.request_id)
             )
 
-    def _answered(self, task: _PollTask) -> None:
+    def _poll_once(self, task: PollTask) -> HttpResponse | object:
+        """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
+        iteration = task.iteration
+        task.iteration += 1
+        # WIRE.md §P.7: the stall timeout is overshot by at most the poll in flight (<= 1 s).
+        read = min(self._poll_timeout.read, max(task.stall.remaining(), 1.0))
+        poll = Poll(
+            request_id=task.request_id,
+            request_type=task.request_type,
+            iteration=iteration,
+            accept=task.accept,
+            metadata_only=task.metadata_only,
+            timeout=Timeout(connect=min(self._poll_timeout.connect, read), read=read),
+            sdk_method=task.sdk_method,
+            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
+            roundtrip_s=max(0.0, task.registered_at - task.created_at) if iteration == 0 else None,
+        )
+        sent_at = self._clock()
+        try:
+            resp = self._send(poll)
+        except ClientClosedError:
+            raise
+        except APIConnectionError:
+            self._failed(task)
+            raise
+        status = resp.status
+        if status == 429 or status >= 500:
+            self._failed(task)
+            raise RetryableStatus(resp)
         task.stall.answered()
         task.failures = 0
+        if status == 408:
+            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
+            self._note_queue_state(task, json_object(resp))
+            self._paced(task, self._clock() - sent_at)
+            return _AGAIN
+        if 200 <= status < 300 and not resp.is_protobuf:
+            data = json_object(resp)
+            if data is not None and data.get("type") == "try_again":
+                self._note_queue_state(task, data)
+                self._paced(task, self._clock() - sent_at)
+                return _AGAIN
+            if data is not None and data.get("status") == "complete_metadata":
+                # WIRE.md §P.6: the result is ready; fetch it with a poll that asks for it.
+                task.metadata_only = False
+                task.fast_answers = 0
+                task.pause = 0.0
+                return _AGAIN
+        return resp
 
-    def _pace(self, task: _PollTask, answered_in: float) -> None:
-        """Poll again: at once after a held poll, paced after a fast answer (WIRE.md §P.6)."""
+    def _failed(self, task: PollTask) -> None:
+        task.failures += 1
+        task.fast_answers = 0
+
+    def _paced(self, task: PollTask, answered_in: float) -> None:
+        """Set the pause before the next poll: none after a held poll, paced after a fast
+        answer (WIRE.md §P.6)."""
         fast = answered_in < self._policy.pace_below_s
         task.fast_answers = task.fast_answers + 1 if fast else 0
-        delay = self._policy.pace_delay(answered_in, task.fast_answers)
-        if delay > 0:
-            with self._cond:
-                if self._park_if_hot_locked(task):
-                    return
-            self._sleep(delay)
-        self._requeue(task)
+        task.pause = self._policy.pace_delay(answered_in, task.fast_answers)
 
-    def _handle_ok(self, task: _PollTask, resp: HttpResponse, answered_in: float) -> None:
+    def _pause(self, state: RetryCallState) -> float:
+        """The back-off after a failed poll, or the pause after an answer asking to poll again."""
+        task: PollTask = call_of(state)
+        if attempt_error(state) is not None:
+            return self._policy.poll_backoff.delay(task.failures - 1, self._rand())
+        return task.pause
+
+    def _stops(self, state: RetryCallState) -> bool:
+        """Whether this thread stops polling the task: closing, a stall, or a hot park."""
+        task: PollTask = call_of(state)
+        if self._closing.is_set():
+            return True
+        if attempt_error(state) is not None:
+            return task.stall.expired()
+        return task.parked and task.fast_answers > 0 and task.pause > 0
+
+    def _before_poll(self, state: RetryCallState) -> None:
+        """Before polling a task again: hand the thread over when other tasks wait for one."""
+        if state.attempt_number > 1 and self._ready:
+            raise _Yield
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        error = attempt_error(state)
+        if error is None:
+            return
+        task: PollTask = call_of(state)
+        resp = error.response if isinstance(error, RetryableStatus) else None
+        announce_retry(
+            f"Polling {task.describe()}",
+            f"HTTP {resp.status}" if resp is not None else describe_error(error),
+            delay=state.upcoming_sleep,
+            until_s=task.stall.remaining(),
+            wall_now=self._wall_clock(),
+            invisible=is_invisible_failure(error, resp.status if resp is not None else None),
+            notice=task.notice,
+        )
+
+    def _stalled(self, task: PollTask, error: BaseException) -> BaseException:
+        """The error of a poll loop that stopped on ``error``: the client closed, or a stall."""
+        if isinstance(error, ClientClosedError):
+            return error
+        if self._closing.is_set():
+            return ClientClosedError(f"The client was closed before {task.describe()} completed.")
+        resp = error.response if isinstance(error, RetryableStatus) else None
+        problem = f"HTTP {resp.status}" if resp is not None else describe_error(error)
+        state = task.future._queue_state
+        timeout_error = APITimeoutError(
+            f"No answer from the service for {task.stall.silent_for():.0f}s while waiting for "
+            f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
+            f"{redact(problem)}; last queue state: {state or 'not reported'}).",
+            request_id=task.request_id,
+            queue_state=state,
+            elapsed=self._clock() - task.registered_at,
+        )
+        if resp is None:
+            timeout_error.__cause__ = error
+        return timeout_error
+
+    def _handle_ok(self, task: PollTask, resp: HttpResponse) -> None:
         if not resp.is_protobuf:
             try:
                 data = resp.json()
             except Exception as e:
                 self._finish(
                     task,
-                    error=_validation_error(task, resp, f"the body is not valid JSON ({e})", e),
+                    error=validation_error(
+                        task.describe(),
+                        task.request_id,
+                        resp,
+                        f"the body is not valid JSON ({e})",
+                        e,
+                    ),
                 )
                 return
-            if isinstance(data, dict):
-                if data.get("type") == "try_again":
-                    self._note_queue_state(task, data)
-                    self._pace(task, answered_in)
-                    return
-                if "error" in data:
-                    self._finish(task, error=_request_failed(task, data))
-                    return
-                if data.get("status") == "complete_metadata":
-                    # WIRE.md §P.6: the result is ready; fetch it with a poll that asks for it.
-                    task.metadata_only = False
-                    self._requeue(task)
-                    return
+            if isinstance(data, dict) and "error" in data:
+                self._finish(task, error=request_failed(task.describe(), task.request_id, data))
+                return
         try:
             value = task.decode(resp)
         except (APIError, RequestFailedError) as e:
             self._finish(task, error=e)
         except Exception as e:
-            self._finish(task, error=_validation_error(task, resp, str(e), e))
+            self._finish(
+                task, error=validation_error(task.describe(), task.request_id, resp, str(e), e)
+            )
         else:
             self._finish(task, value=value)
 
-    def _note_queue_state(self, task: _PollTask, data: Mapping[str, Any] | None) -> None:
+    def _note_queue_state(self, task: PollTask, data: Mapping[str, Any] | None) -> None:
         if not data:
             return
         state = data.get("queue_state")
@@ -701,9 +658,9 @@ class Poller:
         except Exception:
             logger.debug("on_queue_state callback failed", exc_info=True)
 
-    def _handle_expired(self, task: _PollTask, resp: HttpResponse) -> None:
+    def _handle_expired(self, task: PollTask, resp: HttpResponse) -> None:
         if task.resubmit is None or task.resubmits >= self._max_resubmits:
-            body: object = _json_object(resp) or resp.text(2000)
+            body: object = json_object(resp) or resp.text(2000)
             more = (
                 f" after {task.resubmits} re-submissions"
                 if task.resubmit is not None
@@ -741,49 +698,6 @@ class Poller:
         task.metadata_only = True
         self._requeue(task)
 
-    def _back_off(
-        self,
-        task: _PollTask,
-        problem: str,
-        error: BaseException | None,
-        resp: HttpResponse | None,
-    ) -> None:
-        task.failures += 1
-        task.fast_answers = 0
-        now = self._clock()
-        silent_for = task.stall.silent_for()
-        if task.stall.expired():
-            state = task.future._queue_state
-            timeout_error = APITimeoutError(
-                f"No answer from the service for {silent_for:.0f}s while waiting for "
-                f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
-                f"{redact(problem)}; last queue state: {state or 'not reported'}).",
-                request_id=task.request_id,
-                queue_state=state,
-                elapsed=now - task.registered_at,
-            )
-            if error is not None:
-                timeout_error.__cause__ = error
-            self._finish(task, error=timeout_error)
-            return
-        headers = resp.headers if resp is not None else None
-        delay = self._policy.poll_delay(
-            task.failures, headers, rand=self._rand(), now=self._wall_clock()
-        )
-        delay = max(0.0, min(delay, task.stall.remaining()))
-        announce_retry(
-            f"Polling {task.describe()}",
-            problem,
-            delay=delay,
-            until_s=task.stall.remaining(),
-            wall_now=self._wall_clock(),
-            invisible=is_invisible_failure(error, resp.status if resp is not None else None),
-            notice=task.notice,
-        )
-        if delay > 0:
-            self._sleep(delay)
-        self._requeue(task)
-
     # -- shutdown ----------------------------------------------------------------------------
 
     def close(self, timeout: float = 10.0) -> None:
@@ -799,7 +713,8 @@ class Poller:
             task.future.try_set_exception(
                 ClientClosedError(f"The client was closed before {task.describe()} completed.")
             )
-        self._transport.abort([PoolKind.RETRIEVE_PROMISE])
+        if self._abort is not None:
+            self._abort()
         deadline = time.monotonic() + timeout
         me = threading.current_thread()
         for thread in threads:
@@ -810,7 +725,22 @@ class Poller:
                 logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
 
 
-def _unexpected(task: _PollTask, exc: Exception) -> BaseException:
+# What a poll answers when the service asks to be polled again (try_again, 408, metadata only).
+_AGAIN = object()
+
+
+class _Yield(Exception):
+    """Ends a poll loop so that the thread serves another task (the task is queued again)."""
+
+
+def _transient(error: BaseException) -> bool:
+    """A failed poll retried after a back-off: a connection error, 429 or 5xx."""
+    return isinstance(error, RetryableStatus) or (
+        isinstance(error, APIConnectionError) and not isinstance(error, ClientClosedError)
+    )
+
+
+def _unexpected(task: PollTask, exc: Exception) -> BaseException:
     if isinstance(exc, TinkerError):
         return exc
     logger.error("Polling %s failed unexpectedly", task.describe(), exc_info=exc)
@@ -818,42 +748,4 @@ def _unexpected(task: _PollTask, exc: Exception) -> BaseException:
         f"Polling {task.describe()} failed: {type(exc).__name__}: {redact(str(exc))}"
     )
     error.__cause__ = exc
-    return error
-
-
-def _json_object(resp: HttpResponse) -> dict[str, Any] | None:
-    try:
-        data = resp.json()
-    except Exception:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _request_failed(task: _PollTask, data: dict[str, Any]) -> RequestFailedError:
-    try:
-        failed = _wire.structure(data, types.RequestFailedResponse)
-        message, category = str(failed.error), RequestErrorCategory.parse(failed.category)
-    except Exception:
-        message = str(data.get("error"))
-        category = RequestErrorCategory.parse(data.get("category"))
-    text = redact(message)
-    logger.debug("%s failed (%s): %s", task.describe(), category.value, text)
-    return RequestFailedError(
-        f"Request failed: {text} ({task.describe()}, category {category.value})",
-        request_id=task.request_id,
-        category=category,
-        details=data,
-    )
-
-
-def _validation_error(
-    task: _PollTask, resp: HttpResponse, problem: str, cause: BaseException
-) -> APIResponseValidationError:
-    error = APIResponseValidationError(
-        f"Could not read the result of {task.describe()}: {redact(problem)}",
-        body=resp.text(2000) if not resp.is_protobuf else None,
-        request_id=task.request_id,
-        status_code=resp.status,
-    )
-    error.__cause__ = cause
     return error

@@ -1,7 +1,7 @@
 """The session heartbeat: ``session_heartbeat`` every 10 s on its own thread (WIRE.md §10).
 
 A heartbeat that keeps failing warns after two minutes; HTTP 410 (the session expired on the
-service) stops it with a warning. It holds the transport, never the session holder.
+service) stops it with a warning. It holds the requestor's send, never the session holder.
 """
 
 from __future__ import annotations
@@ -11,26 +11,26 @@ import threading
 import time
 from collections.abc import Callable
 
-from tinker_lite import types
-from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import ClientClosedError, TinkerError
-from tinker_lite._transport.http import HEARTBEAT_TIMEOUT, PoolKind, Transport, redact
+from tinker_lite._transport.http import HttpResponse, redact
 
-__all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_PATH", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
+__all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
 
 logger = logging.getLogger("tinker_lite.session")
 
 HEARTBEAT_INTERVAL = 10.0
 HEARTBEAT_WARN_AFTER = 120.0
-HEARTBEAT_PATH = "/api/v1/session_heartbeat"
 
 
 class Heartbeat:
-    """Sends ``session_heartbeat`` every ``interval`` s on its own thread (WIRE.md §10)."""
+    """Sends ``session_heartbeat`` every ``interval`` s on its own thread (WIRE.md §10).
+
+    ``beat()`` sends one and returns the answer, whatever its status.
+    """
 
     def __init__(
         self,
-        transport: Transport,
+        beat: Callable[[], HttpResponse],
         session_id: str,
         *,
         interval: float = HEARTBEAT_INTERVAL,
@@ -38,14 +38,13 @@ class Heartbeat:
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool] | None = None,
     ) -> None:
-        self._transport = transport
+        self._send_beat = beat
         self._session_id = session_id
         self._interval = interval
         self._warn_after = warn_after
         self._clock = clock
         self._stop = threading.Event()
         self._wait = wait if wait is not None else self._stop.wait
-        self._body = _wire.dumps(types.SessionHeartbeatRequest(session_id=session_id))
         self.beats = 0
         self.failures = 0
         self.expired = False
@@ -93,13 +92,7 @@ class Heartbeat:
 
     def _beat(self) -> str | None:
         try:
-            resp = self._transport.send(
-                PoolKind.SESSION,
-                "POST",
-                HEARTBEAT_PATH,
-                body=self._body,
-                timeout=HEARTBEAT_TIMEOUT,
-            )
+            resp = self._send_beat()
         except ClientClosedError:
             self._stop.set()
             return "expired"

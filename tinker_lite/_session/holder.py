@@ -1,10 +1,11 @@
 """The session holder shared by every client of one ServiceClient.
 
-A :class:`SessionHolder` takes its settings from :mod:`tinker_lite._session.settings`, its
-credentials from :mod:`tinker_lite._session.credentials`, its start-up requests from
-:mod:`tinker_lite._session.startup` and its heartbeat from :mod:`tinker_lite._session.heartbeat`; it
-owns the HTTP transport, the poller, the heartbeat, dynamic-config and telemetry threads, and runs
-the start-up sequence in order (WIRE.md §P.10, golden-0.38):
+A :class:`SessionHolder` takes its settings from :mod:`tinker_lite._session.settings` and sends
+every request through its requestor (:mod:`tinker_lite._api`, seen here as :class:`SessionCalls`:
+the requestor builds the service's headers and runs the one retrying send); it reads the
+start-up answers with :mod:`tinker_lite._session.startup`, owns the poller, the heartbeat,
+dynamic-config and telemetry threads, and runs the start-up sequence in order (WIRE.md §P.10,
+golden-0.38):
 
 1. ``POST /api/v1/client/config {"sdk_version"}``;
 2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key; the JWT is then
@@ -18,39 +19,33 @@ the start-up sequence in order (WIRE.md §P.10, golden-0.38):
 telemetry, finishes the session (``POST /api/v1/sessions/{id}/finish``; 404 ignored) and joins
 every thread it started.
 
-Size (over the house's ~600 lines): the holder is one lifecycle (start, send, close) over one
-set of locks, threads and a finalizer that must see all of them, so it stays in one module;
-settings, credentials, the start-up requests, the heartbeat and answer decoding live apart.
-
 Threading: every public method is safe to call from many threads at once (e.g. 400 concurrent
-samples). Background threads (heartbeat, telemetry, polling) hold no reference to the holder, so
-an unclosed holder can still be garbage-collected; its threads are then stopped without sending
-anything.
+samples). Background threads (heartbeat, telemetry, polling) hold the requestor, which holds the
+holder weakly, so an unclosed holder can still be garbage-collected; its threads are then
+stopped without sending anything.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from collections.abc import Callable
 from types import TracebackType
-from typing import Literal, TypeVar
+from typing import Literal, Protocol
 
 from tinker_lite import types
-from tinker_lite._codec import wire as _wire
-from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
     NotFoundError,
     TinkerError,
 )
-from tinker_lite._futures.poller import Poller
+from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._session.credentials import Credentials, jwt_expiry
 from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
 from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
@@ -62,32 +57,12 @@ from tinker_lite._session.settings import (
     resolve_settings,
 )
 from tinker_lite._session.startup import (
-    CLIENT_CONFIG_PATH,
-    DYNAMIC_CONFIG_PATH,
     MIN_REFRESH_INTERVAL_S,
     DynamicConfig,
-    fetch_client_config,
-    make_token_fetcher,
+    read_client_config,
 )
-from tinker_lite._transport.http import (
-    DEFAULT_POOL_SIZES,
-    DEFAULT_TIMEOUT,
-    JSON,
-    RETRIEVE_FUTURE_TIMEOUT,
-    HttpResponse,
-    PoolKind,
-    Timeout,
-    Transport,
-    redact,
-)
-from tinker_lite._transport.retry import (
-    DEFAULT_RETRY_POLICY,
-    NO_RETRIES,
-    RetryPolicy,
-    StallWatch,
-    send_with_retries,
-    with_operation_retries,
-)
+from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, HttpResponse, Timeout, redact
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from tinker_lite.telemetry import Telemetry
 
 __all__ = [
@@ -95,6 +70,7 @@ __all__ = [
     "ENV_BASE_URL",
     "FinishReason",
     "SampleGate",
+    "SessionCalls",
     "SessionHolder",
     "Settings",
     "WireMode",
@@ -105,19 +81,45 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.session")
 
-T = TypeVar("T")
-
-CREATE_SESSION_PATH = "/api/v1/create_session"
-
 FinishReason = Literal["success", "errored", "interrupted"]
 
-# Start-up requests (client config, auth token) are retried at most twice.
-_STARTUP_MAX_RETRIES = 2
-# WIRE.md §5.2: the operation-level (Layer B) retry budget of a submit.
-OPERATION_BUDGET_S = 300.0
 
+class SessionCalls(Protocol):
+    """What a session holder asks of its requestor (:class:`tinker_lite._api.Requestor`)."""
 
-# ---------------------------------------------------------------------------------------------
+    closing: threading.Event
+    credentials: Credentials
+    sample_gate: SampleGate
+    fetch_jwt: Callable[[], str]
+
+    def attach(self, session: SessionHolder) -> None: ...
+
+    def client_config(self) -> HttpResponse: ...
+
+    def dynamic_config(self, *, initial: bool) -> HttpResponse: ...
+
+    def create_session(
+        self, request: types.CreateSessionRequest
+    ) -> types.CreateSessionResponse: ...
+
+    def heartbeat(self, session_id: str) -> HttpResponse: ...
+
+    def finish_session(
+        self,
+        session_id: str,
+        request: types.SessionFinishRequest,
+        *,
+        sdk_method: str | None,
+        read_timeout: float,
+    ) -> HttpResponse: ...
+
+    def send_telemetry(self, body: bytes) -> None: ...
+
+    def retrieve_future(self, poll: Poll) -> HttpResponse: ...
+
+    def abort_polls(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +130,7 @@ def _shutdown_components(
     heartbeat: list[Heartbeat | None],
     telemetry: list[Telemetry | None],
     poller: Poller,
-    transport: Transport,
+    api: SessionCalls,
     dynamic: DynamicConfig,
 ) -> None:
     """Stop every thread of an abandoned holder without sending anything."""
@@ -138,8 +140,8 @@ def _shutdown_components(
         hb.stop(timeout=1.0)
     tel = telemetry[0]
     if tel is not None:
-        tel.close(timeout=0.0)
-    transport.close()
+        tel.abandon()
+    api.close()
     poller.close(timeout=1.0)
     # Closing the transport ends any send in flight, so these threads now exit promptly.
     dynamic.join(timeout=1.0)
@@ -157,27 +159,27 @@ def _atexit_close(ref: weakref.ref[SessionHolder]) -> None:
 
 
 class SessionHolder:
-    """Connection, session and background machinery shared by the clients of one ServiceClient.
+    """Session and background machinery shared by the clients of one ServiceClient.
 
     ``settings`` are the connection's resolved options (:func:`resolve_settings`; its
-    ``user_metadata`` is sent with ``create_session``). ``create_session=False`` makes a
-    session-less holder (REST use); ``lazy=True`` delays the start-up requests until first use;
-    ``poll_threads`` caps the polling threads (default: the sampling in-flight cap + 32);
-    ``heartbeat_interval`` is the heartbeat period; ``dynamic_config_min_interval`` the shortest
-    refresh period of the dynamic config; ``request_timeout`` is the timeout of requests sent
-    without one of their own and ``poll_timeout`` the one of each ``retrieve_future`` long poll.
-    ``sleep``, ``rand``, ``clock`` (monotonic), ``wall_clock`` (epoch) and ``heartbeat_wait`` are
+    ``user_metadata`` is sent with ``create_session``); ``api`` is the connection's requestor,
+    which sends every request. ``create_session=False`` makes a session-less holder (REST use);
+    ``lazy=True`` delays the start-up requests until first use; ``poll_threads`` caps the
+    polling threads (default: the sampling in-flight cap + 32); ``heartbeat_interval`` is the
+    heartbeat period; ``dynamic_config_min_interval`` the shortest refresh period of the dynamic
+    config; ``poll_timeout`` the timeout of each ``retrieve_future`` long poll. ``sleep``,
+    ``rand``, ``clock`` (monotonic), ``wall_clock`` (epoch) and ``heartbeat_wait`` are
     injectable for tests.
     """
 
     def __init__(
         self,
         settings: Settings,
+        api: SessionCalls,
         *,
         create_session: bool = True,
         lazy: bool = False,
         poll_threads: int | None = None,
-        request_timeout: Timeout = DEFAULT_TIMEOUT,
         poll_timeout: Timeout = RETRIEVE_FUTURE_TIMEOUT,
         heartbeat_interval: float = HEARTBEAT_INTERVAL,
         heartbeat_wait: Callable[[float], bool] | None = None,
@@ -190,38 +192,20 @@ class SessionHolder:
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
+        self._api = api
         self._want_session = create_session
-        self._retry_policy = retry_policy
-        self._closing = threading.Event()
-        self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
-        self._rand = rand
+        self._closing = api.closing
         self._clock = clock
-        self._wall_clock = wall_clock
         self._heartbeat_interval = heartbeat_interval
-        self._request_timeout = request_timeout
         self._heartbeat_wait = heartbeat_wait
         self._telemetry_flush_interval = telemetry_flush_interval
         self._user_poll_threads = poll_threads
 
-        self._credentials = Credentials(
-            self.settings.api_key, command=self.settings.credential_command, wall_clock=wall_clock
-        )
-        headers = {**self.settings.cloudflare_headers, **self.settings.default_headers}
-        sizes = dict(DEFAULT_POOL_SIZES)
-        if poll_threads is not None:
-            sizes[PoolKind.RETRIEVE_PROMISE] = max(sizes[PoolKind.RETRIEVE_PROMISE], poll_threads)
-        self._transport = Transport(
-            self.settings.base_url,
-            headers=headers,
-            auth=self._credentials.current,
-            reauth=self._credentials.reauth,
-            pool_sizes=sizes,
-            verify=self.settings.verify,
-            json_loads=_wire.loads,
-        )
-        self.sample_gate = sample_gate_for(self.settings.base_url, self.settings.api_key)
+        self._credentials = api.credentials
+        self.sample_gate = api.sample_gate
         self._poller = Poller(
-            self._transport,
+            api.retrieve_future,
+            abort=api.abort_polls,
             max_workers=poll_threads or self.sample_gate.limit + 32,
             poll_timeout=poll_timeout,
             stall_timeout=self.settings.stall_timeout,
@@ -231,10 +215,8 @@ class SessionHolder:
             wall_clock=wall_clock,
             policy=retry_policy,
         )
-
         self._dynamic = DynamicConfig(
-            self._transport,
-            self.settings.sdk_version,
+            functools.partial(_fetch_dynamic_config, api),
             min_interval=dynamic_config_min_interval,
         )
         self._counter_lock = threading.Lock()
@@ -250,13 +232,14 @@ class SessionHolder:
         self._close_lock = threading.Lock()
         self._closed = False
 
+        api.attach(self)
         self._finalizer = weakref.finalize(
             self,
             _shutdown_components,
             self._heartbeat_ref,
             self._telemetry_ref,
             self._poller,
-            self._transport,
+            api,
             self._dynamic,
         )
         ref = weakref.ref(self)
@@ -280,16 +263,6 @@ class SessionHolder:
     # -- settings ----------------------------------------------------------------------------
 
     @property
-    def _startup_policy(self) -> RetryPolicy:
-        policy = self._retry_policy
-        budget = self.settings.startup_timeout
-        if policy.budget_s is not None:
-            budget = min(budget, policy.budget_s)
-        return replace(
-            policy, max_retries=min(policy.max_retries, _STARTUP_MAX_RETRIES), budget_s=budget
-        )
-
-    @property
     def base_url(self) -> str:
         """The service's base URL."""
         return self.settings.base_url
@@ -308,11 +281,6 @@ class SessionHolder:
     def sdk_version(self) -> str:
         """The ``sdk_version`` sent to the service (WIRE.md §P.11)."""
         return self.settings.sdk_version
-
-    @property
-    def transport(self) -> Transport:
-        """The HTTP transport (one attempt per send)."""
-        return self._transport
 
     @property
     def poller(self) -> Poller:
@@ -362,6 +330,21 @@ class SessionHolder:
         if mode == "auto":
             return "protobuf" if self.client_config_from_server else "json"
         return mode
+
+    @property
+    def first_chunk_last(self) -> bool:
+        """Whether a split forward/forward_backward sends its first chunk after the others.
+
+        golden-0.38 (``parallel_fwdbwd_chunks``, on by default): the service holds the later
+        chunks until the first arrives, then takes the whole batch together. A 0.4.1-era
+        service gets the chunks in ``seq_id`` order.
+        """
+        return self.client_config_from_server and self.client_config.parallel_fwdbwd_chunks
+
+    @property
+    def started_session_id(self) -> str | None:
+        """The session's id if it has started (asking does not start it)."""
+        return self._session_id
 
     @property
     def session_id(self) -> str | None:
@@ -414,7 +397,7 @@ class SessionHolder:
             return self._session_id
 
     def _connect(self) -> None:
-        config, from_server = self._fetch_client_config()
+        config, from_server = read_client_config(self._api.client_config)
         self._client_config = config
         self._client_config_from_server = from_server
         if from_server:
@@ -423,29 +406,10 @@ class SessionHolder:
                 self._poller.set_max_workers(self.sample_gate.limit + 32)
         self._credentials.use_client_config(config, from_server=from_server)
         if config.pjwt_auth_enabled:
-            self._credentials.enable_jwt(
-                make_token_fetcher(
-                    self._transport,
-                    self._credentials.exchange_credential,
-                    policy=self._startup_policy,
-                    sleep=self._sleep,
-                    rand=self._rand,
-                    wall_clock=self._wall_clock,
-                    clock=self._clock,
-                )
-            )
+            self._credentials.enable_jwt(self._api.fetch_jwt)
         if from_server:
             # WIRE.md §P.10: after the JWT (it authenticates this request), before the session.
-            self._dynamic.fetch_initial(
-                lambda body, timeout: self._send(
-                    PoolKind.SESSION,
-                    "POST",
-                    DYNAMIC_CONFIG_PATH,
-                    body=body,
-                    timeout=timeout,
-                    policy=self._startup_policy,
-                )
-            )
+            self._dynamic.fetch_initial()
             self._dynamic.start()
 
     def _start_background(self, session_id: str | None) -> None:
@@ -454,7 +418,7 @@ class SessionHolder:
             if self._closed:
                 raise ClientClosedError("The client was closed during start-up.")
             telemetry = Telemetry(
-                self._transport,
+                self._api.send_telemetry,
                 session_id=session_id,
                 sdk_version=self.settings.sdk_version,
                 enabled=self.settings.telemetry,
@@ -465,7 +429,7 @@ class SessionHolder:
             telemetry.session_start()
             if session_id is not None:
                 heartbeat = Heartbeat(
-                    self._transport,
+                    functools.partial(self._api.heartbeat, session_id),
                     session_id,
                     interval=self._heartbeat_interval,
                     clock=self._clock,
@@ -473,19 +437,6 @@ class SessionHolder:
                 )
                 self._heartbeat_ref[0] = heartbeat
                 heartbeat.start()
-
-    def _fetch_client_config(self) -> tuple[types.ClientConfigResponse, bool]:
-        body = _wire.dumps(types.ClientConfigRequest(sdk_version=self.settings.sdk_version))
-
-        def post(remaining_s: float) -> HttpResponse:
-            policy = self._startup_policy.within(remaining_s)
-            return self._send(
-                PoolKind.SESSION, "POST", CLIENT_CONFIG_PATH, body=body, policy=policy
-            )
-
-        return fetch_client_config(
-            post, budget_s=self.settings.startup_timeout, clock=self._clock, sleep=self._sleep
-        )
 
     def _create_session(self) -> str:
         request = types.CreateSessionRequest(
@@ -495,8 +446,7 @@ class SessionHolder:
             sdk_version=self.settings.sdk_version,
             project_id=self.settings.project_id,
         )
-        resp = self._send(PoolKind.SESSION, "POST", CREATE_SESSION_PATH, body=_wire.dumps(request))
-        created = self.parse(resp, types.CreateSessionResponse, what="create_session")
+        created = self._api.create_session(request)
         if created.info_message:
             logger.info("%s", created.info_message)
         if created.warning_message:
@@ -505,171 +455,6 @@ class SessionHolder:
             logger.error("%s", created.error_message)
         logger.debug("Created session %s", created.session_id)
         return created.session_id
-
-    # -- requests ----------------------------------------------------------------------------
-
-    def _send(
-        self,
-        pool: PoolKind,
-        method: str,
-        path: str,
-        *,
-        body: bytes | None = None,
-        content_type: str | None = JSON,
-        query: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: Timeout | None = None,
-        policy: RetryPolicy | None = None,
-        accept_status: Collection[int] = (),
-        allow_redirects: bool = True,
-        request_id: str | None = None,
-    ) -> HttpResponse:
-        return send_with_retries(
-            self._transport,
-            pool,
-            method,
-            path,
-            body=body,
-            content_type=content_type,
-            query=query,
-            headers=headers,
-            timeout=self._request_timeout if timeout is None else timeout,
-            allow_redirects=allow_redirects,
-            accept_status=accept_status,
-            policy=self._retry_policy if policy is None else policy,
-            sleep=self._sleep,
-            rand=self._rand,
-            wall_clock=self._wall_clock,
-            request_id=request_id,
-            clock=self._clock,
-        )
-
-    def _prepare(
-        self,
-        body_obj: object | None,
-        body: bytes | None,
-        headers: Mapping[str, str] | None,
-        sdk_method: str | None,
-    ) -> tuple[bytes | None, dict[str, str]]:
-        if body_obj is not None and body is not None:
-            raise InvalidInputError("body", "pass body_obj or body, not both")
-        data = _wire.dumps(body_obj) if body_obj is not None else body
-        return data, {**self.settings.sdk_headers(sdk_method), **(headers or {})}
-
-    def request(
-        self,
-        pool: PoolKind,
-        method: str,
-        path: str,
-        *,
-        body_obj: object | None = None,
-        body: bytes | None = None,
-        content_type: str | None = JSON,
-        query: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: Timeout | None = None,
-        retry: bool = True,
-        sdk_method: str | None = None,
-        accept_status: Collection[int] = (),
-        allow_redirects: bool = True,
-    ) -> HttpResponse:
-        """Send one request with Layer-A retries (``retry=False``: a single attempt).
-
-        ``body_obj`` (an attrs model or JSON value) is encoded with ``_wire.dumps``; ``body`` is
-        sent as is. ``sdk_method`` adds ``x-sdk-version`` / ``x-sdk-method`` headers. Returns
-        the 2xx answer (or one in ``accept_status``); raises the status's
-        :class:`~tinker_lite.APIStatusError` subclass or a connection error.
-        """
-        self.ensure_started()
-        data, merged = self._prepare(body_obj, body, headers, sdk_method)
-        return self._send(
-            pool,
-            method,
-            path,
-            body=data,
-            content_type=content_type,
-            query=query,
-            headers=merged,
-            timeout=timeout,
-            policy=None if retry else NO_RETRIES,
-            accept_status=accept_status,
-            allow_redirects=allow_redirects,
-        )
-
-    def submit(
-        self,
-        pool: PoolKind,
-        method: str,
-        path: str,
-        *,
-        body_obj: object | None = None,
-        body: bytes | None = None,
-        content_type: str | None = JSON,
-        query: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: Timeout | None = None,
-        retry: bool = True,
-        sdk_method: str | None = None,
-        accept_status: Collection[int] = (),
-        budget_s: float | None = None,
-        deadline: StallWatch | None = None,
-    ) -> HttpResponse:
-        """Like :meth:`request`, wrapped in the 5-minute operation layer (WIRE.md §5.2).
-
-        The body is encoded once and every re-send carries the same bytes, hence the same
-        ``seq_id`` (WIRE.md §P.4); each re-send gets a new idempotency key. ``budget_s``
-        (default 300 s, or the retry policy's ``budget_s`` when shorter) bounds both layers
-        together: no HTTP retry starts whose back-off would end after it and each attempt's
-        timeouts are cut to what is left, so the final error arrives within about that time.
-        The stall timeout bounds it too (WIRE.md §P.7): what is left of ``deadline`` (a
-        :meth:`stall_watch` started when the request's life began), else the whole stall timeout.
-        """
-        # The start-up a first call triggers counts against the call's budget too.
-        started = self._clock()
-        self.ensure_started()
-        data, merged = self._prepare(body_obj, body, headers, sdk_method)
-        base_policy = self._retry_policy
-        policy = base_policy if retry else NO_RETRIES
-        total = OPERATION_BUDGET_S if budget_s is None else budget_s
-        # WIRE.md §P.7: the stall timeout bounds the whole life of a request.
-        total = min(
-            total, self.settings.stall_timeout if deadline is None else deadline.remaining()
-        )
-        if base_policy.budget_s is not None:
-            total = min(total, base_policy.budget_s)
-
-        def once() -> HttpResponse:
-            attempt_policy = policy.within(total - (self._clock() - started))
-            return self._send(
-                pool,
-                method,
-                path,
-                body=data,
-                content_type=content_type,
-                query=query,
-                headers=merged,
-                timeout=timeout,
-                policy=attempt_policy,
-                accept_status=accept_status,
-            )
-
-        return with_operation_retries(
-            once,
-            budget_s=max(total - (self._clock() - started), 0.0),
-            sleep=self._sleep,
-            clock=self._clock,
-            describe=f"{method.upper()} {path}",
-            policy=base_policy,
-            wall_clock=self._wall_clock,
-        )
-
-    def stall_watch(self) -> StallWatch:
-        """A new deadline for one request's life (WIRE.md §P.7) on this holder's clock and sleep."""
-        return StallWatch(self.stall_timeout, self._clock, self._sleep)
-
-    def parse(self, resp: HttpResponse, cls: type[T], *, what: str | None = None) -> T:
-        """Decode a direct JSON answer into ``cls`` (APIResponseValidationError on mismatch)."""
-        return parse_model(resp, cls, what=what)
 
     # -- counters ----------------------------------------------------------------------------
 
@@ -716,16 +501,15 @@ class SessionHolder:
                 heartbeat.stop(timeout=min(2.0, timeout))
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
+                # Sent once, bounded, before the session ends (WIRE.md §P.7, §P.12).
                 telemetry.session_end()
-                telemetry.flush(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+                telemetry.close(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
             if self._started.is_set() and self._session_id is not None:
                 remaining = deadline - time.monotonic()
                 self._finish_session(finish, sdk_method, max(0.5, min(10.0, remaining)))
-            if telemetry is not None:
-                telemetry.close(timeout=max(0.0, min(2.0, deadline - time.monotonic())))
         finally:
             self._poller.close(timeout=max(0.5, deadline - time.monotonic()))
-            self._transport.close()
+            self._api.close()
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
                 telemetry.join(1.0)
@@ -738,22 +522,16 @@ class SessionHolder:
     def _finish_session(
         self, finish: types.SessionFinishRequest, sdk_method: str | None, read_timeout: float
     ) -> None:
-        body, headers = self._prepare(finish, None, None, sdk_method)
-        path = f"/api/v1/sessions/{self._session_id}/finish"
+        session_id = self._session_id
+        assert session_id is not None
         try:
-            self._send(
-                PoolKind.SESSION,
-                "POST",
-                path,
-                body=body,
-                headers=headers,
-                timeout=Timeout(connect=min(5.0, read_timeout), read=read_timeout),
-                policy=NO_RETRIES,
+            self._api.finish_session(
+                session_id, finish, sdk_method=sdk_method, read_timeout=read_timeout
             )
         except NotFoundError:
             logger.debug("The service has no session finish endpoint (404); ignored")
         except TinkerError as e:
-            logger.info("Could not finish session %s: %s", self._session_id, redact(str(e)))
+            logger.info("Could not finish session %s: %s", session_id, redact(str(e)))
 
     def _abandon(self) -> None:
         """Stop everything after a failed start-up (nothing is sent)."""
@@ -778,3 +556,7 @@ class SessionHolder:
             self.close("interrupted", exc_type.__name__)
         else:
             self.close("errored", exc_type.__name__)
+
+
+def _fetch_dynamic_config(api: SessionCalls, initial: bool) -> HttpResponse:
+    return api.dynamic_config(initial=initial)

@@ -10,11 +10,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch, wait_until
 
 __all__ = ["THROTTLE_WARNING_INTERVAL_S", "SampleGate", "sample_gate_for"]
 
@@ -29,24 +28,16 @@ class SampleGate:
 
     Every SamplingClient of the process talking to the same service with the same key shares
     one gate: :meth:`slot` holds one of ``limit`` in-flight places from submit until the result
-    arrives; after a 429, :meth:`note_429` opens a back-off window (``Retry-After`` when given
-    and <= 60 s, else 1 s) that :meth:`wait_backoff` makes every sampler respect.
+    arrives; after a 429, :meth:`hold` opens a back-off window (its length is the sampling
+    loop's :class:`~tinker_lite._transport.retry.ServiceWait`: ``Retry-After`` when given and
+    <= 60 s, else 1 s) that every sampler's loop waits out (:meth:`backoff_remaining`).
     """
 
-    def __init__(
-        self,
-        limit: int = 400,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
-        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    ) -> None:
+    def __init__(self, limit: int = 400, *, clock: Callable[[], float] = time.monotonic) -> None:
         if limit < 1:
             raise InvalidInputError("limit", f"must be >= 1, got {limit}")
         self._limit = limit
-        self._policy = policy
         self._clock = clock
-        self._wall_clock = wall_clock
         self._cond = threading.Condition()
         self._in_flight = 0
         self._backoff_until = 0.0
@@ -97,12 +88,11 @@ class SampleGate:
         finally:
             self.release()
 
-    def note_429(self, headers: Mapping[str, str] | None = None) -> float:
-        """Open (or extend) the back-off window after a 429; returns its length in seconds."""
-        delay = self._policy.throttle_delay(headers, now=self._wall_clock())
+    def hold(self, seconds: float) -> None:
+        """After a 429: no sampler sends for ``seconds`` (the window is opened or extended)."""
         now = self._clock()
         with self._cond:
-            self._backoff_until = max(self._backoff_until, now + delay)
+            self._backoff_until = max(self._backoff_until, now + seconds)
             if self._throttled_since is None:
                 self._throttled_since = now
             # WIRE.md §P.7: a wait says why it waits, at most once a minute.
@@ -120,7 +110,6 @@ class SampleGate:
                 throttled_for,
                 self._in_flight,
             )
-        return delay
 
     def note_accepted(self) -> None:
         """Record that the service accepted a sample request: any 429 episode is over."""
@@ -131,24 +120,6 @@ class SampleGate:
     def backoff_remaining(self) -> float:
         """Seconds left in the back-off window (0 when sampling may proceed)."""
         return max(0.0, self._backoff_until - self._clock())
-
-    def wait_backoff(
-        self, sleep: Callable[[float], object] = time.sleep, deadline: StallWatch | None = None
-    ) -> float:
-        """Sleep until the back-off window has passed; returns the seconds waited.
-
-        Stops early, without sleeping past it, when ``deadline`` would pass first or ``sleep``
-        returns true (an interrupted ``Event.wait``); :meth:`backoff_remaining` then is > 0.
-        """
-        waited = 0.0
-
-        def timed(seconds: float) -> object:
-            nonlocal waited
-            waited += seconds
-            return sleep(seconds)
-
-        wait_until(self.backoff_remaining, sleep=timed, deadline=deadline)
-        return waited
 
 
 _GATES: weakref.WeakValueDictionary[tuple[str, str], SampleGate] = weakref.WeakValueDictionary()

@@ -30,12 +30,15 @@ from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.telemetry import is_telemetry_enabled
 
 if TYPE_CHECKING:
+    import requests
+
     from tinker_lite._journal import Journal
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_SAMPLE_WORKERS",
     "DEFAULT_STALL_TIMEOUT",
+    "DEFAULT_STARTUP_TIMEOUT",
     "ENV_API_KEY",
     "ENV_BASE_URL",
     "ENV_JOURNAL",
@@ -64,6 +67,9 @@ ENV_STALL_TIMEOUT = "TINKER_LITE_STALL_TIMEOUT"
 ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
 
 DEFAULT_STALL_TIMEOUT = 300.0
+DEFAULT_STARTUP_TIMEOUT = 30.0
+"""How long a service this process never had an answer from is tried (WIRE.md §P.7): a wrong
+URL or a machine without network fails in half a minute, not after the stall timeout."""
 DEFAULT_SAMPLE_WORKERS = 16
 """Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
 (about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
@@ -90,7 +96,7 @@ class Settings:
     project_id: str | None = None
     tags: tuple[str, ...] = ()
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
-    startup_timeout: float = DEFAULT_STALL_TIMEOUT
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     wire: WireMode = "auto"
     sdk_version: str = WIRE_SDK_VERSION
     telemetry: bool = True
@@ -105,6 +111,7 @@ class Settings:
     """``TINKER_CREDENTIAL_CMD`` when set: run at connect time (see ``Credentials``)."""
     credential_source: CredentialSource | None = None
     """Where ``api_key`` came from (or ``"command"`` when only the command is set)."""
+    requests_session: requests.Session | None = None
 
     @property
     def is_local(self) -> bool:
@@ -114,12 +121,6 @@ class Settings:
     def with_base_url(self, base_url: str) -> Settings:
         """These settings with another base URL (the local server's, once it has started)."""
         return replace(self, base_url=base_url)
-
-    def sdk_headers(self, sdk_method: str | None) -> dict[str, str]:
-        """The ``x-sdk-version`` / ``x-sdk-method`` headers 0.38 puts on a public call."""
-        if not sdk_method:
-            return {}
-        return {"x-sdk-version": self.sdk_version, "x-sdk-method": sdk_method}
 
     def __repr__(self) -> str:
         return (
@@ -132,8 +133,12 @@ class Settings:
             f"verify={self.verify!r}, display_name={self.display_name!r}, "
             f"default_headers={sorted(self.default_headers)!r}, "
             f"sample_workers={self.sample_workers!r}, max_retries={self.max_retries!r}, "
-            f"journal={self.journal!r})"
+            f"journal={self.journal!r}, requests_session={self._session_name()})"
         )
+
+    def _session_name(self) -> str | None:
+        session = self.requests_session
+        return None if session is None else type(session).__name__
 
 
 def _nonempty(value: str | None) -> str | None:
@@ -194,6 +199,7 @@ def resolve_settings(
     sample_workers: int = DEFAULT_SAMPLE_WORKERS,
     max_retries: int | None = None,
     journal: str | os.PathLike[str] | Journal | None = None,
+    requests_session: requests.Session | None = None,
     allow_local: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -202,8 +208,9 @@ def resolve_settings(
     Raises :class:`~tinker_lite.InvalidInputError` naming the argument or environment variable
     at fault (an API key with whitespace, a missing key for a remote service, a bad stall
     timeout, an unknown ``wire`` mode, a base URL that is not http(s), a bad ``sample_workers``
-    or ``max_retries``). ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`;
-    the client context starts the local server and swaps in its URL).
+    or ``max_retries``, a ``requests_session`` that is not a ``requests.Session``).
+    ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`; the client context
+    starts the local server and swaps in its URL).
     """
     env = os.environ if environ is None else environ
 
@@ -256,7 +263,13 @@ def resolve_settings(
         cf_headers["CF-Access-Client-Secret"] = cf_secret
 
     stall = _seconds(stall_timeout, "stall_timeout", env, ENV_STALL_TIMEOUT, DEFAULT_STALL_TIMEOUT)
-    startup = _seconds(startup_timeout, "startup_timeout", env, ENV_STARTUP_TIMEOUT, stall)
+    startup = _seconds(
+        startup_timeout,
+        "startup_timeout",
+        env,
+        ENV_STARTUP_TIMEOUT,
+        min(DEFAULT_STARTUP_TIMEOUT, stall),
+    )
 
     if wire not in ("auto", "protobuf", "json"):
         raise InvalidInputError("wire", f"must be 'auto', 'protobuf' or 'json', got {wire!r}")
@@ -288,6 +301,15 @@ def resolve_settings(
         replace(DEFAULT_RETRY_POLICY, max_retries=max_retries)  # checks it, naming the field
     if journal is None:
         journal = _nonempty(env.get(ENV_JOURNAL, "").strip())
+    if requests_session is not None:
+        import requests
+
+        if not isinstance(requests_session, requests.Session):
+            raise InvalidInputError(
+                "requests_session",
+                f"must be a requests.Session, got {type(requests_session).__name__}",
+                "e.g. a session with your proxies, certificates or mounted adapters",
+            )
 
     return Settings(
         base_url=url,
@@ -309,4 +331,5 @@ def resolve_settings(
         journal=journal,
         credential_command=credential.command,
         credential_source=credential.source,
+        requests_session=requests_session,
     )

@@ -10,15 +10,16 @@
    (at least 10 s) by :class:`DynamicConfig`'s thread; a failed refresh keeps the last values.
 
 A service that does not answer ``client/config`` predates ``client/dynamic_config`` too, so
-neither the dynamic config nor its refresh is requested from it. Background threads here hold
-the transport, never the session holder.
+neither the dynamic config nor its refresh is requested from it. The requests themselves are
+the requestor's (:mod:`tinker_lite._api`); this module reads their answers. Background threads
+here hold the requestor's send, never the session holder.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
@@ -30,25 +31,16 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
-from tinker_lite._session.credentials import token_fetcher
-from tinker_lite._transport.http import (
-    HttpResponse,
-    PoolKind,
-    Timeout,
-    Transport,
-    is_certificate_error,
-    raise_for_status,
-    redact,
-)
-from tinker_lite._transport.retry import RetryPolicy, send_with_retries, with_operation_retries
+from tinker_lite._transport.failures import is_certificate_error, is_connect_timeout
+from tinker_lite._transport.http import HttpResponse, Timeout, redact
 
 __all__ = [
     "CLIENT_CONFIG_PATH",
     "DYNAMIC_CONFIG_PATH",
     "DYNAMIC_CONFIG_TIMEOUT",
     "DynamicConfig",
-    "fetch_client_config",
-    "make_token_fetcher",
+    "is_connection_failure",
+    "read_client_config",
 ]
 
 logger = logging.getLogger("tinker_lite.session")
@@ -62,40 +54,29 @@ MIN_REFRESH_INTERVAL_S = 10.0
 
 
 def is_connection_failure(error: BaseException) -> bool:
-    """A connection that could not be made (refused, DNS, TLS handshake): no answer, no timeout.
+    """A connection that could not be made (refused, DNS, TLS handshake, a connect timeout):
+    the service gave no answer at all.
 
     A rejected certificate is not one: it will not change by waiting.
     """
-    return (
-        isinstance(error, APIConnectionError)
-        and not isinstance(error, (ClientClosedError, APITimeoutError))
-        and not is_certificate_error(error)
-    )
+    if not isinstance(error, APIConnectionError) or isinstance(error, ClientClosedError):
+        return False
+    if isinstance(error, APITimeoutError) and not is_connect_timeout(error):
+        return False
+    return not is_certificate_error(error)
 
 
-def fetch_client_config(
-    post: Callable[[float], HttpResponse],
-    *,
-    budget_s: float,
-    clock: Callable[[], float],
-    sleep: Callable[[float], object],
+def read_client_config(
+    fetch: Callable[[], HttpResponse],
 ) -> tuple[types.ClientConfigResponse, bool]:
     """``client/config``: the flags and whether the service answered (a current service).
 
-    ``post(remaining_s)`` sends one attempt (with the start-up HTTP retries) within what is
-    left of ``budget_s``. Until the service has answered once, a connection that cannot be
-    made is retried for the whole budget: the service may be starting.
+    ``fetch()`` sends the request (until the service has answered once, a connection that
+    cannot be made is retried for the start-up budget: the service may be starting). A service
+    that answers something unusable (404, a bad body) gets the built-in defaults.
     """
-    started = clock()
     try:
-        resp = with_operation_retries(
-            lambda: post(budget_s - (clock() - started)),
-            budget_s=budget_s,
-            sleep=sleep,
-            clock=clock,
-            is_retryable=is_connection_failure,
-            describe=f"POST {CLIENT_CONFIG_PATH} (start-up)",
-        )
+        resp = fetch()
         data = decode_json(resp, what="client/config")
         config = _wire.structure(data, types.ClientConfigResponse)
     except Exception as e:
@@ -114,55 +95,22 @@ def fetch_client_config(
     return config, True
 
 
-def make_token_fetcher(
-    transport: Transport,
-    credential: Callable[[], str | None],
-    *,
-    policy: RetryPolicy,
-    sleep: Callable[[float], object],
-    rand: Callable[[], float],
-    wall_clock: Callable[[], float],
-    clock: Callable[[], float],
-) -> Callable[[], str]:
-    """The ``auth/token`` exchange, sent with the start-up retries (it runs on any thread later:
-    it holds what it needs, never the holder)."""
-
-    def post(path: str, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
-        return send_with_retries(
-            transport,
-            PoolKind.SESSION,
-            "POST",
-            path,
-            body=body,
-            headers=headers,
-            policy=policy,
-            sleep=sleep,
-            rand=rand,
-            wall_clock=wall_clock,
-            clock=clock,
-        )
-
-    return token_fetcher(post, credential)
-
-
 class DynamicConfig:
     """The service's dynamic flags (``client/dynamic_config``), refreshed on their own thread.
 
-    :meth:`fetch_initial` reads them once (with ``send``, the start-up retries); :meth:`start`
-    then re-reads them every ``refresh_interval_sec`` (at least ``min_interval`` s) with one
-    attempt each, keeping the last values when a refresh fails. :attr:`current` is safe to read
-    from any thread.
+    ``fetch(initial)`` sends the request: :meth:`fetch_initial` reads the flags once (with the
+    start-up retries); :meth:`start` then re-reads them every ``refresh_interval_sec`` (at least
+    ``min_interval`` s) with one attempt each, keeping the last values when a refresh fails.
+    :attr:`current` is safe to read from any thread.
     """
 
     def __init__(
         self,
-        transport: Transport,
-        sdk_version: str,
+        fetch: Callable[[bool], HttpResponse],
         *,
         min_interval: float = MIN_REFRESH_INTERVAL_S,
     ) -> None:
-        self._transport = transport
-        self._body = _wire.dumps(types.ClientConfigRequest(sdk_version=sdk_version))
+        self._fetch = fetch
         self._min_interval = min_interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -172,11 +120,10 @@ class DynamicConfig:
     def __repr__(self) -> str:
         return f"DynamicConfig(current={self.current!r})"
 
-    def fetch_initial(self, send: Callable[[bytes, Timeout], HttpResponse]) -> None:
+    def fetch_initial(self) -> None:
         """Read the flags once; 404 or an unusable answer keeps the built-in defaults."""
         try:
-            resp = send(self._body, DYNAMIC_CONFIG_TIMEOUT)
-            self.current = self._decode(resp)
+            self.current = self._decode(self._fetch(True))
         except ClientClosedError:
             raise
         except TinkerError as e:
@@ -211,15 +158,7 @@ class DynamicConfig:
     def refresh_once(self) -> bool:
         """One refresh attempt; False (values kept) when it fails."""
         try:
-            resp = self._transport.send(
-                PoolKind.SESSION,
-                "POST",
-                DYNAMIC_CONFIG_PATH,
-                body=self._body,
-                timeout=DYNAMIC_CONFIG_TIMEOUT,
-            )
-            raise_for_status(resp, what=DYNAMIC_CONFIG_PATH)
-            config = self._decode(resp)
+            config = self._decode(self._fetch(False))
         except TinkerError as e:
             logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
             return False

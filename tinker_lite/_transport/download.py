@@ -7,8 +7,8 @@ signed URL that has expired (403, 404 or 410) is replaced once through the ``ref
 408, 409, 425, 429 and 5xx answers are retried with the back-off of the
 :class:`~tinker_lite._transport.retry.RetryPolicy`, honouring ``Retry-After``, until
 ``max_attempts`` failures in a row or ``stall_timeout`` seconds without progress. The signed URL is
-fetched without Tinker credentials (WIRE.md §3.10), through urllib3 with the environment's proxies,
-CA bundle and netrc (:mod:`tinker_lite._transport.proxies`), following up to 30 redirects."""
+fetched without Tinker credentials (WIRE.md §3.10) with a plain ``requests.Session``: requests
+applies the environment's proxies, CA bundle and netrc and follows up to 30 redirects."""
 
 from __future__ import annotations
 
@@ -19,11 +19,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-import urllib3
+import requests
 import urllib3.exceptions
-from urllib3.util.retry import Retry
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -34,14 +32,8 @@ from tinker_lite._errors import (
     status_error_class,
 )
 from tinker_lite._progress import Progress
-from tinker_lite._transport.http import classify_failure
-from tinker_lite._transport.proxies import (
-    basic_auth,
-    environment_settings,
-    pool_manager,
-    select_proxy,
-    tls_pool_kwargs,
-)
+from tinker_lite._transport.failures import classify_failure
+from tinker_lite._transport.loops import ServiceWait, attempt_error, release, retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
@@ -94,12 +86,12 @@ def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:
     return _header_int(span.split("-", 1)[0]), _header_int(total_text)
 
 
-def _status_error(resp: urllib3.BaseHTTPResponse, what: str) -> APIStatusError:
-    cls = status_error_class(resp.status)
+def _status_error(resp: requests.Response, what: str) -> APIStatusError:
+    cls = status_error_class(resp.status_code)
     reason = resp.reason or ""
     return cls(
-        f"{what}: HTTP {resp.status} {reason}".rstrip(),
-        status_code=resp.status,
+        f"{what}: HTTP {resp.status_code} {reason}".rstrip(),
+        status_code=resp.status_code,
         headers=dict(resp.headers),
     )
 
@@ -116,57 +108,13 @@ def _size(path: Path) -> int:
         return 0
 
 
+# requests' errors are OSErrors; a body cut short while streaming is urllib3's or http.client's.
 _STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 
-# No retries inside urllib3 (download() has its own loop); redirects are followed.
-_REDIRECTS_ONLY = Retry(total=None, connect=0, read=False, status=0, other=0, redirect=30)
 
-
-def _body_chunks(resp: urllib3.BaseHTTPResponse, chunk_size: int) -> Iterator[bytes]:
+def _body_chunks(resp: requests.Response, chunk_size: int) -> Iterator[bytes]:
     # Raw bytes exactly as sent: the archive is verified against Content-Length.
-    yield from resp.stream(chunk_size, decode_content=False)
-
-
-class _Router:
-    """Sends GETs the way the environment says: proxy, CA bundle and netrc of each URL's host.
-
-    Managers are kept per proxy, so a refreshed URL on the same host reuses its connection.
-    """
-
-    def __init__(self, pool: urllib3.PoolManager | None) -> None:
-        self._given = pool
-        self._managers: dict[str | None, urllib3.PoolManager] = {}
-        self._tls: dict[str, Any] | None = None
-
-    def get(
-        self, url: str, headers: dict[str, str], timeout: urllib3.Timeout
-    ) -> urllib3.BaseHTTPResponse:
-        settings = environment_settings(url, True)
-        manager = self._given
-        if manager is None:
-            if self._tls is None:
-                self._tls = tls_pool_kwargs(settings.verify)
-            proxy = select_proxy(url, settings.proxies)
-            manager = self._managers.get(proxy)
-            if manager is None:
-                manager = pool_manager(proxy, num_pools=4, maxsize=1, **self._tls)
-                self._managers[proxy] = manager
-        if settings.netrc_auth is not None:
-            headers = {**headers, "Authorization": basic_auth(*settings.netrc_auth)}
-        return manager.urlopen(
-            "GET",
-            url,
-            headers=headers,
-            timeout=timeout,
-            retries=_REDIRECTS_ONLY,
-            redirect=True,
-            preload_content=False,
-            decode_content=False,
-        )
-
-    def close(self) -> None:
-        for manager in self._managers.values():
-            manager.clear()
+    yield from resp.raw.stream(chunk_size, decode_content=False)
 
 
 def download(
@@ -174,7 +122,7 @@ def download(
     dest: str | os.PathLike[str],
     *,
     refresh_url: Callable[[], str] | None = None,
-    pool: urllib3.PoolManager | None = None,
+    session: requests.Session | None = None,
     progress: Progress | None = None,
     overwrite: bool = False,
     max_attempts: int = 8,
@@ -192,7 +140,8 @@ def download(
     is called at most once between two successful reads. Retryable failures (408, 409, 425,
     429, 5xx, dropped connections) are retried up to ``max_attempts`` times in a row without
     progress, waiting ``Retry-After`` (when 0 < delay <= 60 s) or 1, 2, 4 ... 30 s, and never past
-    ``stall_timeout`` seconds without progress. ``sleep``, ``now`` (wall clock) and ``clock``
+    ``stall_timeout`` seconds without progress. ``session`` is the requests session to use (a
+    new one, closed at the end, by default). ``sleep``, ``now`` (wall clock) and ``clock``
     (monotonic) are injectable for tests.
 
     Raises :class:`FileExistsError` when ``dest`` exists and ``overwrite`` is false, an
@@ -205,149 +154,203 @@ def download(
         raise FileExistsError(f"{dest_path} already exists (use --force to replace it)")
     dest_path.parent.mkdir(parents=True, exist_ok=True)
     part = part_path(dest_path)
-    what = f"download of {dest_path.name}"
+    state = _Download(
+        part,
+        url,
+        what=f"download of {dest_path.name}",
+        http=session if session is not None else requests.Session(),
+        refresh_url=refresh_url,
+        progress=progress,
+        timeout=timeout,
+        chunk_size=chunk_size,
+        stall=StallWatch(stall_timeout, clock),
+    )
     resumed_from = _size(part)
-    router = _Router(pool)
-    wait = urllib3.Timeout(connect=timeout[0], read=timeout[1])
-    attempts = 0
-    failures = 0
-    refreshes = 0
-    refreshed_since_progress = False
-    total: int | None = None
-    current_url = url
-    stall = StallWatch(stall_timeout, clock)
-
-    def fail_or_wait(
-        error: TinkerError, resp: urllib3.BaseHTTPResponse | None = None, *, at_once: bool = False
-    ) -> None:
-        nonlocal failures
-        failures += 1
-        headers = resp.headers if resp is not None else None
-        delay = 0.0 if at_once else policy.download_delay(failures, headers, now=now())
-        if failures >= max_attempts or delay > stall.remaining():
-            raise error
-        if delay > 0:
-            sleep(delay)
-
+    retrier = retry_loop(
+        wait=ServiceWait(
+            policy,
+            fallback=lambda retry: (
+                0.0
+                if isinstance(attempt_error(retry), _Restart)
+                else policy.download_backoff.delay(state.failures - 1)
+            ),
+            wall_clock=now,
+        ),
+        stop=lambda retry: (
+            state.failures >= max_attempts or retry.upcoming_sleep > state.stall.remaining()
+        ),
+        retry_on=_retried,
+        sleep=sleep,
+    )
     try:
-        while True:
-            offset = _size(part)
-            if total is not None and offset == total:
-                break
-            headers = {"Accept-Encoding": "identity"}
-            if offset:
-                headers["Range"] = f"bytes={offset}-"
-            attempts += 1
-            try:
-                resp = router.get(current_url, headers, wait)
-            except _STREAM_ERRORS as exc:
-                # The exception text holds the signed URL: only its kind is shown.
-                fail_or_wait(
-                    APIConnectionError(
-                        f"{what} failed after {failures + 1} attempts: connection "
-                        f"{classify_failure(exc)} ({type(exc).__name__})"
-                    )
-                )
-                continue
-            with resp:
-                status = resp.status
-                if status in EXPIRED_URL_STATUSES:
-                    if refresh_url is not None and not refreshed_since_progress:
-                        current_url = refresh_url()
-                        refreshes += 1
-                        refreshed_since_progress = True
-                        continue
-                    raise _status_error(resp, f"{what} refused")
-                if status == 416:
-                    _, range_total = _parse_content_range(resp.headers.get("Content-Range"))
-                    if range_total is not None and offset == range_total:
-                        total = range_total
-                        break
-                    _truncate(part)
-                    fail_or_wait(
-                        DownloadError("the server refused to resume; restarting"), at_once=True
-                    )
-                    continue
-                if status in RETRY_STATUSES or status >= 500:
-                    fail_or_wait(
-                        _status_error(resp, f"{what} failed after {failures + 1} attempts"), resp
-                    )
-                    continue
-                if status not in (200, 206):
-                    raise _status_error(resp, f"{what} failed")
-
-                if status == 206:
-                    first, range_total = _parse_content_range(resp.headers.get("Content-Range"))
-                    if first != offset:
-                        # The server answered a different range: start over from byte 0.
-                        _truncate(part)
-                        fail_or_wait(
-                            DownloadError("unexpected Content-Range; restarting"), at_once=True
-                        )
-                        continue
-                    total = range_total
-                    mode = "ab"
-                    start = offset
-                else:
-                    # 200: the whole body (the server ignored or did not get our Range).
-                    total = _header_int(resp.headers.get("Content-Length"))
-                    mode = "wb"
-                    start = 0
-                if progress is not None:
-                    progress.set_total(total)
-                    progress.reset(start)
-
-                written = 0
-                interrupted: BaseException | None = None
-                with part.open(mode) as out:
-                    try:
-                        for chunk in _body_chunks(resp, chunk_size):
-                            out.write(chunk)
-                            written += len(chunk)
-                            if progress is not None:
-                                progress.update(len(chunk))
-                    except _STREAM_ERRORS as exc:
-                        interrupted = exc
-                    out.flush()
-                    os.fsync(out.fileno())
-                if written:
-                    failures = 0
-                    stall.answered()
-                    refreshed_since_progress = False
-                size = _size(part)
-                if total is None and interrupted is None:
-                    total = size
-                    break
-                if total is not None and size == total:
-                    break
-                if total is not None and size > total:
-                    _truncate(part)
-                    fail_or_wait(
-                        DownloadError(f"received {size} bytes, more than the expected {total}"),
-                        at_once=True,
-                    )
-                    continue
-                reason = f": {interrupted}" if interrupted is not None else ""
-                fail_or_wait(
-                    APIConnectionError(
-                        f"download interrupted at {size}/{total if total is not None else '?'} "
-                        f"bytes{reason}"
-                    )
-                )
+        retrier(state.attempt)
     finally:
-        router.close()
+        release(retrier)
+        if session is None:
+            state.http.close()
 
     size = _size(part)
-    if total is not None and size != total:
-        raise DownloadError(f"downloaded {size} bytes, expected {total}")
+    if state.total is not None and size != state.total:
+        raise DownloadError(f"downloaded {size} bytes, expected {state.total}")
     os.replace(part, dest_path)
     return DownloadResult(
         path=dest_path,
         size=size,
         resumed_from=resumed_from,
-        attempts=attempts,
-        url_refreshes=refreshes,
+        attempts=state.attempts,
+        url_refreshes=state.refreshes,
     )
+
+
+class _Restart(DownloadError):
+    """The part file was wrong and is emptied: the download restarts at once, without a wait."""
+
+
+def _retried(error: BaseException) -> bool:
+    """Whether a failed attempt is tried again: the connection, 408/409/425/429/5xx, a restart."""
+    if isinstance(error, APIStatusError):
+        return error.status_code in RETRY_STATUSES or error.status_code >= 500
+    return isinstance(error, (APIConnectionError, _Restart))
+
+
+class _Download:
+    """One download's progress between its attempts (each attempt is one GET from the offset)."""
+
+    def __init__(
+        self,
+        part: Path,
+        url: str,
+        *,
+        what: str,
+        http: requests.Session,
+        refresh_url: Callable[[], str] | None,
+        progress: Progress | None,
+        timeout: tuple[float, float],
+        chunk_size: int,
+        stall: StallWatch,
+    ) -> None:
+        self.part = part
+        self.url = url
+        self.what = what
+        self.http = http
+        self.refresh_url = refresh_url
+        self.progress = progress
+        self.timeout = timeout
+        self.chunk_size = chunk_size
+        self.stall = stall
+        self.attempts = 0
+        self.failures = 0  # failed attempts since the last byte written
+        self.refreshes = 0
+        self.refreshed_since_progress = False
+        self.total: int | None = None
+
+    def failed(self, error: TinkerError) -> TinkerError:
+        self.failures += 1
+        return error
+
+    def attempt(self) -> None:
+        """GET from the part file's size until the archive is whole (refreshing an expired URL
+        once between two successful reads); raise what went wrong otherwise."""
+        while True:
+            offset = _size(self.part)
+            if self.total is not None and offset == self.total:
+                return
+            headers = {"Accept-Encoding": "identity"}
+            if offset:
+                headers["Range"] = f"bytes={offset}-"
+            self.attempts += 1
+            try:
+                resp = self.http.get(self.url, headers=headers, timeout=self.timeout, stream=True)
+            except _STREAM_ERRORS as exc:
+                # The exception text holds the signed URL: only its kind is shown.
+                raise self.failed(
+                    APIConnectionError(
+                        f"{self.what} failed after {self.failures + 1} attempts: connection "
+                        f"{classify_failure(exc)} ({type(exc).__name__})"
+                    )
+                ) from None
+            with resp:
+                if self._read(resp, offset):
+                    return
+
+    def _read(self, resp: requests.Response, offset: int) -> bool:
+        """Handle one answer: True when the archive is whole; False to GET again at once."""
+        status = resp.status_code
+        what = self.what
+        if status in EXPIRED_URL_STATUSES:
+            if self.refresh_url is not None and not self.refreshed_since_progress:
+                self.url = self.refresh_url()
+                self.refreshes += 1
+                self.refreshed_since_progress = True
+                return False
+            raise _status_error(resp, f"{what} refused")
+        if status == 416:
+            _, range_total = _parse_content_range(resp.headers.get("Content-Range"))
+            if range_total is not None and offset == range_total:
+                self.total = range_total
+                return True
+            _truncate(self.part)
+            raise self.failed(_Restart("the server refused to resume; restarting"))
+        if status in RETRY_STATUSES or status >= 500:
+            raise self.failed(
+                _status_error(resp, f"{what} failed after {self.failures + 1} attempts")
+            )
+        if status not in (200, 206):
+            raise _status_error(resp, f"{what} failed")
+
+        if status == 206:
+            first, range_total = _parse_content_range(resp.headers.get("Content-Range"))
+            if first != offset:
+                # The server answered a different range: start over from byte 0.
+                _truncate(self.part)
+                raise self.failed(_Restart("unexpected Content-Range; restarting"))
+            self.total = range_total
+            mode = "ab"
+            start = offset
+        else:
+            # 200: the whole body (the server ignored or did not get our Range).
+            self.total = _header_int(resp.headers.get("Content-Length"))
+            mode = "wb"
+            start = 0
+        progress = self.progress
+        if progress is not None:
+            progress.set_total(self.total)
+            progress.reset(start)
+
+        written = 0
+        interrupted: BaseException | None = None
+        with self.part.open(mode) as out:
+            try:
+                for chunk in _body_chunks(resp, self.chunk_size):
+                    out.write(chunk)
+                    written += len(chunk)
+                    if progress is not None:
+                        progress.update(len(chunk))
+            except _STREAM_ERRORS as exc:
+                interrupted = exc
+            out.flush()
+            os.fsync(out.fileno())
+        if written:
+            self.failures = 0
+            self.stall.answered()
+            self.refreshed_since_progress = False
+        size = _size(self.part)
+        total = self.total
+        if total is None and interrupted is None:
+            self.total = size
+            return True
+        if total is not None and size == total:
+            return True
+        if total is not None and size > total:
+            _truncate(self.part)
+            raise self.failed(_Restart(f"received {size} bytes, more than the expected {total}"))
+        reason = f": {interrupted}" if interrupted is not None else ""
+        raise self.failed(
+            APIConnectionError(
+                f"download interrupted at {size}/{total if total is not None else '?'} "
+                f"bytes{reason}"
+            )
+        )
 
 
 def _has_data_filter() -> bool:

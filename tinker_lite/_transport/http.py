@@ -1,26 +1,28 @@
-"""HTTP transport: a urllib3 pool manager per pool kind, default headers, the error mapping.
+"""HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping.
 
-A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (retries live
-in :mod:`tinker_lite._transport.retry`; urllib3's own are off); it never raises a ``urllib3``,
-``http.client`` or socket exception: those become :class:`~tinker_lite.APIConnectionError` or
-:class:`~tinker_lite.APITimeoutError` with the original kept as ``__cause__``. Statuses are not
-raised by ``send``; :func:`raise_for_status` is the one mapping from a response to its exception
-(WIRE.md §1.8).
+A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (the
+requestor's tenacity loops decide every re-send; urllib3's own retries are off); it never
+raises a ``requests``, ``urllib3``, ``http.client`` or socket exception: those become
+:class:`~tinker_lite.APIConnectionError` or :class:`~tinker_lite.APITimeoutError` with the
+original kept as ``__cause__``. Statuses are not raised by ``send``; :func:`raise_for_status` is
+the one mapping from a response to its exception (WIRE.md §1.8).
 
-Threading: a :class:`Transport` is shared by every thread of one session holder. Each pool kind has
-its own ``PoolManager`` (a ``ProxyManager`` when the environment routes the base URL through a
-proxy, :mod:`tinker_lite._transport.proxies`) keeping up to ``pool_sizes[kind]`` connections per
-host, so a burst of sampling requests can never starve heartbeats or training submits (WIRE.md
-§P.9). :meth:`Transport.close` aborts requests still in flight (their sockets are shut down, so
-blocked threads return at once with :class:`ClientClosedError`) and closes every pooled connection.
+requests does what requests does: cookies, redirects (a POST answered 301/302/303 becomes a GET;
+``Authorization`` is dropped for another host), proxies and ``NO_PROXY``, the CA bundle
+(``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), netrc, ``Content-Length``, gzip. What it reads
+from the environment is resolved once per session with its own
+``Session.merge_environment_settings`` and ``get_netrc_auth`` (WIRE.md §P.9), not on every
+request: each request is prepared from settings merged once and handed to ``Session.send``. The
+credential (``X-API-Key``) is a requests auth handler: it re-sends a request once after a 401
+when the credential could be refreshed (WIRE.md §13.2), and leaves it off a redirect to another
+host. A caller may hand in its own ``requests.Session``: its headers, auth, cookies, proxies,
+certificates and mounted adapters are used, and it is not closed with the transport.
 
-What the transport does itself, as requests did for it: redirects (up to 30, 301/302/303 turn a
-POST into a GET, ``Authorization`` and ``Cookie`` dropped for another origin), a cookie store
-per pool kind (the service's load balancer may pin a client with a cookie), header validation,
-netrc credentials and ``Content-Length`` on every request that may carry a body.
-
-Size: about 850 lines, because translating every ``urllib3`` / socket failure into a tinker_lite
-exception is the transport's one job and is kept in one place.
+Threading: a :class:`Transport` is shared by every thread of one connection. Each pool kind has
+its own session whose adapter keeps up to ``pool_sizes[kind]`` connections per host, so a burst
+of sampling requests can never starve heartbeats or training submits (WIRE.md §P.9).
+:meth:`Transport.close` aborts requests still in flight on its own sessions (their sockets are
+shut down, so blocked threads return at once with :class:`ClientClosedError`).
 
 The API key is read through the ``auth`` callable at each request and is never logged, never put
 in a ``repr`` and never copied into an exception message (:func:`redact` removes every registered
@@ -29,48 +31,50 @@ credential from texts built from server answers).
 
 from __future__ import annotations
 
-import datetime
-import email.utils
 import enum
-import http.client
 import ipaddress
 import json
 import logging
 import platform
-import re
-import socket
-import ssl
 import threading
 import time
 import urllib.parse
-import uuid
-import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import requests
+import requests.adapters
+import requests.auth
+import requests.exceptions
+import requests.utils
 import urllib3
 import urllib3.connectionpool
 import urllib3.exceptions
-from urllib3 import HTTPHeaderDict
-from urllib3.util.retry import Retry
+import urllib3.response
+from requests.cookies import RequestsCookieJar, merge_cookies
+from requests.models import PreparedRequest
+from requests.structures import CaseInsensitiveDict
 
 from tinker_lite._errors import (
     APIConnectionError,
-    APITimeoutError,
     ClientClosedError,
     InvalidInputError,
     WireFormatError,
     format_status_error,
     status_error_class,
 )
-from tinker_lite._transport.proxies import (
-    basic_auth,
-    environment_settings,
-    pool_manager,
-    select_proxy,
-    tls_pool_kwargs,
+from tinker_lite._secrets import redact, register_secret
+from tinker_lite._transport.adapters import (
+    MAX_KEPT_URLS,
+    PoolAdapter,
+    ServiceAuth,
+    check_header,
+    header_error,
+    pool_session,
+    session_auth,
 )
+from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure, low_level_cause
 from tinker_lite._version import __version__
 
 __all__ = [
@@ -86,9 +90,7 @@ __all__ = [
     "PoolKind",
     "Timeout",
     "Transport",
-    "is_certificate_error",
     "is_loopback_url",
-    "new_idempotency_key",
     "path_param",
     "raise_for_status",
     "redact",
@@ -150,33 +152,6 @@ TELEMETRY_TIMEOUT = Timeout(connect=5.0, read=5.0)
 
 
 # ---------------------------------------------------------------------------------------------
-# Credentials never reach a message
-
-
-_SECRETS: set[str] = set()
-_SECRETS_LOCK = threading.Lock()
-
-
-def register_secret(value: str | None) -> None:
-    """Remember a credential so :func:`redact` removes it from any text shown to users."""
-    if value and len(value) >= 4:
-        with _SECRETS_LOCK:
-            _SECRETS.add(value)
-
-
-def redact(text: str) -> str:
-    """Replace every registered credential in ``text`` by ``***``."""
-    if not _SECRETS:
-        return text
-    with _SECRETS_LOCK:
-        secrets = sorted(_SECRETS, key=len, reverse=True)
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, "***")
-    return text
-
-
-# ---------------------------------------------------------------------------------------------
 # Responses
 
 
@@ -195,8 +170,8 @@ class HttpResponse:
         json_loads: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.status = status
-        self.headers: HTTPHeaderDict = (
-            headers if isinstance(headers, HTTPHeaderDict) else HTTPHeaderDict(headers)
+        self.headers: Mapping[str, str] = (
+            headers if isinstance(headers, CaseInsensitiveDict) else CaseInsensitiveDict(headers)
         )
         self.body = body
         self.elapsed = elapsed
@@ -299,11 +274,6 @@ def user_agent() -> str:
     return f"tinker_lite/{__version__} (Python {platform.python_version()}; {platform.system()})"
 
 
-def new_idempotency_key() -> str:
-    """A fresh ``X-Idempotency-Key`` value for one logical request (WIRE.md §1.3)."""
-    return f"tinker-lite-retry-{uuid.uuid4()}"
-
-
 # Characters kept as-is in a path parameter: unreserved, sub-delims, ':' and '@' (RFC 3986).
 _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
@@ -327,10 +297,6 @@ def is_loopback_url(url: str) -> bool:
     return address.is_loopback or address.is_unspecified
 
 
-def _format_seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
 def _validate_base_url(base_url: str) -> str:
     parts = urllib.parse.urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -345,329 +311,63 @@ def _validate_base_url(base_url: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Connection tracking, so close() can abort requests blocked in a read
-
-
-class _ConnectionTracker:
-    """Remembers every connection a pool opened, to shut their sockets down on close."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def add(self, conn: Any) -> None:
-        with self._lock:
-            self._connections.add(conn)
-
-    def abort_all(self) -> None:
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            sock = getattr(conn, "sock", None)
-            if sock is None:
-                continue
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
-    """Make ``manager``'s pools register every connection they open with ``tracker``."""
-
-    class TrackedHTTPConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
-        def _new_conn(self) -> Any:
-            conn = super()._new_conn()
-            tracker.add(conn)
-            return conn
-
-    class TrackedHTTPSConnectionPool(urllib3.connectionpool.HTTPSConnectionPool):
-        def _new_conn(self) -> Any:
-            conn = super()._new_conn()
-            tracker.add(conn)
-            return conn
-
-    # A SOCKS manager has pool classes of its own (its connections are not tracked).
-    if type(manager) in (urllib3.PoolManager, urllib3.ProxyManager):
-        manager.pool_classes_by_scheme = {
-            "http": TrackedHTTPConnectionPool,
-            "https": TrackedHTTPSConnectionPool,
-        }
-
-
-# ---------------------------------------------------------------------------------------------
 # The transport
 
 
-def _nested_errors(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and every error nested in it (causes, contexts, exception arguments, reasons).
-
-    urllib3 keeps the underlying failure as ``__cause__``, as an argument
-    (``ProtocolError("Connection aborted.", ConnectionResetError(...))``) or as
-    ``MaxRetryError.reason``.
-    """
-    seen: set[int] = set()
-    stack: list[BaseException] = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        nested: list[object] = [current.__cause__, current.__context__]
-        nested.append(getattr(current, "reason", None))
-        nested.extend(getattr(current, "args", ()))
-        stack.extend(item for item in nested if isinstance(item, BaseException))
-
-
-def _unreachable_message(exc: BaseException, where: str, request: str) -> str:
-    """A plain sentence for a connect that failed: the OS's reason, never urllib3's chain."""
-    errors = list(_nested_errors(exc))
-    if any(isinstance(e, socket.gaierror) for e in errors):
-        host = where.rsplit(":", 1)[0]
-        return (
-            f"Cannot resolve the host name {host} ({request}): check the base URL "
-            "(--base-url / TINKER_BASE_URL) and the network's DNS."
-        )
-    reasons = [e.strerror for e in errors if isinstance(e, OSError) and e.strerror]
-    reason = reasons[0] if reasons else "no connection could be made"
-    return f"Cannot connect to {where} ({request}): {reason}; check the base URL and the network."
-
-
-FailureKind = Literal["refused", "unreachable", "timeout", "other"]
-
-
-def classify_failure(exc: BaseException) -> FailureKind:
-    """What went wrong in a failed HTTP attempt.
-
-    ``refused``: nothing listens at the address; ``unreachable``: no connection could be made
-    for another reason (name resolution, network unreachable); ``timeout``: a connect or read
-    timeout expired; ``other``: the connection broke (reset, TLS, protocol error).
-    """
-    errors = list(_nested_errors(exc))
-    if any(isinstance(e, ConnectionRefusedError) for e in errors):
-        return "refused"
-    # urllib3's NewConnectionError subclasses ConnectTimeoutError although it is raised for
-    # every failed connect that did not time out: it must be tested before the timeouts.
-    if any(isinstance(e, urllib3.exceptions.NewConnectionError) for e in errors):
-        return "unreachable"
-    if any(isinstance(e, (urllib3.exceptions.TimeoutError, TimeoutError)) for e in errors):
-        return "timeout"
-    return "other"
-
-
-def is_certificate_error(exc: BaseException) -> bool:
-    """Whether a failed attempt (or the error it caused) rejected the server's TLS certificate.
-
-    A rejected certificate is a setting to fix (``verify=``), not a service that is starting.
-    """
-    return any(isinstance(e, ssl.SSLCertVerificationError) for e in _nested_errors(exc))
-
-
-def _host_port(url: str) -> str:
-    """``host:port`` of ``url`` (never its user info)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or "?"
-    if ":" in host:
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80
-    return f"{host}:{port}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Headers, cookies and redirects: what the transport does for itself
-
-
-# As requests checks them: a name without ':' or whitespace, a value without line breaks that
-# does not start with whitespace (or is empty).
-_VALID_HEADER_NAME = re.compile(r"^[^:\s][^:\r\n]*\Z")
-_VALID_HEADER_VALUE = re.compile(r"^\S[^\r\n]*\Z|^\Z")
-
-# A header kept for the wire: lower-case name -> (name as given, value).
-_Headers = dict[str, tuple[str, Any]]
-
-
-def _header_problem(name: object, value: object) -> Literal["form", "latin-1"] | None:
-    """What is wrong with a header for the wire: its form, a non latin-1 value, or nothing."""
-    if not isinstance(name, str) or not isinstance(value, str):
-        return "form"
-    if not _VALID_HEADER_NAME.match(name) or not _VALID_HEADER_VALUE.match(value):
-        return "form"
-    if not value.isascii():
-        try:
-            value.encode("latin-1")
-        except UnicodeEncodeError:
-            return "latin-1"
-    return None
-
-
-def _header_error(problem: Literal["form", "latin-1"], request: str) -> InvalidInputError:
-    if problem == "latin-1":
-        return InvalidInputError("headers", f"{request}: a header value is not latin-1 text")
-    return InvalidInputError(
-        "headers",
-        f"{request}: a header name or value is not a string or holds a line break, "
-        "leading whitespace or a reserved character",
-        "check default_headers and the CLOUDFLARE_ACCESS_* variables for a stray newline",
-    )
-
-
-class _Cookies:
-    """The cookies one origin set, sent back on later requests to it (one pool kind's jar).
-
-    Domain and path attributes are not needed (every request goes to the base URL's origin);
-    ``Max-Age <= 0`` or an ``Expires`` in the past removes a cookie.
-    """
-
-    __slots__ = ("_lock", "_values", "header")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[str, str] = {}
-        self.header: str | None = None
-
-    def update(self, set_cookies: list[str]) -> None:
-        """Store what ``Set-Cookie`` answer headers say."""
-        with self._lock:
-            for line in set_cookies:
-                pair, *attributes = line.split(";")
-                name, sep, value = pair.partition("=")
-                name = name.strip()
-                if not sep or not name:
-                    continue
-                if any(_expires_now(attribute) for attribute in attributes):
-                    self._values.pop(name, None)
-                else:
-                    self._values[name] = value.strip()
-            text = "; ".join(f"{k}={v}" for k, v in self._values.items())
-            self.header = text or None
-
-
-def _expires_now(attribute: str) -> bool:
-    """Whether a ``Set-Cookie`` attribute ends the cookie now (``Max-Age=0``, a past date)."""
-    key, _, value = attribute.partition("=")
-    key = key.strip().lower()
-    if key == "max-age":
-        try:
-            return int(value.strip()) <= 0
-        except ValueError:
-            return False
-    if key == "expires":
-        try:
-            when = email.utils.parsedate_to_datetime(value.strip())
-        except (TypeError, ValueError, IndexError):
-            return False
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.timezone.utc)
-        return when <= datetime.datetime.now(datetime.timezone.utc)
-    return False
-
-
-_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-_MAX_REDIRECTS = 30
-# Dropped when a redirect turns the request into a GET without a body.
-_BODY_HEADERS = ("content-length", "content-type", "transfer-encoding")
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urllib.parse.urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, parts.hostname or "", port
-
-
-def _redirected_method(status: int, method: str) -> str:
-    """The method after a redirect, as browsers and requests do it (RFC 9110 §15.4)."""
-    if status in (302, 303) and method != "HEAD":
-        return "GET"
-    if status == 301 and method == "POST":
-        return "GET"
-    return method
-
-
-def _keeps_credentials(old: str, new: str) -> bool:
-    """Whether a redirect from ``old`` to ``new`` keeps ``Authorization`` (same origin, or the
-    upgrade of ``http`` on port 80 to ``https`` on 443 of the same host)."""
-    before, after = _origin(old), _origin(new)
-    if before == after:
-        return True
-    return before == ("http", after[1], 80) and after[0] == "https" and after[2] == 443
-
-
-# WIRE.md §P.4: the only retry layer is tinker_lite's own, so urllib3 never retries (nor
-# follows redirects: the transport does, to keep its cookies and credentials rules).
-_NO_RETRIES = Retry(total=False)
 # How many checked header pairs a transport keeps (emptied when full: per-request values such
 # as idempotency keys pass through it).
 _MAX_CHECKED_HEADERS = 1024
-# How many parsed request URLs a transport keeps (a few fixed paths, plus ids in REST paths).
-_MAX_KEPT_TARGETS = 256
+
+_Headers = CaseInsensitiveDict[str]
 
 
-class _TooManyRedirects(urllib3.exceptions.HTTPError):
-    """More than :data:`_MAX_REDIRECTS` redirects in a row."""
+@dataclass(frozen=True)
+class _Resolved:
+    """What requests would read from a session and the environment for the base URL, once."""
 
-
-# ---------------------------------------------------------------------------------------------
-# The transport
-
-
-class _Pool:
-    """One pool kind's connections: its manager(s), their tracker and its cookie jar."""
-
-    __slots__ = ("cookies", "manager", "managers", "tracker")
-
-    def __init__(self, manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
-        self.manager = manager
-        self.tracker = tracker
-        self.cookies = _Cookies()
-        # Managers for redirect targets routed through another proxy, by proxy URL.
-        self.managers: dict[str | None, urllib3.PoolManager] = {}
+    proxies: dict[str, str]
+    verify: bool | str
+    cert: str | tuple[str, str] | None
 
 
 class Transport:
-    """Sends single HTTP attempts to one base URL through per-purpose connection pools.
+    """Sends single HTTP attempts to one base URL through per-purpose requests sessions.
 
     ``headers`` are sent on every request, over the defaults (``User-Agent`` of tinker_lite,
-    ``Accept: application/json``, ``Accept-Encoding``, ``Connection: keep-alive``); ``auth``
-    returns the current credential (API key or JWT) sent as ``X-API-Key`` (omitted when empty).
-    When ``reauth`` is given, a 401 answer to a request authenticated through ``auth`` calls
-    ``reauth(rejected_credential)``; if it returns true the request is sent once more with the
-    new credential (WIRE.md §13.2, JWT refresh). ``json_loads`` parses JSON bodies for
-    :meth:`HttpResponse.json` (default: the standard library; it must raise
-    :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is ``True`` (certifi's
-    bundle, or ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``.
-    Proxies, the CA bundle and netrc are read from the environment once, here
-    (:mod:`tinker_lite._transport.proxies`).
+    ``Accept: application/json``, ``Accept-Encoding``, ``Connection: keep-alive``; a ``None``
+    value removes one); ``auth`` returns the current credential (API key or JWT) sent as
+    ``X-API-Key`` (omitted when empty). When ``reauth`` is given, a 401 answer to a request
+    authenticated through ``auth`` calls ``reauth(rejected_credential)``; if it returns true the
+    request is sent once more with the new credential (WIRE.md §13.2, JWT refresh).
+    ``json_loads`` parses JSON bodies for :meth:`HttpResponse.json` (default: the standard
+    library; it must raise :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is
+    ``True`` (the session's, else certifi's bundle or ``REQUESTS_CA_BUNDLE`` /
+    ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``. ``session`` is a caller's own
+    ``requests.Session``, used for every pool kind (its adapters decide the pool sizes); without
+    one, each pool kind gets a session of its own sized by ``pool_sizes``.
     """
 
     def __init__(
         self,
         base_url: str,
         *,
-        headers: Mapping[str, str],
+        headers: Mapping[str, str | None],
         auth: Callable[[], str | None],
         pool_sizes: Mapping[PoolKind, int] | None = None,
         verify: bool | str = True,
         reauth: Callable[[str], bool] | None = None,
         json_loads: Callable[[bytes], Any] | None = None,
+        session: requests.Session | None = None,
     ) -> None:
         self.base_url = _validate_base_url(base_url)
         self._json_loads = json_loads
-        self._auth = auth
-        self._reauth = reauth
         self._closed = False
         self._lock = threading.Lock()
+        self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
         self._timeouts: dict[Timeout, urllib3.Timeout] = {}
         # Per-request headers found fit for the wire: most repeat on every request (x-sdk-*,
         # Accept, the request type), so each distinct pair is checked once.
         self._checked_headers: set[tuple[str, str]] = set()
-        # URL -> (scheme, host, port, request URI) as urllib3 parses it, for _urlopen.
-        self._targets: dict[str, tuple[str, str | None, int | None, str]] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
         for kind in PoolKind:
@@ -676,71 +376,83 @@ class Transport:
                     f"pool_sizes[{kind.name}]", f"must be >= 1, got {sizes[kind]}"
                 )
 
-        defaults: dict[str, str] = {
-            "User-Agent": user_agent(),
-            "Accept-Encoding": "gzip, deflate",
-            "Accept": JSON,
-            "Connection": "keep-alive",
-        }
-        self._base_headers: _Headers = {k.lower(): (k, v) for k, v in defaults.items()}
-        given: Mapping[str, object] = headers
-        for name, value in given.items():
-            if value is None:  # as in requests, a None default removes the header
-                self._base_headers.pop(name.lower(), None)
+        self._own_sessions = session is None
+        if session is None:
+            self._sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
+            first = self._sessions[PoolKind.SESSION]
+        else:
+            if not isinstance(session, requests.Session):
+                raise InvalidInputError(
+                    "requests_session",
+                    f"must be a requests.Session, got {type(session).__name__}",
+                )
+            self._sessions = dict.fromkeys(PoolKind, session)
+            first = session
+
+        # Connection-wide headers, merged once: requests' defaults < tinker_lite's < what the
+        # caller's session set < ``headers``.
+        merged: _Headers = CaseInsensitiveDict(
+            {
+                "User-Agent": user_agent(),
+                "Accept-Encoding": "gzip, deflate",
+                "Accept": JSON,
+                "Connection": "keep-alive",
+            }
+        )
+        stock = requests.utils.default_headers()
+        for name, given in first.headers.items():
+            if stock.get(name) != given:
+                merged[name] = given if isinstance(given, str) else given.decode("latin-1")
+        for name, value in headers.items():
+            if value is None:  # as in requests, a None value removes the header
+                merged.pop(name, None)
             else:
-                self._base_headers[name.lower()] = (name, value)
+                merged[name] = value
+        self._base_headers = merged
         self._base_header_problem = next(
-            (p for n, v in self._base_headers.values() if (p := _header_problem(n, v))), None
+            (p for n, v in merged.items() if (p := check_header(n, v))), None
         )
 
-        # Proxies, CA bundle and netrc are read once per transport, not on every request.
-        settings = environment_settings(self.base_url, verify)
-        self._verify = settings.verify
-        self._proxies = settings.proxies
-        self._netrc_authorization = (
-            basic_auth(*settings.netrc_auth) if settings.netrc_auth is not None else None
+        # WIRE.md §P.9: what requests reads from the environment (proxies, NO_PROXY, the CA
+        # bundle; netrc below) is resolved once, with requests' own function, for the base URL.
+        settings = first.merge_environment_settings(
+            self.base_url, {}, None, None if verify is True else verify, None
         )
-        self._proxy = select_proxy(self.base_url, self._proxies)
-        self._tls: dict[str, Any] | None = None
-        self._tls_error: OSError | None = None
-        # TLS settings (certifi's bundle, loaded once) only when TLS is used: not for loopback.
-        self._primary_tls = (
-            self._verify is False
-            or self.base_url.startswith("https:")
-            or (self._proxy is not None and self._proxy.lower().startswith("https:"))
+        resolved_verify = settings["verify"]
+        self._resolved = _Resolved(
+            proxies=dict(settings["proxies"] or {}),
+            verify=True if resolved_verify is None else resolved_verify,
+            cert=settings["cert"],
         )
-        self._pools: dict[PoolKind, _Pool] = {}
-        for kind in PoolKind:
-            tracker = _ConnectionTracker()
-            manager = self._new_manager(self._proxy, sizes[kind], tracker, tls=self._primary_tls)
-            self._pools[kind] = _Pool(manager, tracker)
+        inner: Callable[[PreparedRequest], PreparedRequest] | None = None
+        if first.auth is not None:
+            inner = session_auth(first.auth)
+        elif first.trust_env:
+            netrc = requests.utils.get_netrc_auth(self.base_url)
+            if netrc is not None:
+                inner = requests.auth.HTTPBasicAuth(*netrc)
+        self._auth = ServiceAuth(auth, reauth, inner, first.should_strip_auth)
+        self._check_proxy()
 
-    def _tls_kwargs(self) -> dict[str, Any]:
-        """The pool arguments for ``verify``, computed once (a missing bundle is kept to raise)."""
-        if self._tls is None:
-            try:
-                self._tls = tls_pool_kwargs(self._verify)
-            except OSError as e:
-                self._tls_error = e
-                self._tls = {}
-        return self._tls
-
-    def _new_manager(
-        self, proxy: str | None, size: int, tracker: _ConnectionTracker, *, tls: bool
-    ) -> urllib3.PoolManager:
-        tls_kwargs = self._tls_kwargs() if tls else {}
+    def _check_proxy(self) -> None:
+        """Build the proxy route of the base URL now, so a SOCKS proxy without PySocks is named
+        before anything is sent."""
+        proxy = requests.utils.select_proxy(self.base_url, self._resolved.proxies)
+        if not proxy or not proxy.lower().startswith("socks"):
+            return
+        adapter = self._sessions[PoolKind.SESSION].get_adapter(self.base_url)
+        if not isinstance(adapter, requests.adapters.HTTPAdapter):
+            return
         try:
-            manager = pool_manager(proxy, num_pools=4, maxsize=size, block=False, **tls_kwargs)
-        except ImportError as e:
-            where = urllib.parse.urlsplit(str(proxy)).hostname or "?"
+            adapter.proxy_manager_for(proxy)
+        except requests.exceptions.InvalidSchema as e:
+            where = urllib.parse.urlsplit(proxy).hostname or "?"
             raise InvalidInputError(
                 "proxy",
                 f"the SOCKS proxy at {where} (from HTTP_PROXY / HTTPS_PROXY / ALL_PROXY) needs "
                 "PySocks",
                 "pip install pysocks, or unset the variable",
             ) from e
-        _track_connections(manager, tracker)
-        return manager
 
     def __repr__(self) -> str:
         return f"Transport(base_url={self.base_url!r}, closed={self._closed})"
@@ -750,9 +462,64 @@ class Transport:
         """Whether :meth:`close` was called."""
         return self._closed
 
+    @property
+    def verify(self) -> bool | str:
+        """The ``verify`` setting in force: a CA bundle path, ``True`` or ``False``."""
+        return self._resolved.verify
+
+    @property
+    def proxies(self) -> Mapping[str, str]:
+        """The proxies in force for the base URL (requests' resolution, made once)."""
+        return self._resolved.proxies
+
+    @property
+    def sessions(self) -> Mapping[PoolKind, requests.Session]:
+        """The requests session of each pool kind (the caller's own one for all, if given)."""
+        return self._sessions
+
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` (WIRE.md §1.1: the base path prefix is kept)."""
         return self.base_url + path.lstrip("/")
+
+    def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
+        """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
+        params = tuple(query.items()) if query else ()
+        key = (path, params)
+        url = self._urls.get(key)
+        if url is None:
+            prepared = PreparedRequest()
+            try:
+                prepared.prepare_url(self.url(path), dict(params) if params else None)
+            except (requests.exceptions.RequestException, ValueError) as e:
+                raise InvalidInputError("path", f"{path!r} is not a valid URL path") from e
+            url = str(prepared.url)
+            if len(self._urls) >= MAX_KEPT_URLS:
+                self._urls.clear()
+            self._urls[key] = url
+        return url
+
+    def _urllib3_timeout(self, timeout: Timeout) -> Any:
+        """The timeout as requests' adapter takes it (urllib3's, made once per value)."""
+        value = self._timeouts.get(timeout)
+        if value is None:
+            value = self._timeouts[timeout] = urllib3.Timeout(
+                connect=timeout.connect, read=timeout.read
+            )
+        return value
+
+    def _extra_header_problem(self, extra: Mapping[str, str]) -> Literal["form", "latin-1"] | None:
+        """What is wrong with the first bad per-request header, or None (fit pairs remembered)."""
+        checked = self._checked_headers
+        for name, value in extra.items():
+            if type(name) is str and type(value) is str and (name, value) in checked:
+                continue
+            problem = check_header(name, value)
+            if problem is not None:
+                return problem
+            if len(checked) >= _MAX_CHECKED_HEADERS:
+                checked.clear()
+            checked.add((name, value))
+        return None
 
     def send(
         self,
@@ -761,7 +528,6 @@ class Transport:
         path: str,
         *,
         body: bytes | None = None,
-        content_type: str | None = JSON,
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: Timeout = DEFAULT_TIMEOUT,
@@ -769,276 +535,114 @@ class Transport:
     ) -> HttpResponse:
         """Send one HTTP attempt and return its answer, whatever the status.
 
-        ``Content-Type`` is sent with a body and on every non-GET request (as the official SDK
-        does, WIRE.md §1.3); a non-GET request without an ``X-Idempotency-Key`` in ``headers``
-        gets a fresh one. Raises :class:`~tinker_lite.APITimeoutError` on a connect/read
-        timeout, :class:`~tinker_lite.APIConnectionError` on any other transport failure,
-        :class:`~tinker_lite.InvalidInputError` for a header that cannot be sent and
-        :class:`ClientClosedError` after :meth:`close`.
+        ``headers`` are the request's own, over the connection's (the service's headers are
+        the requestor's, :mod:`tinker_lite._api`). Raises :class:`~tinker_lite.APITimeoutError`
+        on a connect/read timeout, :class:`~tinker_lite.APIConnectionError` on any other
+        transport failure, :class:`~tinker_lite.InvalidInputError` for a header that cannot be
+        sent and :class:`ClientClosedError` after :meth:`close`.
         """
-        method = method.upper()
-        request_headers = self._base_headers.copy()
-        if content_type is not None and (body is not None or method not in ("GET", "HEAD")):
-            request_headers["content-type"] = ("Content-Type", content_type)
-        extra: _Headers = {k.lower(): (k, v) for k, v in headers.items()} if headers else {}
-        if method not in ("GET", "HEAD") and "x-idempotency-key" not in extra:
-            request_headers["x-idempotency-key"] = ("X-Idempotency-Key", new_idempotency_key())
-        # WIRE.md §1.3: sent for parity with the official SDK (a retry layer sets the count).
-        request_headers["x-stainless-retry-count"] = ("x-stainless-retry-count", "0")
-        request_headers["x-stainless-read-timeout"] = (
-            "x-stainless-read-timeout",
-            _format_seconds(timeout.read),
-        )
-        request_headers.update(extra)
-        explicit_credential = "x-api-key" in extra
-        credential = None
-        if not explicit_credential:
-            credential = self._auth() or None
-            if credential:
-                request_headers["x-api-key"] = ("X-API-Key", credential)
-        problem = self._base_header_problem or self._extra_header_problem(extra)
-        if problem is None and credential:
-            problem = self._checked_header_problem("X-API-Key", credential)
-        if problem is not None:
-            raise _header_error(problem, f"{method} {path}")
-
-        def attempt() -> HttpResponse:
-            return self._send_once(
-                pool,
-                method,
-                path,
-                body=body,
-                query=query,
-                headers=request_headers,
-                timeout=timeout,
-                allow_redirects=allow_redirects,
-            )
-
-        resp = attempt()
-        # WIRE.md §13.2: a stale JWT is answered 401; refresh it and re-send once.
-        if (
-            resp.status == 401
-            and self._reauth is not None
-            and not explicit_credential
-            and credential is not None
-            and self._reauth(credential)
-        ):
-            fresh = self._auth() or None
-            if fresh and fresh != credential:
-                if _header_problem("X-API-Key", fresh) is not None:
-                    raise _header_error("form", f"{method} {path}")
-                request_headers["x-api-key"] = ("X-API-Key", fresh)
-                resp = attempt()
-        return resp
-
-    def _extra_header_problem(self, extra: _Headers) -> Literal["form", "latin-1"] | None:
-        """What is wrong with the first bad per-request header, or None."""
-        for name, value in extra.values():
-            problem = self._checked_header_problem(name, value)
-            if problem is not None:
-                return problem
-        return None
-
-    def _checked_header_problem(
-        self, name: object, value: object
-    ) -> Literal["form", "latin-1"] | None:
-        """:func:`_header_problem`, remembering the pairs found fit so each is checked once."""
-        checked = self._checked_headers
-        if type(name) is str and type(value) is str and (name, value) in checked:
-            return None
-        problem = _header_problem(name, value)
-        if problem is None and type(name) is str and type(value) is str:
-            if len(checked) >= _MAX_CHECKED_HEADERS:
-                checked.clear()
-            checked.add((name, value))
-        return problem
-
-    def _urllib3_timeout(self, timeout: Timeout) -> urllib3.Timeout:
-        value = self._timeouts.get(timeout)
-        if value is None:
-            value = self._timeouts[timeout] = urllib3.Timeout(
-                connect=timeout.connect, read=timeout.read
-            )
-        return value
-
-    def _urlopen(
-        self,
-        pool: _Pool,
-        manager: urllib3.PoolManager,
-        method: str,
-        url: str,
-        **kwargs: Any,
-    ) -> Any:
-        """``manager.urlopen(method, url, ...)``; for a plain manager, straight to its pool.
-
-        Without a proxy, ``PoolManager.urlopen`` parses the URL, finds the connection pool of its
-        origin and asks that pool for the URL's path: the same is done here with the parsed URL
-        kept (requests go to a handful of paths), which saves a third of urllib3's own work on a
-        small request.
-        """
-        if manager is not pool.manager or type(manager) is not urllib3.PoolManager:
-            return manager.urlopen(method, url, **kwargs)
-        target = self._targets.get(url)
-        if target is None:
-            parts = urllib3.util.parse_url(url)
-            target = (parts.scheme or "http", parts.host, parts.port, parts.request_uri)
-            if len(self._targets) >= _MAX_KEPT_TARGETS:
-                self._targets.clear()
-            self._targets[url] = target
-        scheme, host, port, request_uri = target
-        connections = manager.connection_from_host(host, port=port, scheme=scheme)
-        return connections.urlopen(method, request_uri, assert_same_host=False, **kwargs)
-
-    def _manager_for(self, pool: _Pool, url: str) -> urllib3.PoolManager:
-        """The manager that routes ``url`` (another proxy may apply after a redirect)."""
-        proxy = select_proxy(url, self._proxies)
-        if proxy == self._proxy and (self._primary_tls or not url.startswith("https:")):
-            return pool.manager
-        with self._lock:
-            manager = pool.managers.get(proxy)
-            if manager is None:
-                size = pool.manager.connection_pool_kw["maxsize"]
-                manager = self._new_manager(proxy, size, pool.tracker, tls=True)
-                pool.managers[proxy] = manager
-        return manager
-
-    def _send_once(
-        self,
-        pool_kind: PoolKind,
-        method: str,
-        path: str,
-        *,
-        body: bytes | None,
-        query: Mapping[str, str] | None,
-        headers: _Headers,
-        timeout: Timeout,
-        allow_redirects: bool,
-    ) -> HttpResponse:
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
-        pool = self._pools[pool_kind]
-        url = self.url(path)
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
-        wire = dict(headers.values())
-        if pool.cookies.header is not None:
-            wire["Cookie"] = pool.cookies.header
-        if body is not None:
-            wire["Content-Length"] = str(len(body))
-        elif method not in ("GET", "HEAD"):
-            wire["Content-Length"] = "0"
-        if self._netrc_authorization is not None:
-            wire["Authorization"] = self._netrc_authorization
-        manager = pool.manager
-        request_method = method
-        redirects = 0
+        what = f"{method} {path}"
+        request_headers = self._base_headers.copy()
+        if headers:
+            request_headers.update(headers)
+        problem = self._base_header_problem or (
+            self._extra_header_problem(headers) if headers else None
+        )
+        if problem is not None:
+            raise header_error(problem, what)
+
+        session = self._sessions[pool]
+        prepared = PreparedRequest()
+        prepared.prepare_method(method)
+        prepared.url = self._prepared_url(path, query)
+        prepared.headers = request_headers
+        prepared.prepare_body(body, None)
+        jar = merge_cookies(RequestsCookieJar(), session.cookies)  # type: ignore[no-untyped-call]
+        prepared.prepare_cookies(jar)
+        prepared.prepare_auth(self._auth)
+        prepared.prepare_hooks(session.hooks)
+        resolved = self._resolved
         started = time.monotonic()
         try:
-            while True:
-                if self._tls_error is not None and url.startswith("https:"):
-                    raise self._tls_error
-                r = self._urlopen(
-                    pool,
-                    manager,
-                    request_method,
-                    url,
-                    body=body,
-                    headers=wire,
-                    timeout=self._urllib3_timeout(timeout),
-                    retries=_NO_RETRIES,
-                    redirect=False,
-                    preload_content=True,
-                    decode_content=True,
-                )
-                status = r.status
-                response_headers = r.headers
-                content = r.data
-                if "set-cookie" in response_headers and (
-                    redirects == 0 or _origin(url) == _origin(self.base_url)
-                ):
-                    pool.cookies.update(response_headers.getlist("set-cookie"))
-                location = response_headers.get("location")
-                if not allow_redirects or status not in _REDIRECT_STATUSES or not location:
-                    break
-                if redirects == _MAX_REDIRECTS:
-                    raise _TooManyRedirects(f"more than {_MAX_REDIRECTS} redirects")
-                redirects += 1
-                target = urllib.parse.urljoin(url, location)
-                request_method = _redirected_method(status, request_method)
-                wire = dict(wire)
-                if status not in (307, 308):
-                    body = None
-                    wire = {k: v for k, v in wire.items() if k.lower() not in _BODY_HEADERS}
-                if not _keeps_credentials(url, target):
-                    wire = {
-                        k: v
-                        for k, v in wire.items()
-                        if k.lower() not in ("authorization", "cookie")
-                    }
-                elif pool.cookies.header is not None:
-                    wire["Cookie"] = pool.cookies.header
-                manager = self._manager_for(pool, target)
-                url = target
-        except urllib3.exceptions.LocationValueError as e:
-            if redirects == 0:
-                raise InvalidInputError("path", f"{method} {path!r} is not a valid URL path") from e
+            answer = session.send(
+                prepared,
+                timeout=self._urllib3_timeout(timeout),
+                allow_redirects=allow_redirects,
+                proxies=resolved.proxies,
+                verify=resolved.verify,
+                cert=resolved.cert,
+                stream=True,
+            )
+            content = _body_of(answer)
+        except requests.exceptions.TooManyRedirects as e:
             raise APIConnectionError(
-                f"Connection error on {method} {path}: a redirect led to an invalid URL"
+                f"Connection error on {what}: more than {session.max_redirects} redirects"
             ) from e
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as e:
-            elapsed = time.monotonic() - started
-            detail = redact(f"{type(e).__name__}: {e}")
-            if self._closed:
-                raise ClientClosedError(
-                    f"The client was closed during {method} {path}.", body=None
-                ) from e
-            kind = classify_failure(e)
-            if kind == "timeout":
-                raise APITimeoutError(
-                    f"Request timed out after {elapsed:.1f}s: {method} {path} "
-                    f"(connect timeout {timeout.connect}s, read timeout {timeout.read}s). {detail}",
-                    elapsed=elapsed,
-                ) from e
-            where = _host_port(self.base_url)
-            if kind == "refused":
-                raise APIConnectionError(
-                    f"Connection refused by {where} ({method} {path}): nothing is listening "
-                    "there; check the base URL and that the service is running."
-                ) from e
-            if kind == "unreachable":
-                raise APIConnectionError(_unreachable_message(e, where, f"{method} {path}")) from e
-            raise APIConnectionError(f"Connection error on {method} {path}: {detail}") from e
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema) as e:
+            raise APIConnectionError(
+                f"Connection error on {what}: a redirect led to an invalid URL"
+            ) from e
+        except UnicodeEncodeError as e:
+            raise header_error("latin-1", what) from e
+        except TRANSPORT_ERRORS as e:
+            error = self._failure(e, what, timeout, time.monotonic() - started)
+            raise error from low_level_cause(e)
         elapsed = time.monotonic() - started
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s %s -> %s in %.1f ms", method, path, status, elapsed * 1000)
+            logger.debug("%s -> %s in %.1f ms", what, answer.status_code, elapsed * 1000)
         return HttpResponse(
-            status, response_headers, content, elapsed=elapsed, json_loads=self._json_loads
+            answer.status_code,
+            answer.headers,
+            content,
+            elapsed=elapsed,
+            json_loads=self._json_loads,
+        )
+
+    def _failure(
+        self, e: BaseException, what: str, timeout: Timeout, elapsed: float
+    ) -> APIConnectionError:
+        """The tinker_lite error for a failed attempt (its cause is set by the caller)."""
+        if self._closed:
+            return ClientClosedError(f"The client was closed during {what}.", body=None)
+        return connection_failure(
+            e, what=what, base_url=self.base_url, timeout=timeout, elapsed=elapsed
         )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
-        """Shut down the sockets of ``pools`` (default: all), failing requests in flight."""
+        """Shut down the sockets of ``pools`` (default: all), failing requests in flight.
+
+        Only the transport's own sessions are aborted; a caller's session is left alone.
+        """
+        if not self._own_sessions:
+            return
         for kind in pools if pools is not None else list(PoolKind):
-            self._pools[kind].tracker.abort_all()
+            for adapter in self._sessions[kind].adapters.values():
+                if isinstance(adapter, PoolAdapter):
+                    adapter.tracker.abort_all()
 
     def close(self) -> None:
-        """Abort requests in flight, close every pooled connection; later sends fail. Idempotent."""
+        """Abort requests in flight, close the own sessions; later sends fail. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        if not self._own_sessions:
+            return
         self.abort()
-        for pool in self._pools.values():
-            pool.manager.clear()
-            with self._lock:
-                others = list(pool.managers.values())
-            for manager in others:
-                manager.clear()
-
-    def pool_managers(self) -> Iterator[tuple[PoolKind, urllib3.PoolManager]]:
-        """The urllib3 manager of each pool kind (for inspection)."""
-        for kind, pool in self._pools.items():
-            yield kind, pool.manager
+        for session in self._sessions.values():
+            session.close()
 
     def default_headers(self) -> dict[str, str]:
         """The headers sent on every request (before the per-request ones), for inspection."""
-        return dict(self._base_headers.values())
+        return dict(self._base_headers)
+
+
+def _body_of(answer: requests.Response) -> bytes:
+    """The whole (decoded) body of a streamed answer, read at once from urllib3's response when
+    that is what the adapter gave (requests' chunked ``content`` reading costs more)."""
+    raw = answer.raw
+    if isinstance(raw, urllib3.response.BaseHTTPResponse):
+        return raw.read(decode_content=True)
+    return answer.content

@@ -1,86 +1,54 @@
-"""The one retry and deadline policy of tinker_lite, and the retry loops that follow it.
+"""The one retry and deadline policy of tinker_lite: a frozen value of pure decisions.
 
-:class:`RetryPolicy` is a frozen value whose pure methods decide every wait of the client: HTTP
-retries (Layer A), operation retries of submits (Layer B), poll back-off and ``try_again`` pacing
-(:mod:`tinker_lite._futures.poller`), the sampling 429 window
-(:mod:`tinker_lite._session.sample_gate`) and download retries
-(:mod:`tinker_lite._transport.download`). :class:`StallWatch` measures the one deadline of a
-request's life (WIRE.md §P.7): the time since the service last answered anything useful, from the
-submit through its retries, back-off sleeps and polls.
-
-Layer A (:func:`send_with_retries`, WIRE.md §5.1 as fixed by §P.4) retries one HTTP call on
-408/409/429/5xx answers and connection errors, obeys ``x-should-retry``, honours
-``retry-after-ms`` / ``retry-after`` when 0 < delay <= 60 s and otherwise sleeps
-``min(0.5 * 2**n, 10) * (1 - 0.25 * random())``; at most 10 retries. Every attempt carries the
-same ``X-Idempotency-Key`` and body.
-
-Layer B (:func:`with_operation_retries`, WIRE.md §5.2) wraps a whole Layer-A call for submits:
-while the error is retryable and less than 5 minutes have passed it sleeps ``min(2**n, 30)`` s and
-calls again with the *same* request (same body, same ``seq_id``); each call gets a new
-idempotency key.
+:class:`RetryPolicy` decides every wait of the client: HTTP retries (Layer A, WIRE.md §5.1 as
+fixed by §P.4: 408/409/429/5xx and connection errors, ``x-should-retry`` obeyed, ``min(0.5 *
+2**n, 10)`` s with jitter, at most 10 retries), operation retries of submits (Layer B, §5.2:
+``min(2**n, 30)`` s for up to 5 minutes, the same request re-sent), poll back-off and
+``try_again`` pacing (§P.6), the sampling 429 window (§P.8), downloads and the trace export.
+Its numbers live here and nowhere else; :mod:`tinker_lite._transport.loops` runs them in
+tenacity, with the service's ``Retry-After`` honoured when 0 < delay <= 60 s.
+:class:`StallWatch` measures the one deadline of a request's life (§P.7): the time since the
+service last answered anything useful, from the submit through its retries, back-off sleeps
+and polls.
 
 The first retry the caller cannot see (connection refused, DNS failure, 5xx) of a logical
-request is logged at WARNING, naming what is retried and until when (WIRE.md §P.7); later ones at
-DEBUG. The decisions are pure functions; sleeping, randomness and clocks are injected so tests
-run instantly. This is the only module that imports tenacity; no tenacity type or exception
-leaves it.
-
-Size: about 720 lines, because the policy and the loops that obey it are the one retry job,
-kept together so that tenacity stays in a single module.
+request is logged at WARNING, naming what is retried and until when (§P.7); later ones at DEBUG
+(:func:`announce_retry`). Sleeping, randomness and clocks are injected so tests run instantly.
 """
 
 from __future__ import annotations
 
-import contextvars
 import email.utils
 import logging
 import math
-import random
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
-
-import tenacity
 
 from tinker_lite._errors import APIConnectionError, APIStatusError, InvalidInputError
-from tinker_lite._transport.http import (
-    DEFAULT_TIMEOUT,
-    JSON,
-    ClientClosedError,
-    HttpResponse,
-    PoolKind,
-    Timeout,
-    Transport,
-    new_idempotency_key,
-    raise_for_status,
-    redact,
-)
+from tinker_lite._transport.http import ClientClosedError, Timeout, redact
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
+    "MIN_ATTEMPT_TIMEOUT",
     "NO_RETRIES",
+    "RETRYABLE_STATUSES",
+    "Backoff",
     "RetryNotice",
     "RetryPolicy",
     "StallWatch",
     "announce_retry",
     "cut_timeout",
+    "describe_error",
     "exponential_backoff",
     "is_invisible_failure",
     "is_retryable_error",
     "is_retryable_status",
     "operation_delay",
     "parse_retry_after",
-    "send_with_retries",
-    "wait_until",
-    "with_operation_retries",
 ]
 
 logger = logging.getLogger("tinker_lite.retry")
-
-T = TypeVar("T")
 
 # WIRE.md §5.1 / §5.2: statuses retried besides every 5xx.
 RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429})
@@ -149,6 +117,21 @@ def exponential_backoff(
 
 
 @dataclass(frozen=True)
+class Backoff:
+    """One loop's back-off: ``min(initial * 2**n, cap)`` less up to ``jitter`` of it."""
+
+    initial: float
+    cap: float
+    jitter: float = 0.0
+
+    def delay(self, retries_taken: int, rand: float = 0.0) -> float:
+        """The wait before retry number ``retries_taken`` (0-based); ``rand`` in [0, 1)."""
+        return exponential_backoff(
+            retries_taken, initial=self.initial, cap=self.cap, jitter=self.jitter, rand=rand
+        )
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     """The frozen retry and deadline policy (WIRE.md §P.4-P.8); every decision is a pure method.
 
@@ -159,7 +142,8 @@ class RetryPolicy:
     poll_max_delay)`` with jitter after 5xx, 429 and connection errors; a ``try_again`` answered
     in under ``pace_below_s`` is paced ``pace_initial`` doubling to ``pace_max``. Sampling 429s
     (§P.8): ``Retry-After`` when honoured, else ``throttle_default``. Downloads: ``min(2**n,
-    download_max_delay)``.
+    download_max_delay)``. A session's trace export is asked again every
+    ``trace_export_interval`` while it is being built.
 
     ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
     back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
@@ -183,6 +167,7 @@ class RetryPolicy:
     pace_max: float = 1.0
     throttle_default: float = 1.0
     download_max_delay: float = 30.0
+    trace_export_interval: float = 5.0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
@@ -201,6 +186,41 @@ class RetryPolicy:
             raise InvalidInputError(
                 "budget_s", f"must be a positive number of seconds, got {budget!r}"
             )
+
+    @property
+    def http_backoff(self) -> Backoff:
+        """Layer A: ``min(0.5 * 2**n, 10)`` s with 25 % jitter (WIRE.md §5.1)."""
+        return Backoff(self.initial_delay, self.max_delay, self.jitter)
+
+    @property
+    def operation_backoff(self) -> Backoff:
+        """Layer B: ``min(2**n, 30)`` s (WIRE.md §5.2)."""
+        return Backoff(1.0, self.operation_max_delay)
+
+    @property
+    def poll_backoff(self) -> Backoff:
+        """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s with jitter (§P.6)."""
+        return Backoff(1.0, self.poll_max_delay, self.jitter)
+
+    @property
+    def pace_backoff(self) -> Backoff:
+        """Polls answered ``try_again`` in under a second: 0.1 s doubling to 1 s (§P.6)."""
+        return Backoff(self.pace_initial, self.pace_max)
+
+    @property
+    def throttle_backoff(self) -> Backoff:
+        """The sampling 429 window without ``Retry-After``: 1 s (§P.8)."""
+        return Backoff(self.throttle_default, self.throttle_default)
+
+    @property
+    def download_backoff(self) -> Backoff:
+        """Downloads: ``min(2**n, 30)`` s."""
+        return Backoff(1.0, self.download_max_delay)
+
+    @property
+    def trace_export_backoff(self) -> Backoff:
+        """A session's trace export, while the service builds it: every 5 s."""
+        return Backoff(self.trace_export_interval, self.trace_export_interval)
 
     def within(self, remaining_s: float) -> RetryPolicy:
         """This policy with its budget cut to ``remaining_s`` seconds (at least a moment)."""
@@ -251,27 +271,16 @@ class RetryPolicy:
         ``rand`` is a uniform draw in [0, 1) and ``now`` the wall clock in epoch seconds.
         """
         asked = self.honoured_retry_after(headers, now=now)
-        if asked is not None:
-            return asked
-        return exponential_backoff(
-            retries_taken,
-            initial=self.initial_delay,
-            cap=self.max_delay,
-            jitter=self.jitter,
-            rand=rand,
-        )
+        return self.http_backoff.delay(retries_taken, rand) if asked is None else asked
 
     def max_total_delay(self, retries_taken: int = 0) -> float:
         """Layer A: the longest back-off left after ``retries_taken`` retries (no Retry-After)."""
-        return sum(
-            exponential_backoff(n, initial=self.initial_delay, cap=self.max_delay)
-            for n in range(retries_taken, self.max_retries)
-        )
+        backoff = self.http_backoff
+        return sum(backoff.delay(n) for n in range(retries_taken, self.max_retries))
 
     def operation_delay(self, retries_taken: int, *, remaining: float) -> float:
         """Layer B: the sleep before operation retry ``retries_taken`` (0-based), within budget."""
-        wait = exponential_backoff(retries_taken, initial=1.0, cap=self.operation_max_delay)
-        return max(0.0, min(wait, remaining))
+        return max(0.0, min(self.operation_backoff.delay(retries_taken), remaining))
 
     def poll_delay(
         self,
@@ -283,11 +292,7 @@ class RetryPolicy:
     ) -> float:
         """Polls: the back-off after ``failures`` failed polls in a row (WIRE.md §P.6)."""
         asked = self.honoured_retry_after(headers, now=now)
-        if asked is not None:
-            return asked
-        return exponential_backoff(
-            failures - 1, initial=1.0, cap=self.poll_max_delay, jitter=self.jitter, rand=rand
-        )
+        return self.poll_backoff.delay(failures - 1, rand) if asked is None else asked
 
     def pace_delay(self, answered_in: float, fast_answers: int) -> float:
         """Polls: the pause before the next poll after a ``try_again`` or 408.
@@ -298,21 +303,19 @@ class RetryPolicy:
         """
         if answered_in >= self.pace_below_s or fast_answers < 1:
             return 0.0
-        return exponential_backoff(fast_answers - 1, initial=self.pace_initial, cap=self.pace_max)
+        return self.pace_backoff.delay(fast_answers - 1)
 
     def throttle_delay(self, headers: Mapping[str, str] | None, *, now: float) -> float:
         """Sampling 429: the length of the shared back-off window (WIRE.md §P.8)."""
         asked = self.honoured_retry_after(headers, now=now)
-        return self.throttle_default if asked is None else asked
+        return self.throttle_backoff.delay(0) if asked is None else asked
 
     def download_delay(
         self, failures: int, headers: Mapping[str, str] | None = None, *, now: float
     ) -> float:
         """Downloads: the wait after the ``failures``-th failure in a row (1-based)."""
         asked = self.honoured_retry_after(headers, now=now)
-        if asked is not None:
-            return asked
-        return exponential_backoff(failures - 1, initial=1.0, cap=self.download_max_delay)
+        return self.download_backoff.delay(failures - 1) if asked is None else asked
 
     @staticmethod
     def time_left(silent_for: float, stall_timeout: float) -> float:
@@ -387,27 +390,6 @@ class StallWatch:
             self._parked_at = None
 
 
-def wait_until(
-    remaining: Callable[[], float],
-    *,
-    sleep: Callable[[float], object],
-    deadline: StallWatch | None = None,
-) -> bool:
-    """Sleep until ``remaining()`` is 0; False (at once) when ``deadline`` would pass first.
-
-    ``sleep(s)`` may return true to say the wait was interrupted (e.g. ``Event.wait``): the
-    result is then False too.
-    """
-    while True:
-        left = remaining()
-        if left <= 0:
-            return True
-        if deadline is not None and deadline.remaining() < left:
-            return False
-        if sleep(left) is True:
-            return False
-
-
 # ---------------------------------------------------------------------------------------------
 # Telling the caller about retries it cannot see (WIRE.md §P.7)
 
@@ -432,37 +414,6 @@ class RetryNotice:
         self.warned = False
 
 
-_CURRENT_NOTICE: contextvars.ContextVar[RetryNotice | None] = contextvars.ContextVar(
-    "tinker_lite_retry_notice", default=None
-)
-_NOTICE_LOCK = threading.Lock()
-
-
-@contextmanager
-def _one_notice() -> Iterator[RetryNotice]:
-    """The notice of the logical request running in this context (shared by nested layers)."""
-    current = _CURRENT_NOTICE.get()
-    if current is not None:
-        yield current
-        return
-    notice = RetryNotice()
-    token = _CURRENT_NOTICE.set(notice)
-    try:
-        yield notice
-    finally:
-        _CURRENT_NOTICE.reset(token)
-
-
-@contextmanager
-def _notice_in_force(notice: RetryNotice) -> Iterator[None]:
-    """Make ``notice`` the current request's notice again (a later phase of the same request)."""
-    token = _CURRENT_NOTICE.set(notice)
-    try:
-        yield
-    finally:
-        _CURRENT_NOTICE.reset(token)
-
-
 def _wall_time(epoch: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(epoch))
 
@@ -475,19 +426,17 @@ def announce_retry(
     until_s: float | None,
     wall_now: float,
     invisible: bool,
-    notice: RetryNotice | None = None,
+    notice: RetryNotice,
 ) -> None:
     """Log one retry: the first invisible one of a request at WARNING, every other at DEBUG.
 
     ``what`` names the request, ``problem`` the failure, ``until_s`` how many more seconds it
-    may be retried (``None``: no time bound) and ``wall_now`` the wall clock (epoch seconds).
+    may be retried (``None``: no time bound), ``wall_now`` the wall clock (epoch seconds) and
+    ``notice`` the request's own (one per logical request, shared by its retry layers).
     """
-    if notice is None:
-        notice = _CURRENT_NOTICE.get() or RetryNotice()
-    with _NOTICE_LOCK:
-        first = invisible and not notice.warned
-        if first:
-            notice.warned = True
+    first = invisible and not notice.warned
+    if first:
+        notice.warned = True
     level = logging.WARNING if first else logging.DEBUG
     if not logger.isEnabledFor(level):
         return
@@ -505,169 +454,6 @@ def announce_retry(
     )
 
 
-class _RetryableStatus(Exception):
-    """Carries a retryable error answer through tenacity (never leaves this module)."""
-
-    def __init__(self, response: HttpResponse) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-def _retryable_attempt_error(exc: BaseException) -> bool:
-    if isinstance(exc, ClientClosedError):
-        return False
-    return isinstance(exc, (_RetryableStatus, APIConnectionError))
-
-
-def send_with_retries(
-    transport: Transport,
-    pool: PoolKind,
-    method: str,
-    path: str,
-    *,
-    body: bytes | None = None,
-    content_type: str | None = JSON,
-    query: Mapping[str, str] | None = None,
-    headers: Mapping[str, str] | None = None,
-    timeout: Timeout = DEFAULT_TIMEOUT,
-    allow_redirects: bool = True,
-    accept_status: Collection[int] = (),
-    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    sleep: Callable[[float], object] = time.sleep,
-    rand: Callable[[], float] = random.random,
-    wall_clock: Callable[[], float] = time.time,
-    request_id: str | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> HttpResponse:
-    """Send one logical request with Layer-A retries; return the 2xx (or accepted) answer.
-
-    Every attempt re-sends the same body with the same ``X-Idempotency-Key`` and an increasing
-    ``x-stainless-retry-count``. A final error status raises its
-    :class:`~tinker_lite.APIStatusError` subclass (statuses in ``accept_status`` are returned
-    instead, e.g. 302 for a redirect read by hand); a final transport failure raises
-    :class:`~tinker_lite.APIConnectionError` / :class:`~tinker_lite.APITimeoutError`.
-    A policy with a ``budget_s`` stops retrying before a back-off would overrun it and cuts
-    each attempt's timeouts to the time left (``clock`` is the monotonic clock it is read on).
-    """
-    method = method.upper()
-    started = clock()
-    base_headers = dict(headers or {})
-    if method not in ("GET", "HEAD") and not any(
-        key.lower() == "x-idempotency-key" for key in base_headers
-    ):
-        base_headers["X-Idempotency-Key"] = new_idempotency_key()
-
-    def wait(state: tenacity.RetryCallState) -> float:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        answer_headers = error.response.headers if isinstance(error, _RetryableStatus) else None
-        return policy.delay(state.attempt_number - 1, answer_headers, rand=rand(), now=wall_clock())
-
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        status = error.response.status if isinstance(error, _RetryableStatus) else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        if policy.budget_s is not None:
-            until_s: float | None = policy.budget_s - (clock() - started)
-        else:
-            until_s = delay + policy.max_total_delay(state.attempt_number)
-        announce_retry(
-            f"{method} {path}",
-            f"HTTP {status}" if status is not None else _describe_error(error),
-            delay=delay,
-            until_s=until_s,
-            wall_now=wall_clock(),
-            invisible=is_invisible_failure(error, status),
-            notice=notice,
-        )
-
-    def send_attempt(retry_count: int) -> HttpResponse:
-        attempt_headers = dict(base_headers)
-        attempt_headers["x-stainless-retry-count"] = str(retry_count)
-        answer = transport.send(
-            pool,
-            method,
-            path,
-            body=body,
-            content_type=content_type,
-            query=query,
-            headers=attempt_headers,
-            timeout=policy.attempt_timeout(timeout, clock() - started),
-            allow_redirects=allow_redirects,
-        )
-        if (
-            not (200 <= answer.status < 300)
-            and answer.status not in accept_status
-            and policy.should_retry(answer.status, answer.headers)
-        ):
-            raise _RetryableStatus(answer)
-        return answer
-
-    resp: HttpResponse | None = None
-    with _one_notice() as notice:
-        # Most requests succeed at once: tenacity is set up only after a first failure, whose
-        # error its first attempt raises again (so every later decision is unchanged).
-        try:
-            first = send_attempt(0)
-        except Exception as e:
-            if not _retryable_attempt_error(e):
-                raise
-            first_error: Exception = e
-        else:
-            if first.status not in accept_status:
-                raise_for_status(first, request_id=request_id, what=f"{method} {path}")
-            return first
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_any(
-                tenacity.stop_after_attempt(policy.max_retries + 1),
-                _StopBeforeBudget(policy.budget_s, started, clock),
-            ),
-            wait=wait,
-            retry=tenacity.retry_if_exception(_retryable_attempt_error),
-            sleep=_as_tenacity_sleep(sleep),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        try:
-            for attempt in retrying:
-                with attempt:
-                    number = attempt.retry_state.attempt_number - 1
-                    if number == 0:
-                        raise first_error
-                    resp = send_attempt(number)
-        except _RetryableStatus as e:
-            raise_for_status(e.response, request_id=request_id, what=f"{method} {path}")
-            raise AssertionError("unreachable") from None  # pragma: no cover
-    if resp is None:  # pragma: no cover - tenacity always runs one attempt
-        raise AssertionError("no attempt was made")
-    if resp.status not in accept_status:
-        raise_for_status(resp, request_id=request_id, what=f"{method} {path}")
-    return resp
-
-
-class _StopBeforeBudget(tenacity.stop.stop_base):
-    """Stop when the next back-off would end after the budget (none: never)."""
-
-    def __init__(self, budget_s: float | None, started: float, clock: Callable[[], float]) -> None:
-        self._budget_s = budget_s
-        self._started = started
-        self._clock = clock
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        if self._budget_s is None:
-            return False
-        elapsed = self._clock() - self._started
-        return elapsed + retry_state.upcoming_sleep >= self._budget_s
-
-
-def _as_tenacity_sleep(sleep: Callable[[float], object]) -> Callable[[float], None]:
-    def do_sleep(seconds: float) -> None:
-        sleep(seconds)
-
-    return do_sleep
-
-
 def is_retryable_error(exc: BaseException) -> bool:
     """Whether Layer B retries an error (WIRE.md §5.2): connection errors, 408/409/429/5xx."""
     if isinstance(exc, ClientClosedError):
@@ -682,83 +468,8 @@ def operation_delay(retries_taken: int, *, remaining: float) -> float:
     return DEFAULT_RETRY_POLICY.operation_delay(retries_taken, remaining=remaining)
 
 
-def with_operation_retries(
-    fn: Callable[[], T],
-    *,
-    budget_s: float | None = None,
-    sleep: Callable[[float], object] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    is_retryable: Callable[[BaseException], bool] = is_retryable_error,
-    describe: str = "request",
-    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    wall_clock: Callable[[], float] = time.time,
-) -> T:
-    """Call ``fn`` until it succeeds, fails for good, or ``budget_s`` seconds have passed.
-
-    ``budget_s`` defaults to the policy's ``operation_budget_s`` (5 minutes). ``fn`` must re-send
-    the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``). The last error
-    is raised unchanged. The HTTP retries inside ``fn`` share this call's retry notice: the
-    first invisible retry of the whole operation is logged at WARNING, once.
-    """
-    budget = policy.operation_budget_s if budget_s is None else budget_s
-    started = clock()
-    with _one_notice() as notice:
-        # Most operations succeed at once: tenacity is set up only after a first failure,
-        # whose error its first attempt raises again (so every later decision is unchanged).
-        try:
-            return fn()
-        except Exception as e:
-            if not is_retryable(e):
-                raise
-            first_error: Exception = e
-    replay = _replaying(first_error, fn)
-
-    def stop(state: tenacity.RetryCallState) -> bool:
-        return clock() - started >= budget
-
-    def wait(state: tenacity.RetryCallState) -> float:
-        return policy.operation_delay(
-            state.attempt_number - 1, remaining=budget - (clock() - started)
-        )
-
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        announce_retry(
-            describe,
-            _describe_error(error),
-            delay=delay,
-            until_s=budget - (clock() - started),
-            wall_now=wall_clock(),
-            invisible=is_invisible_failure(error),
-        )
-
-    retrying = tenacity.Retrying(
-        stop=stop,
-        wait=wait,
-        retry=tenacity.retry_if_exception(is_retryable),
-        sleep=_as_tenacity_sleep(sleep),
-        before_sleep=before_sleep,
-        reraise=True,
-    )
-    with _notice_in_force(notice):
-        return retrying(replay)
-
-
-def _replaying(error: BaseException, fn: Callable[[], T]) -> Callable[[], T]:
-    """``fn``, except that its first call raises ``error`` (an attempt already made)."""
-    pending = [error]
-
-    def call() -> T:
-        if pending:
-            raise pending.pop()
-        return fn()
-
-    return call
-
-
-def _describe_error(error: BaseException | None) -> str:
+def describe_error(error: BaseException | None) -> str:
+    """A short description of a failure for a retry log line."""
     if isinstance(error, APIStatusError):
         return f"HTTP {error.status_code}"
     if isinstance(error, APIConnectionError):

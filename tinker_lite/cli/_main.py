@@ -134,6 +134,7 @@ def _before_first_answer(ctx: Context, exc: BaseException) -> bool:
         isinstance(exc, APIConnectionError)
         and not isinstance(exc, APITimeoutError)
         and not ctx.answered
+        and "start-up budget" not in str(exc)  # the library's own error already says it
     )
 
 

@@ -1,25 +1,17 @@
-"""The transport runs on urllib3 alone: no client path imports requests.
+"""requests is the transport: what requests does is what tinker_lite does.
 
-A first use (``ServiceClient`` + a sample) runs in a fresh interpreter against
-``python -m tinker_lite.local serve`` in a process of its own, with ``import requests`` made to
-fail there; a static check covers every module of the package (CLI and local server included).
-Also here: what the transport does itself now that requests does not do it (redirects,
-truncated bodies, gzip).
+Redirects, cookies across them, ``Content-Length``, gzip and truncated bodies, seen on a scripted
+loopback server through :class:`~tinker_lite._transport.http.Transport`.
 """
 
 from __future__ import annotations
 
-import ast
 import gzip
-import os
-import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests._holder_support import requests_over
 from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     DropMidBody,
@@ -31,105 +23,25 @@ from tests._scripted_server import (  # noqa: F401 - fixtures are used by name
     clean_env_fixture,
     server_fixture,
 )
-from tests._served import served
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._transport.http import PoolKind, Transport
-from tinker_lite._transport.retry import RetryPolicy, send_with_retries
-
-REPO = Path(__file__).resolve().parents[1]
-PACKAGE = REPO / "tinker_lite"
-
-
-def test_no_module_of_the_package_imports_requests() -> None:
-    offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            if any(name == "requests" or name.startswith("requests.") for name in names):
-                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
-    assert offenders == []
-
-
-@pytest.fixture(scope="module")
-def served_url() -> Iterator[str]:
-    """``python -m tinker_lite.local serve`` in its own process; yields its base URL."""
-    with served("--stub-model") as url:
-        yield url
-
-
-FIRST_USE = textwrap.dedent(
-    """
-    import sys
-
-    class NoRequests:
-        def find_spec(self, name, path=None, target=None):
-            if name == "requests" or name.startswith("requests."):
-                raise ImportError("requests must not be imported by tinker_lite")
-            return None
-
-    sys.meta_path.insert(0, NoRequests())
-
-    import tinker_lite as tinker
-
-    service = tinker.ServiceClient(base_url=sys.argv[1], telemetry=False)
-    sampler = service.create_sampling_client(base_model="tinker-lite/tiny-64")
-    prompt = tinker.types.ModelInput.from_ints([1, 2, 3])
-    params = tinker.types.SamplingParams(max_tokens=2)
-    result = sampler.sample(prompt=prompt, num_samples=1, sampling_params=params).result()
-    print(len(result.sequences[0].tokens))
-    service.close()
-    print(sorted(m for m in sys.modules if m == "requests" or m.startswith("requests.")))
-    """
-)
-
-
-def test_first_use_and_a_sample_never_import_requests(served_url: str) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_USE, served_url],
-        check=False,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    tokens, loaded = done.stdout.strip().splitlines()
-    assert tokens == "2"
-    assert loaded == "[]"
-
-
-# -- what the transport does itself ---------------------------------------------------------
+from tinker_lite._transport.retry import RetryPolicy
 
 
 def test_a_truncated_body_is_retried_then_raised_as_a_connection_error(
     server: ScriptedServer,
 ) -> None:
-    # Content-Length promises more than arrives: urllib3's IncompleteRead becomes an
+    # Content-Length promises more than arrives: requests' ChunkedEncodingError becomes an
     # APIConnectionError (not a timeout), which the one retry layer retries.
     server.on("GET", "/cut", DropMidBody(), DropMidBody())
     server.on("GET", "/cut-always", *[DropMidBody()] * 3)
     server.default("GET", "/cut", Reply(200, {"whole": True}))
-    transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     policy = RetryPolicy(max_retries=2)
-    try:
-        resp = send_with_retries(
-            transport, PoolKind.TRAIN, "GET", "/cut", policy=policy, sleep=lambda _: None
-        )
+    with requests_over(server.url, retry_policy=policy, sleep=lambda _: None) as api:
+        resp = api.call("GET", "/cut", operation_retries=False)
         assert resp.json() == {"whole": True}
         with pytest.raises(APIConnectionError) as info:
-            send_with_retries(
-                transport, PoolKind.TRAIN, "GET", "/cut-always", policy=policy, sleep=lambda _: None
-            )
-    finally:
-        transport.close()
+            api.call("GET", "/cut-always", operation_retries=False)
     assert len(server.requests("/cut")) == 3
     assert len(server.requests("/cut-always")) == 3
     assert not isinstance(info.value, APITimeoutError)
@@ -172,8 +84,11 @@ def test_redirects_are_followed_as_requests_follows_them(server: ScriptedServer)
     server.default("POST", "/kept", Reply(200, {"at": "kept"}))
     transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
     try:
-        assert transport.send(PoolKind.TRAIN, "POST", "/old", body=b"{}").json() == {"at": "new"}
-        assert transport.send(PoolKind.TRAIN, "POST", "/keep", body=b"{}").json() == {"at": "kept"}
+        json_body = {"Content-Type": "application/json"}
+        answer = transport.send(PoolKind.TRAIN, "POST", "/old", body=b"{}", headers=json_body)
+        assert answer.json() == {"at": "new"}
+        answer = transport.send(PoolKind.TRAIN, "POST", "/keep", body=b"{}", headers=json_body)
+        assert answer.json() == {"at": "kept"}
         # Not followed when asked not to: the 3xx is the answer.
         assert transport.send(PoolKind.TRAIN, "POST", "/old", allow_redirects=False).status == 302
     finally:
@@ -189,30 +104,40 @@ def test_redirects_are_followed_as_requests_follows_them(server: ScriptedServer)
     )
 
 
-def test_a_redirect_to_another_origin_drops_authorization_and_cookies(
+def test_a_redirect_to_another_host_drops_every_credential_and_cookie(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # requests drops Authorization (here netrc's) for another host and sends cookies only to
+    # the host that set them; the service key goes nowhere else either.
     with ScriptedServer() as other:
         netrc = tmp_path / "netrc"
         netrc.write_text("machine 127.0.0.1 login user password pw\n", encoding="utf-8")
         netrc.chmod(0o600)
         monkeypatch.setenv("NETRC", str(netrc))
+        elsewhere = other.url.replace("127.0.0.1", "localhost")
         server.on("GET", "/a", Reply(200, {}, headers={"Set-Cookie": "lb=1"}))
-        server.on("GET", "/b", _redirect_to(other.url.rstrip("/") + "/c"))
+        server.on("GET", "/b", _redirect_to(elsewhere + "/c"))
+        server.on("GET", "/d", _redirect_to("/e"))
+        server.default("GET", "/e", Reply(200, {"at": "e"}))
         other.default("GET", "/c", Reply(200, {"at": "c"}))
         transport = Transport(server.url, headers={}, auth=lambda: API_KEY)
         try:
             transport.send(PoolKind.TRAIN, "GET", "/a")
             assert transport.send(PoolKind.TRAIN, "GET", "/b").json() == {"at": "c"}
+            assert transport.send(PoolKind.TRAIN, "GET", "/d").json() == {"at": "e"}
         finally:
             transport.close()
         (b,) = server.requests("/b")
         assert b.header("Cookie") == "lb=1"
         assert b.header("Authorization") is not None
+        assert b.header("X-API-Key") == API_KEY
         (c,) = other.requests("/c")
-    # Both servers listen on 127.0.0.1: another port is another origin.
+        # Kept on a redirect within the same origin.
+        (e,) = server.requests("/e")
     assert c.header("Authorization") is None
     assert c.header("Cookie") is None
+    assert c.header("X-API-Key") is None
+    assert (e.header("X-API-Key"), e.header("Cookie")) == (API_KEY, "lb=1")
 
 
 def test_a_redirect_loop_is_a_connection_error(server: ScriptedServer) -> None:

@@ -1,0 +1,637 @@
+"""The requestor: one connection's send path and its connection requests.
+
+One send path, one seam per concern (as httpx's client: auth, redirects and cookies, then one
+transport attempt; as stripe's requestor: headers built in one place): :meth:`Requestor.call`
+builds a request's service headers once (``x-sdk-*``, ``X-Tinker-*``, WIRE.md §1.3-§1.4), the
+operation layer (Layer B, §5.2) gives each re-send a new idempotency key, the HTTP layer (Layer
+A, §5.1) stamps each attempt's retry count and read timeout, and
+:class:`~tinker_lite._transport.http.Transport` sends one attempt. Both layers are tenacity
+loops built once (:mod:`tinker_lite._transport.loops`); nothing else calls them.
+
+The session holder, poller, heartbeat and telemetry ask it for the connection's own requests
+(start-up, session, heartbeat, telemetry, polls); the clients' operations are grouped by
+subject in :attr:`Requestor.training`, :attr:`Requestor.sampling` and :attr:`Requestor.rest`.
+
+Threading: a :class:`Requestor` may be shared by every thread. It holds its session holder
+weakly (background threads hold the requestor, never the holder), the credentials, the
+transport and the sampling gate.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tinker_lite import types
+from tinker_lite._api.endpoints import (
+    API,
+    CREATE_SESSION_PATH,
+    HEARTBEAT_PATH,
+    RETRIEVE_FUTURES_PATH,
+    TELEMETRY_PATH,
+)
+from tinker_lite._api.rest import RestRequests
+from tinker_lite._api.sampling import SamplingRequests
+from tinker_lite._api.training import TrainingRequests
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import parse_model
+from tinker_lite._errors import (
+    APIConnectionError,
+    APIResponseValidationError,
+    ClientClosedError,
+    InvalidInputError,
+    TinkerError,
+)
+from tinker_lite._futures.poller import RETRIEVE_FUTURE_PATH, Poll
+from tinker_lite._session.credentials import Credentials, token_fetcher
+from tinker_lite._session.sample_gate import sample_gate_for
+from tinker_lite._session.settings import Settings
+from tinker_lite._session.startup import (
+    CLIENT_CONFIG_PATH,
+    DYNAMIC_CONFIG_PATH,
+    DYNAMIC_CONFIG_TIMEOUT,
+    is_connection_failure,
+)
+from tinker_lite._transport.http import (
+    DEFAULT_POOL_SIZES,
+    DEFAULT_TIMEOUT,
+    HEARTBEAT_TIMEOUT,
+    JSON,
+    TELEMETRY_TIMEOUT,
+    HttpResponse,
+    PoolKind,
+    Timeout,
+    Transport,
+    raise_for_status,
+)
+from tinker_lite._transport.loops import RetryableStatus, Tries, http_loop, operation_loop
+from tinker_lite._transport.retry import (
+    DEFAULT_RETRY_POLICY,
+    MIN_ATTEMPT_TIMEOUT,
+    NO_RETRIES,
+    RetryPolicy,
+    StallWatch,
+    cut_timeout,
+)
+
+if TYPE_CHECKING:
+    from tinker_lite._session.holder import SessionHolder
+
+__all__ = ["Requestor", "new_idempotency_key"]
+
+# WIRE.md §5.2: the operation-level (Layer B) retry budget of a submit.
+OPERATION_BUDGET_S = 300.0
+# Start-up requests (client config, auth token) are retried at most twice per HTTP loop.
+_STARTUP_MAX_RETRIES = 2
+# Telemetry batches are retried a little, then dropped (WIRE.md §11).
+_TELEMETRY_POLICY = RetryPolicy(max_retries=3)
+_BODYLESS = ("GET", "HEAD")
+
+
+def new_idempotency_key() -> str:
+    """A fresh ``X-Idempotency-Key`` value for one logical request (WIRE.md §1.3)."""
+    return f"tinker-lite-retry-{uuid.uuid4()}"
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+class _Call(Tries):
+    """One logical request: what is sent (built once) and its retry bookkeeping."""
+
+    __slots__ = (
+        "accept_status",
+        "allow_redirects",
+        "body",
+        "headers",
+        "idempotency_key",
+        "method",
+        "path",
+        "pool",
+        "query",
+        "raw",
+        "retries",
+        "timeout",
+        "timeout_header",
+    )
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        *,
+        pool: PoolKind,
+        body: bytes | None,
+        headers: dict[str, str],
+        query: Mapping[str, str] | None,
+        timeout: Timeout,
+        policy: RetryPolicy,
+        accept_status: Collection[int] = (),
+        allow_redirects: bool = True,
+        raw: bool = False,
+        idempotency_key: str | None = None,
+    ) -> None:
+        super().__init__(f"{method} {path}", policy)
+        self.method = method
+        self.path = path
+        self.pool = pool
+        self.body = body
+        self.headers = headers
+        self.query = query
+        self.timeout = timeout
+        self.accept_status = accept_status
+        self.allow_redirects = allow_redirects
+        self.raw = raw  # every status is the answer (the caller reads it), none is retried
+        self.idempotency_key = idempotency_key
+        self.retries = 0
+        self.timeout_header: str | None = None  # the read timeout as a request says it
+
+
+class Requestor:
+    """Named operations of the Tinker API over one connection's transport.
+
+    ``settings`` are the connection's resolved options; ``retry_policy`` decides every wait,
+    ``request_timeout`` is the timeout of requests without one of their own; ``poll_threads``
+    widens the poll pool; ``sleep``, ``rand``, ``clock`` (monotonic) and ``wall_clock`` (epoch)
+    are injectable for tests (the default sleep ends at once when :attr:`closing` is set).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        request_timeout: Timeout = DEFAULT_TIMEOUT,
+        poll_threads: int | None = None,
+        sleep: Callable[[float], object] | None = None,
+        rand: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.policy = retry_policy
+        self.closing = threading.Event()
+        self.sleep: Callable[[float], object] = sleep if sleep is not None else self.closing.wait
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._request_timeout = request_timeout
+        self.credentials = Credentials(
+            settings.api_key, command=settings.credential_command, wall_clock=wall_clock
+        )
+        sizes = dict(DEFAULT_POOL_SIZES)
+        if poll_threads is not None:
+            sizes[PoolKind.RETRIEVE_PROMISE] = max(sizes[PoolKind.RETRIEVE_PROMISE], poll_threads)
+        self.transport = Transport(
+            settings.base_url,
+            headers={**settings.cloudflare_headers, **settings.default_headers},
+            auth=self.credentials.current,
+            reauth=self.credentials.reauth,
+            pool_sizes=sizes,
+            verify=settings.verify,
+            json_loads=_wire.loads,
+            session=settings.requests_session,
+        )
+        self.sample_gate = sample_gate_for(settings.base_url, settings.api_key)
+        self.fetch_jwt = token_fetcher(self._post_with_key, self.credentials.exchange_credential)
+        self._session_ref: Callable[[], SessionHolder | None] = lambda: None
+        # The two layers of the one retrying send, built once.
+        self._http = http_loop(
+            retry_policy,
+            closing=self.closing,
+            sleep=self.sleep,
+            rand=rand,
+            wall_clock=wall_clock,
+            clock=clock,
+        )
+        self._operations = operation_loop(
+            retry_policy, closing=self.closing, sleep=self.sleep, wall_clock=wall_clock, clock=clock
+        )
+        # The clients' operations, by subject.
+        self.training = TrainingRequests(self)
+        self.sampling = SamplingRequests(self)
+        self.rest = RestRequests(self)
+
+    def __repr__(self) -> str:
+        return f"Requestor(base_url={self.base_url!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The service's base URL."""
+        return self.transport.base_url
+
+    def attach(self, session: SessionHolder) -> None:
+        """Start ``session`` (held weakly) before the operations that need it."""
+        self._session_ref = weakref.ref(session)
+
+    def session_holder(self) -> SessionHolder:
+        """The session this requestor serves; :class:`~tinker_lite.ClientClosedError` once it
+        is gone."""
+        session = self._session_ref()
+        if session is None:
+            raise ClientClosedError("The client is closed.")
+        return session
+
+    def stall_watch(self) -> StallWatch:
+        """A new deadline for one request's life (WIRE.md §P.7) on this connection's clocks."""
+        return StallWatch(self.settings.stall_timeout, self.clock, self.sleep)
+
+    def close(self) -> None:
+        """End the waits of every retry loop and close the transport (idempotent)."""
+        self.closing.set()
+        self.transport.close()
+
+    # -- the send path ---------------------------------------------------------------------------
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        sdk_method: str | None = None,
+        pool: PoolKind = PoolKind.TRAIN,
+        body_obj: object | None = None,
+        body: bytes | None = None,
+        content_type: str | None = JSON,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: Timeout | None = None,
+        retry: bool = True,
+        operation_retries: bool = True,
+        accept_status: Collection[int] = (),
+        allow_redirects: bool = True,
+        deadline: StallWatch | None = None,
+        idempotency_key: str | None = None,
+    ) -> HttpResponse:
+        """Send one request of the service (starting the connection first) and return its 2xx
+        answer (or one in ``accept_status``); raise its error after the retries.
+
+        ``body_obj`` (an attrs model or JSON value) is encoded with ``_wire.dumps``; ``body`` is
+        sent as is. ``sdk_method`` adds the ``x-sdk-version`` / ``x-sdk-method`` headers.
+        ``retry=False``: one attempt. With ``operation_retries`` (the default) the request is
+        re-sent for up to 5 minutes (WIRE.md §5.2) with the same body, hence the same
+        ``seq_id`` (§P.4); the stall timeout bounds it too (§P.7): what is left of ``deadline``
+        (a :meth:`stall_watch` started when the request's life began), else the whole of it.
+        """
+        started = self.clock()
+        # The start-up a first call triggers counts against the call's budget too.
+        self.session_holder().ensure_started()
+        if body_obj is not None:
+            if body is not None:
+                raise InvalidInputError("body", "pass body_obj or body, not both")
+            body = _wire.dumps(body_obj)
+        call = self._prepare(
+            method,
+            path,
+            pool=pool,
+            body=body,
+            content_type=content_type,
+            query=query,
+            headers=headers,
+            sdk_method=sdk_method,
+            timeout=timeout,
+            policy=self.policy if retry else NO_RETRIES,
+            accept_status=accept_status,
+            allow_redirects=allow_redirects,
+            idempotency_key=idempotency_key,
+        )
+        if operation_retries and retry:
+            # WIRE.md §P.7: the stall timeout bounds the whole life of a request.
+            total = min(
+                OPERATION_BUDGET_S,
+                self.settings.stall_timeout if deadline is None else deadline.remaining(),
+            )
+            if self.policy.budget_s is not None:
+                total = min(total, self.policy.budget_s)
+            call.operation_budget_s = total
+            call.operation_started = started
+        return self._send(call)
+
+    def _prepare(
+        self,
+        method: str,
+        path: str,
+        *,
+        pool: PoolKind,
+        body: bytes | None = None,
+        content_type: str | None = JSON,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        sdk_method: str | None = None,
+        timeout: Timeout | None = None,
+        policy: RetryPolicy,
+        accept_status: Collection[int] = (),
+        allow_redirects: bool = True,
+        raw: bool = False,
+        idempotency_key: str | None = None,
+    ) -> _Call:
+        """A request with its service headers, built once for all of its attempts."""
+        method = method.upper()
+        wire: dict[str, str] = {}
+        # WIRE.md §1.3: Content-Type with a body and on every request that may carry one.
+        if content_type is not None and (body is not None or method not in _BODYLESS):
+            wire["Content-Type"] = content_type
+        if sdk_method:
+            # golden-0.38: the public call a request belongs to.
+            wire["x-sdk-version"] = self.settings.sdk_version
+            wire["x-sdk-method"] = sdk_method
+        if headers:
+            wire.update(headers)
+        return _Call(
+            method,
+            path,
+            pool=pool,
+            body=body,
+            headers=wire,
+            query=query,
+            timeout=self._request_timeout if timeout is None else timeout,
+            policy=policy,
+            accept_status=accept_status,
+            allow_redirects=allow_redirects,
+            raw=raw,
+            idempotency_key=idempotency_key,
+        )
+
+    def _send(self, call: _Call) -> HttpResponse:
+        """The one retrying send: the operation layer (when the call has a budget for it)
+        around the HTTP layer around one transport attempt.
+
+        A failure is raised with a traceback that starts here, its low-level cause kept: an
+        uncaught one prints the caller's frames and the cause, not every retry (WIRE.md §P.7).
+        """
+        try:
+            if call.operation_budget_s is None:
+                return self._operation_try(call)
+            return self._operations(self._operation_try, call)
+        except TinkerError as e:
+            failure = e
+        raise failure.with_traceback(None)
+
+    def _operation_try(self, call: _Call) -> HttpResponse:
+        """One try of the operation: a new idempotency key, then the HTTP layer's attempts."""
+        if call.method not in _BODYLESS:
+            call.headers["X-Idempotency-Key"] = call.idempotency_key or new_idempotency_key()
+        call.started = now = self.clock()
+        call.retries = 0
+        if call.operation_budget_s is not None:
+            left = max(
+                call.operation_budget_s - (now - call.operation_started), MIN_ATTEMPT_TIMEOUT
+            )
+            budget = call.policy.budget_s
+            call.budget_s = left if budget is None else min(left, budget)
+        try:
+            if call.policy.max_retries == 0:
+                return self._attempt(call)
+            return self._http(self._attempt, call)
+        except RetryableStatus as e:
+            refused = e.response
+        # Raised here, not in the handler: the error's cause is the service's answer alone.
+        raise_for_status(refused, what=call.what)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(self, call: _Call) -> HttpResponse:
+        """One attempt: its retry count and read timeout, then the transport's one send."""
+        timeout = call.timeout
+        if call.budget_s is not None:
+            timeout = cut_timeout(timeout, call.budget_s - (self.clock() - call.started))
+        headers = call.headers
+        # WIRE.md §1.3: sent for parity with the official SDK.
+        headers["x-stainless-retry-count"] = str(call.retries)
+        # The timeout the request was given (an attempt near the end of its budget waits less).
+        headers["x-stainless-read-timeout"] = call.timeout_header or _seconds(call.timeout.read)
+        call.retries += 1
+        resp = self.transport.send(
+            call.pool,
+            call.method,
+            call.path,
+            body=call.body,
+            query=call.query,
+            headers=headers,
+            timeout=timeout,
+            allow_redirects=call.allow_redirects,
+        )
+        _answered(self.base_url)
+        status = resp.status
+        if call.raw or 200 <= status < 300 or status in call.accept_status:
+            return resp
+        if call.policy.should_retry(status, resp.headers):
+            raise RetryableStatus(resp)
+        raise_for_status(resp, what=call.what)
+        return resp  # pragma: no cover - raise_for_status raised
+
+    # -- the connection: start-up, session, heartbeat, telemetry, polls ---------------------------
+
+    def _startup_policy(self, budget_s: float | None = None) -> RetryPolicy:
+        policy = self.policy
+        budget = self.settings.startup_timeout if budget_s is None else budget_s
+        if policy.budget_s is not None:
+            budget = min(budget, policy.budget_s)
+        return replace(
+            policy, max_retries=min(policy.max_retries, _STARTUP_MAX_RETRIES), budget_s=budget
+        )
+
+    def client_config(self) -> HttpResponse:
+        """``POST client/config``: a connection that cannot be made is retried for the start-up
+        budget (WIRE.md §P.7) when this process never had an answer from the service (a wrong
+        URL, no network), for the stall timeout when it had (the service is lost, not absent);
+        then an :class:`~tinker_lite.APIConnectionError` names the URL and the cause. Any
+        answer is returned."""
+        settings = self.settings
+        reached = self.base_url in _ANSWERED
+        budget = settings.stall_timeout if reached else settings.startup_timeout
+        body = _wire.dumps(types.ClientConfigRequest(sdk_version=settings.sdk_version))
+        call = self._prepare(
+            "POST",
+            CLIENT_CONFIG_PATH,
+            pool=PoolKind.SESSION,
+            body=body,
+            policy=self._startup_policy(budget),
+        )
+        call.what = f"POST {CLIENT_CONFIG_PATH} (start-up)"
+        call.operation_budget_s = budget
+        call.operation_started = self.clock()
+        call.retryable = is_connection_failure
+        try:
+            return self._send(call)
+        except APIConnectionError as e:
+            if reached or not is_connection_failure(e):
+                raise
+            unreachable = e
+        error = APIConnectionError(
+            f"{unreachable} The service at {self.base_url} never answered within the start-up "
+            f"budget of {budget:g} s (startup_timeout=, --startup-timeout or "
+            "TINKER_LITE_STARTUP_TIMEOUT to wait longer)."
+        )
+        raise error from unreachable.__cause__
+
+    def _post_with_key(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
+        """``auth/token``: sent with the start-up retries (on any thread, whenever a JWT is
+        refreshed)."""
+        call = self._prepare(
+            "POST",
+            path,
+            pool=PoolKind.SESSION,
+            body=body,
+            headers=headers,
+            policy=self._startup_policy(),
+        )
+        return self._send(call)
+
+    def dynamic_config(self, *, initial: bool) -> HttpResponse:
+        """``POST client/dynamic_config``: with the start-up retries at first, then one attempt
+        per refresh."""
+        body = _wire.dumps(types.ClientConfigRequest(sdk_version=self.settings.sdk_version))
+        call = self._prepare(
+            "POST",
+            DYNAMIC_CONFIG_PATH,
+            pool=PoolKind.SESSION,
+            body=body,
+            timeout=DYNAMIC_CONFIG_TIMEOUT,
+            policy=self._startup_policy() if initial else NO_RETRIES,
+        )
+        return self._send(call)
+
+    def create_session(self, request: types.CreateSessionRequest) -> types.CreateSessionResponse:
+        """``POST create_session`` (HTTP retries)."""
+        call = self._prepare(
+            "POST",
+            CREATE_SESSION_PATH,
+            pool=PoolKind.SESSION,
+            body=_wire.dumps(request),
+            policy=self.policy,
+        )
+        return parse_model(self._send(call), types.CreateSessionResponse, what="create_session")
+
+    def heartbeat(self, session_id: str) -> HttpResponse:
+        """One ``session_heartbeat``; its answer, whatever the status (WIRE.md §10)."""
+        body = _wire.dumps(types.SessionHeartbeatRequest(session_id=session_id))
+        call = self._prepare(
+            "POST",
+            HEARTBEAT_PATH,
+            pool=PoolKind.SESSION,
+            body=body,
+            timeout=HEARTBEAT_TIMEOUT,
+            policy=NO_RETRIES,
+            raw=True,
+        )
+        return self._send(call)
+
+    def finish_session(
+        self,
+        session_id: str,
+        request: types.SessionFinishRequest,
+        *,
+        sdk_method: str | None,
+        read_timeout: float,
+    ) -> HttpResponse:
+        """``POST sessions/{id}/finish``, one attempt (WIRE.md §P.12)."""
+        call = self._prepare(
+            "POST",
+            f"{API}/sessions/{session_id}/finish",
+            pool=PoolKind.SESSION,
+            body=_wire.dumps(request),
+            sdk_method=sdk_method,
+            timeout=Timeout(connect=min(5.0, read_timeout), read=read_timeout),
+            policy=NO_RETRIES,
+        )
+        return self._send(call)
+
+    def send_telemetry(self, body: bytes) -> None:
+        """``POST telemetry`` with a few HTTP retries (WIRE.md §11)."""
+        call = self._prepare(
+            "POST",
+            TELEMETRY_PATH,
+            pool=PoolKind.TELEMETRY,
+            body=body,
+            timeout=TELEMETRY_TIMEOUT,
+            policy=_TELEMETRY_POLICY,
+        )
+        self._send(call)
+
+    def retrieve_future(self, poll: Poll) -> HttpResponse:
+        """One ``retrieve_future`` poll; its answer, whatever the status (WIRE.md §4, §P.6)."""
+        headers = {
+            "Accept": poll.accept,
+            "X-Tinker-Request-Iteration": str(poll.iteration),
+            "X-Tinker-Request-Type": poll.request_type,
+            "X-Stainless-Raw-Response": "raw",
+        }
+        if poll.roundtrip_s is not None:
+            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
+            headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(poll.roundtrip_s)
+        body = _wire.dumps(
+            types.FutureRetrieveRequest(
+                request_id=poll.request_id, allow_metadata_only=poll.metadata_only
+            )
+        )
+        call = self._prepare(
+            "POST",
+            RETRIEVE_FUTURE_PATH,
+            pool=PoolKind.RETRIEVE_PROMISE,
+            body=body,
+            headers=headers,
+            sdk_method=poll.sdk_method,
+            timeout=poll.timeout,
+            policy=NO_RETRIES,
+            raw=True,
+        )
+        return self._send(call)
+
+    def retrieve_futures(
+        self, request: types.FuturesRetrieveRequest, timeout: Timeout
+    ) -> HttpResponse:
+        """One ``retrieve_futures`` long poll; its answer, whatever the status."""
+        call = self._prepare(
+            "POST",
+            RETRIEVE_FUTURES_PATH,
+            pool=PoolKind.RETRIEVE_PROMISE,
+            body=_wire.dumps(request),
+            timeout=timeout,
+            policy=NO_RETRIES,
+            raw=True,
+        )
+        # golden-0.38: this one says its read timeout as a float (45.0, 5.0).
+        call.timeout_header = str(float(timeout.read))
+        return self._send(call)
+
+    def abort_polls(self) -> None:
+        """Fail the polls in flight at once (their sockets are shut down)."""
+        self.transport.abort([PoolKind.RETRIEVE_PROMISE])
+
+    # -- the caller's identity ---------------------------------------------------------------------
+
+    def identity_claims(self) -> Mapping[str, Any] | None:
+        """The claims of the JWT this connection authenticates with, read locally (nothing is
+        sent beyond the start-up); ``None`` when the credential is a plain API key (§13.2)."""
+        self.session_holder().ensure_started()
+        credentials = self.credentials
+        token = credentials.current() if credentials.uses_jwt else None
+        if token is None:
+            return None
+        try:
+            payload = token.split(".")[1]
+            claims = _wire.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (IndexError, ValueError, TinkerError) as e:
+            raise APIResponseValidationError(
+                f"the access token's claims cannot be read: {e}"
+            ) from e
+        if not isinstance(claims, dict):
+            raise APIResponseValidationError("the access token's claims are not an object")
+        return claims
+
+
+# Base URLs that have answered this process (any status): a service reached once is lost, not
+# absent, when it stops answering (WIRE.md §P.7, "never reached vs lost").
+_ANSWERED: set[str] = set()
+
+
+def _answered(base_url: str) -> None:
+    if base_url not in _ANSWERED:
+        _ANSWERED.add(base_url)

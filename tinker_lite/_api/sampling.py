@@ -1,0 +1,175 @@
+"""The requestor's sampling operations: sampling sessions and the sample submit loop.
+
+:class:`SamplingRequests` is part of the requestor (``requestor.sampling``). A sample's submit
+is a tenacity loop around the requestor's one send: a 429 is backpressure that opens the window
+every sampler of one service and key shares (WIRE.md §P.8), waited out with the one wait
+strategy before the same bytes are sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+from tinker_lite import types
+from tinker_lite._api.endpoints import API, ASAMPLE_PATH, SAMPLE_BACKPRESSURE_HEADERS
+from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.decoding import parse_model
+from tinker_lite._errors import ClientClosedError
+from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, raise_for_status
+from tinker_lite._transport.loops import (
+    RetryableStatus,
+    ServiceWait,
+    attempt_error,
+    call_of,
+    retry_loop,
+)
+from tinker_lite._transport.retry import StallWatch
+
+if TYPE_CHECKING:
+    from tinker_lite._api.requestor import Requestor
+
+__all__ = ["SamplingRequests", "decode_sample"]
+
+logger = logging.getLogger("tinker_lite.api")
+
+
+def decode_sample(resp: HttpResponse) -> types.SampleResponse:
+    """A sample result in whichever content type came back (WIRE.md §P.10)."""
+    if resp.is_protobuf:
+        from tinker_lite._codec import proto as _proto
+
+        return _proto.decode_sample_response(resp.body)
+    return _wire.structure(resp.json(), types.SampleResponse)
+
+
+class SamplingRequests:
+    """The sampling operations of one requestor (``requestor.sampling``)."""
+
+    def __init__(self, api: Requestor) -> None:
+        self._api = api
+        policy = api.policy
+        # The sample submit loop, built once for every sample of the connection.
+        self._submits = retry_loop(
+            wait=ServiceWait(
+                policy,
+                fallback=lambda state: (
+                    0.0
+                    if isinstance(attempt_error(state), _HeldBack)
+                    else policy.throttle_backoff.delay(0)
+                ),
+                wall_clock=api.wall_clock,
+                at_most=lambda state: call_of(state).life.remaining(),
+                window=api.sample_gate,  # WIRE.md §P.8: one window for every sampler
+            ),
+            stop=lambda state: api.closing.is_set() or call_of(state).closing.is_set(),
+            retry_on=lambda error: isinstance(error, (RetryableStatus, _HeldBack)),
+            sleep=api.sleep,
+        )
+
+    def __repr__(self) -> str:
+        return f"SamplingRequests(base_url={self._api.base_url!r})"
+
+    def create_sampling_session(
+        self, request: types.CreateSamplingSessionRequest, *, sdk_method: str
+    ) -> types.CreateSamplingSessionResponse:
+        """Create a sampling session (HTTP retries only, WIRE.md §5.7)."""
+        resp = self._api.call(
+            "POST",
+            f"{API}/create_sampling_session",
+            body_obj=request,
+            sdk_method=sdk_method,
+            pool=PoolKind.SESSION,
+            operation_retries=False,
+        )
+        return parse_model(resp, types.CreateSamplingSessionResponse)
+
+    @property
+    def result_accept(self) -> str:
+        """The content type asked for polled forward/sample results (WIRE.md §P.10)."""
+        return PROTOBUF if self._api.session_holder().wire_format == "protobuf" else JSON
+
+    def join_sampling_session(self, sampling_session_id: str, *, sdk_method: str) -> int:
+        """Join a sampling session as a copied sampler; its ``client_counter`` (WIRE.md §13.4)."""
+        resp = self._api.call(
+            "POST",
+            f"{API}/join_sampling_session",
+            body_obj=types.JoinSamplingSessionRequest(sampling_session_id=sampling_session_id),
+            sdk_method=sdk_method,
+            pool=PoolKind.SESSION,
+        )
+        return parse_model(resp, types.JoinSamplingSessionResponse).client_counter
+
+    def submit_sample(
+        self, request: types.SampleRequest, *, sdk_method: str, closing: threading.Event
+    ) -> str:
+        """Send one ``asample`` until the service accepts it; its request id (WIRE.md §P.8).
+
+        A 429 is backpressure, not an error: it opens the back-off window every sampler of this
+        service and key shares (``Retry-After`` when given, else 1 s), and the same bytes, hence
+        the same ``seq_id``, are sent again once it closes; a window opened by another sampler
+        is waited out before sending. The stall timeout bounds the whole loop (WIRE.md §P.7):
+        HTTP and operation retries, 429 waits and re-sends alike; a service that keeps answering
+        429 for that long raises :class:`~tinker_lite.RateLimitError`.
+        """
+        call = _SampleCall(closing, self._api.stall_watch(), _wire.dumps(request), sdk_method)
+        try:
+            return self._submits(self._submit_sample_once, call)
+        except (RetryableStatus, _HeldBack):  # stopped: the client is closing
+            closed = True
+        if closed:
+            raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _submit_sample_once(self, call: _SampleCall) -> str:
+        """One turn of the sample loop: wait out an open window (or give up), else send."""
+        if call.closing.is_set():
+            raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
+        life = call.life
+        window = self._api.sample_gate.backoff_remaining()
+        if window > 0:
+            if window <= life.remaining():
+                raise _HeldBack
+            if call.throttled is not None:
+                # WIRE.md §P.7: the back-off would outlast the stall timeout.
+                raise_for_status(
+                    call.throttled,
+                    what=f"POST {ASAMPLE_PATH} (held back by HTTP 429 for "
+                    f"{life.silent_for():.0f} s; stall timeout {life.stall_timeout:g} s)",
+                )
+        resp = self._api.call(
+            "POST",
+            ASAMPLE_PATH,
+            body=call.body,
+            sdk_method=call.sdk_method,
+            pool=PoolKind.SAMPLE,
+            headers=SAMPLE_BACKPRESSURE_HEADERS,
+            accept_status=(429,),
+            deadline=life,
+        )
+        if resp.status == 429:
+            call.throttled = resp
+            logger.debug("asample answered 429; backing off")
+            raise RetryableStatus(resp)
+        self._api.sample_gate.note_accepted()
+        return parse_model(resp, types.UntypedAPIFuture, what="asample").request_id
+
+
+class _SampleCall:
+    """One sample's submit loop: its life (WIRE.md §P.7), bytes and last 429."""
+
+    __slots__ = ("body", "closing", "life", "sdk_method", "throttled")
+
+    def __init__(
+        self, closing: threading.Event, life: StallWatch, body: bytes, sdk_method: str
+    ) -> None:
+        self.closing = closing
+        self.life = life
+        self.body = body
+        self.sdk_method = sdk_method
+        self.throttled: HttpResponse | None = None
+
+
+class _HeldBack(Exception):
+    """A sample not sent: the shared 429 window is open (its loop waits it out, then sends)."""
