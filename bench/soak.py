@@ -96,7 +96,7 @@ API_KEY = "tml-soak-local"
 BASE_MODEL = "tinker-lite/tiny-64"
 LORA_RANK = 8
 TAG_HEADER = "X-Local-Client"
-BOUND_SLACK_S = 1.0  # WIRE.md §P.7: a bound is never overshot by more than a second
+BOUND_SLACK_S = 1.0  # docs/protocol.rst §6.6: a bound is never overshot by more than a second
 LATE_SLACK_S = 0.25  # a request the server reads this long after close() returned was sent after
 QUIET_S = 3.0  # how long a closed client is watched for late requests
 AFTER_CLOSE_S = 10.0  # a future left pending by close(wait=False) must fail within this

@@ -198,7 +198,7 @@ class FakeTinker:
         return Reply(404, {"detail": f"no fake for {name}"})
 
     def handle_protobuf(self, r: Recorded) -> Reply:
-        """forward/forward_backward sent as protobuf (WIRE.md §13.7); answered in JSON."""
+        """forward/forward_backward sent as protobuf (docs/protocol.rst §3.4); answered in JSON."""
         request = _codecs.decode_forward_backward_request(r.body)
         data = [_wire.to_builtins(datum) for datum in request.data]
         return self.future(self.fb_output(data), model_id=request.model_id)

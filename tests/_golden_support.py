@@ -1,9 +1,9 @@
 """Load the captured official-SDK requests and compare tinker_lite bodies with them.
 
 The fixtures live next to the repository in ``../shared/wire/golden/`` (official SDK 0.4.1) and
-``../shared/wire/golden-0.38/`` (0.38.0). tinker_lite follows WIRE.md §P, which departs from
-0.4.1 on purpose, so both sides are normalised before comparing (the rules of the last section
-of ``shared/wire/README.md``):
+``../shared/wire/golden-0.38/`` (0.38.0). tinker_lite follows docs/protocol.rst §1.2, which
+departs from 0.4.1 on purpose, so both sides are normalised before comparing (the rules of the last
+section of ``shared/wire/README.md``):
 
 1. values of server-assigned / volatile keys are masked (presence still compared), and so is
    the run id inside ``tinker://<run>/...``;
@@ -67,7 +67,7 @@ ENDPOINT_TYPES: Mapping[str, str] = {
     "asample": "sample",
 }
 
-# Keys the tinker_lite profile always sends although 0.4.1 did not (WIRE.md §P.1).
+# Keys the tinker_lite profile always sends although 0.4.1 did not (docs/protocol.rst §3.1).
 PROFILE_ALWAYS_SENT: Mapping[str, Mapping[str, Any]] = {
     "load_weights": {"optimizer": False},
     "create_model": {"optimizer_config": {"type": "adamw"}},

@@ -28,9 +28,9 @@ GOLDEN_DIR = Path(__file__).resolve().parents[2] / "shared" / "wire" / "golden-0
 PROTO_FILE = Path(__file__).resolve().parent / "fixtures" / "tinker_public.proto"
 
 # ---------------------------------------------------------------------------------------------
-# Schema (WIRE.md §13.7). kind: scalar type, "message", "enum", "bytes", "map"; "repeated" flag.
-# For bytes: elem is "int32le" | "int64le" | "float32le" | "raw" | "dtype" (from the tensor's
-# dtype, the message's own or its parent's).
+# Schema (docs/protocol.rst §3.4). kind: scalar type, "message", "enum", "bytes", "map";
+# "repeated" flag. For bytes: elem is "int32le" | "int64le" | "float32le" | "raw" | "dtype" (from
+# the tensor's dtype, the message's own or its parent's).
 # ---------------------------------------------------------------------------------------------
 
 F = dict[str, Any]

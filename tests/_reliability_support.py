@@ -102,9 +102,9 @@ RL_MAX_TOKENS = 8
 RL_TRAIN_PROMPTS = 25  # prompts whose samples feed the importance_sampling step
 RESULT_TIMEOUT = 60.0  # a hung row fails with FutureTimeoutError, well before pytest's timeout
 
-# WIRE.md §P.4: a submit is retried for up to 5 minutes, both retry layers together (the last
-# attempt's timeouts are cut to what is left); one HTTP retry round alone backs off at most
-# 0.5+1+2+4+8+10*5 = 65.5 s.
+# docs/protocol.rst §6.3: a submit is retried for up to 5 minutes, both retry layers together
+# (the last attempt's timeouts are cut to what is left); one HTTP retry round alone backs off
+# at most 0.5+1+2+4+8+10*5 = 65.5 s.
 SUBMIT_BUDGET_S = 300.0
 LAYER_A_BACKOFF_S = 65.5
 SUBMIT_BOUND_S = SUBMIT_BUDGET_S + 1.0

@@ -1,4 +1,5 @@
-"""Chunk planning (WIRE.md §6.4), result merging (§7) and the dry-run validator."""
+"""Chunk planning (docs/protocol.rst §7.4), result merging (docs/protocol.rst §7.5) and the dry-run
+validator."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def test_sizes_of_a_datum() -> None:
 
 
 def test_combine_matches_the_verified_example() -> None:
-    # WIRE.md §7 VERIFIED: two chunks of 128 and 2 datums.
+    # docs/protocol.rst §7.5 VERIFIED: two chunks of 128 and 2 datums.
     first = _output(
         128,
         {

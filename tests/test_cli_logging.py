@@ -106,7 +106,8 @@ logging.getLogger("tinker_lite.probe").warning("warning-line")
 
 
 def test_warnings_reach_stderr_when_the_application_configured_no_logging() -> None:
-    # A retry the caller cannot see (WIRE.md §P.7) or work dropped at exit is never silent.
+    # A retry the caller cannot see (docs/protocol.rst §6.6) or work dropped at exit is never
+    # silent.
     result = _python(WARNING_PROBE.format(before=""))
     assert result.returncode == 0, result.stderr
     assert result.stderr == "WARNING tinker_lite.probe: warning-line\n"

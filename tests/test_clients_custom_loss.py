@@ -1,4 +1,5 @@
-"""forward_backward_custom (WIRE.md §8): the numpy contract, its checks, and a gradient check."""
+"""forward_backward_custom (docs/protocol.rst §7.6): the numpy contract, its checks, and a gradient
+check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SamplingClient: seq_ids (WIRE.md §P.5), shared 429 back-off and in-flight cap (§P.8)."""
+"""SamplingClient: seq_ids (docs/protocol.rst §7.3), shared 429 back-off and in-flight cap
+(docs/protocol.rst §6.4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """SamplingClient.sample's further options: sent as 0.38 sends them; the local server accepts them.
 
 0.38 sends ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and ``record_stability_info`` on
-every asample (defaults included, WIRE.md §P.1); ``target_prompt_logprobs`` and
+every asample (defaults included, docs/protocol.rst §3.1); ``target_prompt_logprobs`` and
 ``prompt_logprobs_last_n`` only when set.
 """
 

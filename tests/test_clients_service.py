@@ -78,7 +78,8 @@ def test_options_reach_the_session(server: ScriptedServer, monkeypatch: pytest.M
         assert client.holder.stall_timeout == 0.5
         assert client.holder.wire_format == "json"
         assert client.chunk_limits().max_datums == 128
-        assert server.requests("/api/v1/create_session") == []  # WIRE.md §P.10: on first use
+        # docs/protocol.rst §8.1: on first use
+        assert server.requests("/api/v1/create_session") == []
         assert client.session_id == "sess-0001"
         (created,) = server.requests("/api/v1/create_session")
         assert created.json()["user_metadata"] == {"team": "a"}
@@ -200,7 +201,7 @@ def test_the_constructor_sends_nothing_and_rest_calls_open_no_session(
 ) -> None:
     FakeTinker(server)
     with _client(server, display_name="nightly") as client:
-        assert server.requests() == []  # WIRE.md §P.10: the session starts on first use
+        assert server.requests() == []  # docs/protocol.rst §8.1: the session starts on first use
         RestClient(client).get_server_capabilities().result(timeout=60)
         RestClient(client).list_training_runs().result(timeout=30)
         assert server.requests("/api/v1/create_session") == []

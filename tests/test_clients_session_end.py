@@ -44,7 +44,7 @@ def test_a_client_that_never_started_a_session_finishes_none(server: ScriptedSer
     FakeTinker(server)
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
         RestClient(client).get_server_capabilities().result(timeout=60)
-    # WIRE.md §P.10: REST-only use creates no session, so there is none to finish.
+    # docs/protocol.rst §8.1: REST-only use creates no session, so there is none to finish.
     assert server.requests("/api/v1/create_session") == []
     assert server.requests(FINISH) == []
 

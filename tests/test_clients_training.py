@@ -1,4 +1,5 @@
-"""TrainingClient: sequencing (WIRE.md §6), chunking (§6.4, §7), pipelining and input checks."""
+"""TrainingClient: sequencing (docs/protocol.rst §7), chunking (docs/protocol.rst §7.4, §7.5),
+pipelining and input checks."""
 
 from __future__ import annotations
 

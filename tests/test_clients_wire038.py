@@ -1,4 +1,4 @@
-"""The clients' calls as the official SDK 0.38 makes them (WIRE.md §P.10, golden-0.38).
+"""The clients' calls as the official SDK 0.38 makes them (docs/protocol.rst §1.1, golden-0.38).
 
 Behaviour the golden replay (tests/test_golden_038.py) does not reach on its own: the cached
 get_info, chunk order without ``parallel_fwdbwd_chunks``, save_weights_and_get_sampling_client's
@@ -80,7 +80,7 @@ def test_a_legacy_service_gets_chunks_in_order_and_no_sampler_read(server: Scrip
     fake = FakeTinker(server)  # no client/config: a 0.4.1-era service
     with _client(server) as client:
         trainer = client.create_lora_training_client(BASE).result()
-        data = [ce_datum([1, 2, 3, 4 + i]) for i in range(130)]  # 128 + 2 (WIRE.md §6.4)
+        data = [ce_datum([1, 2, 3, 4 + i]) for i in range(130)]  # 128 + 2 (docs/protocol.rst §7.4)
         trainer.forward_backward(data, "cross_entropy").result(timeout=30)
         client.create_sampling_client(model_path=f"tinker://{RUN}/sampler_weights/s1").result()
     assert seq_ids(fake.submits("forward_backward")) == [1, 2]

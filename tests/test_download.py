@@ -192,7 +192,8 @@ def test_503_honours_retry_after_seconds(server: ArchiveServer, tmp_path: Path) 
 
 
 def test_retry_after_http_date_and_bounds() -> None:
-    # WIRE.md §5.1, one rule for every loop: Retry-After when 0 < delay <= 60 s, else back-off.
+    # docs/protocol.rst §6.2, one rule for every loop: Retry-After when 0 < delay <= 60 s, else
+    # back-off.
     now = 1_000_000.0
     date = email.utils.formatdate(now + 12, usegmt=True)
     delay = DEFAULT_RETRY_POLICY.download_delay

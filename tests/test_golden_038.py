@@ -136,9 +136,9 @@ class Replay:
     values: dict[str, Any] = field(default_factory=dict)
 
     def client(self) -> ServiceClient:
-        # wire="auto": protobuf where the service answers client/config (WIRE.md §P.10). The
-        # heartbeat and telemetry flush come every 0.2 s instead of 10 s, so the background
-        # fixtures can be compared with what this replay's first session sent.
+        # wire="auto": protobuf where the service answers client/config
+        # (docs/protocol.rst §1.1). The heartbeat and telemetry flush come every 0.2 s instead of 10
+        # s, so the background fixtures can be compared with what this replay's first session sent.
         context = ClientContext(
             resolve_settings(
                 base_url=self.server.url,

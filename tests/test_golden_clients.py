@@ -32,7 +32,7 @@ from tinker_lite.rest_client import RestClient
 
 pytestmark = pytest.mark.skipif(not GOLDEN_DIR.is_dir(), reason="golden fixtures not present")
 
-# Requests tinker_lite sends that 0.4.1 did not (WIRE.md §P.10, §P.12, §13.5).
+# Requests tinker_lite sends that 0.4.1 did not (docs/protocol.rst §1.1, §8.5, §4.5).
 EXTRA_PATHS = frozenset(
     {
         "/api/v1/client/config",
@@ -43,21 +43,21 @@ EXTRA_PATHS = frozenset(
     }
 )
 SKIPPED_STEPS = frozenset({"internal_healthz", "internal_unload_model"})
-# WIRE.md §P.10: a request 0.38 sends from another call than 0.4.1 did. step -> the step whose
-# requests hold it (get_info is sent once when a TrainingClient is created; the public
+# docs/protocol.rst §1.1: a request 0.38 sends from another call than 0.4.1 did. step -> the step
+# whose requests hold it (get_info is sent once when a TrainingClient is created; the public
 # get_info() then sends nothing).
 MOVED_STEPS = {"get_info": "create_lora_training_client_defaults"}
 BACKGROUND_STEP = "background_heartbeat_telemetry"
 RETRY_STEP = "forward_backward_retry_after_500"
-# Keys WIRE.md §P.1 / §P.6 add to 0.4.1's bodies (0.38's always-sent defaults): path -> key ->
-# the values allowed. Each is checked, then removed before the 0.4.1 comparison.
+# Keys docs/protocol.rst §3.1 / §5.4 add to 0.4.1's bodies (0.38's always-sent defaults): path ->
+# key -> the values allowed. Each is checked, then removed before the 0.4.1 comparison.
 PROFILE_KEYS: dict[str, dict[str, tuple[object, ...]]] = {
     "/api/v1/asample": {
         "topk_sample_logprobs": (0,),
         "prompt_alt_tokens_k": (0,),
         "record_stability_info": (False,),
     },
-    # §P.6: the first poll offers a metadata-only answer, later polls do not.
+    # docs/protocol.rst §5.4: the first poll offers a metadata-only answer, later polls do not.
     "/api/v1/retrieve_future": {"allow_metadata_only": (True, False)},
 }
 # Headers compared by value (volatile ones only by presence).
@@ -229,7 +229,7 @@ class Replay:
     def forward_backward_retry_after_500(self) -> None:
         self.generic(RETRY_STEP)
 
-    # 0.4.1 predates access_scope (WIRE.md §13.5, 0.15.0): ``None`` leaves the query
+    # 0.4.1 predates access_scope (docs/protocol.rst §4.5, 0.15.0): ``None`` leaves the query
     # parameter out, as 0.4.1 did; the README's normalisation compares queries exactly.
     def rest_get_training_run(self) -> None:
         self.rest.get_training_run(RUN, access_scope=None).result(timeout=30)
@@ -266,7 +266,7 @@ def _compare(fixture: dict[str, Any], recorded: Recorded) -> None:
     ours: Any = recorded.json() if recorded.body else None
     if isinstance(ours, dict):
         for key, allowed in PROFILE_KEYS.get(fixture["path"], {}).items():
-            assert key in ours, f"{name}: {key} (WIRE.md §P.1) not sent"
+            assert key in ours, f"{name}: {key} (docs/protocol.rst §3.1) not sent"
             value = ours.pop(key)
             assert any(value is v or (value == v and type(value) is type(v)) for v in allowed), (
                 f"{name}: {key}={value!r}"

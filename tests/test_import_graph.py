@@ -1,4 +1,4 @@
-"""The layering of STYLE.md and docs/architecture.rst, checked with ``ast``.
+"""The layering of docs/architecture.rst, checked with ``ast``.
 
 The package is parsed once (module-level cache). Imports inside ``if TYPE_CHECKING:`` are
 annotations only; every other import, lazy ones inside functions included, runs. The layers'
@@ -78,7 +78,7 @@ LAYER_MODULES = _modules_under(
 )
 TRANSPORT_MODULES = LAYER_MODULES | {"tinker_lite.telemetry"}
 CODEC_MODULES = _modules_under("tinker_lite._codec")
-# The one module that imports tenacity (STYLE.md: tenacity stays private, in one module).
+# The one module that imports tenacity: tenacity stays private, in one module.
 TENACITY_MODULE = "tinker_lite._transport.loops"
 # What a module under tinker_lite._codec (and the local server) may import of the client side.
 CODEC_DEPENDENCIES = frozenset({"tinker_lite", "tinker_lite._errors", "tinker_lite._secrets"})
@@ -244,7 +244,7 @@ def test_transport_never_imports_clients_connection_or_local() -> None:
 
 
 def test_clients_speak_to_the_requestor_not_the_transport() -> None:
-    # STYLE.md: HTTP details never leak into clients; nothing of the transport is named there.
+    # HTTP details never leak into clients; nothing of the transport is named there.
     below = (
         "tinker_lite._transport",
         "tinker_lite._session.holder",
@@ -277,7 +277,7 @@ def test_the_layers_are_where_the_checks_look_for_them() -> None:
 
 
 def test_the_transport_knows_no_codec() -> None:
-    # STYLE.md: the transport moves bytes; the requestor encodes and decodes them.
+    # docs/architecture.rst: the transport moves bytes; the requestor encodes and decodes them.
     for module in _modules_under("tinker_lite._transport"):
         imports = _graph()[module].every
         bad = sorted(
@@ -289,7 +289,7 @@ def test_the_transport_knows_no_codec() -> None:
 
 
 def test_the_codec_imports_only_types_and_errors() -> None:
-    # STYLE.md: _api -> _codec -> types; annotations may name the response type they read.
+    # _api -> _codec -> types; annotations may name the response type they read.
     for module in CODEC_MODULES:
         imports = _graph()[module].runtime
         bad = sorted(

@@ -1,7 +1,8 @@
 """What code written today for the service finds on the local server.
 
-Today's model lineup (SERVER.md §6), every loss function of 0.38's ``LossFnType`` (SERVER.md §1)
-run or refused with its reason, and service messages that reach the caller whole.
+Today's model lineup (docs/service.rst §6), every loss function of 0.38's ``LossFnType``
+(docs/service.rst §1) run or refused with its reason, and service messages that reach the caller
+whole.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from tinker_lite._errors import service_message
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
 
-# SERVER.md §6 "Today's lineup": the names real code is written against today.
+# docs/service.rst §6 "Today's lineup": the names real code is written against today.
 TODAYS_LINEUP = (
     "Qwen/Qwen3.5-4B",
     "Qwen/Qwen3.5-9B",
@@ -32,7 +33,7 @@ TODAYS_LINEUP = (
     "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16",
     "nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16",
 )
-# SERVER.md §6: the lineup of 2025-12-26, still served.
+# docs/service.rst §6: the lineup of 2025-12-26, still served.
 EARLIER_LINEUP = (
     "deepseek-ai/DeepSeek-V3.1",
     "deepseek-ai/DeepSeek-V3.1-Base",

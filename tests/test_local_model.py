@@ -259,7 +259,7 @@ def test_gradient_dro() -> None:
 def gspo_expected(
     lp: Array, q: Array, adv: Array, low: float = 0.8, high: float = 1.2
 ) -> tuple[float, float]:
-    """SERVER.md §1.6 gspo for one datum, by the formula: (loss, sequence ratio)."""
+    """docs/service.rst §1.7 gspo for one datum, by the formula: (loss, sequence ratio)."""
     trained = adv != 0
     ratio = math.exp(float(np.mean(lp[trained] - q[trained])))
     advantage = float(np.mean(adv[trained]))

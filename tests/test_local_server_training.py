@@ -508,7 +508,7 @@ def test_dro_reference_string_config_and_seq_id_checks(api: Api) -> None:
     model_id = api.model(api.session())
     url = api.base_url + "/api/v1/forward_backward"
     proto = {"Content-Type": "application/x-protobuf"}
-    # WIRE.md §13.7: the 0.38 SDK sends reference="sampler" as loss_fn_config_v2 text
+    # docs/protocol.rst §3.4: the 0.38 SDK sends reference="sampler" as loss_fn_config_v2 text
     body = _rl_proto_body(model_id, 1, {"beta": 0.05, "reference": "sampler"})
     submitted = api.http.post(url, data=body, headers=proto, timeout=30)
     assert submitted.status_code == 200, submitted.text

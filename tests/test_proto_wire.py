@@ -203,7 +203,7 @@ def test_request_layout_follows_the_schema() -> None:
             },
         }
     ]
-    # WIRE.md §13.7: numbers in both maps, strings in v2 only, insertion order kept.
+    # docs/protocol.rst §3.4: numbers in both maps, strings in v2 only, insertion order kept.
     assert decoded["loss_fn_config"] == {"b": 2.0}
     assert list(decoded["loss_fn_config_v2"].items()) == [
         ("b", {"number": 2.0}),

@@ -1,4 +1,4 @@
-"""Every wait has a deadline (WIRE.md §P.6-P.8), measured on a fake clock (no sleeps).
+"""Every wait has a deadline (docs/protocol.rst §5.2, §6), measured on a fake clock (no sleeps).
 
 One row per reliability defect the scattered retry loops had:
 
@@ -200,7 +200,7 @@ def test_refused_submit_fails_within_the_stall_timeout(
     assert 3.0 <= elapsed <= 4.0, elapsed
     assert "Connection refused" in str(caught.value)
     assert "POST /api/v1/optim_step" in str(caught.value)
-    # WIRE.md §P.7: the first invisible retry is logged at WARNING, once per request.
+    # docs/protocol.rst §6.6: the first invisible retry is logged at WARNING, once per request.
     warnings = _retry_warnings(caplog)
     assert len(warnings) == 1, warnings
     assert "POST /api/v1/optim_step" in warnings[0]
@@ -322,7 +322,7 @@ def test_try_again_answered_at_once_is_paced(
     poller = make_poller()
     start = clock()
     poller.poll("req-1", "OptimStep", _decode, created_at=start).result(timeout=10)
-    # WIRE.md §P.6: 0.1 s doubling to 1 s. Before: no pause at all (~900 polls a second).
+    # docs/protocol.rst §5.2: 0.1 s doubling to 1 s. Before: no pause at all (~900 polls a second).
     assert clock.sleeps == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0, 1.0]
     polls = len(server.requests(RETRIEVE))
     assert polls == 9
@@ -440,7 +440,7 @@ def test_a_long_polled_future_resolves_after_an_expired_wait(
     assert future.result(0) == {"metrics": {}}
 
 
-# -- WIRE.md §P.7: the first invisible retry says so -------------------------------------------
+# -- docs/protocol.rst §6.6: the first invisible retry says so -------------------------------------
 
 
 def test_first_5xx_poll_retry_is_a_warning_and_later_ones_are_not(

@@ -1,4 +1,4 @@
-"""Never reached vs lost, quiet shutdown, short tracebacks (WIRE.md §P.7), on fake clocks.
+"""Never reached vs lost, quiet shutdown, short tracebacks (docs/protocol.rst §6.7), on fake clocks.
 
 * a poll answered ``try_again`` whose listener then refuses connections fails within the stall
   timeout (+1 s), its re-polls and back-off sleeps included;

@@ -2,12 +2,12 @@
 
 Where a fault never clears, the workload must end with a typed tinker_lite exception that names
 the request (path or request id) and arrives within the documented bound: the 5-minute submit
-budget plus one HTTP retry round for submits (WIRE.md §P.4), the stall timeout for futures
-(§P.7), at once for an expired training future (§P.6). Retry budgets run on a
-:class:`~tests._reliability_support.VirtualClock`, so minutes of back-off take milliseconds;
-the recorded time is the client's clock. Every pending future of the workload is resolved (none
-hangs), the server applied what it received exactly once, and no client thread is left after
-``close()``.
+budget plus one HTTP retry round for submits (docs/protocol.rst §6.3), the stall timeout for futures
+(docs/protocol.rst §6.6), at once for an expired training future (docs/protocol.rst §5.3). Retry
+budgets run on a :class:`~tests._reliability_support.VirtualClock`, so minutes of back-off take
+milliseconds; the recorded time is the client's clock. Every pending future of the workload is
+resolved (none hangs), the server applied what it received exactly once, and no client thread is
+left after ``close()``.
 
 The second half runs scenarios in a child process that lets the typed error escape uncaught,
 without closing its client, while other requests are still retrying: the process must exit on
@@ -189,7 +189,8 @@ def test_connection_refused_at_start() -> None:
     with scenario() as (server, threads):
         server.pause_listening()
         timer = Timer(clock)
-        # WIRE.md §P.10: nothing is sent until first use; the training client starts the session.
+        # docs/protocol.rst §8.1: nothing is sent until first use; the training client starts the
+        # session.
         service = make_client(
             server.base_url, sleep=clock.sleep, clock=clock, startup_timeout=startup
         )
@@ -239,7 +240,7 @@ def test_stalled_future_5xx_forever() -> None:
         assert stall <= timer.client <= stall + 1.0
         assert_applied_once_in_order(server, trainer.model_id, 5)
         assert_no_new_client_threads(threads)
-    # WIRE.md §P.7: the stall timeout, plus at most the poll in flight then (>= 1 s).
+    # docs/protocol.rst §6.6: the stall timeout, plus at most the poll in flight then (>= 1 s).
     _record(
         "p4",
         "5xx forever on retrieve_future (stalled future)",

@@ -1,4 +1,4 @@
-"""A sampler held back by 429s says so, at most once a minute (WIRE.md §P.7)."""
+"""A sampler held back by 429s says so, at most once a minute (docs/protocol.rst §6.6)."""
 
 from __future__ import annotations
 

@@ -296,7 +296,8 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 
 
 def _first_use(service: ServiceClient) -> None:
-    """Start ``service``'s connection (WIRE.md §P.10: nothing is sent before), then close it."""
+    """Start ``service``'s connection (docs/protocol.rst §8.1: nothing is sent before), then close
+    it."""
     with service:
         RestClient(service).get_server_capabilities().result(timeout=60)
 

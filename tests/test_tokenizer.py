@@ -1,4 +1,5 @@
-"""Tokenizer resolution (WIRE.md §9), loading, and the light tokenizer (WIRE.md §P.13).
+"""Tokenizer resolution (docs/protocol.rst §10), loading, and the light tokenizer
+(docs/protocol.rst §10).
 
 Tokenizers are built offline by the tests (no downloads). These tests run the light tokenizer,
 what ``get_tokenizer()`` returns without ``transformers``; ``test_tokenizer_compat.py`` compares

@@ -115,7 +115,7 @@ def poller(make_poller: Callable[..., Poller]) -> Poller:
 def test_try_again_repolls_at_once_with_the_golden_headers(
     server: ScriptedServer, poller: Poller, clock: FakeClock
 ) -> None:
-    # WIRE.md §P.6: a try_again after a held poll (long-poll) is followed at once.
+    # docs/protocol.rst §5.2: a try_again after a held poll (long-poll) is followed at once.
     server.on(
         "POST",
         RETRIEVE,
@@ -131,7 +131,8 @@ def test_try_again_repolls_at_once_with_the_golden_headers(
     assert len(polls) == 4
     assert clock.sleeps == []
     for i, poll in enumerate(polls):
-        # WIRE.md §P.6: a metadata-only answer stays allowed until the service has given one.
+        # docs/protocol.rst §5.4: a metadata-only answer stays allowed until the service has
+        # given one.
         assert poll.json() == {"request_id": "req-1", "allow_metadata_only": True}
         assert poll.body == b'{"request_id":"req-1","allow_metadata_only":true}'
         assert poll.header("X-Tinker-Request-Iteration") == str(i)
@@ -205,7 +206,8 @@ def test_metadata_only_answer_is_fetched_with_a_second_poll(
         Reply(200, {"metrics": {}}),
     )
     assert poller.poll("req-1", "OptimStep", decode_optim, created_at=clock()).result(10)
-    # WIRE.md §P.6 (0.38): the first poll allows the metadata-only answer, the next one not.
+    # docs/protocol.rst §5.4 (0.38): the first poll allows the metadata-only answer, the next
+    # one not.
     assert [p.json()["allow_metadata_only"] for p in server.requests(RETRIEVE)] == [True, False]
 
 
@@ -322,7 +324,7 @@ def test_410_with_resubmit_polls_the_new_request(
 def test_a_resubmitted_request_is_polled_from_the_start(
     server: ScriptedServer, poller: Poller, clock: FakeClock
 ) -> None:
-    # WIRE.md §P.6: a new request's first poll allows the metadata-only answer again.
+    # docs/protocol.rst §5.4: a new request's first poll allows the metadata-only answer again.
     server.on(
         "POST",
         RETRIEVE,

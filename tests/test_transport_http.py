@@ -137,7 +137,8 @@ def test_headers_on_post_get_delete_and_bodyless_post(
     assert (post.header("x-sdk-method"), post.header("x-sdk-version")) == ("X.y", "0.38.0")
     assert IDEMPOTENCY.match(post.header("X-Idempotency-Key") or "")
     assert post.header("x-stainless-read-timeout") == "60"
-    # WIRE.md §1.3: no Content-Type and no idempotency key on GET; both on DELETE / bodyless POST.
+    # docs/protocol.rst §2.3: no Content-Type and no idempotency key on GET; both on DELETE /
+    # bodyless POST.
     assert get.header("Content-Type") is None
     assert get.header("X-Idempotency-Key") is None
     for r in (delete, publish):
@@ -189,8 +190,8 @@ def test_timeouts_are_never_none() -> None:
 
 
 def test_one_requests_session_per_pool_kind_sized_as_asked() -> None:
-    # WIRE.md §P.9: a session per pool kind, its adapter sized to the pool's concurrency and
-    # urllib3's own retries off (requests' default, kept).
+    # docs/protocol.rst §2.5: a session per pool kind, its adapter sized to the pool's
+    # concurrency and urllib3's own retries off (requests' default, kept).
     t = Transport(
         "https://example.invalid/x",
         headers={},
@@ -216,7 +217,7 @@ def test_one_requests_session_per_pool_kind_sized_as_asked() -> None:
 
 
 def test_urllib3_never_retries_a_dropped_request(server: ScriptedServer) -> None:
-    # WIRE.md §P.4: one retry layer (tinker_lite's); even an idempotent GET is sent once.
+    # docs/protocol.rst §6.1: one retry layer (tinker_lite's); even an idempotent GET is sent once.
     server.on("GET", "/once", Drop(), Drop(), Drop(), Drop())
     t = Transport(server.url, headers={}, auth=lambda: API_KEY)
     try:

@@ -81,7 +81,8 @@ def _imf(offset: float) -> str:
         (400, {"x-should-retry": "true"}, True),
         (503, {"x-should-retry": "false"}, False),
         (503, {"X-Should-Retry": "false"}, False),
-        (503, {"x-should-retry": "False"}, True),  # exact lower-case compare (WIRE.md §5.1)
+        # exact lower-case compare (docs/protocol.rst §6.2)
+        (503, {"x-should-retry": "False"}, True),
     ],
 )
 def test_should_retry(status: int, headers: Mapping[str, str], expected: bool) -> None:
@@ -136,7 +137,7 @@ def test_one_backoff_formula_serves_every_loop() -> None:
     ]
     assert exponential_backoff(2, initial=1.0, cap=30.0, jitter=0.25, rand=0.5) == 3.5
     assert exponential_backoff(10_000, initial=1.0, cap=30.0) == 30.0  # no overflow
-    # Polls (WIRE.md §P.6): min(2**n, 30) with jitter, or Retry-After when honoured.
+    # Polls (docs/protocol.rst §5.2): min(2**n, 30) with jitter, or Retry-After when honoured.
     assert [policy.poll_delay(k, rand=0.0, now=WALL) for k in range(1, 8)] == [
         1,
         2,
@@ -155,7 +156,7 @@ def test_one_backoff_formula_serves_every_loop() -> None:
 
 def test_try_again_pacing_and_the_429_window() -> None:
     policy = RetryPolicy()
-    # WIRE.md §P.6: a held poll (long-poll) is followed at once; fast answers are paced.
+    # docs/protocol.rst §5.2: a held poll (long-poll) is followed at once; fast answers are paced.
     assert policy.pace_delay(answered_in=1.0, fast_answers=0) == 0.0
     assert policy.pace_delay(answered_in=30.0, fast_answers=3) == 0.0
     assert [policy.pace_delay(0.002, n) for n in range(1, 8)] == [
@@ -167,7 +168,7 @@ def test_try_again_pacing_and_the_429_window() -> None:
         1.0,
         1.0,
     ]
-    # WIRE.md §P.8: Retry-After when 0 < delay <= 60 s, else 1 s.
+    # docs/protocol.rst §6.4: Retry-After when 0 < delay <= 60 s, else 1 s.
     assert policy.throttle_delay({"Retry-After": "2.5"}, now=WALL) == 2.5
     assert policy.throttle_delay({"Retry-After": "61"}, now=WALL) == 1.0
     assert policy.throttle_delay(None, now=WALL) == 1.0

@@ -146,7 +146,7 @@ def test_explicit_arguments_beat_environment_beat_defaults() -> None:
         telemetry=True,
         environ=env,
     )
-    # WIRE.md §P.3: api_key= wins over TINKER_API_KEY.
+    # docs/protocol.rst §2.2: api_key= wins over TINKER_API_KEY.
     assert explicit.api_key == "tml-arg-key"
     assert explicit.base_url == "https://arg.example"
     assert (explicit.project_id, explicit.tags, explicit.stall_timeout) == ("proj-arg", ("x",), 3.0)
@@ -791,7 +791,7 @@ def test_startup_poll_and_close_match_the_golden_requests(
         request = sent[path or golden["path"]]
         assert request.method == golden["method"]
         if "retrieve_future" in name:
-            # WIRE.md §P.6: the first poll allows a metadata-only answer, as 0.38's does.
+            # docs/protocol.rst §5.4: the first poll allows a metadata-only answer, as 0.38's does.
             assert request.json() == golden["body"]
         elif "heartbeat" in name:
             assert request.json() == {**golden["body"], "session_id": "sess-1"}

@@ -1,8 +1,8 @@
 """The start-up sequence: client/config, auth/token, client/dynamic_config and its refresh.
 
-WIRE.md §P.10 and golden-0.38: ``client/dynamic_config`` follows ``client/config`` (and the JWT
-exchange), with ``{"sdk_version"}``, a 10 s read timeout and no ``x-sdk-*`` headers; it is read
-again every ``refresh_interval_sec``; a failed refresh keeps the last values; a service that
+docs/protocol.rst §8.1 and golden-0.38: ``client/dynamic_config`` follows ``client/config`` (and
+the JWT exchange), with ``{"sdk_version"}``, a 10 s read timeout and no ``x-sdk-*`` headers; it
+is read again every ``refresh_interval_sec``; a failed refresh keeps the last values; a service that
 does not answer ``client/config`` is not asked for it.
 """
 

@@ -270,7 +270,7 @@ def test_enums_carry_wire_values() -> None:
 def test_parameter_defaults_and_normalisation() -> None:
     adam = types.AdamParams()
     assert (adam.learning_rate, adam.beta1, adam.beta2, adam.eps) == (1e-4, 0.9, 0.95, 1e-12)
-    # WIRE.md §P.1: 0.38 defaults (and sends) both as 0.0.
+    # docs/protocol.rst §3.1: 0.38 defaults (and sends) both as 0.0.
     assert adam.weight_decay == 0.0
     assert adam.grad_clip_norm == 0.0
     assert types.AdamParams(learning_rate=1).learning_rate == 1.0

@@ -29,8 +29,8 @@ needs_surface = pytest.mark.skipif(not SURFACE_PATH.is_file(), reason="surface f
 
 # (class, field) -> why tinker_lite differs. field "" = the class itself.
 _LENIENT = "responses are read leniently: a missing key takes this default instead of failing"
-_SENT_BY_CLIENT = "None in the model; the client sends the 0.38 value (WIRE.md §P.1)"
-_OWN_CAP = "tinker_lite's own cap (§P.8)"
+_SENT_BY_CLIENT = "None in the model; the client sends the 0.38 value (docs/protocol.rst §3.1)"
+_OWN_CAP = "tinker_lite's own cap (docs/protocol.rst §6.4)"
 _PRIVATE = "private storage of the official dataclass; tinker_lite keeps the lists as fields"
 _CONVENIENCE = "a default for constructing it by hand; always sent, so the body is the same"
 ALLOWED: dict[tuple[str, str], str] = {

@@ -1,4 +1,4 @@
-"""Encoding (WIRE.md §P.1-P.2) and lenient / strict decoding of the wire JSON."""
+"""Encoding (docs/protocol.rst §3.1, §3.2) and lenient / strict decoding of the wire JSON."""
 
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def test_compact_utf8_no_nulls_with_type_discriminators(encoder: str) -> None:
 
 
 def test_optim_step_key_order_and_full_adam_params(encoder: str) -> None:
-    # WIRE.md §P.1 / golden-0.38 optim_step_default: weight_decay and grad_clip_norm are sent.
+    # docs/protocol.rst §3.1 / golden-0.38 optim_step_default: weight_decay and grad_clip_norm
+    # are sent.
     request = types.OptimStepRequest(model_id="m", seq_id=3, adam_params=types.AdamParams())
     assert _wire.dumps(request) == (
         b'{"model_id":"m","seq_id":3,"type":"optim_step","adam_params":'

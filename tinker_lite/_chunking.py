@@ -1,13 +1,13 @@
 """Split forward/forward_backward batches into requests and merge the per-request results.
 
-Splitting follows WIRE.md §6.4: greedy, in input order, a new chunk starts when the current one
-already holds ``max_datums`` datums or when adding the datum would exceed the size limit. With the
-built-in limits (128 datums, 500,000 "numbers") the size of a datum is its token count plus the
-element count of its loss inputs; when the server's client config supplies limits (§13.2,
-``fwdbwd_max_chunk_len`` / ``fwdbwd_max_chunk_bytes_count``) the size is the estimated protobuf
-byte count (4 bytes per token, tensor ``nbytes``, image bytes).
+Splitting follows docs/protocol.rst §7.4: greedy, in input order, a new chunk starts when the
+current one already holds ``max_datums`` datums or when adding the datum would exceed the size
+limit. With the built-in limits (128 datums, 500,000 "numbers") the size of a datum is its token
+count plus the element count of its loss inputs; when the server's client config supplies limits
+(docs/protocol.rst §8.2, ``fwdbwd_max_chunk_len`` / ``fwdbwd_max_chunk_bytes_count``) the size is
+the estimated protobuf byte count (4 bytes per token, tensor ``nbytes``, image bytes).
 
-Merging follows WIRE.md §7, including ``unique`` and ``hash_unordered``.
+Merging follows docs/protocol.rst §7.5, including ``unique`` and ``hash_unordered``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
     "plan_chunks",
 ]
 
-# WIRE.md §6.4 (0.4.1): MAX_CHUNK_LEN and MAX_CHUNK_NUMBER_COUNT.
+# docs/protocol.rst §7.4 (0.4.1): MAX_CHUNK_LEN and MAX_CHUNK_NUMBER_COUNT.
 MAX_CHUNK_LEN = 128
 MAX_CHUNK_NUMBER_COUNT = 500_000
 
@@ -40,9 +40,9 @@ _REDUCTIONS = frozenset({"mean", "sum", "min", "max", "slack", "unique", "hash_u
 class ChunkLimits:
     """How many datums, and how large a payload, one forward/forward_backward request may carry.
 
-    The size limit is ``max_bytes`` (estimated protobuf bytes, WIRE.md §13.3) when it is set,
-    else ``max_numbers`` (the §6.4 number count; None for no size limit). The defaults are the
-    built-in limits: 128 datums, 500,000 numbers.
+    The size limit is ``max_bytes`` (estimated protobuf bytes, docs/protocol.rst §7.4) when it
+    is set, else ``max_numbers`` (the docs/protocol.rst §7.4 number count; None for no size limit).
+    The defaults are the built-in limits: 128 datums, 500,000 numbers.
     """
 
     max_datums: int = MAX_CHUNK_LEN
@@ -70,12 +70,13 @@ DEFAULT_LIMITS = ChunkLimits()
 
 
 def datum_number_count(datum: types.Datum) -> int:
-    """Return WIRE.md §6.4's number count: tokens of the input plus loss-input elements."""
+    """Return docs/protocol.rst §7.4's number count: tokens of the input plus loss-input
+    elements."""
     return datum_sizes(datum)[0]
 
 
 def datum_byte_estimate(datum: types.Datum) -> int:
-    """Return the estimated protobuf size of a datum (WIRE.md §13.3, 0.25.0 estimate)."""
+    """Return the estimated protobuf size of a datum (docs/protocol.rst §7.4, 0.25.0 estimate)."""
     return datum_sizes(datum)[1]
 
 
@@ -100,7 +101,7 @@ def datum_sizes(datum: types.Datum) -> tuple[int, int]:
 
 
 def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:
-    """Split datum indices into consecutive chunks per WIRE.md §6.4 (greedy, in order).
+    """Split datum indices into consecutive chunks per docs/protocol.rst §7.4 (greedy, in order).
 
     ``sizes`` are the datums' sizes in ``limits``' unit. An empty batch gives no chunk; a datum
     larger than the size limit becomes a chunk of its own (callers that must refuse it check
@@ -125,7 +126,7 @@ def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:
 
 
 def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.ForwardBackwardOutput:
-    """Merge per-chunk results into one, as the official SDK does (WIRE.md §7).
+    """Merge per-chunk results into one, as the official SDK does (docs/protocol.rst §7.5).
 
     Outputs are concatenated in chunk order. Metrics are reduced per their ``name:reduction``
     key, considering only the first chunk's keys: ``mean`` is weighted by each chunk's datum
@@ -173,7 +174,8 @@ def _weighted_mean(values: list[float], weights: list[float]) -> float:
 
     total = sum(weights)
     if total == 0:
-        # WIRE.md §7: the official SDK raises ZeroDivisionError here; a plain mean is kinder.
+        # docs/protocol.rst §7.5: the official SDK raises ZeroDivisionError here; a plain mean is
+        # kinder.
         return float(np.mean(values))
     return float(np.average(values, weights=weights))
 
@@ -189,5 +191,6 @@ def _reduce(reduction: str, values: list[float], weights: list[float]) -> float:
         return float(max(values))
     if reduction == "slack":
         return float(max(values) - _weighted_mean(values, weights))
-    # hash_unordered — WIRE.md §7: CPython's tuple hash of the sorted ints, even for one chunk.
+    # hash_unordered — docs/protocol.rst §7.5: CPython's tuple hash of the sorted ints, even for one
+    # chunk.
     return float(hash(tuple(sorted(int(v) for v in values))))

@@ -198,7 +198,7 @@ class ClientContext:
     server here and the holder gets its URL. ``session=False`` makes a session-less connection
     (a standalone RestClient). ``holder_options`` are extra arguments of :func:`connect`
     (injected clocks and sleeps in tests). Construction sends nothing: the connection starts on
-    first use (WIRE.md §P.10).
+    first use (docs/protocol.rst §8.1).
     """
 
     def __init__(
@@ -232,7 +232,7 @@ class ClientContext:
         with _LIVE_LOCK:
             _LIVE.add(self)
         _ensure_exit_hook()
-        # WIRE.md §P.12: an unclosed context is closed at interpreter exit (a started local
+        # docs/protocol.rst §8.5: an unclosed context is closed at interpreter exit (a started local
         # server is stopped and its temporary data removed); see close_at_interpreter_exit.
         ref = weakref.ref(self)
         self._atexit_hook: Callable[[], None] = lambda: _close_at_exit(ref)
@@ -413,7 +413,7 @@ class ClientContext:
         ``seq_id``), and the ones already sent, which may still complete on the service. A
         KeyboardInterrupt (any exception) while waiting drops the rest, ends the session as
         interrupted (errored) and is re-raised. Then the heartbeat stops, telemetry is flushed,
-        the session is finished (WIRE.md §P.12), the polling, submit and REST threads are
+        the session is finished (docs/protocol.rst §8.5), the polling, submit and REST threads are
         joined and a local server started for ``local://`` is stopped.
         """
         with self._lock:

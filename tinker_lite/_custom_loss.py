@@ -1,4 +1,5 @@
-"""The client side of ``forward_backward_custom``: the gradient of a user's loss (WIRE.md §8).
+"""The client side of ``forward_backward_custom``: the gradient of a user's loss
+(docs/protocol.rst §7.6).
 
 Without torch the loss function returns ``(loss, grads, metrics)`` with numpy gradients; with
 torch installed the official form ``(loss_tensor, metrics)`` works too and autograd gives the

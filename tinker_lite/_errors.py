@@ -272,7 +272,7 @@ _STATUS_CLASSES: dict[int, type[APIStatusError]] = {
 
 
 def status_error_class(status_code: int) -> type[APIStatusError]:
-    """Return the exception class for a final HTTP status (WIRE.md §1.8)."""
+    """Return the exception class for a final HTTP status (docs/protocol.rst §2.6)."""
     if status_code >= 500:
         return InternalServerError
     return _STATUS_CLASSES.get(status_code, APIStatusError)

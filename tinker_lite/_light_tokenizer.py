@@ -2,14 +2,14 @@
 
 It answers the calls scripts written for the official SDK make on the ``transformers`` tokenizer
 the official ``get_tokenizer()`` returns, with the same results for the same tokenizer files
-(WIRE.md §P.13): ``encode`` gives ``list[int]`` (so ``encode(a) + encode(b)`` works), ``decode``
-honours ``skip_special_tokens`` and the config's ``clean_up_tokenization_spaces``, the special
-tokens and their ids come from ``tokenizer_config.json``, and ``apply_chat_template`` renders the
-model's chat template (with ``jinja2``, the ``chat`` extra). It reads ``tokenizer.json`` as it is
-and sets it up the way ``transformers``' generic fast tokenizer does (special tokens named by the
-config are registered as special); the model-specific classes some ``transformers`` versions pick
-from ``tokenizer_class`` may rebuild a tokenizer, which this class does not do. Padding,
-truncation and tensors are not covered: those options raise an error that says so.
+(docs/protocol.rst §10): ``encode`` gives ``list[int]`` (so ``encode(a) + encode(b)`` works),
+``decode`` honours ``skip_special_tokens`` and the config's ``clean_up_tokenization_spaces``, the
+special tokens and their ids come from ``tokenizer_config.json``, and ``apply_chat_template``
+renders the model's chat template (with ``jinja2``, the ``chat`` extra). It reads ``tokenizer.json``
+as it is and sets it up the way ``transformers``' generic fast tokenizer does (special tokens named
+by the config are registered as special); the model-specific classes some ``transformers``
+versions pick from ``tokenizer_class`` may rebuild a tokenizer, which this class does not do.
+Padding, truncation and tensors are not covered: those options raise an error that says so.
 """
 
 from __future__ import annotations

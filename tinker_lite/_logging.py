@@ -3,10 +3,10 @@
 Quiet by default, but never silent about trouble: without ``TINKER_LOG`` only WARNING and ERROR
 records are shown, on stderr, and only while the application has configured no logging of its
 own (like Python's last-resort handler, which a library's ``NullHandler`` would hide): a retry
-the caller cannot see (WIRE.md §P.7) or queued work dropped at exit is never invisible. With
-``TINKER_LOG=info`` or ``TINKER_LOG=debug`` the ``tinker_lite`` logger (and, for ``debug``,
-urllib3's connection log) is set to that level and, when the application has not configured
-logging itself, a stderr handler is added to the root logger (``logging.basicConfig``).
+the caller cannot see (docs/protocol.rst §6.6) or queued work dropped at exit is never
+invisible. With ``TINKER_LOG=info`` or ``TINKER_LOG=debug`` the ``tinker_lite`` logger (and, for
+``debug``, urllib3's connection log) is set to that level and, when the application has not
+configured logging itself, a stderr handler is added to the root logger (``logging.basicConfig``).
 It is applied once, when ``tinker_lite`` is imported; the API key never appears in a record.
 """
 

@@ -24,7 +24,8 @@ from tinker_lite._errors import InvalidInputError
 
 __all__ = ["LOSS_FN_INPUTS", "ValidationReport", "validate"]
 
-# Required and optional loss_fn_inputs keys per built-in loss (SERVER.md §1.1-§1.5; WIRE.md §2.5).
+# Required and optional loss_fn_inputs keys per built-in loss (docs/service.rst §1.2-§1.6;
+# docs/protocol.rst §3.3).
 _RL_REQUIRED = frozenset({"target_tokens", "logprobs", "advantages"})
 _CLIP_KEYS = frozenset({"clip_low_threshold", "clip_high_threshold"})
 LOSS_FN_INPUTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -44,8 +45,8 @@ class ValidationReport:
     """What a batch would become on the wire.
 
     ``n_chunks`` requests would be sent (one ``seq_id`` each); ``chunks`` are their datum index
-    ranges; ``n_numbers`` counts tokens plus loss-input values (WIRE.md §6.4) and
-    ``estimated_bytes`` the estimated protobuf payload (§13.3).
+    ranges; ``n_numbers`` counts tokens plus loss-input values (docs/protocol.rst §7.4) and
+    ``estimated_bytes`` the estimated protobuf payload (docs/protocol.rst §7.4).
     """
 
     loss_fn: str

@@ -1,4 +1,4 @@
-"""RestClient: training runs, checkpoints, sessions and samplers (WIRE.md §3.9-§3.12, §13.5).
+"""RestClient: training runs, checkpoints, sessions and samplers (docs/protocol.rst §4.5-§4.8).
 
 Every method returns an :class:`~tinker_lite.APIFuture` at once, like the official RestClient;
 the request runs on the connection's REST threads with HTTP and operation-level retries.
@@ -102,7 +102,8 @@ def _check_page(limit: object, offset: object) -> tuple[int, int]:
 
 
 def _check_scope(access_scope: object) -> str | None:
-    """WIRE.md §13.5: ``access_scope`` is sent as a query parameter (``None``: not sent)."""
+    """docs/protocol.rst §4.5: ``access_scope`` is sent as a query parameter (``None``: not
+    sent)."""
     if access_scope is not None and (
         not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES
     ):
@@ -326,8 +327,8 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """Return a signed URL to download a checkpoint archive, and when it expires.
 
-        WIRE.md §3.10: the service answers with a redirect (read, not followed): the URL is its
-        ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent). A JSON
+        docs/protocol.rst §4.6: the service answers with a redirect (read, not followed): the URL
+        is its ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent). A JSON
         answer ``{"url", "expires"}`` is accepted too.
         """
         return self._archive_call(

@@ -1,11 +1,11 @@
 """SamplingClient: text generation and prompt logprobs from a base model or trained weights.
 
-Each :meth:`SamplingClient.sample` call gets its ``seq_id`` at call time (WIRE.md §P.5: fixed
-across the call's HTTP retries and 429 waits; a re-run after the service lost the request, HTTP
-410, takes a new one) and is submitted by the ServiceClient's wide executor. Backpressure follows
-WIRE.md §P.8: a process-wide cap on sample requests in flight (400 by default; the service's
-client config may change it) and one 429 back-off window shared by every SamplingClient talking
-to the same service with the same key (``Retry-After`` when given, else 1 s).
+Each :meth:`SamplingClient.sample` call gets its ``seq_id`` at call time (docs/protocol.rst §7.3:
+fixed across the call's HTTP retries and 429 waits; a re-run after the service lost the
+request, HTTP 410, takes a new one) and is submitted by the ServiceClient's wide executor.
+Backpressure follows docs/protocol.rst §6.4: a process-wide cap on sample requests in flight (400 by
+default; the service's client config may change it) and one 429 back-off window shared by every
+SamplingClient talking to the same service with the same key (``Retry-After`` when given, else 1 s).
 
 Threading contract: a SamplingClient may be shared by any number of threads. It pickles: a copy
 unpickled in this process reuses the open connection (client context) with the same base URL;
@@ -59,7 +59,7 @@ logger = logging.getLogger("tinker_lite.sampling_client")
 
 # How often a submit waiting for an in-flight place checks whether the client was closed.
 _GATE_CHECK_INTERVAL = 0.25
-# WIRE.md §13.4: a cloned sampler's seq_ids start at cloned_sampler_id * CLONE_STRIDE.
+# docs/protocol.rst §7.3: a cloned sampler's seq_ids start at cloned_sampler_id * CLONE_STRIDE.
 CLONE_STRIDE = 1_000_000_000
 # The fields of a sampler handle, in the order _restore_sampling_client takes them.
 _HANDLE_KEYS = ("base_url", "sampling_session_id", "model_path", "base_model")
@@ -100,8 +100,8 @@ class SamplingClient:
         self.base_model = base_model
         self.record_stability_info = bool(record_stability_info)
         self._seq_lock = threading.Lock()
-        # WIRE.md §13.4: a copy numbers its samples from cloned_sampler_id * 1e9 (the service
-        # reads the clone from seq_id // 1e9); None until the copy joins the session.
+        # docs/protocol.rst §7.3: a copy numbers its samples from cloned_sampler_id * 1e9 (the
+        # service reads the clone from seq_id // 1e9); None until the copy joins the session.
         self._cloned_sampler_id = cloned_sampler_id
         self._next_seq_id = CLONE_STRIDE * (cloned_sampler_id or 0)
         self._queue_logger = QueueStateLogger(
@@ -204,7 +204,7 @@ class SamplingClient:
         elif not isinstance(base_model, str) or not base_model:
             raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
         api, session = context.api, context.holder
-        # WIRE.md §6.1: numbered in call order, like the saves that share the counter.
+        # docs/protocol.rst §7.1: numbered in call order, like the saves that share the counter.
         seq_id = session.next_sampling_session_seq_id()
 
         def create() -> SamplingClient:
@@ -252,7 +252,7 @@ class SamplingClient:
         sampled position), ``target_prompt_logprobs`` (an int64 TensorData of token ids whose
         logprobs to return at each prompt position), ``prompt_alt_tokens_k`` and
         ``prompt_logprobs_last_n`` (prompt logprobs for the last n positions only). As in 0.38
-        (WIRE.md §P.1), ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and the client's
+        (docs/protocol.rst §3.1), ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and the client's
         ``record_stability_info`` are always sent; the other two only when set. The offline
         local server computes all of them.
         """
@@ -320,7 +320,7 @@ class SamplingClient:
         return out
 
     def _join(self) -> None:
-        """Give this copy its clone number, once, before its first sample (WIRE.md §13.4).
+        """Give this copy its clone number, once, before its first sample (docs/protocol.rst §7.3).
 
         With ``sample_join_sampling_session`` the service allocates it
         (``join_sampling_session``); otherwise it is random, far from the original's 0.
@@ -453,7 +453,7 @@ class SamplingClient:
                 f"must be a SamplingParams, got {type(sampling_params).__name__}",
                 "e.g. types.SamplingParams(max_tokens=32)",
             )
-        # WIRE.md §P.1: 0.38 always sends topk_sample_logprobs, prompt_alt_tokens_k and
+        # docs/protocol.rst §3.1: 0.38 always sends topk_sample_logprobs, prompt_alt_tokens_k and
         # record_stability_info, defaults included.
         return types.SampleRequest(
             num_samples=num_samples,
@@ -626,12 +626,12 @@ class _SampleJob:
             on_queue_state=client._queue_state_noted,
             sdk_method=self.sdk_method,
             future=target,
-            # WIRE.md §P.6: a result retrieve_futures reported complete is fetched whole.
+            # docs/protocol.rst §5.4: a result retrieve_futures reported complete is fetched whole.
             metadata_only=batch is None,
         )
 
     def _resubmit(self) -> str:
-        # WIRE.md §P.5: a re-run after HTTP 410 takes a new seq_id.
+        # docs/protocol.rst §7.3: a re-run after HTTP 410 takes a new seq_id.
         client = self.client
         self.request = attrs.evolve(self.request, seq_id=client._take_seq_id())
         return client._submit(self.request, self.sdk_method)
@@ -766,7 +766,7 @@ def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
 
 
 def _check_sampleable(model_path: str) -> None:
-    """Reject a path that cannot be sampled (WIRE.md §3.12; SERVER.md §7)."""
+    """Reject a path that cannot be sampled (docs/protocol.rst §4.8; docs/service.rst §7)."""
     types.check_tinker_path("model_path", model_path)
     try:
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(model_path)

@@ -1,11 +1,11 @@
 """ServiceClient: the factory that creates training, sampling and REST clients.
 
-``ServiceClient()`` sends nothing: the connection starts on first use (WIRE.md §P.10,
+``ServiceClient()`` sends nothing: the connection starts on first use (docs/protocol.rst §8.1,
 golden-0.38): REST calls read the client config only; creating a training or sampling client
 also creates the session (``create_session``, then a heartbeat every 10 s). Every client it
 creates shares one :class:`~tinker_lite._context.ClientContext`: session, connection pools,
-executors, counters and journal (WIRE.md §6.1). Close it (or use ``with``) to end the session
-and stop every background thread.
+executors, counters and journal (docs/protocol.rst §7.1). Close it (or use ``with``) to end the
+session and stop every background thread.
 
 ``base_url="local://"`` (or ``TINKER_BASE_URL=local://``) starts an offline
 :class:`tinker_lite.local.LocalServer` in this process, backed by a tiny numpy model, and stops
@@ -206,7 +206,8 @@ class ServiceClient:
         return self._context.closed
 
     def chunk_limits(self) -> ChunkLimits:
-        """Forward/forward_backward chunk limits: the service's client config, else WIRE.md §6.4."""
+        """Forward/forward_backward chunk limits: the service's client config, else
+        docs/protocol.rst §7.4."""
         return self._context.api.training.chunk_limits()
 
     # -- service calls ---------------------------------------------------------------------------
@@ -332,7 +333,7 @@ class ServiceClient:
             else "ServiceClient.create_training_client_from_state"
         )
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
-        # WIRE.md §6.1: numbered in call order, before anything is sent.
+        # docs/protocol.rst §7.1: numbered in call order, before anything is sent.
         model_seq_id = context.holder.next_model_seq_id()
 
         def start() -> Future[TrainingClient]:
@@ -374,7 +375,7 @@ class ServiceClient:
         model_seq_id: int,
     ) -> TrainingClient:
         """A 0.4.1-era service (no ``client/config``) cannot create a model from a load: read
-        the checkpoint's settings, ``create_model``, then ``load_weights`` (WIRE.md §6.2).
+        the checkpoint's settings, ``create_model``, then ``load_weights`` (docs/protocol.rst §4.3).
 
         Runs on a REST thread and waits for each step there."""
         api = self._context.api
@@ -394,7 +395,8 @@ class ServiceClient:
             )
             source_model, metadata = info.base_model, caller_metadata
         else:
-            # WIRE.md §6.2 (0.4.1): read the run; its metadata is merged with the caller's.
+            # docs/protocol.rst §4.3 (0.4.1): read the run; its metadata is merged with the
+            # caller's.
             run = api.rest.get_training_run(parsed.training_run_id, sdk_method=method)
             lora = types.LoraConfig(rank=run.lora_rank or 32)
             source_model = run.base_model
@@ -438,7 +440,7 @@ class ServiceClient:
         now); ``model_path`` is a ``tinker://<run>/sampler_weights/<name>`` path from
         ``save_weights_for_sampler``. ``record_stability_info`` is sent with every sample
         request of the client. ``retry_config`` is accepted for compatibility; retries follow
-        WIRE.md §P.
+        docs/protocol.rst §1.2.
         """
         del retry_config
         self._context.check_open()
@@ -568,8 +570,8 @@ class ServiceClient:
         :class:`~tinker_lite.ClientClosedError`, and one WARNING names each dropped request by
         kind and ``seq_id`` and those already sent (they may still complete on the service).
         Then the heartbeat stops, telemetry is flushed, ``POST /api/v1/sessions/{id}/finish``
-        is sent (WIRE.md §P.12), the polling, submit and REST threads are joined and the local
-        server is stopped if one was started. Ctrl-C while waiting drops the rest, ends the
+        is sent (docs/protocol.rst §8.5), the polling, submit and REST threads are joined and the
+        local server is stopped if one was started. Ctrl-C while waiting drops the rest, ends the
         session as interrupted and re-raises.
 
         Returns a future that is already complete when ``close`` returns, so code that calls

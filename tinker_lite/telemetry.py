@@ -1,10 +1,11 @@
-"""Telemetry: batches of usage and error events sent to ``POST /api/v1/telemetry`` (WIRE.md §11).
+"""Telemetry: batches of usage and error events sent to ``POST /api/v1/telemetry``
+(docs/protocol.rst §9).
 
 Events wait in an in-memory queue (at most 10,000; newer events are dropped when it is full) and
 a background thread sends them in batches of at most 100 every 10 seconds, or at once when a
 fatal error is recorded (the failing call then waits up to 30 s for the queue to drain). Event
-shapes follow WIRE.md §11.3 (``SESSION_START``, ``SESSION_END``, ``UNHANDLED_EXCEPTION``,
-``GENERIC_EVENT``); a batch also carries ``process_uuid`` (WIRE.md §P.1).
+shapes follow docs/protocol.rst §9 (``SESSION_START``, ``SESSION_END``, ``UNHANDLED_EXCEPTION``,
+``GENERIC_EVENT``); a batch also carries ``process_uuid`` (docs/protocol.rst §3.1).
 
 Telemetry is on unless ``TINKER_TELEMETRY`` is set to something other than ``1``, ``true``,
 ``yes`` or ``on``. It never sends the API key, headers or request bodies: events hold exception
@@ -14,7 +15,7 @@ Threading: one daemon thread per :class:`Telemetry`, started with it; every meth
 from any thread; :meth:`Telemetry.close` sends what is queued (bounded wait) and joins the thread.
 Sending failures are logged once and the batch is dropped: telemetry never blocks or breaks a
 user's call beyond the bounded flush waits. While the client closes, a batch is sent once (no
-retry): if the service does not answer, nothing more is sent or logged (WIRE.md §P.7).
+retry): if the service does not answer, nothing more is sent or logged (docs/protocol.rst §6.6).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ logger = logging.getLogger("tinker_lite.telemetry")
 
 TELEMETRY_ENV = "TINKER_TELEMETRY"
 
-# WIRE.md §P.1: one uuid4 per process, sent with every batch.
+# docs/protocol.rst §3.1: one uuid4 per process, sent with every batch.
 PROCESS_UUID = str(uuid.uuid4())
 
 _ON_VALUES = frozenset({"1", "true", "yes", "on"})
@@ -64,13 +65,13 @@ _MAX_TEXT = 4000
 
 
 def is_telemetry_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``TINKER_TELEMETRY`` allows telemetry (default on; WIRE.md §11.1)."""
+    """Whether ``TINKER_TELEMETRY`` allows telemetry (default on; docs/protocol.rst §9)."""
     env = os.environ if environ is None else environ
     return env.get(TELEMETRY_ENV, "1").strip().lower() in _ON_VALUES
 
 
 def is_user_error(exc: BaseException) -> bool:
-    """Whether an error is the caller's fault (WIRE.md §11.3).
+    """Whether an error is the caller's fault (docs/protocol.rst §9).
 
     A :class:`~tinker_lite.RequestFailedError` of category ``user``, an
     :class:`~tinker_lite.InvalidInputError`, or any error with a 4xx ``status_code`` other than
@@ -237,7 +238,7 @@ class Telemetry:
         """Record an error; a fatal one is sent at once (the caller waits up to 30 s).
 
         User errors are sent as a ``user_error`` GENERIC_EVENT with severity WARNING, others as
-        ``UNHANDLED_EXCEPTION`` with the formatted traceback (WIRE.md §11.3).
+        ``UNHANDLED_EXCEPTION`` with the formatted traceback (docs/protocol.rst §9).
         """
         if not self.enabled:
             return
@@ -327,7 +328,8 @@ class Telemetry:
         try:
             self._send_batch(_wire.dumps(request))
         except TinkerError as e:
-            # WIRE.md §P.7: shutdown is quiet; a closed client's telemetry is just dropped.
+            # docs/protocol.rst §6.8: shutdown is quiet; a closed client's telemetry is just
+            # dropped.
             quiet = isinstance(e, ClientClosedError) or self._stopping.is_set()
             if quiet:
                 self._gone = True

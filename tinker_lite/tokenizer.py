@@ -1,4 +1,5 @@
-"""Find and load the tokenizer of a Tinker model: what ``get_tokenizer()`` returns (WIRE.md §P.13).
+"""Find and load the tokenizer of a Tinker model: what ``get_tokenizer()`` returns
+(docs/protocol.rst §10).
 
 With ``transformers`` installed, the result is the tokenizer ``transformers`` builds from the
 model's tokenizer files (``AutoTokenizer.from_pretrained``), as the official SDK returns; without
@@ -6,8 +7,8 @@ it, a :class:`~tinker_lite._light_tokenizer.LightTokenizer` built from the same 
 same ids and the calls scripts use (``encode`` gives ``list[int]``). Either way the raw
 ``tokenizers.Tokenizer`` is its ``backend_tokenizer``.
 
-Resolution follows the official SDK 0.38 (WIRE.md §9): the server's ``tokenizer_id`` when it gives
-one, otherwise a heuristic on the model name (Llama-3 models use an ungated copy of their
+Resolution follows the official SDK 0.38 (docs/protocol.rst §10): the server's ``tokenizer_id`` when
+it gives one, otherwise a heuristic on the model name (Llama-3 models use an ungated copy of their
 tokenizer; an ``org/model/variant`` name uses ``org/model``; the local server's ``tinker-lite/*``
 models use its byte-level tokenizer). The tokenizer files are then looked up, in this order:
 
@@ -76,9 +77,10 @@ _cache_lock = threading.Lock()
 
 
 def resolve_tokenizer_id(model_name: str | None, tokenizer_id: str | None = None) -> str:
-    """Return the tokenizer id for a model: the server's id, else the WIRE.md §9 heuristics."""
+    """Return the tokenizer id for a model: the server's id, else the docs/protocol.rst §10
+    heuristics."""
     if tokenizer_id:
-        # WIRE.md §9 (0.8.1): anything after the first ':' is a server-side variant tag.
+        # docs/protocol.rst §10 (0.8.1): anything after the first ':' is a server-side variant tag.
         return tokenizer_id.split(":", 1)[0] if _looks_like_repo(tokenizer_id) else tokenizer_id
     if not model_name:
         raise TokenizerUnavailableError(

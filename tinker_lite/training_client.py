@@ -1,6 +1,6 @@
 """TrainingClient: forward/backward passes, optimizer steps and checkpoints of one training run.
 
-Sequencing follows WIRE.md §6.2: every training request (each chunk of a forward /
+Sequencing follows docs/protocol.rst §7.2: every training request (each chunk of a forward /
 forward_backward, optim_step, save/load) reserves its request id in the caller's thread, at call
 time, in call order; its wire ``seq_id`` is that id + 1. One single-thread executor per client
 sends the submits strictly in ``seq_id`` order, each with HTTP and operation-level retries that
@@ -8,8 +8,8 @@ re-send the same ``seq_id``. The turn passes to the next request even when a sub
 good; that failure is delivered to its future. If the service may never have received it (a
 connection error, a timeout, or 408/429/5xx after every retry), the later requests of the client
 are not sent: the service runs a model's requests in ``seq_id`` order and would hold them forever
-for the missing one (SERVER.md §8), so each fails at once with an :class:`~tinker_lite.APIError`
-naming that ``seq_id``. Results are polled elsewhere (the session's
+for the missing one (docs/service.rst §8), so each fails at once with an
+:class:`~tinker_lite.APIError` naming that ``seq_id``. Results are polled elsewhere (the session's
 poller), so ``forward_backward(...)`` followed by ``optim_step(...)`` is pipelined: both return
 futures at once and both requests reach the service back to back.
 
@@ -171,7 +171,8 @@ class TrainingClient:
                 "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
             )
         api = context.api
-        # WIRE.md §6.1: the number is taken before create_model is sent; a failure consumes it.
+        # docs/protocol.rst §7.1: the number is taken before create_model is sent; a failure
+        # consumes it.
         seq_id = context.holder.next_model_seq_id() if model_seq_id is None else model_seq_id
         created_at = time.monotonic()
 
@@ -469,7 +470,8 @@ class TrainingClient:
         ``weights``), ``importance_sampling``, ``ppo``, ``cispo``, ``dro`` (inputs
         ``target_tokens``, ``logprobs``, ``advantages``). The batch is checked with
         :func:`tinker_lite.validate` first and split into requests of at most the service's
-        chunk limits (WIRE.md §6.4); the future's result merges them (§7).
+        chunk limits (docs/protocol.rst §7.4); the future's result merges them
+        (docs/protocol.rst §7.5).
         """
         return self._forward_backward(
             data,
@@ -501,7 +503,7 @@ class TrainingClient:
         )
         request_type = "Forward" if forward_only else "ForwardBackward"
         if report.n_datums == 0:
-            # WIRE.md §6.4: an empty batch sends nothing.
+            # docs/protocol.rst §7.4: an empty batch sends nothing.
             return APIFuture.completed(
                 types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
             )
@@ -540,7 +542,8 @@ class TrainingClient:
         *,
         loss_type_input: Literal["logprobs"] | None = None,
     ) -> APIFuture[types.ForwardBackwardOutput]:
-        """Train on a loss computed on the client from the model's logprobs (WIRE.md §8).
+        """Train on a loss computed on the client from the model's logprobs
+        (docs/protocol.rst §7.6).
 
         Runs ``forward(data, "cross_entropy")``, calls ``loss_fn`` on the logprobs, then sends
         ``forward_backward`` with cross-entropy weights equal to minus the loss's gradient with
@@ -849,7 +852,7 @@ class TrainingClient:
         """Save the current weights for sampling; the future of a SamplingClient on them.
 
         The save is ephemeral (not listed, not downloadable) and creates no extra sampling
-        session (WIRE.md §6.3). ``kind``: ``"snapshot"`` fixes the weights saved now;
+        session (docs/protocol.rst §7.3). ``kind``: ``"snapshot"`` fixes the weights saved now;
         ``"inflight"`` publishes weights shared by this model's inflight samplers (later inflight
         saves update them). ``record_stability_info`` is sent with every sample request of the
         returned client. ``name`` is deprecated and has no effect, as in the official SDK 0.38
@@ -875,7 +878,8 @@ class TrainingClient:
         stability = check_record_stability_info(record_stability_info)
 
         def build(seq_id: int) -> _Submission:
-            # WIRE.md §6.1: the session-wide counter is shared with create_sampling_session.
+            # docs/protocol.rst §7.1: the session-wide counter is shared with
+            # create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
                 model_id=self.model_id,
                 sampling_session_seq_id=self._context.holder.next_sampling_session_seq_id(),
@@ -957,18 +961,18 @@ class TrainingClient:
         return self._info
 
     def get_tokenizer(self) -> PretrainedTokenizer:
-        """Return the model's tokenizer, as the official SDK does (WIRE.md §P.13).
+        """Return the model's tokenizer, as the official SDK does (docs/protocol.rst §10).
 
         ``transformers``' tokenizer when it is installed, else tinker_lite's
         :class:`~tinker_lite.tokenizer.LightTokenizer` (``encode`` gives ``list[int]``); both
-        from the model's tokenizer files, resolved per WIRE.md §9 and loaded by
+        from the model's tokenizer files, resolved per docs/protocol.rst §10 and loaded by
         :mod:`tinker_lite.tokenizer` (local files first, the Hugging Face hub otherwise); cached
         for this client.
         """
         with self._tokenizer_lock:
             if self._tokenizer is None:
                 self._context.check_open()
-                # WIRE.md §9: get_info without the operation-level retry layer.
+                # docs/protocol.rst §10: get_info without the operation-level retry layer.
                 info = self._model_info(
                     sdk_method="TrainingClient.get_tokenizer", operation_retries=False
                 )

@@ -1,4 +1,4 @@
-"""The service's endpoint paths and the constants of its requests (WIRE.md §3, §13)."""
+"""The service's endpoint paths and the constants of its requests (docs/protocol.rst §4, §1.2)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ CREATE_SESSION_PATH = f"{API}/create_session"
 HEARTBEAT_PATH = f"{API}/session_heartbeat"
 TELEMETRY_PATH = f"{API}/telemetry"
 RETRIEVE_FUTURES_PATH = f"{API}/retrieve_futures"
-# WIRE.md §P.8: asample asks the service for 429 backpressure rather than queueing.
+# docs/protocol.rst §6.4: asample asks the service for 429 backpressure rather than queueing.
 SAMPLE_BACKPRESSURE_HEADERS: Mapping[str, str] = {"X-Tinker-Sampling-Backpressure": "1"}
 ACCESS_SCOPES = ("owned", "accessible")
-# WIRE.md §3.10: the archive URL is a redirect that is read, never followed.
+# docs/protocol.rst §4.6: the archive URL is a redirect that is read, never followed.
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)

@@ -2,9 +2,9 @@
 
 One send path, one seam per concern (as httpx's client: auth, redirects and cookies, then one
 transport attempt; as stripe's requestor: headers built in one place): :meth:`Requestor.call`
-builds a request's service headers once (``x-sdk-*``, ``X-Tinker-*``, WIRE.md §1.3-§1.4), the
-operation layer (Layer B, §5.2) gives each re-send a new idempotency key, the HTTP layer (Layer
-A, §5.1) stamps each attempt's retry count and read timeout, and
+builds a request's service headers once (``x-sdk-*``, ``X-Tinker-*``, docs/protocol.rst §2.3), the
+operation layer (Layer B, docs/protocol.rst §6.3) gives each re-send a new idempotency key, the HTTP
+layer (Layer A, docs/protocol.rst §6.2) stamps each attempt's retry count and read timeout, and
 :class:`~tinker_lite._transport.http.Transport` sends one attempt. Both layers are tenacity
 loops built once (:mod:`tinker_lite._transport.loops`); nothing else calls them.
 
@@ -86,17 +86,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Requestor", "new_idempotency_key"]
 
-# WIRE.md §5.2: the operation-level (Layer B) retry budget of a submit.
+# docs/protocol.rst §6.3: the operation-level (Layer B) retry budget of a submit.
 OPERATION_BUDGET_S = 300.0
 # Start-up requests (client config, auth token) are retried at most twice per HTTP loop.
 _STARTUP_MAX_RETRIES = 2
-# Telemetry batches are retried a little, then dropped (WIRE.md §11).
+# Telemetry batches are retried a little, then dropped (docs/protocol.rst §9).
 _TELEMETRY_POLICY = RetryPolicy(max_retries=3)
 _BODYLESS = ("GET", "HEAD")
 
 
 def new_idempotency_key() -> str:
-    """A fresh ``X-Idempotency-Key`` value for one logical request (WIRE.md §1.3)."""
+    """A fresh ``X-Idempotency-Key`` value for one logical request (docs/protocol.rst §2.3)."""
     return f"tinker-lite-retry-{uuid.uuid4()}"
 
 
@@ -240,7 +240,8 @@ class Requestor:
         return session
 
     def stall_watch(self) -> StallWatch:
-        """A new deadline for one request's life (WIRE.md §P.7) on this connection's clocks."""
+        """A new deadline for one request's life (docs/protocol.rst §6.6) on this connection's
+        clocks."""
         return StallWatch(self.settings.stall_timeout, self.clock, self.sleep)
 
     def close(self) -> None:
@@ -276,9 +277,10 @@ class Requestor:
         ``body_obj`` (an attrs model or JSON value) is encoded with ``_wire.dumps``; ``body`` is
         sent as is. ``sdk_method`` adds the ``x-sdk-version`` / ``x-sdk-method`` headers.
         ``retry=False``: one attempt. With ``operation_retries`` (the default) the request is
-        re-sent for up to 5 minutes (WIRE.md §5.2) with the same body, hence the same
-        ``seq_id`` (§P.4); the stall timeout bounds it too (§P.7): what is left of ``deadline``
-        (a :meth:`stall_watch` started when the request's life began), else the whole of it.
+        re-sent for up to 5 minutes (docs/protocol.rst §6.3) with the same body, hence the same
+        ``seq_id`` (docs/protocol.rst §6.1); the stall timeout bounds it too
+        (docs/protocol.rst §6.6): what is left of ``deadline`` (a :meth:`stall_watch` started when
+        the request's life began), else the whole of it.
         """
         started = self.clock()
         # The start-up a first call triggers counts against the call's budget too.
@@ -303,7 +305,7 @@ class Requestor:
             idempotency_key=idempotency_key,
         )
         if operation_retries and retry:
-            # WIRE.md §P.7: the stall timeout bounds the whole life of a request.
+            # docs/protocol.rst §6.6: the stall timeout bounds the whole life of a request.
             total = min(
                 OPERATION_BUDGET_S,
                 self.settings.stall_timeout if deadline is None else deadline.remaining(),
@@ -335,7 +337,7 @@ class Requestor:
         """A request with its service headers, built once for all of its attempts."""
         method = method.upper()
         wire: dict[str, str] = {}
-        # WIRE.md §1.3: Content-Type with a body and on every request that may carry one.
+        # docs/protocol.rst §2.3: Content-Type with a body and on every request that may carry one.
         if content_type is not None and (body is not None or method not in _BODYLESS):
             wire["Content-Type"] = content_type
         if sdk_method:
@@ -364,7 +366,8 @@ class Requestor:
         around the HTTP layer around one transport attempt.
 
         A failure is raised with a traceback that starts here, its low-level cause kept: an
-        uncaught one prints the caller's frames and the cause, not every retry (WIRE.md §P.7).
+        uncaught one prints the caller's frames and the cause, not every retry
+        (docs/protocol.rst §6.6).
         """
         try:
             if call.operation_budget_s is None:
@@ -402,7 +405,7 @@ class Requestor:
         if call.budget_s is not None:
             timeout = cut_timeout(timeout, call.budget_s - (self.clock() - call.started))
         headers = call.headers
-        # WIRE.md §1.3: sent for parity with the official SDK.
+        # docs/protocol.rst §2.3: sent for parity with the official SDK.
         headers["x-stainless-retry-count"] = str(call.retries)
         # The timeout the request was given (an attempt near the end of its budget waits less).
         headers["x-stainless-read-timeout"] = call.timeout_header or _seconds(call.timeout.read)
@@ -439,8 +442,8 @@ class Requestor:
 
     def client_config(self) -> HttpResponse:
         """``POST client/config``: a connection that cannot be made is retried for the start-up
-        budget (WIRE.md §P.7) when this process never had an answer from the service (a wrong
-        URL, no network), for the stall timeout when it had (the service is lost, not absent);
+        budget (docs/protocol.rst §6.7) when this process never had an answer from the service (a
+        wrong URL, no network), for the stall timeout when it had (the service is lost, not absent);
         then an :class:`~tinker_lite.APIConnectionError` names the URL and the cause. Any
         answer is returned."""
         settings = self.settings
@@ -510,7 +513,7 @@ class Requestor:
         return parse_model(self._send(call), types.CreateSessionResponse, what="create_session")
 
     def heartbeat(self, session_id: str) -> HttpResponse:
-        """One ``session_heartbeat``; its answer, whatever the status (WIRE.md §10)."""
+        """One ``session_heartbeat``; its answer, whatever the status (docs/protocol.rst §8.4)."""
         body = _wire.dumps(types.SessionHeartbeatRequest(session_id=session_id))
         call = self._prepare(
             "POST",
@@ -531,7 +534,7 @@ class Requestor:
         sdk_method: str | None,
         read_timeout: float,
     ) -> HttpResponse:
-        """``POST sessions/{id}/finish``, one attempt (WIRE.md §P.12)."""
+        """``POST sessions/{id}/finish``, one attempt (docs/protocol.rst §8.5)."""
         call = self._prepare(
             "POST",
             f"{API}/sessions/{session_id}/finish",
@@ -544,7 +547,7 @@ class Requestor:
         return self._send(call)
 
     def send_telemetry(self, body: bytes) -> None:
-        """``POST telemetry`` with a few HTTP retries (WIRE.md §11)."""
+        """``POST telemetry`` with a few HTTP retries (docs/protocol.rst §9)."""
         call = self._prepare(
             "POST",
             TELEMETRY_PATH,
@@ -556,7 +559,8 @@ class Requestor:
         self._send(call)
 
     def retrieve_future(self, poll: Poll) -> HttpResponse:
-        """One ``retrieve_future`` poll; its answer, whatever the status (WIRE.md §4, §P.6)."""
+        """One ``retrieve_future`` poll; its answer, whatever the status
+        (docs/protocol.rst §5, §5.2)."""
         headers = {
             "Accept": poll.accept,
             "X-Tinker-Request-Iteration": str(poll.iteration),
@@ -564,7 +568,7 @@ class Requestor:
             "X-Stainless-Raw-Response": "raw",
         }
         if poll.roundtrip_s is not None:
-            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
+            # docs/protocol.rst §2.3: seconds from the caller's start to the creation of the future.
             headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(poll.roundtrip_s)
         body = _wire.dumps(
             types.FutureRetrieveRequest(
@@ -609,7 +613,8 @@ class Requestor:
 
     def identity_claims(self) -> Mapping[str, Any] | None:
         """The claims of the JWT this connection authenticates with, read locally (nothing is
-        sent beyond the start-up); ``None`` when the credential is a plain API key (§13.2)."""
+        sent beyond the start-up); ``None`` when the credential is a plain API key
+        (docs/protocol.rst §8.3)."""
         self.session_holder().ensure_started()
         credentials = self.credentials
         token = credentials.current() if credentials.uses_jwt else None
@@ -628,7 +633,7 @@ class Requestor:
 
 
 # Base URLs that have answered this process (any status): a service reached once is lost, not
-# absent, when it stops answering (WIRE.md §P.7, "never reached vs lost").
+# absent, when it stops answering (docs/protocol.rst §6.7, "never reached vs lost").
 _ANSWERED: set[str] = set()
 
 

@@ -45,7 +45,7 @@ T = TypeVar("T")
 logger = logging.getLogger("tinker_lite.api")
 
 ARCHIVE_ACCEPT: Mapping[str, str] = {"Accept": "application/json, application/gzip"}
-# WIRE.md §3.10: how long an archive URL is taken to be valid when the answer does not say.
+# docs/protocol.rst §4.6: how long an archive URL is taken to be valid when the answer does not say.
 ARCHIVE_VALIDITY = timedelta(minutes=15)
 
 
@@ -54,7 +54,8 @@ def _query(**values: object) -> dict[str, str]:
 
 
 def _page(limit: int, offset: int, access_scope: str | None) -> dict[str, object]:
-    """The query of a listing page (WIRE.md §13.5: ``access_scope`` is left out when None)."""
+    """The query of a listing page (docs/protocol.rst §4.5: ``access_scope`` is left out when
+    None)."""
     return {"limit": limit, "offset": offset, "access_scope": access_scope}
 
 
@@ -164,7 +165,7 @@ class RestRequests:
     def checkpoint_archive(
         self, training_run_id: str, checkpoint_id: str, *, sdk_method: str
     ) -> types.CheckpointArchiveUrlResponse:
-        """A checkpoint's signed download URL and its expiry (WIRE.md §3.10).
+        """A checkpoint's signed download URL and its expiry (docs/protocol.rst §4.6).
 
         The service answers with a redirect, read and not followed: the URL is its
         ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent); a JSON
@@ -215,7 +216,7 @@ class RestRequests:
 
     def export_session_trace(self, session_id: str, *, sdk_method: str) -> str:
         """The download URL of a session's trace, asked again every 5 s while the service
-        builds it, for at most the stall timeout (WIRE.md §P.7)."""
+        builds it, for at most the stall timeout (docs/protocol.rst §6.6)."""
         export = _TraceExport(session_id, sdk_method, self._api.stall_watch())
         url = self._trace_exports(self._look_at_export, export)
         if url is None:
@@ -359,7 +360,8 @@ class TraceExportStatus:
 
 
 def archive_url(resp: HttpResponse, base_url: str) -> types.CheckpointArchiveUrlResponse:
-    """The signed URL and expiry of an archive answer: a redirect or JSON (WIRE.md §3.10)."""
+    """The signed URL and expiry of an archive answer: a redirect or JSON
+    (docs/protocol.rst §4.6)."""
     now = datetime.now(timezone.utc)
     if resp.status in REDIRECT_STATUSES:
         location = resp.headers.get("Location")
@@ -395,7 +397,7 @@ def _expires(value: str | None, now: datetime) -> datetime:
 
 def checkpoint_path(training_run_id: str, checkpoint_id: str, action: str) -> str:
     """The path of a checkpoint, or of an action on it (``""``: the checkpoint itself)."""
-    # WIRE.md §1.1: the checkpoint id keeps its '/' (two path segments).
+    # docs/protocol.rst §2.1: the checkpoint id keeps its '/' (two path segments).
     run = _segment(training_run_id)
     path = f"{API}/training_runs/{run}/checkpoints/{path_param(checkpoint_id)}"
     return f"{path}/{action}" if action else path

@@ -2,7 +2,7 @@
 
 :class:`SamplingRequests` is part of the requestor (``requestor.sampling``). A sample's submit
 is a tenacity loop around the requestor's one send: a 429 is backpressure that opens the window
-every sampler of one service and key shares (WIRE.md §P.8), waited out with the one wait
+every sampler of one service and key shares (docs/protocol.rst §6.4), waited out with the one wait
 strategy before the same bytes are sent again.
 """
 
@@ -36,7 +36,7 @@ logger = logging.getLogger("tinker_lite.api")
 
 
 def decode_sample(resp: HttpResponse) -> types.SampleResponse:
-    """A sample result in whichever content type came back (WIRE.md §P.10)."""
+    """A sample result in whichever content type came back (docs/protocol.rst §3.5)."""
     if resp.is_protobuf:
         from tinker_lite._codec import proto as _proto
 
@@ -61,7 +61,7 @@ class SamplingRequests:
                 ),
                 wall_clock=api.wall_clock,
                 at_most=lambda state: call_of(state).life.remaining(),
-                window=api.sample_gate,  # WIRE.md §P.8: one window for every sampler
+                window=api.sample_gate,  # docs/protocol.rst §6.4: one window for every sampler
             ),
             stop=lambda state: api.closing.is_set() or call_of(state).closing.is_set(),
             retry_on=lambda error: isinstance(error, (RetryableStatus, _HeldBack)),
@@ -74,7 +74,7 @@ class SamplingRequests:
     def create_sampling_session(
         self, request: types.CreateSamplingSessionRequest, *, sdk_method: str
     ) -> types.CreateSamplingSessionResponse:
-        """Create a sampling session (HTTP retries only, WIRE.md §5.7)."""
+        """Create a sampling session (HTTP retries only, docs/protocol.rst §6.5)."""
         resp = self._api.call(
             "POST",
             f"{API}/create_sampling_session",
@@ -87,11 +87,12 @@ class SamplingRequests:
 
     @property
     def result_accept(self) -> str:
-        """The content type asked for polled forward/sample results (WIRE.md §P.10)."""
+        """The content type asked for polled forward/sample results (docs/protocol.rst §3.5)."""
         return PROTOBUF if self._api.session_holder().wire_format == "protobuf" else JSON
 
     def join_sampling_session(self, sampling_session_id: str, *, sdk_method: str) -> int:
-        """Join a sampling session as a copied sampler; its ``client_counter`` (WIRE.md §13.4)."""
+        """Join a sampling session as a copied sampler; its ``client_counter``
+        (docs/protocol.rst §7.3)."""
         resp = self._api.call(
             "POST",
             f"{API}/join_sampling_session",
@@ -104,14 +105,15 @@ class SamplingRequests:
     def submit_sample(
         self, request: types.SampleRequest, *, sdk_method: str, closing: threading.Event
     ) -> str:
-        """Send one ``asample`` until the service accepts it; its request id (WIRE.md §P.8).
+        """Send one ``asample`` until the service accepts it; its request id
+        (docs/protocol.rst §6.4).
 
         A 429 is backpressure, not an error: it opens the back-off window every sampler of this
         service and key shares (``Retry-After`` when given, else 1 s), and the same bytes, hence
         the same ``seq_id``, are sent again once it closes; a window opened by another sampler
-        is waited out before sending. The stall timeout bounds the whole loop (WIRE.md §P.7):
-        HTTP and operation retries, 429 waits and re-sends alike; a service that keeps answering
-        429 for that long raises :class:`~tinker_lite.RateLimitError`.
+        is waited out before sending. The stall timeout bounds the whole loop
+        (docs/protocol.rst §6.6): HTTP and operation retries, 429 waits and re-sends alike; a
+        service that keeps answering 429 for that long raises :class:`~tinker_lite.RateLimitError`.
         """
         call = _SampleCall(closing, self._api.stall_watch(), _wire.dumps(request), sdk_method)
         try:
@@ -132,7 +134,7 @@ class SamplingRequests:
             if window <= life.remaining():
                 raise _HeldBack
             if call.throttled is not None:
-                # WIRE.md §P.7: the back-off would outlast the stall timeout.
+                # docs/protocol.rst §6.6: the back-off would outlast the stall timeout.
                 raise_for_status(
                     call.throttled,
                     what=f"POST {ASAMPLE_PATH} (held back by HTTP 429 for "
@@ -157,7 +159,7 @@ class SamplingRequests:
 
 
 class _SampleCall:
-    """One sample's submit loop: its life (WIRE.md §P.7), bytes and last 429."""
+    """One sample's submit loop: its life (docs/protocol.rst §6.6), bytes and last 429."""
 
     __slots__ = ("body", "closing", "life", "sdk_method", "throttled")
 

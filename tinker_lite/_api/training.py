@@ -2,7 +2,7 @@
 
 :class:`TrainingRequests` is part of the requestor (``requestor.training``): it names each
 endpoint, encodes forward/forward_backward chunks (protobuf or JSON, zstd when the service asks,
-WIRE.md §P.10), optim steps and saves, and decodes their polled results; every request goes
+docs/protocol.rst §1.1), optim steps and saves, and decodes their polled results; every request goes
 through the requestor's one send.
 """
 
@@ -66,7 +66,8 @@ def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
 
 
 def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
-    """A forward/forward_backward result in whichever content type came back (WIRE.md §P.10)."""
+    """A forward/forward_backward result in whichever content type came back
+    (docs/protocol.rst §3.5)."""
     if resp.is_protobuf:
         from tinker_lite._codec import proto as _proto
 
@@ -119,8 +120,8 @@ class TrainingRequests:
         decode: Callable[[HttpResponse], T],
         created_at: float,
     ) -> APIFuture[T]:
-        """Send a request the service answers with a future (HTTP retries only, WIRE.md §5.7)
-        and poll its result."""
+        """Send a request the service answers with a future (HTTP retries only,
+        docs/protocol.rst §6.5) and poll its result."""
         try:
             resp = self._api.call(
                 "POST", path, body_obj=request, sdk_method=sdk_method, operation_retries=False
@@ -140,7 +141,7 @@ class TrainingRequests:
     def create_model(
         self, request: types.CreateModelRequest, *, sdk_method: str, created_at: float
     ) -> APIFuture[types.CreateModelResponse]:
-        """Send ``create_model`` (HTTP retries only, WIRE.md §5.7) and poll its result."""
+        """Send ``create_model`` (HTTP retries only, docs/protocol.rst §6.5) and poll its result."""
         return self._submitted(
             f"{API}/create_model",
             request,
@@ -203,7 +204,8 @@ class TrainingRequests:
     # -- training ----------------------------------------------------------------------------
 
     def chunk_limits(self) -> ChunkLimits:
-        """Forward/forward_backward chunk limits: the service's client config, else WIRE.md §6.4."""
+        """Forward/forward_backward chunk limits: the service's client config, else
+        docs/protocol.rst §7.4."""
         session = self._api.session_holder()
         if session.client_config_from_server:
             config = session.client_config
@@ -242,7 +244,7 @@ class TrainingRequests:
         if wire == "protobuf":
             from tinker_lite._codec import proto as _proto
 
-            # WIRE.md §13.3/§P.10: protobuf to /forward_backward; forward_only marks a forward.
+            # docs/protocol.rst §3.4: protobuf to /forward_backward; forward_only marks a forward.
             body = _proto.encode_forward_backward_request(
                 model_id=model_id,
                 seq_id=seq_id,

@@ -1,7 +1,7 @@
 """Client protobuf codecs: the forward/forward_backward request, and the results it reads back.
 
-The service's ``tinker_public`` schema (WIRE.md §13.7) is written by hand and read through field
-tables (one per message, for the shared reader of :mod:`tinker_lite._codec.protowire`), so no
+The service's ``tinker_public`` schema (docs/protocol.rst §3.4) is written by hand and read through
+field tables (one per message, for the shared reader of :mod:`tinker_lite._codec.protowire`), so no
 protobuf runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes``
 fields; they are copied in and out in one piece (numpy arrays, or the stdlib arrays of values
 built from lists), never element by element, so a 500,000-number request encodes in a few
@@ -98,7 +98,7 @@ _MAX_EMPTY_RECORD_DATUMS: Final = 1 << 16
 # A stdlib array's bytes are the wire's little-endian bytes only on a little-endian host.
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
-# WIRE.md §13.7: the stdlib typecode and dtype code of each TensorData dtype on the wire.
+# docs/protocol.rst §3.4: the stdlib typecode and dtype code of each TensorData dtype on the wire.
 _TENSOR_CODES: Final = {"float32": ("f", DTYPE_FLOAT32), "int64": ("q", DTYPE_INT64)}
 
 
@@ -132,8 +132,8 @@ def encode_forward_backward_request(
         out.string_field(K4_LEN, loss_fn)
     config_v2 = Writer()
     if loss_fn_config:
-        # WIRE.md §13.7: numbers go to loss_fn_config (double) and loss_fn_config_v2 (number);
-        # strings only to loss_fn_config_v2 (text). Entries in insertion order.
+        # docs/protocol.rst §3.4: numbers go to loss_fn_config (double) and loss_fn_config_v2
+        # (number); strings only to loss_fn_config_v2 (text). Entries in insertion order.
         for name, given in loss_fn_config.items():
             value: object = given
             if not isinstance(name, str):
@@ -295,7 +295,7 @@ def _numpy_numbers() -> tuple[type, ...]:
 
 
 def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, int]:
-    # WIRE.md §13.7: float tensors as float32 LE (DTYPE_FLOAT32), int tensors as int64 LE.
+    # docs/protocol.rst §3.4: float tensors as float32 LE (DTYPE_FLOAT32), int tensors as int64 LE.
     known = _TENSOR_CODES.get(tensor.dtype)
     if known is None:
         raise InvalidInputError(
@@ -324,7 +324,7 @@ def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memo
 
 
 def _pack_tokens(tokens: Sequence[int], index: int, position: int) -> bytes:
-    # WIRE.md §13.7: token ids are int32 little-endian.
+    # docs/protocol.rst §3.4: token ids are int32 little-endian.
     try:
         return struct.pack(f"<{len(tokens)}i", *tokens)
     except struct.error:
@@ -340,7 +340,7 @@ def _pack_tokens(tokens: Sequence[int], index: int, position: int) -> bytes:
 
 
 def _encode_image(chunk: types.ImageChunk, where: str) -> Writer:
-    # WIRE.md §13.7 / golden-0.38: an image chunk is image {data, format, expected_tokens}.
+    # docs/protocol.rst §3.4 / golden-0.38: an image chunk is image {data, format, expected_tokens}.
     image = Writer()
     if chunk.data:
         image.bytes_field(K1_LEN, chunk.data)
@@ -354,7 +354,7 @@ def _encode_image(chunk: types.ImageChunk, where: str) -> Writer:
 
 
 # ---------------------------------------------------------------------------------------------
-# Results (WIRE.md §13.7): the tables of the messages a client reads
+# Results (docs/protocol.rst §3.4): the tables of the messages a client reads
 # ---------------------------------------------------------------------------------------------
 
 
@@ -376,7 +376,7 @@ def _split_batched(values: dict[str, Any]) -> list[types.TensorData]:
         if flat.size:
             raise FieldError("has data but no offsets")
         return []
-    # WIRE.md §13.6: offsets are int64 byte offsets into data, one per datum plus the end.
+    # docs/protocol.rst §3.4: offsets are int64 byte offsets into data, one per datum plus the end.
     if (
         int(offsets[0]) < 0
         or int(offsets[-1]) > len(data)
@@ -444,7 +444,7 @@ ARRAY_RECORD: Final = Message(
 
 
 def _forward_backward_output(values: dict[str, Any]) -> types.ForwardBackwardOutput:
-    # WIRE.md §13.6: the output type is reduced to the part after the last ':'.
+    # docs/protocol.rst §3.4: the output type is reduced to the part after the last ':'.
     records: list[list[dict[str, types.TensorData]]] = values.get("loss_fn_outputs", [])
     return types.ForwardBackwardOutput(
         loss_fn_output_type=values.get("loss_fn_output_type", "").rsplit(":", 1)[-1],
@@ -486,7 +486,7 @@ def _topk_rows(values: dict[str, Any]) -> list[list[tuple[int, float]] | None]:
         return [None] * length
     rows: list[list[tuple[int, float]] | None] = []
     for start in range(0, k * length, k):
-        # WIRE.md §13.6: cells padded with (token 0, logprob -99999.0) are empty.
+        # docs/protocol.rst §3.4: cells padded with (token 0, logprob -99999.0) are empty.
         cells = [
             (token, logprob)
             for token, logprob in zip(
@@ -536,7 +536,7 @@ def _float32_list(buf: bytes, a: int, b: int) -> list[float]:
 
 
 def _prompt_logprobs(buf: bytes, a: int, b: int) -> list[float | None]:
-    # WIRE.md §13.6: a prompt position without a logprob travels as NaN.
+    # docs/protocol.rst §3.4: a prompt position without a logprob travels as NaN.
     return [None if math.isnan(value) else value for value in _float32_list(buf, a, b)]
 
 

@@ -1,7 +1,7 @@
 """Protobuf wire primitives shared by the client codecs and the local server's codecs.
 
 Varints, field keys, the field scanner, the :class:`Writer`, optional zstd body compression
-(WIRE.md §13.3, §13.7), and the one reader of every message: :func:`read_message` walks a
+(docs/protocol.rst §4.3, §3.4), and the one reader of every message: :func:`read_message` walks a
 message's fields once and decodes each through the message's table (field number -> name, wire
 type, decoder), so a message is declared, not read by a loop of its own. The ``Tensor`` and
 ``SparseCsr`` tables live here (both sides read tensors); :mod:`tinker_lite._codec.proto`
@@ -158,7 +158,7 @@ def __getattr__(name: str) -> Any:
 DOUBLE: Final = struct.Struct("<d")
 SMALL_VARINTS: Final = tuple(bytes((i,)) for i in range(128))
 
-# enum DType (WIRE.md §13.7)
+# enum DType (docs/protocol.rst §3.4)
 DTYPE_UNSPECIFIED: Final = 0
 DTYPE_FLOAT32: Final = 1
 DTYPE_INT64: Final = 2
@@ -171,11 +171,11 @@ DTYPE_NAMES: Final = {
     DTYPE_INT32: "DTYPE_INT32",
     DTYPE_BFLOAT16: "DTYPE_BFLOAT16",
 }
-# enum StopReason (WIRE.md §13.7)
+# enum StopReason (docs/protocol.rst §3.4)
 STOP_REASON_STOP: Final = 0
 STOP_REASON_LENGTH: Final = 1
 
-# WIRE.md §13.6: top-k cells padded with (token 0, logprob -99999.0) are empty.
+# docs/protocol.rst §3.4: top-k cells padded with (token 0, logprob -99999.0) are empty.
 TOPK_MASK_TOKEN: Final = 0
 TOPK_MASK_LOGPROB: Final = -99999.0
 
@@ -641,7 +641,7 @@ class Writer:
         return b"".join(self.parts)
 
 
-# Field keys of the messages this module writes (WIRE.md §13.7 field numbers).
+# Field keys of the messages this module writes (docs/protocol.rst §3.4 field numbers).
 K1_VARINT: Final = field_key(1, WT_VARINT)
 K1_I64: Final = field_key(1, WT_I64)
 K1_LEN: Final = field_key(1, WT_LEN)
@@ -660,7 +660,7 @@ BOOL_TRUE: Final = b"\x01"
 
 
 # ---------------------------------------------------------------------------------------------
-# Tensor and SparseCsr (WIRE.md §13.7): read by both sides
+# Tensor and SparseCsr (docs/protocol.rst §3.4): read by both sides
 # ---------------------------------------------------------------------------------------------
 
 SPARSE_CSR: Final = Message(
@@ -718,7 +718,7 @@ TENSOR: Final = Message(
 
 
 def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
-    # WIRE.md §13.6: int32 is reported as int64 and bfloat16 widened to float32.
+    # docs/protocol.rst §3.4: int32 is reported as int64 and bfloat16 widened to float32.
     if code == DTYPE_FLOAT32:
         return __getattr__("F32"), "float32"
     if code == DTYPE_INT64:
@@ -766,7 +766,7 @@ def owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Optional zstd (WIRE.md §13.3: Content-Encoding: zstd with proto_compress_fwdbwd)
+# Optional zstd (docs/protocol.rst §3.5: Content-Encoding: zstd with proto_compress_fwdbwd)
 # ---------------------------------------------------------------------------------------------
 
 

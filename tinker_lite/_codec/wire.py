@@ -4,11 +4,11 @@ cattrs maps the models: it generates the structure and unstructure function of e
 model (``make_dict_structure_fn`` / ``make_dict_unstructure_fn_from_attrs``), on a converter
 that starts from ``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its
 own rules, each saying why cattrs cannot do it: tensors, base64 bytes, datetimes, JSON types
-that must not be coerced, enums that keep new values, and the None rule of WIRE.md §P.1.
+that must not be coerced, enums that keep new values, and the None rule of docs/protocol.rst §3.1.
 
-Encoding follows the tinker_lite profile (WIRE.md §P.1-P.2): every field whose value is not None
-is sent (``type`` discriminators included), ``null`` never is, image bytes travel as base64,
-float32 tensors as values that parse back to the same float32 numbers, NaN/Inf are rejected
+Encoding follows the tinker_lite profile (docs/protocol.rst §3.1, §3.2): every field whose value is
+not None is sent (``type`` discriminators included), ``null`` never is, image bytes travel as
+base64, float32 tensors as values that parse back to the same float32 numbers, NaN/Inf are rejected
 before sending. With orjson installed (the ``fast`` extra) numpy arrays are written directly;
 otherwise the stdlib ``json`` module is used. numpy is imported only for numpy values and
 float32 tensors (their shortest float32 text).
@@ -89,7 +89,8 @@ def _is_union(tp: Any) -> bool:
 
 
 def _format_datetime(value: datetime) -> str:
-    # Hook: WIRE.md §11.3 wants UTC with a `Z` suffix, preconf's isoformat() keeps the offset.
+    # Hook: docs/protocol.rst §9 wants UTC with a `Z` suffix, preconf's isoformat() keeps the
+    # offset.
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     spec = "microseconds" if value.microsecond else "seconds"
@@ -195,7 +196,8 @@ _SPECIAL_UNSTRUCTURE: dict[str, Callable[[Any], dict[str, Any]]] = {
 
 
 # The keys a model sends, in the wire's order, where that is not its fields' order: a Datum
-# writes loss_fn_inputs first (WIRE.md §2.2); its provenance spans travel in protobuf only.
+# writes loss_fn_inputs first (docs/protocol.rst §3.1); its provenance spans travel in
+# protobuf only.
 _WIRE_KEYS: dict[str, tuple[str, ...]] = {"Datum": ("loss_fn_inputs", "model_input")}
 
 
@@ -212,8 +214,8 @@ def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[A
     generated: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn_from_attrs(
         sent, cls, conv, _cattrs_include_init_false=True
     )
-    # Hook: WIRE.md §P.1 sends every field that is not None, in class order, and null never
-    # (but on the few bodies that need it). cattrs' omit_if_default compares with the default
+    # Hook: docs/protocol.rst §3.1 sends every field that is not None, in class order, and null
+    # never (but on the few bodies that need it). cattrs' omit_if_default compares with the default
     # (0.38 sends defaults) and moves the omitted fields after the others.
     nullable: frozenset[str] = getattr(cls, "_wire_nullable", frozenset())
     omitted = tuple(
@@ -283,13 +285,13 @@ def _structure_str(value: Any, tp: Any, *, strict: bool) -> Any:
 
 
 def _structure_enum(value: Any, cls: type[enum.Enum], *, strict: bool) -> Any:
-    # Hook: new values are kept when reading leniently (WIRE.md §3.6/§12), refused strictly;
-    # preconf would call cls(value) either way.
+    # Hook: new values are kept when reading leniently (docs/protocol.rst §4.4/§5.6), refused
+    # strictly; preconf would call cls(value) either way.
     known = cls._value2member_map_
     if not isinstance(value, str):
         raise WireFormatError(f"expected one of {sorted(known)}, got {_describe(value)}")
     if cls is RequestErrorCategory:
-        # WIRE.md §3.7: lower-case on the wire; capitalised forms are read too.
+        # docs/protocol.rst §5.1: lower-case on the wire; capitalised forms are read too.
         if strict and value.lower() not in known:
             raise WireFormatError(f"expected one of {sorted(known)}, got {value!r}")
         return RequestErrorCategory.parse(value)
@@ -342,7 +344,7 @@ def _structure_tensor(value: Any, _: Any, *, strict: bool) -> types.TensorData:
     if "data" not in value or "dtype" not in value:
         raise WireFormatError("a tensor needs 'data' and 'dtype'")
     if value.get("sparse_crow_indices") is not None:
-        # WIRE.md §13.3: kept sparse, as the official SDK does; to_numpy() densifies.
+        # docs/protocol.rst §3.3: kept sparse, as the official SDK does; to_numpy() densifies.
         shape = value.get("shape")
         if not isinstance(shape, list) or len(shape) != 2 or any(type(d) is not int for d in shape):
             raise WireFormatError("a sparse tensor needs a 2-D shape")
@@ -391,7 +393,7 @@ def _models_union_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any
     """Read a union of models told apart by a literal tag (``type``, ``state``, ``event``).
 
     cattrs' disambiguation picks the class by its literal tag. Hook: 0.4.1 model-input chunks
-    carry no ``type`` (WIRE.md §2.1): cattrs' key-based disambiguation picks theirs.
+    carry no ``type`` (docs/protocol.rst §3.1): cattrs' key-based disambiguation picks theirs.
     """
     members = tuple(arg for arg in typing.get_args(tp) if arg is not _NONE)
     optional = len(members) < len(typing.get_args(tp))
@@ -621,10 +623,10 @@ _POW10 = [float(10**i) for i in range(23)]
 def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
     """Return float32 values as Python floats whose repr is a short decimal for that float32.
 
-    WIRE.md §P.2: the text must parse back to the same float32; `0.1` is preferred over the
-    widened `0.10000000149011612`. Each value is rounded to the fewest significant digits (1-9)
-    that still read back as the same float32; a value that cannot be shortened this way (very
-    large or very small magnitudes) keeps its exact widened value.
+    docs/protocol.rst §3.2: the text must parse back to the same float32; `0.1` is preferred
+    over the widened `0.10000000149011612`. Each value is rounded to the fewest significant
+    digits (1-9) that still read back as the same float32; a value that cannot be shortened this way
+    (very large or very small magnitudes) keeps its exact widened value.
     """
     import numpy as np
 
@@ -687,7 +689,7 @@ def to_builtins(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
-    """Encode a model (or a plain JSON-able value) as compact UTF-8 JSON per WIRE.md §P.1.
+    """Encode a model (or a plain JSON-able value) as compact UTF-8 JSON per docs/protocol.rst §3.1.
 
     Model fields that are None are left out; plain dicts and lists are written as given (a None
     there is sent as null). Raises InvalidInputError (naming the path, e.g. the datum index and

@@ -1,6 +1,6 @@
 """What a poll's answer says: its queue state, a failed request, a result that cannot be read.
 
-The queue state of a paused request is logged at most once a minute (WIRE.md §12); a
+The queue state of a paused request is logged at most once a minute (docs/protocol.rst §5.6); a
 ``{"error", "category"}`` answer becomes :class:`~tinker_lite.RequestFailedError`; a result
 that cannot be read becomes :class:`~tinker_lite.APIResponseValidationError`.
 """
@@ -37,13 +37,14 @@ logger = logging.getLogger("tinker_lite.futures")
 T = TypeVar("T")
 
 # ---------------------------------------------------------------------------------------------
-# Queue-state logging (WIRE.md §12, later wording)
+# Queue-state logging (docs/protocol.rst §5.6, later wording)
 
 QueueKind = Literal["training", "sampling", "model_creation", "request"]
 
 
 def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
-    """The reason logged for a paused queue state when the service sends none (WIRE.md §12)."""
+    """The reason logged for a paused queue state when the service sends none
+    (docs/protocol.rst §5.6)."""
     if state == "paused_rate_limit":
         if kind in ("training", "model_creation"):
             return "concurrent training clients rate limit hit"

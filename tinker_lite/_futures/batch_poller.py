@@ -1,8 +1,8 @@
 """One ``retrieve_futures`` long-poll per sampling session serving all of its samples.
 
-When the service's client config sets ``sample_use_retrieve_futures`` (WIRE.md §P.10, golden-0.38
-"Polling and sampling"), a sample's completion is not awaited by polling ``retrieve_future`` for
-each request: one thread per (sampling session, cloned sampler) sends ``POST
+When the service's client config sets ``sample_use_retrieve_futures`` (docs/protocol.rst §5.5,
+golden-0.38 "Polling and sampling"), a sample's completion is not awaited by polling
+``retrieve_future`` for each request: one thread per (sampling session, cloned sampler) sends ``POST
 /api/v1/retrieve_futures {"target", "prev_cursor", ["timeout"], "retrieved_request_ids"}`` in a
 loop, and each request the answer names as finished (or failed) is fetched with one
 ``retrieve_future`` by a small, separate :class:`~tinker_lite._futures.poller.Poller` (decoding,
@@ -16,9 +16,9 @@ service that answers at once with nothing (it does not hold the long poll) is pa
 ``try_again`` answers, 0.1 s doubling to 1 s, so it is never polled in a loop. Failed
 polls (connection errors, 408, 429, 5xx) are retried with the poll back-off; a service that has
 answered nothing for the stall timeout fails the waiting samples with
-:class:`~tinker_lite.APITimeoutError` (WIRE.md §P.7). Any other answer (e.g. 404 from a service
-that lacks the endpoint) makes that session fall back to per-request polling, with a WARNING:
-nothing waits forever and nothing is lost.
+:class:`~tinker_lite.APITimeoutError` (docs/protocol.rst §6.6). Any other answer (e.g. 404 from a
+service that lacks the endpoint) makes that session fall back to per-request polling, with a
+WARNING: nothing waits forever and nothing is lost.
 
 Threading contract: :meth:`BatchPoller.wait` may be called from any thread; each session's
 loop runs on its own daemon thread, started on demand and ended after ``idle_timeout`` seconds
@@ -228,13 +228,14 @@ class BatchPoller:
 
     def _loop(self, session: _Session) -> None:
         """The session's long-poll loop, in tenacity: the pause after a fast empty answer and
-        the back-off after a failed poll are :class:`ServiceWait`'s (WIRE.md §P.6)."""
+        the back-off after a failed poll are :class:`ServiceWait`'s (docs/protocol.rst §5.2)."""
         turn = _Turn(session, StallWatch(self._stall_timeout, self._clock))
         try:
             self._turns(self._turn, turn)
         except APIConnectionError:  # the poller is closing
             return
-        except BaseException as e:  # pragma: no cover - WIRE.md §P.7: a dying thread resolves all
+        # docs/protocol.rst §6.6: a dying thread resolves all
+        except BaseException as e:  # pragma: no cover
             with self._cond:
                 session.thread = None
                 self._fall_back_locked(session, f"its thread died ({type(e).__name__}: {e})")

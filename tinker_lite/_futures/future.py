@@ -7,9 +7,9 @@
 :class:`FutureTimeoutError` (both :class:`~tinker_lite.APITimeoutError`, carrying the request id,
 the last queue state and the elapsed time, and :class:`concurrent.futures.TimeoutError`); the
 request keeps going on the service and ``result()`` may be called again (when the service
-answers polls at once, polling pauses until then: WIRE.md §P.7, no hot poll is left behind).
-``cancel()`` succeeds while the future is pending and stops its polling; the service may still
-execute the request.
+answers polls at once, polling pauses until then: docs/protocol.rst §6.6, no hot poll is left
+behind). ``cancel()`` succeeds while the future is pending and stops its polling; the service may
+still execute the request.
 
 The poller that resolves these futures lives in :mod:`tinker_lite._futures.poller`.
 """
@@ -180,7 +180,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         self._sources: tuple[concurrent.futures.Future[Any], ...] = ()
         self._cancel_hook: Callable[[], None] | None = None
         # Set by the poller: called with True when someone starts waiting, with False when the
-        # last waiter's timeout expired (WIRE.md §P.7: no hot poll is left behind).
+        # last waiter's timeout expired (docs/protocol.rst §6.6: no hot poll is left behind).
         self._demand_hook: Callable[[bool], None] | None = None
         self._waiting = 0
 

@@ -29,8 +29,9 @@ logger = logging.getLogger("tinker_lite.context")
 
 PROGRESS_LOG_INTERVAL = 30.0
 """Seconds between the INFO lines of a drain that is still waiting."""
-# WIRE.md §P.7: a request's own stall timeout fires at most a second late; the drain gives up
-# well after that, so a silent service fails each request with its own APITimeoutError first.
+# docs/protocol.rst §6.6: a request's own stall timeout fires at most a second late; the drain
+# gives up well after that, so a silent service fails each request with its own APITimeoutError
+# first.
 _STALL_GRACE_S = 2.0
 
 _QUEUED = "queued"

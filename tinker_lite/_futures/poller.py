@@ -1,18 +1,18 @@
 """Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.future.APIFuture`
 resolves.
 
-:class:`Poller` polls ``POST /api/v1/retrieve_future`` (WIRE.md §4 with the §P.6 refinements)
-through ``send``, the requestor's one poll (:class:`Poll` says what to ask):
-re-poll at once after ``try_again`` and 408 when the service held the poll (long-poll), and pace
-re-polls 0.1 s doubling to 1 s when it answered in under a second; back off ``min(2**n, 30)`` s
-with jitter after 5xx, 429 and connection errors (the first one logged at WARNING); 410
-re-submits when a ``resubmit`` callback is given (sampling) and raises
+:class:`Poller` polls ``POST /api/v1/retrieve_future`` (docs/protocol.rst §5 with the
+docs/protocol.rst §5.2 refinements) through ``send``, the requestor's one poll (:class:`Poll` says
+what to ask): re-poll at once after ``try_again`` and 408 when the service held the poll
+(long-poll), and pace re-polls 0.1 s doubling to 1 s when it answered in under a second; back off
+``min(2**n, 30)`` s with jitter after 5xx, 429 and connection errors (the first one logged at
+WARNING); 410 re-submits when a ``resubmit`` callback is given (sampling) and raises
 :class:`~tinker_lite.PromiseExpiredError` otherwise; ``{"error", "category"}`` raises
 :class:`~tinker_lite.RequestFailedError`; any other 4xx raises its
 :class:`~tinker_lite.APIStatusError` subclass. A future fails with
 :class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
-``stall_timeout`` seconds (WIRE.md §P.7). The polls of a task run in a tenacity loop whose every
-wait is :class:`~tinker_lite._transport.retry.ServiceWait`'s.
+``stall_timeout`` seconds (docs/protocol.rst §6.6). The polls of a task run in a tenacity loop whose
+every wait is :class:`~tinker_lite._transport.retry.ServiceWait`'s.
 
 Threading contract
 ------------------
@@ -30,9 +30,9 @@ Threading contract
   faster than it should); they end at once when the poller closes.
 * When a caller's ``result(timeout=...)`` expires and nobody else waits, a future whose service
   answers ``try_again`` at once is parked: it is not polled until someone waits on it again
-  (``result()``/``exception()``), so an abandoned wait leaves no hot poll behind (WIRE.md §P.7).
-  Parked time does not count toward the stall timeout. A held poll (long-poll) or a back-off
-  goes on as usual, so such a future still resolves on its own.
+  (``result()``/``exception()``), so an abandoned wait leaves no hot poll behind
+  (docs/protocol.rst §6.6). Parked time does not count toward the stall timeout. A held poll
+  (long-poll) or a back-off goes on as usual, so such a future still resolves on its own.
 * A result is delivered the moment its poll is answered: the polling thread decodes it and
   completes the future, which wakes ``result()`` through a condition variable (no sleep loops).
 * Done-callbacks run on the polling thread that completes the future (or at once in the thread
@@ -202,7 +202,7 @@ class Poller:
 
     @property
     def stall_timeout(self) -> float:
-        """Seconds without any answer after which a future fails (WIRE.md §P.7)."""
+        """Seconds without any answer after which a future fails (docs/protocol.rst §6.6)."""
         return self._stall_timeout
 
     @property
@@ -263,8 +263,8 @@ class Poller:
         call the polls belong to (0.38 names it on them); ``future`` is the pending future to
         resolve (the caller's own, so a sample needs one future, not two), else a new one;
         ``metadata_only`` is the
-        first poll's ``allow_metadata_only`` (WIRE.md §P.6: ``False`` for the fetch of a result
-        that ``retrieve_futures`` reported complete).
+        first poll's ``allow_metadata_only`` (docs/protocol.rst §5.4: ``False`` for the fetch of a
+        result that ``retrieve_futures`` reported complete).
         """
         now = self._clock()
         if future is None:
@@ -421,7 +421,7 @@ class Poller:
                     self._finish(task, error=_unexpected(task, e))
                 task = None
         except BaseException as e:
-            # WIRE.md §P.7: a dying thread resolves the future it was working on.
+            # docs/protocol.rst §6.6: a dying thread resolves the future it was working on.
             logger.error("A polling thread died: %s: %s", type(e).__name__, redact(str(e)))
             if task is not None:
                 error = TinkerError(
@@ -468,7 +468,8 @@ class Poller:
         stall timeout, a park, or its turn handed to a task waiting for a thread.
 
         The polls run in tenacity: the pause after a ``try_again`` / 408 and the back-off after
-        a failed poll are :class:`~tinker_lite._transport.retry.ServiceWait`'s (WIRE.md §P.6).
+        a failed poll are :class:`~tinker_lite._transport.retry.ServiceWait`'s
+        (docs/protocol.rst §5.2).
         """
         try:
             answer = self._polls(self._poll_once, task)
@@ -500,7 +501,8 @@ class Poller:
         """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
         iteration = task.iteration
         task.iteration += 1
-        # WIRE.md §P.7: the stall timeout is overshot by at most the poll in flight (<= 1 s).
+        # docs/protocol.rst §6.6: the stall timeout is overshot by at most the poll in flight (<=
+        # 1 s).
         read = min(self._poll_timeout.read, max(task.stall.remaining(), 1.0))
         poll = Poll(
             request_id=task.request_id,
@@ -510,7 +512,7 @@ class Poller:
             metadata_only=task.metadata_only,
             timeout=Timeout(connect=min(self._poll_timeout.connect, read), read=read),
             sdk_method=task.sdk_method,
-            # WIRE.md §1.4: seconds from the caller's start to the creation of the future.
+            # docs/protocol.rst §2.3: seconds from the caller's start to the creation of the future.
             roundtrip_s=max(0.0, task.registered_at - task.created_at) if iteration == 0 else None,
         )
         sent_at = self._clock()
@@ -528,7 +530,8 @@ class Poller:
         task.stall.answered()
         task.failures = 0
         if status == 408:
-            # WIRE.md §4.2: the service's long poll ended; its body may carry the queue state.
+            # docs/protocol.rst §5.2: the service's long poll ended; its body may carry the queue
+            # state.
             self._note_queue_state(task, json_object(resp))
             self._paced(task, self._clock() - sent_at)
             return _AGAIN
@@ -539,7 +542,8 @@ class Poller:
                 self._paced(task, self._clock() - sent_at)
                 return _AGAIN
             if data is not None and data.get("status") == "complete_metadata":
-                # WIRE.md §P.6: the result is ready; fetch it with a poll that asks for it.
+                # docs/protocol.rst §5.4: the result is ready; fetch it with a poll that asks
+                # for it.
                 task.metadata_only = False
                 task.fast_answers = 0
                 task.pause = 0.0
@@ -552,7 +556,7 @@ class Poller:
 
     def _paced(self, task: PollTask, answered_in: float) -> None:
         """Set the pause before the next poll: none after a held poll, paced after a fast
-        answer (WIRE.md §P.6)."""
+        answer (docs/protocol.rst §5.2)."""
         fast = answered_in < self._policy.pace_below_s
         task.fast_answers = task.fast_answers + 1 if fast else 0
         task.pause = self._policy.pace_delay(answered_in, task.fast_answers)
@@ -679,7 +683,7 @@ class Poller:
                 ),
             )
             return
-        # WIRE.md §4.3: sampling re-runs the request (a new request id, a new seq_id).
+        # docs/protocol.rst §5.3: sampling re-runs the request (a new request id, a new seq_id).
         logger.info("%s expired on the service (HTTP 410); re-submitting it", task.describe())
         task.resubmits += 1
         started = self._clock()

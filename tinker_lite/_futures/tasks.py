@@ -86,7 +86,8 @@ class PollTask:
         self.registered_at = now
         self.stall = stall
         self.iteration = 0
-        # WIRE.md §P.6: the first poll offers a metadata-only answer; after one, polls do not.
+        # docs/protocol.rst §5.4: the first poll offers a metadata-only answer; after one, polls
+        # do not.
         self.metadata_only = metadata_only
         self.failures = 0
         self.fast_answers = 0  # try_again/408 answers in a row that came in under a second

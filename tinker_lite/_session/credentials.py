@@ -9,8 +9,8 @@ is set, so that a command always wins over it).
 When the service's client config sets ``pjwt_auth_enabled``, the credential is exchanged for a
 JWT (``POST /api/v1/auth/token``), refreshed before its ``exp`` and once after a 401; when it
 also sets ``credential_default_source`` to ``"credential_cmd"``, the exchange is authenticated
-by the command's output, never by a static key (WIRE.md §13.2). Every credential is registered
-as a secret, so it never reaches a log or an error message.
+by the command's output, never by a static key (docs/protocol.rst §8.3). Every credential is
+registered as a secret, so it never reaches a log or an error message.
 """
 
 from __future__ import annotations
@@ -311,13 +311,14 @@ class Credentials:
             except InvalidInputError as e:
                 self._command_error = e
                 raise
-        # WIRE.md §13.2: auth/token itself is authenticated with the API key, never the JWT.
+        # docs/protocol.rst §8.3: auth/token itself is authenticated with the API key, never
+        # the JWT.
         if token is None or getattr(self._fetching, "active", False):
             return self.api_key
         exp = self._exp
         if exp is not None:
             now = self._wall_clock()
-            # WIRE.md §13.2: refresh ahead of expiry (a stale JWT is answered 401).
+            # docs/protocol.rst §8.3: refresh ahead of expiry (a stale JWT is answered 401).
             if exp - now <= self._refresh_margin and now >= self._next_attempt:
                 self._refresh(token, force=False)
         return self._jwt
@@ -351,8 +352,8 @@ def token_fetcher(
     """A function exchanging a credential for a JWT: ``POST /api/v1/auth/token {}``.
 
     ``post(path, body, headers)`` sends with the start-up retries; ``credential()`` gives the
-    API key or the credential command's output, which the request carries explicitly (WIRE.md
-    §13.2: never the JWT being replaced).
+    API key or the credential command's output, which the request carries explicitly
+    (docs/protocol.rst §8.3: never the JWT being replaced).
     """
 
     def fetch() -> str:

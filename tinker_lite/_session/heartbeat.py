@@ -1,4 +1,5 @@
-"""The session heartbeat: ``session_heartbeat`` every 10 s on its own thread (WIRE.md §10).
+"""The session heartbeat: ``session_heartbeat`` every 10 s on its own thread
+(docs/protocol.rst §8.4).
 
 A heartbeat that keeps failing warns after two minutes; HTTP 410 (the session expired on the
 service) stops it with a warning. It holds the requestor's send, never the session holder.
@@ -23,7 +24,7 @@ HEARTBEAT_WARN_AFTER = 120.0
 
 
 class Heartbeat:
-    """Sends ``session_heartbeat`` every ``interval`` s on its own thread (WIRE.md §10).
+    """Sends ``session_heartbeat`` every ``interval`` s on its own thread (docs/protocol.rst §8.4).
 
     ``beat()`` sends one and returns the answer, whatever its status.
     """

@@ -4,8 +4,8 @@ A :class:`SessionHolder` takes its settings from :mod:`tinker_lite._session.sett
 every request through its requestor (:mod:`tinker_lite._api`, seen here as :class:`SessionCalls`:
 the requestor builds the service's headers and runs the one retrying send); it reads the
 start-up answers with :mod:`tinker_lite._session.startup`, owns the poller, the heartbeat,
-dynamic-config and telemetry threads, and runs the start-up sequence in order (WIRE.md §P.10,
-golden-0.38):
+dynamic-config and telemetry threads, and runs the start-up sequence in order
+(docs/protocol.rst §8.1, golden-0.38):
 
 1. ``POST /api/v1/client/config {"sdk_version"}``;
 2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key; the JWT is then
@@ -15,9 +15,9 @@ golden-0.38):
 4. on first use by a training or sampling client (:meth:`SessionHolder.ensure_session`; never for
    a session-less holder): ``POST /api/v1/create_session`` and a heartbeat every 10 s.
 
-``close()`` (also ``with`` and interpreter exit, WIRE.md §P.12) stops the heartbeat, flushes
-telemetry, finishes the session (``POST /api/v1/sessions/{id}/finish``; 404 ignored) and joins
-every thread it started.
+``close()`` (also ``with`` and interpreter exit, docs/protocol.rst §8.5) stops the heartbeat,
+flushes telemetry, finishes the session (``POST /api/v1/sessions/{id}/finish``; 404 ignored) and
+joins every thread it started.
 
 Threading: every public method is safe to call from many threads at once (e.g. 400 concurrent
 samples). Background threads (heartbeat, telemetry, polling) hold the requestor, which holds the
@@ -274,12 +274,12 @@ class SessionHolder:
 
     @property
     def stall_timeout(self) -> float:
-        """Seconds without an answer after which a future fails (WIRE.md §P.7)."""
+        """Seconds without an answer after which a future fails (docs/protocol.rst §6.6)."""
         return self.settings.stall_timeout
 
     @property
     def sdk_version(self) -> str:
-        """The ``sdk_version`` sent to the service (WIRE.md §P.11)."""
+        """The ``sdk_version`` sent to the service (docs/protocol.rst §1.1)."""
         return self.settings.sdk_version
 
     @property
@@ -325,7 +325,7 @@ class SessionHolder:
 
     @property
     def wire_format(self) -> Literal["protobuf", "json"]:
-        """The forward/forward_backward encoding in use (WIRE.md §P.10)."""
+        """The forward/forward_backward encoding in use (docs/protocol.rst §1.1)."""
         mode = self.settings.wire
         if mode == "auto":
             return "protobuf" if self.client_config_from_server else "json"
@@ -373,7 +373,7 @@ class SessionHolder:
             self._started.set()
 
     def ensure_session(self) -> str:
-        """Start the session on first use (WIRE.md §P.10) and return its id (thread-safe).
+        """Start the session on first use (docs/protocol.rst §8.1) and return its id (thread-safe).
 
         Connects first if needed, then sends ``create_session`` and starts the heartbeat.
         Raises :class:`~tinker_lite.InvalidInputError` on a session-less holder.
@@ -408,7 +408,8 @@ class SessionHolder:
         if config.pjwt_auth_enabled:
             self._credentials.enable_jwt(self._api.fetch_jwt)
         if from_server:
-            # WIRE.md §P.10: after the JWT (it authenticates this request), before the session.
+            # docs/protocol.rst §8.1: after the JWT (it authenticates this request), before the
+            # session.
             self._dynamic.fetch_initial()
             self._dynamic.start()
 
@@ -459,14 +460,16 @@ class SessionHolder:
     # -- counters ----------------------------------------------------------------------------
 
     def next_model_seq_id(self) -> int:
-        """The next training-client number of this session (0, 1, 2, ...; WIRE.md §6.1)."""
+        """The next training-client number of this session (0, 1, 2, ...;
+        docs/protocol.rst §7.1)."""
         with self._counter_lock:
             value = self._model_seq_id
             self._model_seq_id += 1
             return value
 
     def next_sampling_session_seq_id(self) -> int:
-        """The next sampling-session number of this session (0, 1, 2, ...; WIRE.md §6.1)."""
+        """The next sampling-session number of this session (0, 1, 2, ...;
+        docs/protocol.rst §7.1)."""
         with self._counter_lock:
             value = self._sampling_session_seq_id
             self._sampling_session_seq_id += 1
@@ -501,7 +504,7 @@ class SessionHolder:
                 heartbeat.stop(timeout=min(2.0, timeout))
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
-                # Sent once, bounded, before the session ends (WIRE.md §P.7, §P.12).
+                # Sent once, bounded, before the session ends (docs/protocol.rst §6.6, §8.5).
                 telemetry.session_end()
                 telemetry.close(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
             if self._started.is_set() and self._session_id is not None:

@@ -1,6 +1,6 @@
 """The in-flight cap and the 429 back-off window shared by every sampler of one service and key.
 
-WIRE.md §P.8: one :class:`SampleGate` per ``(base_url, api_key)`` in the process.
+docs/protocol.rst §6.4: one :class:`SampleGate` per ``(base_url, api_key)`` in the process.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["THROTTLE_WARNING_INTERVAL_S", "SampleGate", "sample_gate_for"]
 logger = logging.getLogger("tinker_lite.sample_gate")
 
 THROTTLE_WARNING_INTERVAL_S = 60.0
-"""How often a sampler held back by 429s logs a warning (WIRE.md §P.7)."""
+"""How often a sampler held back by 429s logs a warning (docs/protocol.rst §6.6)."""
 
 
 class SampleGate:
@@ -95,7 +95,7 @@ class SampleGate:
             self._backoff_until = max(self._backoff_until, now + seconds)
             if self._throttled_since is None:
                 self._throttled_since = now
-            # WIRE.md §P.7: a wait says why it waits, at most once a minute.
+            # docs/protocol.rst §6.6: a wait says why it waits, at most once a minute.
             warn = now - self._throttled_since >= THROTTLE_WARNING_INTERVAL_S and (
                 self._last_throttle_warning is None
                 or now - self._last_throttle_warning >= THROTTLE_WARNING_INTERVAL_S

@@ -4,7 +4,7 @@ A public client resolves its keyword options once, with :func:`resolve_settings`
 frozen :class:`Settings`, and hands that value down: the client context, the session holder and
 the transport read it and default nothing again.
 
-WIRE.md §P.3: an explicit ``api_key=`` wins over ``TINKER_API_KEY``, then come
+docs/protocol.rst §2.2: an explicit ``api_key=`` wins over ``TINKER_API_KEY``, then come
 ``TINKER_CREDENTIAL_CMD`` and the stored login (``resolve_credential`` in
 :mod:`tinker_lite._session.credentials` has the order); the key never shows in a ``repr``.
 Every bad value raises :class:`~tinker_lite.InvalidInputError` naming the argument or
@@ -68,8 +68,8 @@ ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
 
 DEFAULT_STALL_TIMEOUT = 300.0
 DEFAULT_STARTUP_TIMEOUT = 30.0
-"""How long a service this process never had an answer from is tried (WIRE.md §P.7): a wrong
-URL or a machine without network fails in half a minute, not after the stall timeout."""
+"""How long a service this process never had an answer from is tried (docs/protocol.rst §6.7): a
+wrong URL or a machine without network fails in half a minute, not after the stall timeout."""
 DEFAULT_SAMPLE_WORKERS = 16
 """Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
 (about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
@@ -172,7 +172,8 @@ def _seconds(
 
 
 def _parse_tags(raw: str) -> tuple[str, ...]:
-    # WIRE.md §1.2: comma-separated and de-duplicated (kept in first-seen order; empty dropped).
+    # docs/protocol.rst §2.2: comma-separated and de-duplicated (kept in first-seen order; empty
+    # dropped).
     seen: dict[str, None] = {}
     for tag in raw.split(","):
         tag = tag.strip()

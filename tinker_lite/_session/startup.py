@@ -1,4 +1,4 @@
-"""The start-up sequence of a connection (WIRE.md §P.10, golden-0.38), before any session.
+"""The start-up sequence of a connection (docs/protocol.rst §8.1, golden-0.38), before any session.
 
 1. ``POST /api/v1/client/config {"sdk_version"}``: the service's feature flags (404 or an answer
    that cannot be used: built-in defaults; a connection that cannot be made is retried for the

@@ -118,8 +118,8 @@ class PoolAdapter(requests.adapters.HTTPAdapter):
     """requests' adapter sized to one pool kind, whose open connections close() can abort.
 
     urllib3's own retries stay off (requests' default): tinker_lite's retry layer is the only
-    one (WIRE.md §P.4). Without a proxy, the pool of an origin and the path of a URL are looked
-    up once and remembered (a transport sends to one origin, on a few paths), as requests
+    one (docs/protocol.rst §6.1). Without a proxy, the pool of an origin and the path of a URL are
+    looked up once and remembered (a transport sends to one origin, on a few paths), as requests
     invites an adapter to do by overriding these two methods.
     """
 
@@ -185,8 +185,8 @@ class ServiceAuth(requests.auth.AuthBase):
     ``current()`` gives the credential of each request (none: the header is left off); a request
     that names its own ``X-API-Key`` keeps it. After a 401 to a request it authenticated,
     ``reauth(rejected)`` may refresh the credential: the request is then sent once more with the
-    new one (WIRE.md §13.2, JWT refresh), as requests' own digest auth re-sends after a 401. A
-    redirect to another host never carries the credential (requests drops ``Authorization``
+    new one (docs/protocol.rst §8.3, JWT refresh), as requests' own digest auth re-sends after a
+    401. A redirect to another host never carries the credential (requests drops ``Authorization``
     there; this does the same for ``X-API-Key``, by the session's ``should_strip_auth``).
     ``inner`` (the session's auth or netrc's Basic credentials) is applied first.
     """

@@ -7,8 +7,8 @@ signed URL that has expired (403, 404 or 410) is replaced once through the ``ref
 408, 409, 425, 429 and 5xx answers are retried with the back-off of the
 :class:`~tinker_lite._transport.retry.RetryPolicy`, honouring ``Retry-After``, until
 ``max_attempts`` failures in a row or ``stall_timeout`` seconds without progress. The signed URL is
-fetched without Tinker credentials (WIRE.md §3.10) with a plain ``requests.Session``: requests
-applies the environment's proxies, CA bundle and netrc and follows up to 30 redirects."""
+fetched without Tinker credentials (docs/protocol.rst §4.6) with a plain ``requests.Session``:
+requests applies the environment's proxies, CA bundle and netrc and follows up to 30 redirects."""
 
 from __future__ import annotations
 

@@ -134,7 +134,7 @@ def low_level_cause(exc: BaseException) -> BaseException:
     requests wraps urllib3's error (``ConnectionError(MaxRetryError(reason=...))``); a
     tinker_lite error keeps only what happened as its ``__cause__`` (its message names the OS's
     reason), without the chain and the urllib3 frames under it, so an uncaught one prints a
-    short traceback (WIRE.md §P.7).
+    short traceback (docs/protocol.rst §6.8).
     """
     current = exc
     while isinstance(

@@ -5,22 +5,22 @@ requestor's tenacity loops decide every re-send; urllib3's own retries are off);
 raises a ``requests``, ``urllib3``, ``http.client`` or socket exception: those become
 :class:`~tinker_lite.APIConnectionError` or :class:`~tinker_lite.APITimeoutError` with the
 original kept as ``__cause__``. Statuses are not raised by ``send``; :func:`raise_for_status` is
-the one mapping from a response to its exception (WIRE.md §1.8).
+the one mapping from a response to its exception (docs/protocol.rst §2.6).
 
 requests does what requests does: cookies, redirects (a POST answered 301/302/303 becomes a GET;
 ``Authorization`` is dropped for another host), proxies and ``NO_PROXY``, the CA bundle
 (``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), netrc, ``Content-Length``, gzip. What it reads
 from the environment is resolved once per session with its own
-``Session.merge_environment_settings`` and ``get_netrc_auth`` (WIRE.md §P.9), not on every
+``Session.merge_environment_settings`` and ``get_netrc_auth`` (docs/protocol.rst §2.5), not on every
 request: each request is prepared from settings merged once and handed to ``Session.send``. The
 credential (``X-API-Key``) is a requests auth handler: it re-sends a request once after a 401
-when the credential could be refreshed (WIRE.md §13.2), and leaves it off a redirect to another
-host. A caller may hand in its own ``requests.Session``: its headers, auth, cookies, proxies,
-certificates and mounted adapters are used, and it is not closed with the transport.
+when the credential could be refreshed (docs/protocol.rst §8.3), and leaves it off a redirect to
+another host. A caller may hand in its own ``requests.Session``: its headers, auth, cookies,
+proxies, certificates and mounted adapters are used, and it is not closed with the transport.
 
 Threading: a :class:`Transport` is shared by every thread of one connection. Each pool kind has
 its own session whose adapter keeps up to ``pool_sizes[kind]`` connections per host, so a burst
-of sampling requests can never starve heartbeats or training submits (WIRE.md §P.9).
+of sampling requests can never starve heartbeats or training submits (docs/protocol.rst §2.5).
 :meth:`Transport.close` aborts requests still in flight on its own sessions (their sockets are
 shut down, so blocked threads return at once with :class:`ClientClosedError`).
 
@@ -108,7 +108,7 @@ _MAX_BODY_IN_MESSAGE = 2000
 
 
 class PoolKind(enum.Enum):
-    """Which connection pool a request uses (WIRE.md §1.7, §P.9)."""
+    """Which connection pool a request uses (docs/protocol.rst §2.5)."""
 
     SESSION = "session"
     TRAIN = "train"
@@ -144,7 +144,8 @@ class Timeout:
                 )
 
 
-# WIRE.md §1.6: default 60 s (connect 5 s); retrieve_future 45 s; heartbeat 10 s; telemetry 5 s.
+# docs/protocol.rst §2.4: default 60 s (connect 5 s); retrieve_future 45 s; heartbeat 10 s;
+# telemetry 5 s.
 DEFAULT_TIMEOUT = Timeout()
 RETRIEVE_FUTURE_TIMEOUT = Timeout(connect=5.0, read=45.0)
 HEARTBEAT_TIMEOUT = Timeout(connect=5.0, read=10.0)
@@ -187,7 +188,7 @@ class HttpResponse:
 
     @property
     def is_protobuf(self) -> bool:
-        """Whether the body is a protobuf message (WIRE.md §13.4)."""
+        """Whether the body is a protobuf message (docs/protocol.rst §3.5)."""
         return self.content_type == PROTOBUF
 
     @property
@@ -242,7 +243,8 @@ def _body_for_message(resp: HttpResponse) -> object:
 def raise_for_status(
     resp: HttpResponse, *, request_id: str | None = None, what: str | None = None
 ) -> None:
-    """Raise the :class:`~tinker_lite.APIStatusError` subclass for a non-2xx answer (WIRE.md §1.8).
+    """Raise the :class:`~tinker_lite.APIStatusError` subclass for a non-2xx answer
+    (docs/protocol.rst §2.6).
 
     2xx answers return ``None``. 3xx answers (seen only when redirects are not followed) and every
     other status raise; ``request_id`` (else the ``x-request-id`` header) is attached. ``what``
@@ -279,7 +281,8 @@ _PATH_SAFE = "/:@!$&'()*+,;=-._~"
 
 
 def path_param(value: str, *, keep_slash: bool = True) -> str:
-    """Escape a path parameter; ``/`` is kept so checkpoint ids stay two segments (WIRE.md §1.1)."""
+    """Escape a path parameter; ``/`` is kept so checkpoint ids stay two segments
+    (docs/protocol.rst §2.1)."""
     safe = _PATH_SAFE if keep_slash else _PATH_SAFE.replace("/", "")
     return urllib.parse.quote(value, safe=safe)
 
@@ -305,7 +308,8 @@ def _validate_base_url(base_url: str) -> str:
             f"must be an http:// or https:// URL with a host, got {base_url!r}",
             "e.g. https://tinker.thinkingmachines.dev/services/tinker-prod",
         )
-    # WIRE.md §1.1: a trailing '/' is forced onto the base path; request paths are appended.
+    # docs/protocol.rst §2.1: a trailing '/' is forced onto the base path; request paths are
+    # appended.
     path = parts.path if parts.path.endswith("/") else parts.path + "/"
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
@@ -338,7 +342,7 @@ class Transport:
     value removes one); ``auth`` returns the current credential (API key or JWT) sent as
     ``X-API-Key`` (omitted when empty). When ``reauth`` is given, a 401 answer to a request
     authenticated through ``auth`` calls ``reauth(rejected_credential)``; if it returns true the
-    request is sent once more with the new credential (WIRE.md §13.2, JWT refresh).
+    request is sent once more with the new credential (docs/protocol.rst §8.3, JWT refresh).
     ``json_loads`` parses JSON bodies for :meth:`HttpResponse.json` (default: the standard
     library; it must raise :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is
     ``True`` (the session's, else certifi's bundle or ``REQUESTS_CA_BUNDLE`` /
@@ -413,8 +417,9 @@ class Transport:
             (p for n, v in merged.items() if (p := check_header(n, v))), None
         )
 
-        # WIRE.md §P.9: what requests reads from the environment (proxies, NO_PROXY, the CA
-        # bundle; netrc below) is resolved once, with requests' own function, for the base URL.
+        # docs/protocol.rst §2.5: what requests reads from the environment (proxies, NO_PROXY,
+        # the CA bundle; netrc below) is resolved once, with requests' own function, for the
+        # base URL.
         settings = first.merge_environment_settings(
             self.base_url, {}, None, None if verify is True else verify, None
         )
@@ -478,7 +483,7 @@ class Transport:
         return self._sessions
 
     def url(self, path: str) -> str:
-        """The absolute URL of ``path`` (WIRE.md §1.1: the base path prefix is kept)."""
+        """The absolute URL of ``path`` (docs/protocol.rst §2.1: the base path prefix is kept)."""
         return self.base_url + path.lstrip("/")
 
     def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:

@@ -81,7 +81,8 @@ def answer_headers(state: tenacity.RetryCallState) -> Mapping[str, str] | None:
 
 
 class SharedWindow(Protocol):
-    """A back-off window shared by several loops (the sampling 429 window, WIRE.md §P.8)."""
+    """A back-off window shared by several loops (the sampling 429 window,
+    docs/protocol.rst §6.4)."""
 
     def hold(self, seconds: float) -> None:
         """Nobody sends for ``seconds`` from now (the window is opened or extended)."""
@@ -94,10 +95,10 @@ class ServiceWait(tenacity.wait.wait_base):
     """The one wait of tinker_lite's retry loops: what the service asks, else the back-off.
 
     ``retry-after-ms``, else ``retry-after`` in seconds, else ``retry-after`` as an HTTP date,
-    honoured when 0 < delay <= 60 s (WIRE.md §P.4, the policy's ``max_retry_after``); otherwise
-    ``fallback(state)``, a back-off of the policy (by default ``backoff`` at the attempt's number,
-    jittered with ``rand``). With a shared ``window``, the wait opens (or extends) it and lasts
-    until it closes, so every loop sharing it waits too. ``at_most(state)`` (e.g. what is left
+    honoured when 0 < delay <= 60 s (docs/protocol.rst §6.1, the policy's ``max_retry_after``);
+    otherwise ``fallback(state)``, a back-off of the policy (by default ``backoff`` at the attempt's
+    number, jittered with ``rand``). With a shared ``window``, the wait opens (or extends) it and
+    lasts until it closes, so every loop sharing it waits too. ``at_most(state)`` (e.g. what is left
     of a deadline) caps the result. A loop built once serves many calls: what belongs to one
     call is its first argument, ``state.args[0]``, which ``fallback`` and ``at_most`` may read.
     """
@@ -287,13 +288,14 @@ def http_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer A (WIRE.md §5.1, §P.4), built once: ``loop(attempt, tries)`` calls ``attempt(tries)``.
+    """Layer A (docs/protocol.rst §6.2, §6.1), built once: ``loop(attempt, tries)`` calls
+    ``attempt(tries)``.
 
     Retries retryable answers (:class:`RetryableStatus`) and connection errors up to
     ``tries.policy.max_retries`` times, waiting :class:`ServiceWait`'s ``Retry-After`` or
     ``min(0.5 * 2**n, 10)`` with jitter; a policy with a ``budget_s`` stops before a back-off
-    would overrun it. Once ``closing`` is set nothing more is retried (WIRE.md §P.7: a closing
-    client schedules no retry and logs none). The last failure is raised as it was.
+    would overrun it. Once ``closing`` is set nothing more is retried (docs/protocol.rst §6.6: a
+    closing client schedules no retry and logs none). The last failure is raised as it was.
     """
 
     def stop(state: tenacity.RetryCallState) -> bool:
@@ -349,11 +351,12 @@ def operation_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer B (WIRE.md §5.2), built once: ``loop(operation, tries)`` calls ``operation(tries)``.
+    """Layer B (docs/protocol.rst §6.3), built once: ``loop(operation, tries)`` calls
+    ``operation(tries)``.
 
     While the error is one ``tries.retryable`` accepts and ``tries.operation_budget_s`` has not
     passed, waits ``min(2**n, 30)`` s (or what the service asks) and calls again: the caller
-    re-sends the *same* request (WIRE.md §P.4: a training request keeps its ``seq_id``).
+    re-sends the *same* request (docs/protocol.rst §6.1: a training request keeps its ``seq_id``).
     Nothing is retried once ``closing`` is set. The last error is raised as it was.
     """
 

@@ -1,19 +1,20 @@
 """The one retry and deadline policy of tinker_lite: a frozen value of pure decisions.
 
-:class:`RetryPolicy` decides every wait of the client: HTTP retries (Layer A, WIRE.md §5.1 as
-fixed by §P.4: 408/409/429/5xx and connection errors, ``x-should-retry`` obeyed, ``min(0.5 *
-2**n, 10)`` s with jitter, at most 10 retries), operation retries of submits (Layer B, §5.2:
-``min(2**n, 30)`` s for up to 5 minutes, the same request re-sent), poll back-off and
-``try_again`` pacing (§P.6), the sampling 429 window (§P.8), downloads and the trace export.
-Its numbers live here and nowhere else; :mod:`tinker_lite._transport.loops` runs them in
-tenacity, with the service's ``Retry-After`` honoured when 0 < delay <= 60 s.
-:class:`StallWatch` measures the one deadline of a request's life (§P.7): the time since the
-service last answered anything useful, from the submit through its retries, back-off sleeps
-and polls.
+:class:`RetryPolicy` decides every wait of the client: HTTP retries (Layer A,
+docs/protocol.rst §6.2 as fixed by docs/protocol.rst §6.1: 408/409/429/5xx and connection errors,
+``x-should-retry`` obeyed, ``min(0.5 * 2**n, 10)`` s with jitter, at most 10 retries), operation
+retries of submits (Layer B, docs/protocol.rst §6.3: ``min(2**n, 30)`` s for up to 5 minutes, the
+same request re-sent), poll back-off and ``try_again`` pacing (docs/protocol.rst §5.2), the sampling
+429 window (docs/protocol.rst §6.4), downloads and the trace export. Its numbers live here and
+nowhere else; :mod:`tinker_lite._transport.loops` runs them in tenacity, with the service's
+``Retry-After`` honoured when 0 < delay <= 60 s. :class:`StallWatch` measures the one deadline of a
+request's life (docs/protocol.rst §6.6): the time since the service last answered anything useful,
+from the submit through its retries, back-off sleeps and polls.
 
 The first retry the caller cannot see (connection refused, DNS failure, 5xx) of a logical
-request is logged at WARNING, naming what is retried and until when (§P.7); later ones at DEBUG
-(:func:`announce_retry`). Sleeping, randomness and clocks are injected so tests run instantly.
+request is logged at WARNING, naming what is retried and until when (docs/protocol.rst §6.6); later
+ones at DEBUG (:func:`announce_retry`). Sleeping, randomness and clocks are injected so tests run
+instantly.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.retry")
 
-# WIRE.md §5.1 / §5.2: statuses retried besides every 5xx.
+# docs/protocol.rst §6.2 / §6.3: statuses retried besides every 5xx.
 RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429})
 
 
@@ -73,7 +74,7 @@ def is_retryable_status(status: int) -> bool:
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float | None:
-    """Seconds the service asks to wait, or ``None`` when it does not say (WIRE.md §5.1).
+    """Seconds the service asks to wait, or ``None`` when it does not say (docs/protocol.rst §6.2).
 
     First match wins: ``retry-after-ms`` (float milliseconds), ``retry-after`` as float seconds,
     ``retry-after`` as an HTTP date (IMF-fixdate, e.g. ``Wed, 21 Oct 2015 07:28:00 GMT``)
@@ -133,17 +134,17 @@ class Backoff:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The frozen retry and deadline policy (WIRE.md §P.4-P.8); every decision is a pure method.
+    """The frozen retry and deadline policy (docs/protocol.rst §6); every decision is a pure method.
 
-    Layer A (HTTP, §P.4): ``max_retries`` retries of 408/409/429/5xx and connection errors,
-    ``min(initial_delay * 2**n, max_delay)`` with ``jitter``, or the service's ``Retry-After``
-    when ``0 < delay <= max_retry_after``. Layer B (submits, §5.2): ``min(2**n,
-    operation_max_delay)`` for up to ``operation_budget_s``. Polls (§P.6): ``min(2**n,
-    poll_max_delay)`` with jitter after 5xx, 429 and connection errors; a ``try_again`` answered
-    in under ``pace_below_s`` is paced ``pace_initial`` doubling to ``pace_max``. Sampling 429s
-    (§P.8): ``Retry-After`` when honoured, else ``throttle_default``. Downloads: ``min(2**n,
-    download_max_delay)``. A session's trace export is asked again every
-    ``trace_export_interval`` while it is being built.
+    Layer A (HTTP, docs/protocol.rst §6.2): ``max_retries`` retries of 408/409/429/5xx and
+    connection errors, ``min(initial_delay * 2**n, max_delay)`` with ``jitter``, or the service's
+    ``Retry-After`` when ``0 < delay <= max_retry_after``. Layer B (submits,
+    docs/protocol.rst §6.3): ``min(2**n, operation_max_delay)`` for up to ``operation_budget_s``.
+    Polls (docs/protocol.rst §5.2): ``min(2**n, poll_max_delay)`` with jitter after 5xx, 429 and
+    connection errors; a ``try_again`` answered in under ``pace_below_s`` is paced ``pace_initial``
+    doubling to ``pace_max``. Sampling 429s (docs/protocol.rst §6.4): ``Retry-After`` when honoured,
+    else ``throttle_default``. Downloads: ``min(2**n, download_max_delay)``. A session's trace
+    export is asked again every ``trace_export_interval`` while it is being built.
 
     ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
     back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
@@ -189,27 +190,29 @@ class RetryPolicy:
 
     @property
     def http_backoff(self) -> Backoff:
-        """Layer A: ``min(0.5 * 2**n, 10)`` s with 25 % jitter (WIRE.md §5.1)."""
+        """Layer A: ``min(0.5 * 2**n, 10)`` s with 25 % jitter (docs/protocol.rst §6.2)."""
         return Backoff(self.initial_delay, self.max_delay, self.jitter)
 
     @property
     def operation_backoff(self) -> Backoff:
-        """Layer B: ``min(2**n, 30)`` s (WIRE.md §5.2)."""
+        """Layer B: ``min(2**n, 30)`` s (docs/protocol.rst §6.3)."""
         return Backoff(1.0, self.operation_max_delay)
 
     @property
     def poll_backoff(self) -> Backoff:
-        """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s with jitter (§P.6)."""
+        """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s with jitter
+        (docs/protocol.rst §5.2)."""
         return Backoff(1.0, self.poll_max_delay, self.jitter)
 
     @property
     def pace_backoff(self) -> Backoff:
-        """Polls answered ``try_again`` in under a second: 0.1 s doubling to 1 s (§P.6)."""
+        """Polls answered ``try_again`` in under a second: 0.1 s doubling to 1 s
+        (docs/protocol.rst §5.2)."""
         return Backoff(self.pace_initial, self.pace_max)
 
     @property
     def throttle_backoff(self) -> Backoff:
-        """The sampling 429 window without ``Retry-After``: 1 s (§P.8)."""
+        """The sampling 429 window without ``Retry-After``: 1 s (docs/protocol.rst §6.4)."""
         return Backoff(self.throttle_default, self.throttle_default)
 
     @property
@@ -237,7 +240,7 @@ class RetryPolicy:
 
     def should_retry(self, status: int, headers: Mapping[str, str] | None = None) -> bool:
         """Whether an error answer is retried (``x-should-retry`` first, then the status)."""
-        # WIRE.md §5.1: the header is checked first, exact lower-case comparison.
+        # docs/protocol.rst §6.2: the header is checked first, exact lower-case comparison.
         flag = _header(headers, "x-should-retry")
         if flag == "true":
             return True
@@ -252,7 +255,7 @@ class RetryPolicy:
 
         ``now`` is the wall clock in epoch seconds (for an HTTP-date ``Retry-After``).
         """
-        # WIRE.md §5.1: retry-after is honoured only when 0 < delay <= 60 s.
+        # docs/protocol.rst §6.2: retry-after is honoured only when 0 < delay <= 60 s.
         asked = parse_retry_after(headers, now=now)
         if asked is not None and 0 < asked <= self.max_retry_after:
             return asked
@@ -290,7 +293,7 @@ class RetryPolicy:
         rand: float,
         now: float,
     ) -> float:
-        """Polls: the back-off after ``failures`` failed polls in a row (WIRE.md §P.6)."""
+        """Polls: the back-off after ``failures`` failed polls in a row (docs/protocol.rst §5.2)."""
         asked = self.honoured_retry_after(headers, now=now)
         return self.poll_backoff.delay(failures - 1, rand) if asked is None else asked
 
@@ -306,7 +309,7 @@ class RetryPolicy:
         return self.pace_backoff.delay(fast_answers - 1)
 
     def throttle_delay(self, headers: Mapping[str, str] | None, *, now: float) -> float:
-        """Sampling 429: the length of the shared back-off window (WIRE.md §P.8)."""
+        """Sampling 429: the length of the shared back-off window (docs/protocol.rst §6.4)."""
         asked = self.honoured_retry_after(headers, now=now)
         return self.throttle_backoff.delay(0) if asked is None else asked
 
@@ -339,7 +342,8 @@ def cut_timeout(timeout: Timeout, left: float) -> Timeout:
 
 
 class StallWatch:
-    """The deadline of one request's life: no useful answer for ``stall_timeout`` s (§P.7).
+    """The deadline of one request's life: no useful answer for ``stall_timeout`` s
+    (docs/protocol.rst §6.6).
 
     Started when the request is submitted; :meth:`answered` restarts it whenever the service
     answers something useful (accepted the submit, a result, ``try_again``, 408, 410). Time
@@ -391,7 +395,7 @@ class StallWatch:
 
 
 # ---------------------------------------------------------------------------------------------
-# Telling the caller about retries it cannot see (WIRE.md §P.7)
+# Telling the caller about retries it cannot see (docs/protocol.rst §6.6)
 
 
 def is_invisible_failure(error: BaseException | None, status: int | None = None) -> bool:
@@ -455,7 +459,8 @@ def announce_retry(
 
 
 def is_retryable_error(exc: BaseException) -> bool:
-    """Whether Layer B retries an error (WIRE.md §5.2): connection errors, 408/409/429/5xx."""
+    """Whether Layer B retries an error (docs/protocol.rst §6.3): connection errors,
+    408/409/429/5xx."""
     if isinstance(exc, ClientClosedError):
         return False
     if isinstance(exc, APIStatusError):

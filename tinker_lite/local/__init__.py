@@ -1,9 +1,9 @@
 """An offline Tinker-compatible HTTP server on loopback, backed by a tiny numpy model.
 
-It speaks the Tinker HTTP API (WIRE.md §3, SERVER.md) closely enough for tinker_lite and the
-official SDK to train and sample against it: sessions, client config (and JWT exchange with
-``jwt=True``), models, forward / forward_backward (JSON and protobuf), optim_step (AdamW, or
-Dimuon for runs created with ``{"type": "dimuon"}``), checkpoints on disk (save / load /
+It speaks the Tinker HTTP API (docs/protocol.rst §4, docs/service.rst) closely enough for
+tinker_lite and the official SDK to train and sample against it: sessions, client config (and JWT
+exchange with ``jwt=True``), models, forward / forward_backward (JSON and protobuf), optim_step
+(AdamW, or Dimuon for runs created with ``{"type": "dimuon"}``), checkpoints on disk (save / load /
 sampler weights, REST listing, TTL, publish, tar.gz archives), sampling,
 ``retrieve_future`` / ``retrieve_futures`` long-polls, telemetry and today's REST views (audit,
 usage, session search, traces, copies). Every listed base model name maps to the tiny model;

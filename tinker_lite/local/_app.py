@@ -208,7 +208,7 @@ class App:
         self, method: str, path: str, headers: Mapping[str, str], body: bytes
     ) -> Response:
         if path.startswith("/_local/download/") and method in ("GET", "HEAD"):
-            # a signed URL: no API key, like the service's archive links (WIRE.md §3.10)
+            # a signed URL: no API key, like the service's archive links (docs/protocol.rst §4.6)
             return self.rest.download(path[len("/_local/download/") :], method, headers)
         if not self._authorized(headers):
             return http_error(401, "Invalid or missing API key (X-API-Key)")
@@ -299,7 +299,7 @@ class App:
             model_id, seq_id, fb = _structure_forward_backward(body, forward_only)
             data, loss_fn, config = fb.data, fb.loss_fn, fb.loss_fn_config
         else:
-            # WIRE.md §13.3/§13.7: protobuf ForwardBackwardRequest; forward_only marks a forward
+            # docs/protocol.rst §3.4: protobuf ForwardBackwardRequest; forward_only marks a forward
             proto = _decode_forward_backward_proto(body)
             model_id, seq_id, data = proto.model_id, proto.seq_id, proto.data
             loss_fn, config = proto.loss_fn, proto.loss_fn_config
@@ -328,7 +328,7 @@ class App:
             return self._try_again(request_id, rule.status or 200, rule.queue_state, rule.reason)
         entry = self.state.futures.get(request_id)
         if entry is None:
-            # SERVER.md §8: unknown or expired ids answer 410; sampling then re-submits
+            # docs/service.rst §8: unknown or expired ids answer 410; sampling then re-submits
             return http_error(410, f"Promise expired or unknown: {request_id}")
         if not entry.done:
             entry.event.wait(self.long_poll_s)

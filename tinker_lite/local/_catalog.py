@@ -1,7 +1,7 @@
 """The base models the local server serves, their LoRA settings, and how their tiny LM is built.
 
 Every listed name maps to :class:`~tinker_lite.local.model.TinyLM`; any other name is refused the
-way the service refuses it, with the list (SERVER.md §6).
+way the service refuses it, with the list (docs/service.rst §6).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tinker_lite.local._errors import InvalidRequest
 __all__ = ["MODELS_ENV", "SUPPORTED_MODELS", "Catalog", "LoraSpec", "registered_models"]
 
 # Names listed by get_server_capabilities and accepted as base_model, each served by TinyLM: the
-# tiny model's own name and the service's lineup, today's included (SERVER.md §6, "Today's
+# tiny model's own name and the service's lineup, today's included (docs/service.rst §6, "Today's
 # lineup"). Any other name is refused like the service refuses it, with the list; more names are
 # registered with ``models=`` / ``serve --model`` / $TINKER_LITE_LOCAL_MODELS (comma-separated).
 SUPPORTED_MODELS = (
@@ -103,7 +103,7 @@ class LoraSpec:
         )
 
     def check(self) -> None:
-        """Refuse a bad LoRA config with the service's 400s (SERVER.md §6)."""
+        """Refuse a bad LoRA config with the service's 400s (docs/service.rst §6)."""
         if self.rank <= 0:
             raise InvalidRequest("lora_config.rank must be positive")
         if self.rank & (self.rank - 1):

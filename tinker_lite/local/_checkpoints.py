@@ -1,6 +1,6 @@
 """Checkpoints of the local server on disk: training state, sampler weights, TTL, publish, archives.
 
-Layout under the data dir (SERVER.md §7)::
+Layout under the data dir (docs/service.rst §7)::
 
     runs/<run_id>/run.json                           the training run (base model, LoRA config)
     runs/<run_id>/weights/<name>/                     save_state: adapter + optimizer state
@@ -75,7 +75,7 @@ class CheckpointConflict(CheckpointError):
 
 @dataclass(frozen=True)
 class TinkerPath:
-    """A parsed ``tinker://<run_id>/<kind>/<name>`` path (WIRE.md §3.12)."""
+    """A parsed ``tinker://<run_id>/<kind>/<name>`` path (docs/protocol.rst §4.8)."""
 
     run_id: str
     kind: str

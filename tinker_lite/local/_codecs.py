@@ -1,4 +1,5 @@
-"""The local server's protobuf codecs: requests it reads and results it writes (WIRE.md §13.7).
+"""The local server's protobuf codecs: requests it reads and results it writes
+(docs/protocol.rst §3.4).
 
 The mirror of the client codecs in :mod:`tinker_lite._codec.proto`, built on the shared primitives
 of :mod:`tinker_lite._codec.protowire`: :func:`decode_forward_backward_request` (the request's
@@ -317,7 +318,7 @@ def _tensor_json(array: npt.NDArray[Any], dtype: str) -> dict[str, Any]:
 
 
 def _encode_tensor(array: npt.NDArray[Any], code: int) -> Writer:
-    """A dense ``Tensor`` message (WIRE.md §13.7): bytes, dtype, packed shape."""
+    """A dense ``Tensor`` message (docs/protocol.rst §3.4): bytes, dtype, packed shape."""
     tensor = Writer()
     dtype = F32 if code == DTYPE_FLOAT32 else I64
     contiguous = np.ascontiguousarray(array, dtype=dtype)
@@ -371,7 +372,7 @@ def _encode_sequences_and_prompt(
             seq.message_field(K4_LEN, _encode_topk(topk))
         message.message_field(K1_LEN, seq)
     if resp.prompt_logprobs is not None:
-        # WIRE.md §13.6: a missing prompt logprob travels as NaN.
+        # docs/protocol.rst §3.4: a missing prompt logprob travels as NaN.
         values = [math.nan if value is None else value for value in resp.prompt_logprobs]
         message.array_field(K2_LEN, np.asarray(values, dtype=F32))
     if resp.topk_prompt_logprobs is not None:

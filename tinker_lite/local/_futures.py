@@ -3,7 +3,7 @@
 Every submit creates a :class:`FutureEntry` and returns its request id at once; a worker thread
 completes it later and wakes the long-polls waiting on it. Completed results are kept for
 ``result_ttl`` seconds of the server clock, then forgotten, after which a poll gets 410
-(SERVER.md §8: "410 for unknown or expired ids").
+(docs/service.rst §8: "410 for unknown or expired ids").
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The server signs with a random secret drawn at start-up (kept in its data dir when one is given,
 so tokens outlive a restart), so a token is valid only for the server that issued it and only
-until its ``exp`` claim (WIRE.md §13.2: the client sends it in the same ``X-API-Key`` header and
-refreshes it before it expires).
+until its ``exp`` claim (docs/protocol.rst §8.3: the client sends it in the same ``X-API-Key``
+header and refreshes it before it expires).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["LOCAL_EMAIL", "LOCAL_ORG_ID", "LOCAL_USER_URN", "JwtIssuer"]
 
 
-# The one principal of the local server (SERVER.md §7: live owners look like
+# The one principal of the local server (docs/service.rst §7: live owners look like
 # "tml:organization_user:<uuid>").
 LOCAL_ORG_ID = "tinker-lite-local"
 LOCAL_USER_URN = "tml:organization_user:tinker-lite-local"

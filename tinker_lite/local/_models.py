@@ -1,8 +1,8 @@
 """The local server's training models: one worker thread each, running requests in seq_id order.
 
-SERVER.md §8: a model's training requests run strictly in ``seq_id`` order; a request arriving
-early is held until every lower seq_id has arrived; a resend of a seq_id is the same request,
-applied once; a request refused before it was queued still consumes its seq_id (as failed).
+docs/service.rst §8: a model's training requests run strictly in ``seq_id`` order; a request
+arriving early is held until every lower seq_id has arrived; a resend of a seq_id is the same
+request, applied once; a request refused before it was queued still consumes its seq_id (as failed).
 With a data dir, each model's requests and state are written through
 (:mod:`~tinker_lite.local._durable`) and :meth:`ModelStore.restore` brings them back.
 """
@@ -290,8 +290,8 @@ class ModelStore:
                             f"seq_id {seq_id} of model {model.model_id} was already used by its "
                             f"{prior.kind} request; each training request takes the next seq_id",
                         )
-                    # SERVER.md §8: a resend of the same seq_id is the same request, applied once;
-                    # when its result expired, polls of its id get 410
+                    # docs/service.rst §8: a resend of the same seq_id is the same request,
+                    # applied once; when its result expired, polls of its id get 410
                     return self._futures.get(prior.request_id) or FutureEntry(prior.request_id)
                 if reject is not None:
                     try:

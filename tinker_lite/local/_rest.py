@@ -168,7 +168,7 @@ class RestRoutes:
             return as_json({"urls": urls, "expires": expires})
         if action == "archive" and method == "GET":
             token, expires_at = store.make_archive(run_id, checkpoint_id, self.archive_ttl_s)
-            # WIRE.md §3.10: success is a 302 whose Location/Expires the client reads
+            # docs/protocol.rst §4.6: success is a 302 whose Location/Expires the client reads
             location = self._download_url(token)
             headers = {
                 "Location": location,

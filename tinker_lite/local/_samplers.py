@@ -332,7 +332,7 @@ class SamplerStore:
                 if stop and isinstance(stop[0], str):
                     stop_strings = [str(s) for s in stop]
                 else:
-                    # SERVER.md §5: an empty list disables every stop, EOS included
+                    # docs/service.rst §5: an empty list disables every stop, EOS included
                     stop_tokens = [int(s) for s in stop]
             result = lm.sample(
                 prompt,

@@ -36,8 +36,9 @@ from tinker_lite.local._validation import (
 
 __all__ = ["Training"]
 
-# SERVER.md §1.0: the live service names the cross-entropy output record "CrossEntropyLossReturn";
-# the names for the other losses are not documented, these follow the same pattern.
+# docs/service.rst §1.1: the live service names the cross-entropy output record
+# "CrossEntropyLossReturn"; the names for the other losses are not documented, these follow the same
+# pattern.
 _OUTPUT_TYPES = {
     "cross_entropy": "CrossEntropyLossReturn",
     "importance_sampling": "ImportanceSamplingLossReturn",
@@ -349,7 +350,7 @@ class Training:
         if optimizer:
             lm.load_optimizer_state(optim_state)
         else:
-            # SERVER.md §7: load_state loads weights only and resets the optimizer
+            # docs/service.rst §7: load_state loads weights only and resets the optimizer
             lm.reset_optimizer()
 
     def load_weights(
@@ -386,7 +387,8 @@ class Training:
     def _create_via_load(
         self, req: types.LoadWeightsRequest, family: str | None
     ) -> types.UntypedAPIFuture:
-        # WIRE.md §13.3: load_weights with session_id + model_seq_id creates the model (its seq 0).
+        # docs/protocol.rst §4.3: load_weights with session_id + model_seq_id creates the model (its
+        # seq 0).
         assert req.session_id is not None
         assert req.model_seq_id is not None
         session = self._sessions.get(req.session_id)

@@ -40,9 +40,9 @@ def _default_process_uuid() -> str:
 
 # Required keys of a request model that an older SDK omits: name -> default factory.
 _DEFAULTS: dict[type[Any], dict[str, Callable[[], Any]]] = {
-    # WIRE.md §13.3: 0.4.1 sends no `optimizer`; the service treats it as false
+    # docs/protocol.rst §4.3: 0.4.1 sends no `optimizer`; the service treats it as false
     types.LoadWeightsRequest: {"optimizer": lambda: False},
-    # WIRE.md §13.5: `process_uuid` arrived in 0.24.0; 0.4.1 batches have none
+    # docs/protocol.rst §9: `process_uuid` arrived in 0.24.0; 0.4.1 batches have none
     types.TelemetrySendRequest: {"process_uuid": _default_process_uuid},
 }
 
@@ -282,7 +282,7 @@ def text_tokens(chunks: Sequence[Any], where: str) -> list[int]:
     for index, chunk in enumerate(chunks):
         if not isinstance(chunk, types.EncodedTextChunk):
             kind = getattr(chunk, "type", type(chunk).__name__)
-            # SERVER.md §2: tinker_lite's model takes text chunks only
+            # docs/service.rst §2: tinker_lite's model takes text chunks only
             raise UserInputError(
                 f"{where}.chunks[{index}]: {kind} chunks are not supported by the local server's "
                 "text-only model; send encoded_text chunks"

@@ -148,7 +148,8 @@ def prepare_batch(
                 )
             floats[key] = values
         if loss_fn == "cross_entropy" and "weights" not in floats:
-            # SERVER.md §1.1: whether weights are optional is undocumented; missing = all ones.
+            # docs/service.rst §1.2: whether weights are optional is undocumented; missing =
+            # all ones.
             floats["weights"] = np.ones(targets.shape, dtype=np.float64)
         prepared.append(Prepared(tokens, targets, two_dim, floats))
     return prepared

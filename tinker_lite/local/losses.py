@@ -1,4 +1,5 @@
-"""The built-in losses of the tiny model (SERVER.md §1): inputs, config and per-token values."""
+"""The built-in losses of the tiny model (docs/service.rst §1): inputs, config and per-token
+values."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ Array = npt.NDArray[Any]
 
 DEFAULT_DRO_BETA: Final = 0.05
 
-# SERVER.md §1: the documented inputs per loss (required, optional) and loss_fn_config keys.
+# docs/service.rst §1: the documented inputs per loss (required, optional) and loss_fn_config keys.
 RL_INPUTS: Final = ("target_tokens", "logprobs", "advantages")
 LOSS_INPUTS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "cross_entropy": (("target_tokens",), ("weights",)),
@@ -43,23 +44,24 @@ LOSS_INPUTS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
 LOSS_CONFIG_DEFAULTS: Final[dict[str, dict[str, float]]] = {
     "cross_entropy": {},
     "importance_sampling": {},
-    # SERVER.md §1.3: absolute ratio bounds, default 0.8 / 1.2.
+    # docs/service.rst §1.4: absolute ratio bounds, default 0.8 / 1.2.
     "ppo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
-    # SERVER.md §1.4: one-sided default 0.0 / 4.0.
+    # docs/service.rst §1.5: one-sided default 0.0 / 4.0.
     "cispo": {"clip_low_threshold": 0.0, "clip_high_threshold": 4.0},
-    # SERVER.md §1.5: the default beta is undocumented; 0.05 is the documented example.
+    # docs/service.rst §1.6: the default beta is undocumented; 0.05 is the documented example.
     "dro": {"beta": DEFAULT_DRO_BETA},
-    # SERVER.md §1.6: ppo's absolute ratio bounds, applied to the sequence-level ratio.
+    # docs/service.rst §1.7: ppo's absolute ratio bounds, applied to the sequence-level ratio.
     "gspo": {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2},
 }
-# String-valued loss_fn_config keys (WIRE.md §13.7: loss_fn_config_v2 "text") and the values the
-# model implements; they select behaviour but change no number.
+# String-valued loss_fn_config keys (docs/protocol.rst §3.4: loss_fn_config_v2 "text") and the
+# values the model implements; they select behaviour but change no number.
 LOSS_CONFIG_TEXT: Final[dict[str, dict[str, tuple[str, ...]]]] = {
-    # SERVER.md §1.5: q, the sampler's logprobs, is dro's reference policy
+    # docs/service.rst §1.6: q, the sampler's logprobs, is dro's reference policy
     "dro": {"reference": ("sampler",)},
 }
 LOSS_FUNCTIONS: Final = tuple(LOSS_INPUTS)
-# Loss functions of 0.38's LossFnType the local server does not run, and why (SERVER.md §1.6).
+# Loss functions of 0.38's LossFnType the local server does not run, and why
+# (docs/service.rst §1.7).
 REFUSED_LOSSES: Final[dict[str, str]] = {
     "stable_reinforce": (
         "the local server does not implement loss function 'stable_reinforce': the service's math "
@@ -112,7 +114,8 @@ def resolve_loss_config(loss_fn: str, config: Mapping[str, float | str] | None) 
 
 
 # ---------------------------------------------------------------------------------------------
-# Losses (SERVER.md §1): per-token loss and its derivative with respect to the target logprobs.
+# Losses (docs/service.rst §1): per-token loss and its derivative with respect to the target
+# logprobs.
 
 
 def token_losses(
@@ -136,7 +139,7 @@ def token_losses_unchecked(
     logp = lp[:, 0]
     sampler_lp, adv = floats["logprobs"], floats["advantages"]
     if loss_fn == "dro":
-        # SERVER.md §1.5: loss = -(lp·A - ½β(lp-q)²)
+        # docs/service.rst §1.6: loss = -(lp·A - ½β(lp-q)²)
         beta = config["beta"]
         diff = logp - sampler_lp
         loss = -(logp * adv - 0.5 * beta * diff * diff)
@@ -146,24 +149,25 @@ def token_losses_unchecked(
         return _gspo(logp, sampler_lp, adv, config)
     ratio = np.exp(logp - sampler_lp)
     if loss_fn == "importance_sampling":
-        # SERVER.md §1.2: loss = -r·A
+        # docs/service.rst §1.3: loss = -r·A
         return -ratio * adv, (-adv * ratio)[:, None]
     low, high = config["clip_low_threshold"], config["clip_high_threshold"]
     clipped = np.clip(ratio, low, high)
     if loss_fn == "ppo":
-        # SERVER.md §1.3: loss = -min(r·A, clamp(r)·A); no gradient through the clipped branch.
+        # docs/service.rst §1.4: loss = -min(r·A, clamp(r)·A); no gradient through the clipped
+        # branch.
         unclipped_obj, clipped_obj = ratio * adv, clipped * adv
         loss = -np.minimum(unclipped_obj, clipped_obj)
         grad = np.where(unclipped_obj <= clipped_obj, -adv * ratio, 0.0)
         return loss, grad[:, None]
-    # SERVER.md §1.4 cispo: loss = -stopgrad(clamp(r))·lp·A
+    # docs/service.rst §1.5 cispo: loss = -stopgrad(clamp(r))·lp·A
     return -clipped * logp * adv, (-clipped * adv)[:, None]
 
 
 def _gspo(
     logp: Array, sampler_lp: Array, adv: Array, config: Mapping[str, float]
 ) -> tuple[Array, Array]:
-    """SERVER.md §1.6 gspo: ppo's clipped objective on one datum's sequence-level ratio.
+    """docs/service.rst §1.7 gspo: ppo's clipped objective on one datum's sequence-level ratio.
 
     Over the datum's trained tokens T (those with a non-zero advantage; prompt positions carry
     0, as for importance_sampling): ``s = exp(mean_T(lp - q))``, ``A = mean_T(advantages)``,

@@ -3,15 +3,15 @@
 The offline server backs every base model with :class:`TinyLM`: a 2-layer, 4-head, d_model 64
 transformer over the shipped byte-level tokenizer (ids 0..255 are bytes, then ``<|bos|>``,
 ``<|eos|>``, ``<|pad|>``), with a context of 512 tokens. The base weights are a deterministic
-function of the base model name; only LoRA adapters train, with the losses of SERVER.md §1 and the
-AdamW update of SERVER.md §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
-SERVER.md §5 and uses a KV cache.
+function of the base model name; only LoRA adapters train, with the losses of docs/service.rst §1
+and the AdamW update of docs/service.rst §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
+docs/service.rst §5 and uses a KV cache.
 
 Architecture (pre-norm, no biases): token + learned position embeddings; per layer
 ``x += Wo·attn(RMSNorm(x))`` and ``x += W_down·gelu(W_up·RMSNorm(x))`` (tanh GELU, hidden 4·d);
 a final RMSNorm, then an untied unembedding. RMSNorm has no gain (the base is frozen anyway).
 
-LoRA (SERVER.md §6): every targeted linear map ``y = x W`` becomes ``y = x W + s·(x Aᵀ) Bᵀ``
+LoRA (docs/service.rst §6): every targeted linear map ``y = x W`` becomes ``y = x W + s·(x Aᵀ) Bᵀ``
 with ``A`` of shape (rank, in), ``B`` of shape (out, rank) — the PEFT layout, so
 :meth:`TinyLM.adapter_state` can be written to ``adapter_model.safetensors`` as is. ``A`` starts
 uniform in ±1/√in (drawn from the LoRA seed, 0 when none is given), ``B`` starts at zero, and
@@ -607,7 +607,7 @@ class TinyLM:
         prompt_alt_tokens_k: int = 0,
         target_prompt_logprobs: Array | None = None,
     ) -> SampleResult:
-        """Sample ``num_samples`` continuations of ``prompt`` (SERVER.md §5).
+        """Sample ``num_samples`` continuations of ``prompt`` (docs/service.rst §5).
 
         ``temperature`` 0 is greedy; ``top_k`` -1 (or 0) keeps every token; logprobs are those of
         the temperature-scaled distribution before top-k/top-p filtering (at temperature 0, of the

@@ -1,4 +1,4 @@
-"""The optimizers of the tiny model's LoRA parameters: AdamW (SERVER.md §4) and Dimuon.
+"""The optimizers of the tiny model's LoRA parameters: AdamW (docs/service.rst §4) and Dimuon.
 
 :class:`AdamW` (torch.optim.AdamW semantics) and :class:`Dimuon` (0.38's second family: Muon-style
 orthogonalised momentum) each hold the state and step count of one model's parameters; an update
@@ -54,7 +54,7 @@ def _clip_global_norm(
         return wide, None
     norm = math.sqrt(sum(float(np.square(g).sum()) for g in wide.values()))
     if norm > clip:
-        # SERVER.md §4: clip the global L2 norm to grad_clip_norm
+        # docs/service.rst §4: clip the global L2 norm to grad_clip_norm
         factor = clip / norm
         wide = {key: g * factor for key, g in wide.items()}
     return wide, {"unclipped_grad_l2:mean": norm}

@@ -4,7 +4,7 @@ Everything here is transport-free: the HTTP layer (:mod:`tinker_lite.local.serve
 validates a request into a ``types`` object, calls one method of a store of :class:`ServerState`,
 and encodes what it returns. Submits return at once with an ``UntypedAPIFuture``; the work runs on
 a worker thread (one per training model, executing its requests strictly in ``seq_id`` order,
-SERVER.md §8) or on the sampling pool, and completes a
+docs/service.rst §8) or on the sampling pool, and completes a
 :class:`~tinker_lite.local._futures.FutureEntry`.
 
 With ``durable`` (a data dir given by the user), the stores write their state through to it and

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _INT64_MAX = 2**63 - 1
 
 
-_TOKEN_LIMIT = 2**31  # WIRE.md §13.7: tokens travel as int32 in protobuf bodies
+_TOKEN_LIMIT = 2**31  # docs/protocol.rst §3.4: tokens travel as int32 in protobuf bodies
 
 # Typecodes of the stdlib stores: int32 token ids, int64 and float32 tensor values.
 _INT32_CODE = "i"
@@ -91,7 +91,8 @@ class _LenientStrEnum(str, enum.Enum):
         for member in cls:
             if member.value == lowered:
                 return member
-        # WIRE.md §3.6/§12: newer services may add values; keep them instead of failing to decode.
+        # docs/protocol.rst §4.4/§5.6: newer services may add values; keep them instead of failing
+        # to decode.
         pseudo = str.__new__(cls, value)
         pseudo._name_ = value.upper()
         pseudo._value_ = value

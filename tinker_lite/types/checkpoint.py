@@ -50,7 +50,8 @@ class ParsedCheckpointTinkerPath:
 
     @classmethod
     def from_tinker_path(cls, tinker_path: str) -> ParsedCheckpointTinkerPath:
-        """Parse a checkpoint path (WIRE.md §3.12); InvalidInputError says what is wrong."""
+        """Parse a checkpoint path (docs/protocol.rst §4.8); InvalidInputError says what is
+        wrong."""
         kinds_hint = (
             "paths look like tinker://<run>/weights/<name> (a training state, loadable with "
             "load_state / create_training_client_from_state) or "

@@ -7,10 +7,11 @@ import attrs
 
 @attrs.frozen(kw_only=True)
 class ClientConfigResponse:
-    """Server feature flags from POST /api/v1/client/config (WIRE.md §13.2); unknown flags ignored.
+    """Server feature flags from POST /api/v1/client/config (docs/protocol.rst §8.2); unknown flags
+    ignored.
 
     ``ClientConfigResponse()`` holds the defaults used when the service has no client config.
-    ``sample_max_concurrent_requests`` defaults to tinker_lite's own cap (WIRE.md §P.8).
+    ``sample_max_concurrent_requests`` defaults to tinker_lite's own cap (docs/protocol.rst §6.4).
     """
 
     pjwt_auth_enabled: bool = False

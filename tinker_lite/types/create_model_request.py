@@ -26,8 +26,8 @@ class CreateModelRequest:
     base_model: str
     user_metadata: dict[str, Any] | None = None
     lora_config: LoraConfig | None = None
-    # 0.38 always sends the optimizer, AdamW by default (WIRE.md §P.1). Kept as its wire dict;
-    # an AdamOptimizerConfig / DimuonOptimizerConfig is accepted and converted.
+    # 0.38 always sends the optimizer, AdamW by default (docs/protocol.rst §3.1). Kept as its
+    # wire dict; an AdamOptimizerConfig / DimuonOptimizerConfig is accepted and converted.
     optimizer_config: dict[str, Any] | None = attrs.field(
         factory=_adamw, converter=optimizer_config_dict
     )

@@ -30,12 +30,12 @@ class Datum:
     """One training example: the model input and the loss function's per-token inputs.
 
     Each ``loss_fn_inputs`` value may be a TensorData, a numpy array, a torch tensor or a plain
-    list; lists take their dtype from the key (WIRE.md §2.5). Per-token inputs (target_tokens,
-    weights, advantages, logprobs) must have shape ``(N,)`` or ``(N, K)`` with
+    list; lists take their dtype from the key (docs/protocol.rst §3.3). Per-token inputs
+    (target_tokens, weights, advantages, logprobs) must have shape ``(N,)`` or ``(N, K)`` with
     ``N = model_input.length``, and ``target_tokens`` must be non-negative integers.
     """
 
-    # The wire writes loss_fn_inputs first (WIRE.md §2.2); _wire orders the keys itself.
+    # The wire writes loss_fn_inputs first (docs/protocol.rst §3.1); _wire orders the keys itself.
     model_input: ModelInput
     loss_fn_inputs: dict[str, TensorData] = attrs.field(
         factory=dict, converter=_convert_loss_fn_inputs
@@ -112,7 +112,7 @@ def _check_tiling(field: str, spans: ProvenanceSpans, expected: int) -> None:
 def check_positions(datum: Datum, prefix: str) -> None:
     """Raise InvalidInputError unless every per-token input lines up with the model input.
 
-    SERVER.md §1: a per-token input has shape ``(N,)`` or ``(N, K)`` with
+    docs/service.rst §1.1: a per-token input has shape ``(N,)`` or ``(N, K)`` with
     ``N = model_input.length``; a ``[1, N]`` batch dimension is refused by the service, so it
     is refused here, before sending. ``prefix`` names the datum (``"data[3]."``) in a batch.
     """

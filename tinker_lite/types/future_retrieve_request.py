@@ -9,7 +9,8 @@ from ._common import _check_bool, _check_str
 
 @attrs.frozen(kw_only=True)
 class FutureRetrieveRequest:
-    """POST /api/v1/retrieve_future (``allow_metadata_only`` is always sent, WIRE.md §P.1)."""
+    """POST /api/v1/retrieve_future (``allow_metadata_only`` is always sent,
+    docs/protocol.rst §3.1)."""
 
     request_id: str
     allow_metadata_only: bool | None = False

@@ -23,7 +23,7 @@ from .optimizer import optimizer_config_dict
 class LoadWeightsRequest:
     """POST /api/v1/load_weights: into ``model_id``, or into a new model (session_id, model_seq_id).
 
-    ``optimizer`` is always sent (the current service requires it, WIRE.md §P.1).
+    ``optimizer`` is always sent (the current service requires it, docs/protocol.rst §3.1).
     """
 
     model_id: str | None = None

@@ -17,7 +17,7 @@ from .tensor_dtype import TensorDtype
 # The inputs of a loss function, by name (0.38 type alias).
 LossFnInputs: TypeAlias = dict[str, TensorData]
 
-# WIRE.md §2.5: dtype of a Python list per loss_fn_inputs key.
+# docs/protocol.rst §3.3: dtype of a Python list per loss_fn_inputs key.
 LOSS_FN_INPUT_DTYPES: Mapping[str, TensorDtype] = {
     "target_tokens": "int64",
     "weights": "float32",

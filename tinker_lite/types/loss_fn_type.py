@@ -15,7 +15,7 @@ ALLOW_UNKNOWN_LOSS_ENV = "TINKER_LITE_ALLOW_UNKNOWN_LOSS"
 
 
 class LossFnType(str, enum.Enum):
-    """Loss functions the service implements (WIRE.md §3.4, §13.3)."""
+    """Loss functions the service implements (docs/protocol.rst §4.3)."""
 
     CROSS_ENTROPY = "cross_entropy"
     IMPORTANCE_SAMPLING = "importance_sampling"

@@ -62,7 +62,7 @@ class AdamParams:
     """Adam(W) optimizer settings for one optim_step.
 
     ``weight_decay`` (decoupled, AdamW) and ``grad_clip_norm`` (0 = off) default to 0.0 and are
-    always sent, as 0.38 does (WIRE.md §P.1); None is read as 0.0.
+    always sent, as 0.38 does (docs/protocol.rst §3.1); None is read as 0.0.
     """
 
     learning_rate: float = 1e-4

@@ -28,7 +28,8 @@ class SessionFinishReason:
 class SessionFinishRequest:
     """POST /api/v1/sessions/{session_id}/finish (``detail`` is sent, as null when unset)."""
 
-    # WIRE.md §P.1 exception taken from golden-0.38: this hand-built body always has `detail`.
+    # docs/protocol.rst §3.1 exception taken from golden-0.38: this hand-built body always has
+    # `detail`.
     _wire_nullable: ClassVar[frozenset[str]] = frozenset({"detail"})
 
     reason: SessionFinishReason

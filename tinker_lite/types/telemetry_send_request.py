@@ -15,7 +15,8 @@ from .telemetry_event import _EVENT_TYPES, TelemetryEvent
 
 @attrs.frozen(kw_only=True)
 class TelemetrySendRequest:
-    """POST /api/v1/telemetry: a batch of events (``process_uuid`` is always sent, §P.1)."""
+    """POST /api/v1/telemetry: a batch of events (``process_uuid`` is always sent,
+    docs/protocol.rst §3.1)."""
 
     events: list[TelemetryEvent]
     platform: str

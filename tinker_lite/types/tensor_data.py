@@ -151,9 +151,9 @@ def _csr_to_dense(
 ) -> npt.NDArray[Any]:
     """Return a 2-D sparse CSR tensor as a flat, row-major dense array of ``values.dtype``.
 
-    WIRE.md §13.3/§13.7: ``values`` holds the nnz values, ``crow`` the row pointers, ``cols``
-    the column indices; every other entry is ``pad_value``. Raises ValueError saying what is
-    wrong (InvalidInputError, a ValueError, naming the field).
+    docs/protocol.rst §3.3/§3.4: ``values`` holds the nnz values, ``crow`` the row pointers,
+    ``cols`` the column indices; every other entry is ``pad_value``. Raises ValueError saying
+    what is wrong (InvalidInputError, a ValueError, naming the field).
     """
     import numpy as np
 

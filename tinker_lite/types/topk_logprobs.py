@@ -1,7 +1,7 @@
 """``TopkLogprobs``: top-k candidates per position as two dense matrices.
 
 Official module ``tinker.types.topk_logprobs``. Empty cells hold the sentinel
-``(token_id=0, logprob=MASK_LOGPROB)`` (WIRE.md §13.6).
+``(token_id=0, logprob=MASK_LOGPROB)`` (docs/protocol.rst §3.4).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from ._common import _LenientStrEnum
 
 
 class QueueState(_LenientStrEnum):
-    """The service's queue state for a waiting request (WIRE.md §12)."""
+    """The service's queue state for a waiting request (docs/protocol.rst §5.6)."""
 
     ACTIVE = "active"
     PAUSED_RATE_LIMIT = "paused_rate_limit"
