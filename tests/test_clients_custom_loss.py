@@ -3,6 +3,7 @@ check."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,9 +93,50 @@ def test_numpy_loss_sends_minus_the_gradient(fake: FakeTinker, trainer: Training
 def test_bad_loss_results_are_reported(
     fake: FakeTinker, trainer: TrainingClient, result: Any, match: str
 ) -> None:
+    future = trainer.forward_backward_custom(_data(), lambda data, logprobs: result)
     with pytest.raises(InvalidInputError, match=match):
-        trainer.forward_backward_custom(_data(), lambda data, logprobs: result)
-    assert fake.submits("forward_backward") == []
+        future.result(timeout=30)
+    # The reserved seq_id is filled by a backward pass that learns nothing ...
+    (backward,) = fake.submits("forward_backward")
+    inputs = [d["loss_fn_inputs"] for d in backward.json()["forward_backward_input"]["data"]]
+    assert [i["weights"]["data"] for i in inputs] == [[0.0, 0.0, 0.0], [0.0, 0.0]]
+    assert backward.json()["seq_id"] == 2
+    # ... so the client goes on in order.
+    after = trainer.forward_backward([ce_datum([5, 6, 7])], "cross_entropy").result(timeout=30)
+    assert after.loss_fn_outputs
+    assert [r.json()["seq_id"] for r in fake.submits("forward_backward")] == [2, 3]
+
+
+def test_a_later_call_is_ordered_after_the_backward_pass(
+    fake: FakeTinker, trainer: TrainingClient
+) -> None:
+    """As in 0.38: the call returns at once with the backward's seq_id reserved, so an
+    optim_step made while the loss is still being computed is applied after the backward."""
+    optim_called = threading.Event()
+    loss_saw_optim_called: list[bool] = []
+
+    def loss_fn(
+        data: list[types.Datum], logprobs: Arrays
+    ) -> tuple[float, Arrays, dict[str, float]]:
+        loss_saw_optim_called.append(optim_called.wait(timeout=10))
+        return 1.0, [np.ones_like(lp) for lp in logprobs], {}
+
+    future = trainer.forward_backward_custom(_data(), loss_fn)
+    optim = trainer.optim_step(types.AdamParams(learning_rate=1e-3))
+    optim_called.set()
+    assert future.result(timeout=30).metrics["loss:sum"] == 1.0
+    optim.result(timeout=30)
+    assert loss_saw_optim_called == [True]  # the call did not wait for the loss
+    submits = [
+        r
+        for r in fake.server.requests()
+        if r.path.endswith(("/forward", "/forward_backward", "/optim_step"))
+    ]
+    assert [(r.path.rsplit("/", 1)[1], r.json()["seq_id"]) for r in submits] == [
+        ("forward", 1),
+        ("forward_backward", 2),
+        ("optim_step", 3),
+    ]
 
 
 def test_targets_are_required(trainer: TrainingClient) -> None:

@@ -109,10 +109,11 @@ NOTES: tuple[tuple[str, str], ...] = (
         "``forward_backward_custom``",
         "Works without torch: the loss function gets numpy logprobs and returns "
         "``(loss, grads, metrics)``; a torch loss is differentiated with autograd when torch is "
-        "installed. It returns once the forward pass is done and the backward pass is queued "
-        "(the official SDK returns at once); later calls are sent after it either way. Metrics "
-        "are the official ones: ``loss:sum`` is the custom loss, ``surrogate_loss:sum`` the "
-        "service's cross-entropy surrogate.",
+        "installed. As in the official SDK it returns at once, with the backward pass's place "
+        "in the client's order taken. A loss function that fails makes the future raise and "
+        "sends the backward with zero weights, so the client stays usable (the official SDK "
+        "fails the client's later calls). Metrics are the official ones: ``loss:sum`` is the "
+        "custom loss, ``surrogate_loss:sum`` the service's cross-entropy surrogate.",
     ),
     ("Local server", '``base_url="local://"`` runs an offline, Tinker-compatible server.'),
 )

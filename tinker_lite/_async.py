@@ -151,7 +151,7 @@ OFFICIAL_ASYNC_TWINS: Mapping[str, Mapping[str, TwinShape]] = {
 # threads, and the twin awaits it there.
 BLOCKING: Mapping[str, Mapping[str, str | None]] = {
     "ServiceClient": {"get_server_capabilities": None},
-    "TrainingClient": {"forward_backward_custom": None, "get_info": "_info_unread"},
+    "TrainingClient": {"get_info": "_info_unread"},
     "SamplingClient": {
         "get_base_model": "_base_model_unread",
         "sample": "_unjoined",

@@ -40,6 +40,7 @@ from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import combine_outputs
 from tinker_lite._context import ClientContext
 from tinker_lite._custom_loss import (
+    CustomLoss,
     CustomLossFn,
     check_loss_type_input,
     custom_gradients,
@@ -103,6 +104,16 @@ class _Submission:
 
 
 @attrs.frozen
+class _Deferred:
+    """A training request whose ``seq_id`` is reserved at the call but whose body is built
+    when its turn comes (the backward pass of ``forward_backward_custom``)."""
+
+    request_type: str
+    tokens: int | None
+    build: Callable[[int], _Submission]
+
+
+@attrs.frozen
 class _Operation:
     """How one training request is named in the run journal (it holds no request body)."""
 
@@ -136,8 +147,8 @@ class TrainingClient:
         self._base_model = base_model
         self._lora_config = lora_config
         self._executor = context.new_train_executor(self)
-        self._order_lock = threading.Lock()
-        # (seq_id, path, error) of a submit the service may never have received; read and
+        self._order_lock = threading.RLock()
+        # (seq_id, what, error) of a submit the service may never have received; read and
         # written only on the executor's single thread.
         self._lost_submit: tuple[int, str, BaseException] | None = None
         self._next_request_id = 0
@@ -316,7 +327,7 @@ class TrainingClient:
 
     def _schedule(
         self,
-        builds: Sequence[Callable[[int], _Submission]],
+        builds: Sequence[Callable[[int], _Submission] | _Deferred],
         *,
         created_at: float,
         kind: str,
@@ -332,18 +343,20 @@ class TrainingClient:
             self._context.check_open()
             first_seq = self._next_request_id + 1
             # Encoded before any id is consumed: an encoding error leaves no gap in seq_ids.
-            submissions = [build(first_seq + index) for index, build in enumerate(builds)]
+            submissions = [
+                build if isinstance(build, _Deferred) else build(first_seq + index)
+                for index, build in enumerate(builds)
+            ]
             self._next_request_id += len(submissions)
             futures: list[APIFuture[Any]] = [
-                APIFuture(request_type=submission.request.request_type)
-                for submission in submissions
+                APIFuture(request_type=_request_type(submission)) for submission in submissions
             ]
             order = list(range(len(submissions)))
             if first_last and len(order) > 1:
                 order = [*order[1:], 0]
             for index in order:
                 submission, out = submissions[index], futures[index]
-                op = _Operation(kind, first_seq + index, created_at, submission.request.tokens)
+                op = _Operation(kind, first_seq + index, created_at, _tokens(submission))
                 # Registered for close(): finished on a normal close, named if dropped. Its
                 # entry lives until the result arrives, so it does not hold the encoded body
                 # (freed once the request is sent).
@@ -386,16 +399,29 @@ class TrainingClient:
         self._deliver(APIFuture.failed(error), out, op)
 
     def _send(
-        self, submission: _Submission, out: APIFuture[Any], op: _Operation, pending: PendingRequest
+        self,
+        submission: _Submission | _Deferred,
+        out: APIFuture[Any],
+        op: _Operation,
+        pending: PendingRequest,
     ) -> None:
         """Submit one request (its turn has come) and hand its polling to the poller."""
         if not pending.claim():
             return  # dropped by close(): its future already holds a ClientClosedError
-        request = submission.request
         if self._lost_submit is not None:
-            held = _held_back(self._lost_submit, op.seq_id, request.request_type)
+            held = _held_back(self._lost_submit, op.seq_id, _request_type(submission))
             self._deliver(APIFuture.failed(held), out, op)
             return
+        if isinstance(submission, _Deferred):
+            deferred = submission
+            try:
+                submission = deferred.build(op.seq_id)
+            except BaseException as e:
+                # Nothing was sent: the service would wait for this seq_id forever.
+                self._lost_submit = (op.seq_id, deferred.request_type, e)
+                self._deliver(APIFuture.failed(e), out, op)
+                return
+        request = submission.request
         try:
             request_id = self._api.training.submit_training(
                 request, sdk_method=submission.sdk_method
@@ -403,7 +429,7 @@ class TrainingClient:
         except BaseException as e:
             self._report(e)
             if _maybe_not_received(e):
-                self._lost_submit = (op.seq_id, request.path, e)
+                self._lost_submit = (op.seq_id, f"POST {request.path}", e)
             self._deliver(APIFuture.failed(e), out, op)
             return
         try:
@@ -509,31 +535,50 @@ class TrainingClient:
             )
         items = list(data)
         config = dict(loss_fn_config) if loss_fn_config is not None else None
-        wire = self._context.holder.wire_format
-
-        def builder(chunk: range) -> Callable[[int], _Submission]:
-            def build(seq_id: int) -> _Submission:
-                encoded = self._api.training.encode_forward_backward(
-                    model_id=self.model_id,
-                    seq_id=seq_id,
-                    data=items[chunk.start : chunk.stop],
-                    loss_fn=report.loss_fn,
-                    loss_fn_config=config,
-                    forward_only=forward_only,
-                    wire=wire,
-                )
-                return _Submission(encoded, sdk_method)
-
-            return build
-
+        builds = [
+            self._chunk_builder(
+                items[c.start : c.stop],
+                report.loss_fn,
+                config,
+                forward_only=forward_only,
+                sdk_method=sdk_method,
+            )
+            for c in report.chunks
+        ]
         # golden-0.38 (parallel_fwdbwd_chunks): every chunk after the first goes out before it.
         futures = self._schedule(
-            [builder(c) for c in report.chunks],
+            builds,
             created_at=created_at,
             kind=kind,
             first_last=self._context.holder.first_chunk_last,
         )
         return combine(futures, combine_outputs, request_type=request_type)
+
+    def _chunk_builder(
+        self,
+        chunk: list[types.Datum],
+        loss_fn: str,
+        config: dict[str, float | str] | None,
+        *,
+        forward_only: bool,
+        sdk_method: str,
+    ) -> Callable[[int], _Submission]:
+        """The encoder of one forward/forward_backward chunk, given its ``seq_id``."""
+        wire = self._context.holder.wire_format
+
+        def build(seq_id: int) -> _Submission:
+            encoded = self._api.training.encode_forward_backward(
+                model_id=self.model_id,
+                seq_id=seq_id,
+                data=chunk,
+                loss_fn=loss_fn,
+                loss_fn_config=config,
+                forward_only=forward_only,
+                wire=wire,
+            )
+            return _Submission(encoded, sdk_method)
+
+        return build
 
     def forward_backward_custom(
         self,
@@ -548,7 +593,10 @@ class TrainingClient:
         Runs ``forward(data, "cross_entropy")``, calls ``loss_fn`` on the logprobs, then sends
         ``forward_backward`` with cross-entropy weights equal to minus the loss's gradient with
         respect to the logprobs, which gives the model exactly the custom loss's gradient.
-        Blocks until that second request is queued and returns its future. As in the official
+        Returns at once, as in the official SDK: both requests take their place in the
+        client's order now, so a later ``optim_step`` is applied after this backward pass.
+        When ``loss_fn`` fails, the future raises its error and nothing is learned (the backward
+        is sent with zero weights, so the client stays usable). As in the official
         SDK, its metrics report the custom loss as ``loss:sum`` and the service's surrogate
         cross-entropy as ``surrogate_loss:sum``; the metrics ``loss_fn`` returned come with them
         (and win over the service's other ones).
@@ -588,31 +636,97 @@ class TrainingClient:
             return APIFuture.completed(
                 types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
             )
-        forward_out = self.forward(forward_data, "cross_entropy").result()
-        logprobs = [
-            logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
-        ]
-        if len(logprobs) != len(items):
-            raise APIResponseValidationError(
-                f"forward returned {len(logprobs)} outputs for {len(items)} datums"
-            )
-        custom = custom_gradients(loss_fn, items, logprobs)
-        backward_data = [
-            attrs.evolve(
-                sent,
-                loss_fn_inputs={
-                    "target_tokens": sent.loss_fn_inputs["target_tokens"],
-                    "weights": types.TensorData.from_numpy((-grad).astype("float32")),
-                },
-            )
-            for sent, grad in zip(forward_data, custom.grads, strict=True)
-        ]
-        future = self.forward_backward(backward_data, "cross_entropy")
+        return self._custom(items, forward_data, loss_fn)
 
-        def report(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
+    def _custom(
+        self, items: list[types.Datum], forward_data: list[types.Datum], loss_fn: CustomLossFn
+    ) -> APIFuture[types.ForwardBackwardOutput]:
+        """The forward pass now and the backward pass's ``seq_id`` reserved now (as 0.38 does):
+        a later call is ordered after the backward even though its body waits for the loss.
+
+        The backward chunks keep the forward's boundaries. When the loss function (or reading
+        the forward's result) fails, the future raises that error and the backward is sent with
+        zero weights, so the reserved ``seq_id`` is filled without changing the model and the
+        client stays usable.
+        """
+        created_at = time.monotonic()
+        sdk_method = "TrainingClient.forward_backward_custom"
+        report = validate(
+            forward_data,
+            "cross_entropy",
+            None,
+            limits=self._api.training.chunk_limits(),
+            vocab_size=self._vocab_size,
+        )
+        outcome: list[tuple[list[types.Datum], CustomLoss | None, BaseException | None]] = []
+        first_last = self._context.holder.first_chunk_last
+
+        def backward() -> tuple[list[types.Datum], CustomLoss | None, BaseException | None]:
+            # Only the client's submit thread calls this, chunk after chunk.
+            if not outcome:
+                try:
+                    forward_out = forward.result()
+                    logprobs = [
+                        logprobs_of(out, index)
+                        for index, out in enumerate(forward_out.loss_fn_outputs)
+                    ]
+                    if len(logprobs) != len(items):
+                        raise APIResponseValidationError(
+                            f"forward returned {len(logprobs)} outputs for {len(items)} datums"
+                        )
+                    custom = custom_gradients(loss_fn, items, logprobs)
+                    grads = [(-grad).astype("float32") for grad in custom.grads]
+                    outcome.append((_with_weights(forward_data, grads), custom, None))
+                except Exception as e:
+                    zeros = [_zero_weights(datum) for datum in forward_data]
+                    outcome.append((zeros, None, e))
+            return outcome[0]
+
+        def deferred(chunk: range) -> _Deferred:
+            def build(seq_id: int) -> _Submission:
+                data = backward()[0][chunk.start : chunk.stop]
+                encode = self._chunk_builder(
+                    data, "cross_entropy", None, forward_only=False, sdk_method=sdk_method
+                )
+                return encode(seq_id)
+
+            tokens = sum(
+                datum.model_input.length for datum in forward_data[chunk.start : chunk.stop]
+            )
+            return _Deferred("ForwardBackward", tokens, build)
+
+        with self._order_lock:  # the forward's and the backward's seq_ids are contiguous
+            forwards = self._schedule(
+                [
+                    self._chunk_builder(
+                        forward_data[c.start : c.stop],
+                        "cross_entropy",
+                        None,
+                        forward_only=True,
+                        sdk_method=sdk_method,
+                    )
+                    for c in report.chunks
+                ],
+                created_at=created_at,
+                kind="forward_backward_custom",
+                first_last=first_last,
+            )
+            forward = combine(forwards, combine_outputs, request_type="Forward")
+            backwards = self._schedule(
+                [deferred(c) for c in report.chunks],
+                created_at=created_at,
+                kind="forward_backward_custom",
+                first_last=first_last,
+            )
+
+        def result(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
+            _, custom, error = outcome[0]
+            if error is not None:
+                raise error
+            assert custom is not None
             return attrs.evolve(out, metrics=merge_metrics(out.metrics, custom))
 
-        return chain(future, report)
+        return chain(combine(backwards, combine_outputs, request_type="ForwardBackward"), result)
 
     # -- optimizer and checkpoints ---------------------------------------------------------------
 
@@ -987,6 +1101,18 @@ class TrainingClient:
         self._executor.shutdown(wait=False)
 
 
+def _request_type(submission: _Submission | _Deferred) -> str:
+    if isinstance(submission, _Deferred):
+        return submission.request_type
+    return submission.request.request_type
+
+
+def _tokens(submission: _Submission | _Deferred) -> int | None:
+    if isinstance(submission, _Deferred):
+        return submission.tokens
+    return submission.request.tokens
+
+
 def _maybe_not_received(error: BaseException) -> bool:
     """Whether a failed submit may never have reached the service (so its seq_id is missing)."""
     if isinstance(error, ClientClosedError):
@@ -999,10 +1125,10 @@ def _maybe_not_received(error: BaseException) -> bool:
 
 
 def _held_back(lost: tuple[int, str, BaseException], seq_id: int, request_type: str) -> APIError:
-    lost_seq, lost_path, cause = lost
+    lost_seq, lost_what, cause = lost
     error = APIError(
         f"{request_type} (seq_id {seq_id}) was not sent: the training request with seq_id "
-        f"{lost_seq} (POST {lost_path}) could not be submitted ({type(cause).__name__}), and "
+        f"{lost_seq} ({lost_what}) could not be submitted ({type(cause).__name__}), and "
         "the service runs a model's requests in seq_id order, so this one would wait for it "
         "forever. Create a new training client (e.g. from your last saved state) to continue."
     )
@@ -1066,6 +1192,27 @@ def _check_recipients(value: object) -> list[str] | None:
                 f"age_encryption_recipients[{index}]", f"must be a public key, got {key!r}"
             )
     return recipients
+
+
+def _with_weights(data: list[types.Datum], weights: Sequence[Any]) -> list[types.Datum]:
+    """``data`` with ``weights`` (one numpy array per datum) as their cross-entropy weights."""
+    return [
+        attrs.evolve(
+            datum,
+            loss_fn_inputs={
+                "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                "weights": types.TensorData.from_numpy(weight),
+            },
+        )
+        for datum, weight in zip(data, weights, strict=True)
+    ]
+
+
+def _zero_weights(datum: types.Datum) -> types.Datum:
+    """``datum`` with zero cross-entropy weights: a backward pass that changes nothing."""
+    targets = datum.loss_fn_inputs["target_tokens"]
+    zeros = types.TensorData(data=[0.0] * len(targets.data), dtype="float32", shape=targets.shape)
+    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": zeros})
 
 
 def _custom_forward_datum(datum: object, index: int) -> types.Datum:
