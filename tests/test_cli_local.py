@@ -122,8 +122,10 @@ def test_check_with_api_key_never_prints_it(
         assert "rejected (HTTP 401)" in out
         code, out, err = call(capsys, guarded, "run", "list")
         assert code == 3
+        # As 0.38: the refusal comes from the first request, the start-up's client config.
         assert err.startswith(
-            "tinker-lite: error: GET /api/v1/training_runs failed with HTTP 401 Unauthorized"
+            "tinker-lite: error: POST /api/v1/client/config (start-up) failed with HTTP 401 "
+            "Unauthorized"
         )
         assert err.rstrip().endswith("Check the API key (TINKER_API_KEY).")
         assert len(err.splitlines()) == 1

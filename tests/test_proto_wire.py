@@ -14,6 +14,7 @@ from tests._proto_support import decode_to_dict, encode_decoded
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
+from tinker_lite._codec import zstd as _zstd_codec
 from tinker_lite._errors import InvalidInputError, WireFormatError
 from tinker_lite.local import _codecs
 
@@ -674,7 +675,7 @@ def test_content_type() -> None:
 
 
 def test_zstd_helpers_follow_availability(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_protowire, "_zstd", lambda: None)
+    monkeypatch.setattr(_zstd_codec, "_zstd", lambda: None)
     assert _proto.zstd_available() is False
     with pytest.raises(WireFormatError, match="zstandard"):
         _proto.compress(b"x")

@@ -417,7 +417,7 @@ def test_no_stored_or_command_credential_in_anything_emitted(
         # The command's credential: used, then failing after printing it, then printing junk.
         monkeypatch.setenv("TINKER_CREDENTIAL_CMD", command(command_key))
         with ServiceClient(base_url=url, telemetry=False) as service:
-            expect(InvalidInputError, lambda: _first_use_of(service))  # not the server's key
+            expect(AuthenticationError, lambda: _first_use_of(service))  # not the server's key
         monkeypatch.setenv("TINKER_CREDENTIAL_CMD", command(command_key, status=1))
         with ServiceClient(base_url=url, telemetry=False) as service:
             expect(InvalidInputError, lambda: _first_use_of(service))

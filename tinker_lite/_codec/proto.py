@@ -59,9 +59,7 @@ from tinker_lite._codec.protowire import (
     FieldError,
     Message,
     Writer,
-    compress,
     decode,
-    decompress,
     encode_varint,
     map_field,
     owned,
@@ -78,8 +76,8 @@ from tinker_lite._codec.protowire import (
     read_view,
     tensor_dtype,
     widen,
-    zstd_available,
 )
+from tinker_lite._codec.zstd import compress, decompress, zstd_available
 from tinker_lite._errors import InvalidInputError
 
 __all__ = [

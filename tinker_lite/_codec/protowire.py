@@ -1,11 +1,11 @@
 """Protobuf wire primitives shared by the client codecs and the local server's codecs.
 
-Varints, field keys, the field scanner, the :class:`Writer`, optional zstd body compression
-(docs/protocol.rst §4.3, §3.4), and the one reader of every message: :func:`read_message` walks a
-message's fields once and decodes each through the message's table (field number -> name, wire
-type, decoder), so a message is declared, not read by a loop of its own. The ``Tensor`` and
-``SparseCsr`` tables live here (both sides read tensors); :mod:`tinker_lite._codec.proto`
-(client) and ``tinker_lite.local._codecs`` (server) declare the others.
+Varints, field keys, the field scanner, the :class:`Writer` (docs/protocol.rst §4.3, §3.4), and
+the one reader of every message: :func:`read_message` walks a message's fields once and decodes
+each through the message's table (field number -> name, wire type, decoder), so a message is
+declared, not read by a loop of its own. The ``Tensor`` and ``SparseCsr`` tables live here (both
+sides read tensors); :mod:`tinker_lite._codec.proto` (client) and ``tinker_lite.local._codecs``
+(server) declare the others; zstd bodies are :mod:`tinker_lite._codec.zstd`.
 
 numpy is imported only by the readers and writers of numpy arrays; the dense tensors and the
 sampling results a client reads are decoded into stdlib ``array.array`` stores without it.
@@ -13,7 +13,6 @@ sampling results a client reads are decoded into stdlib ``array.array`` stores w
 
 from __future__ import annotations
 
-import importlib
 import math
 import struct
 import sys
@@ -82,9 +81,7 @@ __all__ = [
     "as_int32",
     "as_int64",
     "as_uint32",
-    "compress",
     "decode",
-    "decompress",
     "encode_varint",
     "field_key",
     "iter_fields",
@@ -108,7 +105,6 @@ __all__ = [
     "sparse_to_dense",
     "tensor_dtype",
     "widen",
-    "zstd_available",
 ]
 
 CONTENT_TYPE: Final = "application/x-protobuf"
@@ -763,45 +759,3 @@ def owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
         values = np.array(values, dtype=native)
     values.flags.writeable = False
     return values
-
-
-# ---------------------------------------------------------------------------------------------
-# Optional zstd (docs/protocol.rst §3.5: Content-Encoding: zstd with proto_compress_fwdbwd)
-# ---------------------------------------------------------------------------------------------
-
-
-def _zstd() -> Any | None:
-    try:
-        return importlib.import_module("zstandard")
-    except ImportError:
-        return None
-
-
-def zstd_available() -> bool:
-    """Return whether zstd bodies can be written and read (the ``zstandard`` package imports)."""
-    return _zstd() is not None
-
-
-def compress(body: bytes, level: int = 3) -> bytes:
-    """Return ``body`` as one zstd frame (for ``Content-Encoding: zstd``)."""
-    module = _zstd()
-    if module is None:
-        raise WireFormatError(
-            "zstd compression needs the 'zstandard' package (pip install zstandard)"
-        )
-    result: bytes = module.ZstdCompressor(level=level).compress(body)
-    return result
-
-
-def decompress(body: bytes) -> bytes:
-    """Return the bytes of a zstd-compressed body."""
-    module = _zstd()
-    if module is None:
-        raise WireFormatError(
-            "a zstd body needs the 'zstandard' package to be read (pip install zstandard)"
-        )
-    try:
-        result: bytes = module.ZstdDecompressor().decompressobj().decompress(body)
-    except module.ZstdError as exc:
-        raise WireFormatError(f"zstd: {exc}") from exc
-    return result

@@ -235,7 +235,9 @@ class PendingRegistry:
         with self._cond:
             failures, self._failures = self._failures, []
         if failures:
-            listed = "; ".join(f"{r.label()}: {_one_line(e, limit=200)}" for r, e in failures)
+            listed = "; ".join(
+                f"{r.label()}: {_one_line(e, limit=200).rstrip('.')}" for r, e in failures
+            )
             logger.warning(
                 "%s: %s failed while closing: %s.",
                 what,

@@ -27,6 +27,7 @@ from tinker_lite._codec.decoding import decode_json
 from tinker_lite._errors import (
     APIConnectionError,
     APITimeoutError,
+    AuthenticationError,
     ClientClosedError,
     NotFoundError,
     TinkerError,
@@ -73,7 +74,8 @@ def read_client_config(
 
     ``fetch()`` sends the request (until the service has answered once, a connection that
     cannot be made is retried for the start-up budget: the service may be starting). A service
-    that answers something unusable (404, a bad body) gets the built-in defaults.
+    that answers something unusable (404, a bad body) gets the built-in defaults; one that
+    refuses the credential (401) raises ``AuthenticationError``.
     """
     try:
         resp = fetch()
@@ -82,8 +84,8 @@ def read_client_config(
     except Exception as e:
         if is_connection_failure(e) or isinstance(e, ClientClosedError):
             raise  # the service never answered: there is nothing to start with
-        if not isinstance(e, TinkerError):
-            raise
+        if not isinstance(e, TinkerError) or isinstance(e, AuthenticationError):
+            raise  # as 0.38: a refused credential is said at once, not hidden by defaults
         if isinstance(e, NotFoundError):
             logger.debug("The service has no client/config; using built-in defaults")
         else:

@@ -109,14 +109,14 @@ def decompress(body: bytes, encoding: str | None) -> bytes:
         except (OSError, EOFError) as e:
             raise InvalidRequest(f"Request body is not valid gzip: {e}") from e
     if enc == "zstd":
-        from tinker_lite._codec import protowire as _protowire
+        from tinker_lite._codec import zstd as _zstd_codec
 
-        if not _protowire.zstd_available():
+        if not _zstd_codec.zstd_available():
             raise refusal(
                 415, "Content-Encoding zstd needs the 'zstandard' package on the local server"
             )
         try:
-            return _protowire.decompress(body)
+            return _zstd_codec.decompress(body)
         except TinkerError as e:
             raise InvalidRequest(f"Request body is not valid zstd: {e}") from e
     raise refusal(415, f"Unsupported Content-Encoding {encoding!r}")

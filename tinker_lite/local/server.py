@@ -314,9 +314,9 @@ class LocalServer:
         config: dict[str, Any] = _wire.to_builtins(base)
         config.update(self._config_overrides)
         if config.get("proto_compress_fwdbwd"):
-            from tinker_lite._codec import protowire as _protowire
+            from tinker_lite._codec import zstd as _zstd_codec
 
-            if not _protowire.zstd_available():
+            if not _zstd_codec.zstd_available():
                 # advertising it would make clients send bodies this server answers with 415
                 log.warning("proto_compress_fwdbwd not advertised: 'zstandard' is not installed")
                 config["proto_compress_fwdbwd"] = False
