@@ -44,8 +44,8 @@ $(TRANSFORMERS_STAMP): setup.cfg setup.py
 	touch $@
 
 test-transformers: $(TRANSFORMERS_STAMP)
-	$(TRANSFORMERS_VENV)/bin/python -m pytest -q tests/test_tokenizer_compat.py \
-		tests/test_tokenizer.py tests/test_official_script.py
+	$(TRANSFORMERS_VENV)/bin/python -m pytest -q tests/compat/test_tokenizer_compat.py \
+		tests/unit/clients/test_tokenizer.py tests/compat/test_official_script.py
 
 # Opt-in: the official SDK 0.38 (in its own venv, installed from the package index when missing)
 # drives every public sync call against `python -m tinker_lite.local serve` (docs/local.rst);
@@ -61,19 +61,19 @@ official-venv:
 
 test-official: $(DEV_STAMP) official-venv
 	TINKER_LITE_OFFICIAL=1 TINKER_OFFICIAL_VENV=$(OFFICIAL_VENV) \
-		$(BIN)/python -m pytest -q -s tests/test_local_server_official.py tests/test_cli_official.py \
-		tests/test_clients_compat.py
+		$(BIN)/python -m pytest -q -s tests/compat/test_local_server_official.py \
+		tests/compat/test_cli_official.py tests/compat/test_clients_compat.py
 
 # Opt-in: examples/rl_ray.py and SamplingClient hand-over on a local Ray cluster of 2 CPUs
-# (tests/test_rl_ray.py; docs/scaling.rst). The `ray` extra is installed from the package index
-# when ray is missing. Ray is kept on loopback and sends no usage statistics.
+# (tests/loopback/test_rl_ray.py; docs/scaling.rst). The `ray` extra is installed from the package
+# index when ray is missing. Ray is kept on loopback and sends no usage statistics.
 ray-venv: $(DEV_STAMP)
 	$(BIN)/python -c "import importlib.util as u; raise SystemExit(u.find_spec('ray') is None)" || \
 		$(PIP_INSTALL) -e '.[ray]'
 
 test-ray: ray-venv
 	TINKER_LITE_RAY=1 RAY_USAGE_STATS_ENABLED=0 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 \
-		$(BIN)/python -m pytest -q tests/test_rl_ray.py
+		$(BIN)/python -m pytest -q tests/loopback/test_rl_ray.py
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check tinker_lite tests examples bench

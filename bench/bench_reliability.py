@@ -1,9 +1,9 @@
 """Reliability matrix: fault rows passed, worst-case time to a typed error, peak threads.
 
-Runs the reliability tests (tests/test_reliability_*.py) in a pytest child process. Each row
-drives a real workload (an SFT loop, 200 concurrent samples and an RL step, REST listings and
-a checkpoint download) against the offline local server over loopback HTTP with faults
-injected, and logs its outcome; this script collects the pytest verdicts and the logged
+Runs the reliability tests (tests/loopback/test_reliability_*.py) in a pytest child process.
+Each row drives a real workload (an SFT loop, 200 concurrent samples and an RL step, REST
+listings and a checkpoint download) against the offline local server over loopback HTTP with
+faults injected, and logs its outcome; this script collects the pytest verdicts and the logged
 figures and prints:
 
 * the matrix (row, fault, workload, result, time),
@@ -35,10 +35,10 @@ from typing import Any
 import _common as c
 
 TEST_FILES = [
-    "tests/test_reliability_sft.py",
-    "tests/test_reliability_rl.py",
-    "tests/test_reliability_rest.py",
-    "tests/test_reliability_permanent.py",
+    "tests/loopback/test_reliability_sft.py",
+    "tests/loopback/test_reliability_rl.py",
+    "tests/loopback/test_reliability_rest.py",
+    "tests/loopback/test_reliability_permanent.py",
 ]
 LOG_ENV = "TINKER_LITE_RELIABILITY_LOG"
 

@@ -1,0 +1,1 @@
+"""The ``tinker-lite`` command."""

@@ -1,0 +1,74 @@
+"""examples/official_style_loop.py runs, and runs unchanged when spelled ``import tinker``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.paths import REPO
+
+EXAMPLE = REPO / "examples" / "official_style_loop.py"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TINKER_", "CLOUDFLARE_"))}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["HF_HUB_OFFLINE"] = "1"
+    env["TINKER_TELEMETRY"] = "0"
+    return env
+
+
+def _check(output: str) -> None:
+    losses = [
+        float(line.rsplit(" ", 1)[1]) for line in output.splitlines() if line.startswith("step")
+    ]
+    assert len(losses) == 5
+    assert losses[-1] < losses[0]
+    assert "sample: " in output
+
+
+def test_example_runs_on_the_local_server() -> None:
+    result = subprocess.run(
+        [sys.executable, "-X", "dev", str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=100,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    _check(result.stdout)
+
+
+def test_example_runs_with_the_official_import_names(tmp_path: Path) -> None:
+    source = EXAMPLE.read_text(encoding="utf-8")
+    official = source.replace("import tinker_lite as tinker", "import tinker").replace(
+        "from tinker_lite import types", "from tinker import types"
+    )
+    assert "tinker_lite" not in official
+    # A stand-in `tinker` package that is tinker_lite, as `import tinker_lite as tinker` makes it.
+    shim = tmp_path / "tinker.py"
+    shim.write_text(
+        "import sys, tinker_lite, tinker_lite.types\n"
+        "sys.modules['tinker'] = tinker_lite\n"
+        "sys.modules['tinker.types'] = tinker_lite.types\n",
+        encoding="utf-8",
+    )
+    script = tmp_path / "loop.py"
+    script.write_text(official, encoding="utf-8")
+    env = _env()
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=100,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    _check(result.stdout)

@@ -1,0 +1,1 @@
+"""Replays against the official SDK's captured requests in ``../shared/wire``."""

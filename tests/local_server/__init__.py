@@ -1,0 +1,1 @@
+"""The offline server ``tinker_lite.local``: its API, protocol, faults, restarts and model."""

@@ -1,0 +1,1 @@
+"""The real client end to end over loopback: reliability, closing, fan-out, examples, leaks."""

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: scripted servers, fake clocks, golden loaders, paths."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``tinker_lite._api``: the requests the requestor builds for each call."""

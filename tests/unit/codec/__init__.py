@@ -1,0 +1,1 @@
+"""Unit tests of ``tinker_lite._codec``: wire JSON, protobuf, decoding, chunking."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``tinker_lite._futures``: APIFuture, the pollers, chaining."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``tinker_lite._session``: settings, credentials, start-up, holder, telemetry."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``tinker_lite._transport``: HTTP on requests, retries, proxies, downloads."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``tinker_lite.types``: constructors, conversions, checks of the wire models."""
