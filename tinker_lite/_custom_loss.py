@@ -217,3 +217,44 @@ def _torch_form(
             raise TinkerError(f"No gradient computed for logprob tensor {index}")
         grads.append(np.asarray(tensor.grad.detach().cpu().numpy(), dtype=np.float64))
     return _numpy_form((loss_sum, grads, metrics), logprobs)
+
+
+def with_weights(data: list[types.Datum], weights: Sequence[Any]) -> list[types.Datum]:
+    """``data`` with ``weights`` (one numpy array per datum) as their cross-entropy weights."""
+    return [
+        attrs.evolve(
+            datum,
+            loss_fn_inputs={
+                "target_tokens": datum.loss_fn_inputs["target_tokens"],
+                "weights": types.TensorData.from_numpy(weight),
+            },
+        )
+        for datum, weight in zip(data, weights, strict=True)
+    ]
+
+
+def zero_weights(datum: types.Datum) -> types.Datum:
+    """``datum`` with zero cross-entropy weights: a backward pass that changes nothing."""
+    targets = datum.loss_fn_inputs["target_tokens"]
+    zeros = types.TensorData(data=[0.0] * len(targets.data), dtype="float32", shape=targets.shape)
+    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": zeros})
+
+
+def custom_forward_datum(datum: object, index: int) -> types.Datum:
+    """The datum forward_backward_custom sends: targets and weights (zeros when not given)."""
+    import numpy as np
+
+    if not isinstance(datum, types.Datum):
+        raise InvalidInputError(f"data[{index}]", f"must be a Datum, got {datum!r}")
+    targets = datum.loss_fn_inputs.get("target_tokens")
+    if targets is None:
+        raise InvalidInputError(
+            f"data[{index}].loss_fn_inputs",
+            "forward_backward_custom needs 'target_tokens'",
+            "give the token each position predicts",
+        )
+    weights = datum.loss_fn_inputs.get("weights")
+    if weights is None:
+        # As 0.38 sends it: zero weights shaped like the targets (the forward's loss is unused).
+        weights = types.TensorData.from_numpy(np.zeros(targets.to_numpy().shape, dtype=np.float32))
+    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})

@@ -10,9 +10,6 @@ errors say which kinds exist: ``tinker://<run>/weights/<name>`` (a training stat
 ``tinker://<run>/sampler_weights/<name>`` (sampleable and downloadable).
 
 Threading contract: every method may be called from any thread.
-
-Size (over the house's ~600 lines): the official RestClient surface, one short method per REST
-call (about thirty-five), each a call of the requestor.
 """
 
 from __future__ import annotations

@@ -14,9 +14,8 @@ as ``ServiceClient()`` resolves them: the pickle carries no API key unless the c
 over with :func:`carry_api_key`), reused by the later copies and closed at exit. A copy joins the
 sampling session before its first sample; it creates no session.
 
-Size (about 700 lines, over the house's ~600): the official SamplingClient surface plus its
-ordered seq_ids, 429 window and pickling, and the per-sample job (``_SampleJob``: one slotted
-object whose bound methods are the sample's callbacks, so a queued sample costs about 1 KiB).
+A sample's callbacks are the bound methods of one slotted object (``_SampleJob``), so a queued
+sample costs about 1 KiB.
 """
 
 from __future__ import annotations

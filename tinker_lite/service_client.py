@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from tinker_lite import types
+from tinker_lite import _training_create, types
 from tinker_lite._api import CONSOLE_URL
 from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import ChunkLimits
@@ -264,7 +264,8 @@ class ServiceClient:
             train_mlp=train_mlp,
             train_attn=train_attn,
         )
-        steps = TrainingClient._create(
+        steps = _training_create.create_model_steps(
+            TrainingClient,
             self._context,
             base_model,
             lora,
@@ -273,7 +274,7 @@ class ServiceClient:
             optimizer=optimizer,
         )
         return BackcompatTrainingClientFuture(
-            TrainingClient._in_background(self._context, steps, request_type="CreateModel")
+            _training_create.in_background(self._context, steps, request_type="CreateModel")
         )
 
     def create_training_client_from_state(
@@ -339,7 +340,8 @@ class ServiceClient:
         def start() -> Future[TrainingClient]:
             # On the REST threads: which path applies may take connecting to find out.
             if context.holder.client_config_from_server:
-                steps = TrainingClient._create_from_state(
+                steps = _training_create.from_state_steps(
+                    TrainingClient,
                     context,
                     parsed.tinker_path,
                     model_seq_id=model_seq_id,
@@ -350,7 +352,7 @@ class ServiceClient:
                     weights_access_token=weights_access_token,
                     sdk_method=method,
                 )
-                return TrainingClient._in_background(context, steps, request_type="LoadWeights")
+                return _training_create.in_background(context, steps, request_type="LoadWeights")
             legacy = self._from_state_legacy(
                 parsed,
                 base_model,
@@ -403,7 +405,8 @@ class ServiceClient:
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
         # the restored optimizer state needs a run of the checkpoint's optimizer family
         restored = info.optimizer_config if optimizer_state and info is not None else None
-        send, finish = TrainingClient._create(
+        send, finish = _training_create.create_model_steps(
+            TrainingClient,
             self._context,
             base_model or source_model,
             lora,

@@ -1,41 +1,28 @@
 """TrainingClient: forward/backward passes, optimizer steps and checkpoints of one training run.
 
-Sequencing follows docs/protocol.rst §7.2: every training request (each chunk of a forward /
-forward_backward, optim_step, save/load) reserves its request id in the caller's thread, at call
-time, in call order; its wire ``seq_id`` is that id + 1. One single-thread executor per client
-sends the submits strictly in ``seq_id`` order, each with HTTP and operation-level retries that
-re-send the same ``seq_id``. The turn passes to the next request even when a submit fails for
-good; that failure is delivered to its future. If the service may never have received it (a
-connection error, a timeout, or 408/429/5xx after every retry), the later requests of the client
-are not sent: the service runs a model's requests in ``seq_id`` order and would hold them forever
-for the missing one (docs/service.rst §8), so each fails at once with an
-:class:`~tinker_lite.APIError` naming that ``seq_id``. Results are polled elsewhere (the session's
-poller), so ``forward_backward(...)`` followed by ``optim_step(...)`` is pipelined: both return
-futures at once and both requests reach the service back to back.
+Sequencing follows docs/protocol.rst §7.2: every training request reserves its ``seq_id`` at
+call time, in call order, and one single-thread executor per client sends the submits strictly
+in that order (:mod:`tinker_lite._training_queue`). Results are polled elsewhere, so
+``forward_backward(...)`` followed by ``optim_step(...)`` is pipelined: both return futures at
+once and both requests reach the service back to back.
 
 Threading contract: every method may be called from any thread; calls made from several threads
 are sent in the order the calls were made.
-
-Size (over the house's ~600 lines): the official 0.38 TrainingClient surface, about twenty
-public methods, over one ordered submit queue; request encoding lives in :mod:`_api` and the
-custom-loss gradients in :mod:`_custom_loss`, so what remains is one job.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import CONSOLE_URL, TrainingRequest
+from tinker_lite._api import CONSOLE_URL
 from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import combine_outputs
 from tinker_lite._context import ClientContext
@@ -43,24 +30,28 @@ from tinker_lite._custom_loss import (
     CustomLoss,
     CustomLossFn,
     check_loss_type_input,
+    custom_forward_datum,
     custom_gradients,
     logprobs_of,
     merge_metrics,
+    with_weights,
+    zero_weights,
 )
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
-    APIConnectionError,
-    APIError,
     APIResponseValidationError,
-    APIStatusError,
-    ClientClosedError,
     InvalidInputError,
 )
-from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
-from tinker_lite._futures.future import APIFuture, chain, combine, then
-from tinker_lite._journal import SeqOrder
+from tinker_lite._futures.future import APIFuture, chain, combine
 from tinker_lite._loss_handle import LossHandle
+from tinker_lite._training_args import (
+    check_flag,
+    check_name,
+    check_recipients,
+    check_user_metadata,
+)
+from tinker_lite._training_queue import Deferred, Submission, TrainingQueue
 from tinker_lite._validate import validate
 from tinker_lite.sampling_client import (
     BackcompatSamplingClientFuture,
@@ -70,7 +61,6 @@ from tinker_lite.sampling_client import (
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
-    from tinker_lite._futures.pending import PendingRequest
     from tinker_lite.tokenizer import PretrainedTokenizer
 
 __all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
@@ -80,47 +70,13 @@ logger = logging.getLogger("tinker_lite.training_client")
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-_Steps = tuple[Callable[[], "APIFuture[T]"], Callable[[T], "TrainingClient"]]
-"""A creation's two blocking steps: send the request (its future), then make the client."""
-
-"""Where the Tinker Console lives (training runs are under ``/training_runs/<id>``)."""
-
 _OPTIM_PARAMS = (types.AdamParams, types.DimuonParams)
-_MAX_AGE_RECIPIENTS = 10
 _LOAD_STATE_DEPRECATION = (
     "TrainingClient.load_state*() is deprecated (as in the official SDK) and will not be "
     "supported by future Tinker SDK versions: create a new training client from the "
     "checkpoint with ServiceClient.create_training_client_from_state() or "
     "ServiceClient.create_training_client_from_state_with_optimizer()."
 )
-
-
-@attrs.frozen
-class _Submission:
-    """One encoded training request and the public method that sent it."""
-
-    request: TrainingRequest
-    sdk_method: str
-
-
-@attrs.frozen
-class _Deferred:
-    """A training request whose ``seq_id`` is reserved at the call but whose body is built
-    when its turn comes (the backward pass of ``forward_backward_custom``)."""
-
-    request_type: str
-    tokens: int | None
-    build: Callable[[int], _Submission]
-
-
-@attrs.frozen
-class _Operation:
-    """How one training request is named in the run journal (it holds no request body)."""
-
-    kind: str
-    seq_id: int
-    created_at: float
-    tokens: int | None = None  # input tokens of a forward/forward_backward chunk
 
 
 @with_async_twins
@@ -146,15 +102,7 @@ class TrainingClient:
         self._info = info
         self._base_model = base_model
         self._lora_config = lora_config
-        self._executor = context.new_train_executor(self)
-        self._order_lock = threading.RLock()
-        # (seq_id, what, error) of a submit the service may never have received; read and
-        # written only on the executor's single thread.
-        self._lost_submit: tuple[int, str, BaseException] | None = None
-        self._next_request_id = 0
-        # Journal lines in seq_id order (results may be polled back out of order).
-        self._journal_order = SeqOrder(first=self._next_request_id + 1)
-        self._queue_logger = QueueStateLogger("Training", model_id, kind="training")
+        self._queue = TrainingQueue(context, model_id, owner=self)
         self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
         self._vocab_size: int | None = None
@@ -162,306 +110,13 @@ class TrainingClient:
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
-    @classmethod
-    def _create(
-        cls,
-        context: ClientContext,
-        base_model: str,
-        lora: types.LoraConfig,
-        *,
-        user_metadata: dict[str, Any] | None,
-        sdk_method: str,
-        optimizer: types.OptimizerConfig | None = None,
-        model_seq_id: int | None = None,
-    ) -> _Steps[types.CreateModelResponse]:
-        """Create the model on the service (starting the session if needed), in two blocking
-        steps: send ``create_model`` (its future), then make the client of the created model
-        (see :meth:`_in_background`). Checks the arguments now."""
-        if not isinstance(base_model, str) or not base_model:
-            raise InvalidInputError(
-                "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
-            )
-        api = context.api
-        # docs/protocol.rst §7.1: the number is taken before create_model is sent; a failure
-        # consumes it.
-        seq_id = context.holder.next_model_seq_id() if model_seq_id is None else model_seq_id
-        created_at = time.monotonic()
-
-        def send() -> APIFuture[types.CreateModelResponse]:
-            request = types.CreateModelRequest(
-                session_id=context.holder.ensure_session(),
-                model_seq_id=seq_id,
-                base_model=base_model,
-                user_metadata=user_metadata,
-                lora_config=lora,
-                **({} if optimizer is None else {"optimizer_config": optimizer}),
-            )
-            source = api.training.create_model(
-                request, sdk_method=sdk_method, created_at=created_at
-            )
-            # Watched first: the journal line is written before the client is delivered.
-            context.journal_watch(source, "create_model", seq_id=0, started=created_at)
-            return source
-
-        def finish(created: types.CreateModelResponse) -> TrainingClient:
-            return cls._created(
-                context, created.model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
-            )
-
-        return send, finish
-
-    @classmethod
-    def _create_from_state(
-        cls,
-        context: ClientContext,
-        path: str,
-        *,
-        model_seq_id: int,
-        optimizer: bool,
-        optimizer_config: object | None,
-        base_model: str | None,
-        user_metadata: dict[str, Any] | None,
-        weights_access_token: str | None,
-        sdk_method: str,
-    ) -> _Steps[types.LoadWeightsResponse]:
-        """Create a model from a saved state with one ``load_weights`` (golden-0.38).
-
-        The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` /
-        ``seq_id``: the service creates the model ``<session_id>:train:<model_seq_id>`` from the
-        checkpoint, so the new client's first request has ``seq_id`` 1. The same two steps as
-        :meth:`_create`.
-        """
-        api = context.api
-        created_at = time.monotonic()
-
-        def send() -> APIFuture[types.LoadWeightsResponse]:
-            request = types.LoadWeightsRequest(
-                session_id=context.holder.ensure_session(),
-                model_seq_id=model_seq_id,
-                base_model=base_model,
-                user_metadata=user_metadata,
-                path=path,
-                optimizer=optimizer,
-                optimizer_config=optimizer_config,
-                weights_access_token=weights_access_token,
-            )
-            source = api.training.load_weights_creating_model(
-                request, sdk_method=sdk_method, created_at=created_at
-            )
-            context.journal_watch(source, "create_model", seq_id=0, started=created_at)
-            return source
-
-        def finish(loaded: types.LoadWeightsResponse) -> TrainingClient:
-            # golden-0.38: the service names the model after the session and the number.
-            model_id = f"{context.holder.ensure_session()}:train:{model_seq_id}"
-            client = cls._created(
-                context, model_id, base_model=None, lora=None, sdk_method=sdk_method
-            )
-            if client._info is not None:
-                client._base_model = client._info.model_data.model_name or client._info.model_name
-            return client
-
-        return send, finish
-
-    @staticmethod
-    def _in_background(
-        context: ClientContext, steps: _Steps[T], *, request_type: str
-    ) -> APIFuture[TrainingClient]:
-        """The future of a creation's client, returned at once: both steps run on the REST
-        threads, and no thread waits while the service works on the request the first one sent.
-
-        Registered for close() as one ``create_model`` request: a close that finishes what was
-        queued waits for the client; one that drops it names it, and nothing is sent after that.
-        """
-        send, finish = steps
-        pool = context.rest_pool()
-
-        def run(step: Callable[[], Any]) -> Future[Any]:
-            try:
-                return pool.submit(step)
-            except RuntimeError:  # the pool was shut down by close()
-                raise ClientClosedError("The ServiceClient is closed.") from None
-
-        def start() -> APIFuture[T]:
-            if not pending.claim():
-                raise ClientClosedError("The ServiceClient was closed before the model was made.")
-            return send()
-
-        out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
-        pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
-        try:
-            started = run(start)
-        except ClientClosedError as e:
-            out.try_set_exception(e)
-            raise
-        out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
-        return out
-
-    @classmethod
-    def _created(
-        cls,
-        context: ClientContext,
-        model_id: str,
-        *,
-        base_model: str | None,
-        lora: types.LoraConfig | None,
-        sdk_method: str,
-    ) -> TrainingClient:
-        """The client of a model the service has just created: 0.38 reads its info once.
-
-        A close that waited for the creation refuses the new client (ClientClosedError).
-        """
-        if context.closed:
-            raise ClientClosedError(
-                f"The ServiceClient was closed while training run {model_id} was being created: "
-                "the service created it, but no client is made for a closed connection"
-            )
-        info = context.api.training.get_info(model_id, sdk_method=sdk_method)
-        client = cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
-        # Its submit thread starts here (a creation runs on the REST threads), not in the first
-        # training call, which may be made from an event loop.
-        client._executor.submit(int)
-        return client
-
-    # -- sequencing ------------------------------------------------------------------------------
-
-    def _schedule(
-        self,
-        builds: Sequence[Callable[[int], _Submission] | _Deferred],
-        *,
-        created_at: float,
-        kind: str,
-        first_last: bool = False,
-    ) -> list[APIFuture[Any]]:
-        """Reserve one request id per build (in call order) and queue the submits.
-
-        ``kind`` names the operation in the run journal (the public method's name).
-        ``first_last`` queues the first submit after the others (their ``seq_id`` stay in call
-        order); the futures are returned in ``seq_id`` order either way.
-        """
-        with self._order_lock:
-            self._context.check_open()
-            first_seq = self._next_request_id + 1
-            # Encoded before any id is consumed: an encoding error leaves no gap in seq_ids.
-            submissions = [
-                build if isinstance(build, _Deferred) else build(first_seq + index)
-                for index, build in enumerate(builds)
-            ]
-            self._next_request_id += len(submissions)
-            futures: list[APIFuture[Any]] = [
-                APIFuture(request_type=_request_type(submission)) for submission in submissions
-            ]
-            order = list(range(len(submissions)))
-            if first_last and len(order) > 1:
-                order = [*order[1:], 0]
-            for index in order:
-                submission, out = submissions[index], futures[index]
-                op = _Operation(kind, first_seq + index, created_at, _tokens(submission))
-                # Registered for close(): finished on a normal close, named if dropped. Its
-                # entry lives until the result arrives, so it does not hold the encoded body
-                # (freed once the request is sent).
-                pending = self._context.pending.track(
-                    kind,
-                    out,
-                    owner=f"training run {self.model_id}",
-                    seq_id=op.seq_id,
-                    on_drop=functools.partial(self._deliver_error, out=out, op=op),
-                )
-                try:
-                    self._executor.submit(self._send, submission, out, op, pending)
-                except RuntimeError:
-                    if pending.claim():
-                        self._deliver_error(
-                            ClientClosedError("The ServiceClient is closed."), out, op
-                        )
-        return futures
-
-    def _deliver(self, source: APIFuture[Any], out: APIFuture[Any], op: _Operation) -> None:
-        """Journal ``source``'s outcome, then hand it to the caller's future ``out``.
-
-        Called exactly once per scheduled request: journal lines are released in ``seq_id``
-        order, so a request that never got here would hold back the later lines.
-        """
-        # Watched first: the line is written (or queued behind an earlier seq_id still
-        # pending) before ``out`` completes.
-        self._context.journal_watch(
-            source,
-            op.kind,
-            seq_id=op.seq_id,
-            tokens=op.tokens,
-            model_id=self.model_id,
-            started=op.created_at,
-            defer=self._journal_order.slot(op.seq_id),
-        )
-        out.forward_from(source)
-
-    def _deliver_error(self, error: BaseException, out: APIFuture[Any], op: _Operation) -> None:
-        self._deliver(APIFuture.failed(error), out, op)
-
-    def _send(
-        self,
-        submission: _Submission | _Deferred,
-        out: APIFuture[Any],
-        op: _Operation,
-        pending: PendingRequest,
-    ) -> None:
-        """Submit one request (its turn has come) and hand its polling to the poller."""
-        if not pending.claim():
-            return  # dropped by close(): its future already holds a ClientClosedError
-        if self._lost_submit is not None:
-            held = _held_back(self._lost_submit, op.seq_id, _request_type(submission))
-            self._deliver(APIFuture.failed(held), out, op)
-            return
-        if isinstance(submission, _Deferred):
-            deferred = submission
-            try:
-                submission = deferred.build(op.seq_id)
-            except BaseException as e:
-                # Nothing was sent: the service would wait for this seq_id forever.
-                self._lost_submit = (op.seq_id, deferred.request_type, e)
-                self._deliver(APIFuture.failed(e), out, op)
-                return
-        request = submission.request
-        try:
-            request_id = self._api.training.submit_training(
-                request, sdk_method=submission.sdk_method
-            )
-        except BaseException as e:
-            self._report(e)
-            if _maybe_not_received(e):
-                self._lost_submit = (op.seq_id, f"POST {request.path}", e)
-            self._deliver(APIFuture.failed(e), out, op)
-            return
-        try:
-            inner = self._context.holder.poller.poll(
-                request_id,
-                request.request_type,
-                request.decode,
-                created_at=op.created_at,
-                accept=request.accept,
-                on_queue_state=self._queue_logger,
-                sdk_method=submission.sdk_method,
-            )
-        except BaseException as e:
-            self._deliver(APIFuture.failed(e, request_id=request_id), out, op)
-            return
-        self._deliver(inner, out, op)
-
-    def _report(self, error: BaseException) -> None:
-        telemetry = self._context.holder.telemetry
-        if telemetry is not None and not isinstance(error, ClientClosedError):
-            try:
-                telemetry.log_exception(error)
-            except Exception:  # pragma: no cover - telemetry never breaks a call
-                logger.debug("telemetry failed", exc_info=True)
-
     def _json_submission(
         self, request: object, result_cls: type[Any], sdk_method: str
-    ) -> _Submission:
-        return _Submission(self._api.training.encode_training(request, result_cls), sdk_method)
+    ) -> Submission:
+        return Submission(self._api.training.encode_training(request, result_cls), sdk_method)
 
-    def _single(self, build: Callable[[int], _Submission], *, kind: str) -> APIFuture[Any]:
-        return self._schedule([build], created_at=time.monotonic(), kind=kind)[0]
+    def _single(self, build: Callable[[int], Submission], *, kind: str) -> APIFuture[Any]:
+        return self._queue.schedule([build], created_at=time.monotonic(), kind=kind)[0]
 
     # -- forward / backward ----------------------------------------------------------------------
 
@@ -546,7 +201,7 @@ class TrainingClient:
             for c in report.chunks
         ]
         # golden-0.38 (parallel_fwdbwd_chunks): every chunk after the first goes out before it.
-        futures = self._schedule(
+        futures = self._queue.schedule(
             builds,
             created_at=created_at,
             kind=kind,
@@ -562,11 +217,11 @@ class TrainingClient:
         *,
         forward_only: bool,
         sdk_method: str,
-    ) -> Callable[[int], _Submission]:
+    ) -> Callable[[int], Submission]:
         """The encoder of one forward/forward_backward chunk, given its ``seq_id``."""
         wire = self._context.holder.wire_format
 
-        def build(seq_id: int) -> _Submission:
+        def build(seq_id: int) -> Submission:
             encoded = self._api.training.encode_forward_backward(
                 model_id=self.model_id,
                 seq_id=seq_id,
@@ -576,7 +231,7 @@ class TrainingClient:
                 forward_only=forward_only,
                 wire=wire,
             )
-            return _Submission(encoded, sdk_method)
+            return Submission(encoded, sdk_method)
 
         return build
 
@@ -631,7 +286,7 @@ class TrainingClient:
             loss_fn = loss_fn.as_loss_fn()
         if not callable(loss_fn):
             raise InvalidInputError("loss_fn", "must be callable", "pass a function")
-        forward_data = [_custom_forward_datum(datum, index) for index, datum in enumerate(items)]
+        forward_data = [custom_forward_datum(datum, index) for index, datum in enumerate(items)]
         if not items:
             return APIFuture.completed(
                 types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
@@ -676,14 +331,14 @@ class TrainingClient:
                         )
                     custom = custom_gradients(loss_fn, items, logprobs)
                     grads = [(-grad).astype("float32") for grad in custom.grads]
-                    outcome.append((_with_weights(forward_data, grads), custom, None))
+                    outcome.append((with_weights(forward_data, grads), custom, None))
                 except Exception as e:
-                    zeros = [_zero_weights(datum) for datum in forward_data]
+                    zeros = [zero_weights(datum) for datum in forward_data]
                     outcome.append((zeros, None, e))
             return outcome[0]
 
-        def deferred(chunk: range) -> _Deferred:
-            def build(seq_id: int) -> _Submission:
+        def deferred(chunk: range) -> Deferred:
+            def build(seq_id: int) -> Submission:
                 data = backward()[0][chunk.start : chunk.stop]
                 encode = self._chunk_builder(
                     data, "cross_entropy", None, forward_only=False, sdk_method=sdk_method
@@ -693,10 +348,10 @@ class TrainingClient:
             tokens = sum(
                 datum.model_input.length for datum in forward_data[chunk.start : chunk.stop]
             )
-            return _Deferred("ForwardBackward", tokens, build)
+            return Deferred("ForwardBackward", tokens, build)
 
-        with self._order_lock:  # the forward's and the backward's seq_ids are contiguous
-            forwards = self._schedule(
+        with self._queue.order_lock:  # the forward's and the backward's seq_ids are contiguous
+            forwards = self._queue.schedule(
                 [
                     self._chunk_builder(
                         forward_data[c.start : c.stop],
@@ -712,7 +367,7 @@ class TrainingClient:
                 first_last=first_last,
             )
             forward = combine(forwards, combine_outputs, request_type="Forward")
-            backwards = self._schedule(
+            backwards = self._queue.schedule(
                 [deferred(c) for c in report.chunks],
                 created_at=created_at,
                 kind="forward_backward_custom",
@@ -759,7 +414,7 @@ class TrainingClient:
                 "e.g. types.AdamParams(learning_rate=1e-4)",
             )
         return self._single(
-            lambda seq_id: _Submission(
+            lambda seq_id: Submission(
                 self._api.training.encode_optim_step(self.model_id, seq_id, params),
                 "TrainingClient.optim_step",
             ),
@@ -779,9 +434,9 @@ class TrainingClient:
         replaces an existing checkpoint of that name (and its whole ``user_metadata``);
         ``user_metadata`` (str -> str) is kept with the checkpoint and shown in its listings.
         """
-        _check_name("name", name)
-        _check_flag("overwrite", overwrite)
-        metadata = _check_user_metadata(user_metadata)
+        check_name("name", name)
+        check_flag("overwrite", overwrite)
+        metadata = check_user_metadata(user_metadata)
 
         def request(seq_id: int | None) -> types.SaveWeightsRequest:
             return types.SaveWeightsRequest(
@@ -879,8 +534,8 @@ class TrainingClient:
 
         ``user_metadata`` (str -> str) is kept with the checkpoint and shown in its listings.
         """
-        _check_name("name", name)
-        metadata = _check_user_metadata(user_metadata)
+        check_name("name", name)
+        metadata = check_user_metadata(user_metadata)
 
         def request(seq_id: int | None) -> types.SaveWeightsForSamplerRequest:
             return types.SaveWeightsForSamplerRequest(
@@ -922,8 +577,8 @@ class TrainingClient:
         and deleted like any other. ``age_encryption_recipients`` (at most 10 ``age1...`` or SSH
         public keys) has every exported file encrypted to them (stored with a ``.age`` suffix).
         """
-        _check_name("name", name)
-        recipients = _check_recipients(age_encryption_recipients)
+        check_name("name", name)
+        recipients = check_recipients(age_encryption_recipients)
 
         def request(seq_id: int | None) -> types.SaveWeightsExternalRequest:
             return types.SaveWeightsExternalRequest(
@@ -936,7 +591,7 @@ class TrainingClient:
 
         request(None)  # checks ttl_seconds before a seq_id is taken
         future: APIFuture[types.SaveWeightsExternalResponseInternal] = self._single(
-            lambda seq_id: _Submission(
+            lambda seq_id: Submission(
                 self._api.training.encode_save_weights_external(request(seq_id)),
                 "TrainingClient.save_weights_external",
             ),
@@ -991,7 +646,7 @@ class TrainingClient:
             )
         stability = check_record_stability_info(record_stability_info)
 
-        def build(seq_id: int) -> _Submission:
+        def build(seq_id: int) -> Submission:
             # docs/protocol.rst §7.1: the session-wide counter is shared with
             # create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
@@ -1098,141 +753,7 @@ class TrainingClient:
             return self._tokenizer
 
     def _shutdown(self) -> None:
-        self._executor.shutdown(wait=False)
-
-
-def _request_type(submission: _Submission | _Deferred) -> str:
-    if isinstance(submission, _Deferred):
-        return submission.request_type
-    return submission.request.request_type
-
-
-def _tokens(submission: _Submission | _Deferred) -> int | None:
-    if isinstance(submission, _Deferred):
-        return submission.tokens
-    return submission.request.tokens
-
-
-def _maybe_not_received(error: BaseException) -> bool:
-    """Whether a failed submit may never have reached the service (so its seq_id is missing)."""
-    if isinstance(error, ClientClosedError):
-        return False
-    if isinstance(error, APIConnectionError):
-        return True
-    return isinstance(error, APIStatusError) and (
-        error.status_code >= 500 or error.status_code in (408, 429)
-    )
-
-
-def _held_back(lost: tuple[int, str, BaseException], seq_id: int, request_type: str) -> APIError:
-    lost_seq, lost_what, cause = lost
-    error = APIError(
-        f"{request_type} (seq_id {seq_id}) was not sent: the training request with seq_id "
-        f"{lost_seq} ({lost_what}) could not be submitted ({type(cause).__name__}), and "
-        "the service runs a model's requests in seq_id order, so this one would wait for it "
-        "forever. Create a new training client (e.g. from your last saved state) to continue."
-    )
-    error.__cause__ = cause
-    return error
-
-
-def _check_name(field: str, name: object) -> None:
-    if not isinstance(name, str) or not name or "/" in name:
-        raise InvalidInputError(
-            field,
-            f"must be a non-empty checkpoint name without '/', got {name!r}",
-            "e.g. 'step-100'; the service builds the tinker:// path",
-        )
-
-
-def _check_flag(field: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise InvalidInputError(field, f"must be True or False, got {value!r}")
-
-
-def _check_user_metadata(value: object) -> dict[str, str] | None:
-    """A copy of ``user_metadata`` (str -> str), or an error naming the field."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(
-            "user_metadata",
-            f"must be a dict of str to str, got {type(value).__name__}",
-            "e.g. {'step': '100'}",
-        )
-    for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str):
-            raise InvalidInputError(
-                f"user_metadata[{key!r}]",
-                f"keys and values must be str, got {type(item).__name__}",
-                "convert numbers with str()",
-            )
-    return dict(value)
-
-
-def _check_recipients(value: object) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise InvalidInputError(
-            "age_encryption_recipients",
-            f"must be a list of public keys, got {type(value).__name__}",
-            "e.g. ['age1...']",
-        )
-    recipients = list(value)
-    if not recipients or len(recipients) > _MAX_AGE_RECIPIENTS:
-        raise InvalidInputError(
-            "age_encryption_recipients",
-            f"must hold 1 to {_MAX_AGE_RECIPIENTS} keys, got {len(recipients)}",
-            "pass None for unencrypted files",
-        )
-    for index, key in enumerate(recipients):
-        if not isinstance(key, str) or not key:
-            raise InvalidInputError(
-                f"age_encryption_recipients[{index}]", f"must be a public key, got {key!r}"
-            )
-    return recipients
-
-
-def _with_weights(data: list[types.Datum], weights: Sequence[Any]) -> list[types.Datum]:
-    """``data`` with ``weights`` (one numpy array per datum) as their cross-entropy weights."""
-    return [
-        attrs.evolve(
-            datum,
-            loss_fn_inputs={
-                "target_tokens": datum.loss_fn_inputs["target_tokens"],
-                "weights": types.TensorData.from_numpy(weight),
-            },
-        )
-        for datum, weight in zip(data, weights, strict=True)
-    ]
-
-
-def _zero_weights(datum: types.Datum) -> types.Datum:
-    """``datum`` with zero cross-entropy weights: a backward pass that changes nothing."""
-    targets = datum.loss_fn_inputs["target_tokens"]
-    zeros = types.TensorData(data=[0.0] * len(targets.data), dtype="float32", shape=targets.shape)
-    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": zeros})
-
-
-def _custom_forward_datum(datum: object, index: int) -> types.Datum:
-    """The datum forward_backward_custom sends: targets and weights (zeros when not given)."""
-    import numpy as np
-
-    if not isinstance(datum, types.Datum):
-        raise InvalidInputError(f"data[{index}]", f"must be a Datum, got {datum!r}")
-    targets = datum.loss_fn_inputs.get("target_tokens")
-    if targets is None:
-        raise InvalidInputError(
-            f"data[{index}].loss_fn_inputs",
-            "forward_backward_custom needs 'target_tokens'",
-            "give the token each position predicts",
-        )
-    weights = datum.loss_fn_inputs.get("weights")
-    if weights is None:
-        # As 0.38 sends it: zero weights shaped like the targets (the forward's loss is unused).
-        weights = types.TensorData.from_numpy(np.zeros(targets.to_numpy().shape, dtype=np.float32))
-    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
+        self._queue.executor.shutdown(wait=False)
 
 
 @forwarding_to(TrainingClient)

@@ -77,9 +77,10 @@ def test_a_forward_backward_reaches_the_socket_through_few_frames_each_module_on
     assert len(frames) <= MAX_FRAMES, described
     entries = _entries(frames)
     assert len(entries) == len(set(entries)), described
-    # The seams, in order: the client, its operation, the requestor's send, the transport.
+    # The seams, in order: the client's ordered queue, its operation, the requestor's send,
+    # the transport.
     assert entries == [
-        "training_client.py",
+        "_training_queue.py",
         "_api/training.py",
         "_api/requestor.py",
         "_transport/http.py",

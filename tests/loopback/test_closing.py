@@ -120,7 +120,7 @@ def _watch(text: str, *, interrupt_on: str | None = None) -> Iterator[_Watch]:
 
 def _park(trainer: TrainingClient, watch: _Watch) -> None:
     """Hold the trainer's submit thread until ``watch`` sees its text (so the queue stays put)."""
-    trainer._executor.submit(watch.gate.wait, 60)
+    trainer._queue.executor.submit(watch.gate.wait, 60)
 
 
 def _odd_even(steps: int) -> tuple[str, str]:
@@ -367,7 +367,7 @@ CHILD = textwrap.dedent(
     client = ServiceClient(base_url=base_url, telemetry=False)
     trainer = client.create_lora_training_client("tinker-lite/tiny-64", rank=8).result()
     print(trainer.model_id, flush=True)
-    trainer._executor.submit(gate.wait, 60)  # the queue stays put until the exit hook logs
+    trainer._queue.executor.submit(gate.wait, 60)  # the queue stays put until the exit hook logs
     datum = types.Datum(
         model_input=types.ModelInput.from_ints([1, 2, 3, 4]),
         loss_fn_inputs={"target_tokens": types.TensorData.from_numpy(np.array([5, 6, 7, 8]))},

@@ -173,7 +173,7 @@ def test_a_sent_request_body_is_freed_before_its_result_arrives(
         monkeypatch.setattr(trainer._api.training, "submit_training", recording_submit)
         future = trainer.forward_backward([ce_datum([1, 2, 3, 4])] * 3, "cross_entropy")
         # The client's single training thread has finished sending it once this runs.
-        trainer._executor.submit(lambda: None).result(30)
+        trainer._queue.executor.submit(lambda: None).result(30)
         try:
             assert len(sent) == 1
             assert not future.done()

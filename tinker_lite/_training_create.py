@@ -1,0 +1,181 @@
+"""Making a TrainingClient: the model is created on the service, then its client is made.
+
+A creation is two blocking steps (send the request and get its future; make the client from
+the result), run in the background on the REST threads so the creation methods return a future
+at once, as 0.38's do (docs/protocol.rst §7.1). The client class is passed in, so this module
+imports no client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tinker_lite import types
+from tinker_lite._context import ClientContext
+from tinker_lite._errors import ClientClosedError, InvalidInputError
+from tinker_lite._futures.future import APIFuture, then
+
+if TYPE_CHECKING:
+    from tinker_lite.training_client import TrainingClient
+
+__all__ = ["Steps", "create_model_steps", "from_state_steps", "in_background"]
+
+T = TypeVar("T")
+
+Steps = tuple[Callable[[], "APIFuture[T]"], Callable[[T], "TrainingClient"]]
+"""A creation's two blocking steps: send the request (its future), then make the client."""
+
+
+def create_model_steps(
+    cls: type[TrainingClient],
+    context: ClientContext,
+    base_model: str,
+    lora: types.LoraConfig,
+    *,
+    user_metadata: dict[str, Any] | None,
+    sdk_method: str,
+    optimizer: types.OptimizerConfig | None = None,
+    model_seq_id: int | None = None,
+) -> Steps[types.CreateModelResponse]:
+    """Create the model on the service (starting the session if needed): send
+    ``create_model``, then make the client of the created model. Checks the arguments now."""
+    if not isinstance(base_model, str) or not base_model:
+        raise InvalidInputError(
+            "base_model", f"must be a model name, got {base_model!r}", "e.g. 'Qwen/Qwen3-8B'"
+        )
+    api = context.api
+    # docs/protocol.rst §7.1: the number is taken before create_model is sent; a failure
+    # consumes it.
+    seq_id = context.holder.next_model_seq_id() if model_seq_id is None else model_seq_id
+    created_at = time.monotonic()
+
+    def send() -> APIFuture[types.CreateModelResponse]:
+        request = types.CreateModelRequest(
+            session_id=context.holder.ensure_session(),
+            model_seq_id=seq_id,
+            base_model=base_model,
+            user_metadata=user_metadata,
+            lora_config=lora,
+            **({} if optimizer is None else {"optimizer_config": optimizer}),
+        )
+        source = api.training.create_model(request, sdk_method=sdk_method, created_at=created_at)
+        # Watched first: the journal line is written before the client is delivered.
+        context.journal_watch(source, "create_model", seq_id=0, started=created_at)
+        return source
+
+    def finish(created: types.CreateModelResponse) -> TrainingClient:
+        return _made(
+            cls, context, created.model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
+        )
+
+    return send, finish
+
+
+def from_state_steps(
+    cls: type[TrainingClient],
+    context: ClientContext,
+    path: str,
+    *,
+    model_seq_id: int,
+    optimizer: bool,
+    optimizer_config: object | None,
+    base_model: str | None,
+    user_metadata: dict[str, Any] | None,
+    weights_access_token: str | None,
+    sdk_method: str,
+) -> Steps[types.LoadWeightsResponse]:
+    """Create a model from a saved state with one ``load_weights`` (golden-0.38).
+
+    The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` / ``seq_id``:
+    the service creates the model ``<session_id>:train:<model_seq_id>`` from the checkpoint, so
+    the new client's first request has ``seq_id`` 1.
+    """
+    api = context.api
+    created_at = time.monotonic()
+
+    def send() -> APIFuture[types.LoadWeightsResponse]:
+        request = types.LoadWeightsRequest(
+            session_id=context.holder.ensure_session(),
+            model_seq_id=model_seq_id,
+            base_model=base_model,
+            user_metadata=user_metadata,
+            path=path,
+            optimizer=optimizer,
+            optimizer_config=optimizer_config,
+            weights_access_token=weights_access_token,
+        )
+        source = api.training.load_weights_creating_model(
+            request, sdk_method=sdk_method, created_at=created_at
+        )
+        context.journal_watch(source, "create_model", seq_id=0, started=created_at)
+        return source
+
+    def finish(loaded: types.LoadWeightsResponse) -> TrainingClient:
+        # golden-0.38: the service names the model after the session and the number.
+        model_id = f"{context.holder.ensure_session()}:train:{model_seq_id}"
+        info = _info(context, model_id, sdk_method)
+        base = info.model_data.model_name or info.model_name
+        return cls(context, model_id, base_model=base, lora_config=None, info=info)
+
+    return send, finish
+
+
+def in_background(
+    context: ClientContext, steps: Steps[T], *, request_type: str
+) -> APIFuture[TrainingClient]:
+    """The future of a creation's client, returned at once: both steps run on the REST
+    threads, and no thread waits while the service works on the request the first one sent.
+
+    Registered for close() as one ``create_model`` request: a close that finishes what was
+    queued waits for the client; one that drops it names it, and nothing is sent after that.
+    """
+    send, finish = steps
+    pool = context.rest_pool()
+
+    def run(step: Callable[[], Any]) -> Future[Any]:
+        try:
+            return pool.submit(step)
+        except RuntimeError:  # the pool was shut down by close()
+            raise ClientClosedError("The ServiceClient is closed.") from None
+
+    def start() -> APIFuture[T]:
+        if not pending.claim():
+            raise ClientClosedError("The ServiceClient was closed before the model was made.")
+        return send()
+
+    out: APIFuture[TrainingClient] = APIFuture(request_type=request_type)
+    pending = context.pending.track("create_model", out, on_drop=out.try_set_exception)
+    try:
+        started = run(start)
+    except ClientClosedError as e:
+        out.try_set_exception(e)
+        raise
+    out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
+    return out
+
+
+def _made(
+    cls: type[TrainingClient],
+    context: ClientContext,
+    model_id: str,
+    *,
+    base_model: str | None,
+    lora: types.LoraConfig | None,
+    sdk_method: str,
+) -> TrainingClient:
+    """The client of a model the service has just created (0.38 reads its info once)."""
+    info = _info(context, model_id, sdk_method)
+    return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+
+
+def _info(context: ClientContext, model_id: str, sdk_method: str) -> types.GetInfoResponse:
+    """The new model's info; a close that waited for the creation refuses the new client."""
+    if context.closed:
+        raise ClientClosedError(
+            f"The ServiceClient was closed while training run {model_id} was being created: "
+            "the service created it, but no client is made for a closed connection"
+        )
+    return context.api.training.get_info(model_id, sdk_method=sdk_method)
