@@ -503,9 +503,11 @@ class Soak:
         started = time.monotonic()
         try:
             if state:
-                trainer = service.create_training_client_from_state_with_optimizer(state)
+                trainer = service.create_training_client_from_state_with_optimizer(state).result()
             else:
-                trainer = service.create_lora_training_client(BASE_MODEL, rank=LORA_RANK, seed=seed)
+                trainer = service.create_lora_training_client(
+                    BASE_MODEL, rank=LORA_RANK, seed=seed
+                ).result()
         except Exception as exc:
             with self._lock:
                 self.creations[f"failed: {error_name(exc)}"] += 1
@@ -626,9 +628,9 @@ class Soak:
                 path = self.sampler_path if wave % 2 == 0 else None
                 try:
                     if path is not None:
-                        sampler = service.create_sampling_client(model_path=path)
+                        sampler = service.create_sampling_client(model_path=path).result()
                     else:
-                        sampler = service.create_sampling_client(base_model=BASE_MODEL)
+                        sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
                 except Exception as exc:
                     with self._lock:
                         self.samples[f"sampler not created: {error_name(exc)}"] += 1
