@@ -381,7 +381,27 @@ def run(quick: bool) -> dict[str, Any]:
         f"ray {ray.__version__}; load average at the start {load}, at the end {os.getloadavg()}"
     )
     c.print_notes(notes)
-    data = {"runs": runs, "rounds": rounds, "throughput": through, "memory": mem, "notes": notes}
+    summary = {
+        client: {
+            "above_idle_kib": above_idle(mem, client, mem, f"{client}/idle"),
+            "cpu_per_sample_s": median(mem, client, "cpu_per_sample_s"),
+        }
+        for client in (c.LITE, c.OFFICIAL)
+        if any(client in m for m in mem)
+    }
+    speedup = {
+        str(n): c.ratio(median(through, f"grade/{n}", "per_s"), median(through, "grade/0", "per_s"))
+        for n in WORKER_COUNTS
+    }
+    data = {
+        "runs": runs,
+        "rounds": rounds,
+        "throughput": through,
+        "memory": mem,
+        "summary": summary,
+        "speedup": speedup,
+        "notes": notes,
+    }
     c.write_results("ray", data)
     return data
 

@@ -118,6 +118,22 @@ def goal_rows() -> list[list[str]]:
                     *_cells(stats, {"p50": entry.get("ratio_p50")}, [("p50", c.fmt_time)]),
                 ]
             )
+    ray = load("ray")
+    summary = (ray or {}).get("summary", {})
+    if c.LITE in summary and c.OFFICIAL in summary:
+        keys = [("above_idle_kib", c.fmt_kib), ("cpu_per_sample_s", c.fmt_time)]
+        stats = {
+            client: {key: {"median": summary[client][key]} for key, _ in keys}
+            for client in (c.LITE, c.OFFICIAL)
+        }
+        ratios = {key: c.ratio(summary[c.LITE][key], summary[c.OFFICIAL][key]) for key, _ in keys}
+        rows.append(
+            [
+                "a Ray worker sampling with an unpickled SamplingClient "
+                "(``bench/bench_ray.py``): RSS above an idle worker / client CPU per sample",
+                *_cells(stats, ratios, keys),
+            ]
+        )
     size = load("size")
     if size and size.get("official"):
         lite_bytes = size["tinker_lite"]["plain"]["bytes"]
