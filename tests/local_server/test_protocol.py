@@ -18,6 +18,7 @@ from tests.support.local_server import Api, datum, fb_body
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
+from tinker_lite._codec import zstd as _zstd_codec
 from tinker_lite.local import LocalServer
 
 TOKENS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100]
@@ -349,10 +350,10 @@ def test_jwt_carries_the_org_id_claim() -> None:
 def test_zstd_is_advertised_only_when_the_server_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
     overrides = {"proto_compress_fwdbwd": True}
     config = {"sdk_version": "0.38.0"}
-    if _protowire.zstd_available():
+    if _zstd_codec.zstd_available():
         with LocalServer(config_overrides=overrides) as url:
             assert Api(url).ok("/api/v1/client/config", config)["proto_compress_fwdbwd"] is True
-    monkeypatch.setattr(_protowire, "_zstd", lambda: None)
+    monkeypatch.setattr(_zstd_codec, "_zstd", lambda: None)
     with LocalServer(config_overrides=overrides) as url:
         assert Api(url).ok("/api/v1/client/config", config)["proto_compress_fwdbwd"] is False
 
