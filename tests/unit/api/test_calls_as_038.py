@@ -23,7 +23,7 @@ from tests.support.scripted_server import (  # noqa: F401 - fixtures used by nam
 )
 from tinker_lite import InvalidInputError, RestClient, ServiceClient, types
 from tinker_lite._api import training as _api_training
-from tinker_lite._codec import protowire as _protowire
+from tinker_lite._codec import zstd as _zstd_codec
 
 BASE = "Qwen/Qwen3-8B"
 CHUNKED = {"fwdbwd_max_chunk_len": 2}
@@ -167,7 +167,7 @@ def test_archive_request_accepts_json_and_gzip(
 def test_zstd_asked_without_zstandard_warns_once_and_sends_uncompressed(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(_protowire, "_zstd", lambda: None)
+    monkeypatch.setattr(_zstd_codec, "_zstd", lambda: None)
     monkeypatch.setattr(_api_training, "_zstd_warned", threading.Event())
     fake = FakeTinker(server, client_config={"proto_compress_fwdbwd": True})
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
