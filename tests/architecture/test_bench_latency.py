@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 
@@ -16,7 +17,7 @@ BENCH_DIR = REPO / "bench"
 
 
 @pytest.fixture
-def bench_latency() -> Iterator[object]:
+def bench_latency() -> Iterator[ModuleType]:
     sys.path.insert(0, str(BENCH_DIR))
     try:
         import bench_latency
@@ -26,7 +27,7 @@ def bench_latency() -> Iterator[object]:
         sys.path.remove(str(BENCH_DIR))
 
 
-def test_sample_calls_are_paired_with_the_servers_sample_results(bench_latency: object) -> None:
+def test_sample_calls_are_paired_with_the_servers_sample_results(bench_latency: ModuleType) -> None:
     server = LocalServer(faults="", stub_model=True)
     server.start()
     try:
@@ -38,11 +39,11 @@ def test_sample_calls_are_paired_with_the_servers_sample_results(bench_latency: 
                 t_submit = time.perf_counter()
                 sampler.sample(prompt, 1, types.SamplingParams(max_tokens=1)).result(timeout=60)
                 calls.append([t_submit, time.perf_counter()])
-        entries = bench_latency._server_entries(server, "Sample")  # type: ignore[attr-defined]
+        entries = bench_latency._server_entries(server, "Sample")
     finally:
         server.stop()
     assert len(entries) == 3
-    latencies, misses = bench_latency.pair_latencies(calls, entries)  # type: ignore[attr-defined]
+    latencies, misses = bench_latency.pair_latencies(calls, entries)
     assert misses == 0
     assert len(latencies) == 3
     assert all(latency >= 0 for latency in latencies)

@@ -12,12 +12,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.support.paths import REPO
 from tests.support.served import served
+
+if TYPE_CHECKING:  # imported by each test itself: the tests watch what importing loads
+    from tinker_lite.types import TensorDtype
 
 API_KEY = "tml-lazy-numpy"
 
@@ -232,14 +235,14 @@ def list_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     ("values", "dtype"), [p[1:] for p in LIST_INPUTS], ids=[p[0] for p in LIST_INPUTS]
 )
 def test_a_list_reads_the_same_with_or_without_numpy(
-    list_reader: str, values: Any, dtype: str
+    list_reader: str, values: Any, dtype: TensorDtype
 ) -> None:
     import numpy as np
 
     from tinker_lite import types
     from tinker_lite._codec import proto as _proto
 
-    tensor = types.TensorData(data=values, dtype=dtype)  # type: ignore[arg-type]
+    tensor = types.TensorData(data=values, dtype=dtype)
     stored = type(tensor._values).__module__  # before to_numpy(), which keeps a numpy view
     assert stored == ("array" if list_reader == "stdlib" else "numpy")
     expected = np.asarray(values, dtype=np.float32 if dtype == "float32" else np.int64)
@@ -288,12 +291,12 @@ BAD_LISTS: list[tuple[str, Any, str, str]] = [
     ("values", "dtype", "words"), [p[1:] for p in BAD_LISTS], ids=[p[0] for p in BAD_LISTS]
 )
 def test_a_bad_list_is_refused_either_way(
-    list_reader: str, values: Any, dtype: str, words: str
+    list_reader: str, values: Any, dtype: TensorDtype, words: str
 ) -> None:
     from tinker_lite import InvalidInputError, types
 
     with pytest.raises(InvalidInputError, match=words) as info:
-        types.TensorData(data=values, dtype=dtype)  # type: ignore[arg-type]
+        types.TensorData(data=values, dtype=dtype)
     assert info.value.field.startswith("TensorData.data")
 
 

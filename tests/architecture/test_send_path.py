@@ -11,6 +11,7 @@ import http.client
 import sys
 import threading
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ MAX_FRAMES = 8
 def _package_frames() -> list[tuple[str, str]]:
     """(module path, function) of the package's frames on this thread, outermost first."""
     frames: list[tuple[str, str]] = []
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         path = Path(frame.f_code.co_filename)
         if path.is_relative_to(PACKAGE):

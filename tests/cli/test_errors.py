@@ -151,9 +151,9 @@ def test_status_without_a_body_or_request_still_says_what_to_try() -> None:
 def test_reading_a_result_field_on_the_future_says_call_result_first() -> None:
     future: APIFuture[Any] = APIFuture("req-1", request_type="TrainingClient.forward_backward")
     with pytest.raises(AttributeError, match=r"call \.result\(\) first \(\.result\(\)\.metrics\)"):
-        future.metrics  # noqa: B018
+        future.metrics  # type: ignore[attr-defined]  # noqa: B018
     with pytest.raises(AttributeError) as info:
-        future.no_such_thing  # noqa: B018
+        future.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
     assert "result()" not in str(info.value)
     # The protocols that probe attributes keep working.
     assert not hasattr(future, "metrics")

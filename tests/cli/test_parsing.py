@@ -7,6 +7,7 @@ import concurrent.futures
 import datetime as dt
 import json
 import socket
+from collections.abc import Callable
 
 import pytest
 
@@ -35,8 +36,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def status_error(cls: type, code: int) -> Exception:
-    return cls("boom", status_code=code)  # type: ignore[no-any-return]
+def status_error(cls: Callable[..., Exception], code: int) -> Exception:
+    return cls("boom", status_code=code)
 
 
 def test_version_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:

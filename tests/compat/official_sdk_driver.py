@@ -12,6 +12,7 @@ deadline, so a wedged client is reported as a failure instead of hanging the run
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 import pickle
@@ -167,19 +168,21 @@ def drive_training(service: Any) -> dict[str, Any]:
         lambda: training.forward([sft_datum()], "cross_entropy").result(),
     )
     out["logprobs"] = fwd.loss_fn_outputs[0]["logprobs"].tolist() if fwd else None
-    for loss_fn, config in [
+
+    def has_loss_sum(loss_fn: str, config: dict[str, float] | None) -> None:
+        metrics = training.forward_backward([rl_datum()], loss_fn, config).result().metrics
+        expect("loss:sum" in metrics, "no loss:sum")
+
+    rl_losses: list[tuple[str, dict[str, float] | None]] = [
         ("importance_sampling", None),
         ("ppo", {"clip_low_threshold": 0.8, "clip_high_threshold": 1.2}),
         ("cispo", None),
         ("dro", {"beta": 0.05}),
-    ]:
+    ]
+    for loss_fn, config in rl_losses:
         check(
             f"TrainingClient.forward_backward({loss_fn})",
-            lambda loss_fn=loss_fn, config=config: expect(
-                "loss:sum"
-                in training.forward_backward([rl_datum()], loss_fn, config).result().metrics,
-                "no loss:sum",
-            ),
+            functools.partial(has_loss_sum, loss_fn, config),
         )
     check(
         "TrainingClient.optim_step(weight_decay, grad_clip_norm)",

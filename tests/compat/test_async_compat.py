@@ -18,11 +18,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.clients import ce_datum
+from tests.support.clients import async_twin, ce_datum
 from tests.support.paths import REPO
 from tinker_lite import (
     APIFuture,
     APITimeoutError,
+    BackcompatSamplingClientFuture,
+    BackcompatTrainingClientFuture,
     RestClient,
     SamplingClient,
     ServiceClient,
@@ -150,7 +152,13 @@ def test_cancelling_the_awaiting_task_cancels_the_future() -> None:
 def test_client_creation_futures_await_to_their_clients(
     service: ServiceClient, trainer: TrainingClient
 ) -> None:
-    async def main() -> tuple[object, ...]:
+    async def main() -> tuple[
+        BackcompatTrainingClientFuture,
+        TrainingClient,
+        TrainingClient,
+        BackcompatSamplingClientFuture,
+        SamplingClient,
+    ]:
         # Both requests are under way before either is awaited (the official async spelling).
         creating = service.create_lora_training_client(BASE_MODEL, rank=2)
         saving = trainer.save_weights_and_get_sampling_client()
@@ -160,9 +168,9 @@ def test_client_creation_futures_await_to_their_clients(
     creating, new_trainer, again, saving, sampler = asyncio.run(main())
     assert type(new_trainer) is TrainingClient
     assert again is new_trainer
-    assert creating.future().result(timeout=0) is new_trainer  # type: ignore[attr-defined]
+    assert creating.future().result(timeout=0) is new_trainer
     assert type(sampler) is SamplingClient
-    assert saving.result(timeout=0) is sampler  # type: ignore[attr-defined]
+    assert saving.result(timeout=0) is sampler
     assert sampler.sample(PROMPT, 1, GREEDY).result(timeout=60).sequences
 
 
@@ -198,14 +206,14 @@ def test_async_twins_give_the_sync_results(
     expected_run = rest.get_training_run(trainer.model_id).result(timeout=60)
 
     async def main() -> tuple[object, ...]:
-        sample = await sampler.sample_async(PROMPT, 1, GREEDY)
-        logprobs = await sampler.compute_logprobs_async(PROMPT)
+        sample = await async_twin(sampler, "sample")(PROMPT, 1, GREEDY)
+        logprobs = await async_twin(sampler, "compute_logprobs")(PROMPT)
         # Training twins return the future (as officially): await it a second time.
-        forward_future = await trainer.forward_async(DATA, "cross_entropy")
+        forward_future = await async_twin(trainer, "forward")(DATA, "cross_entropy")
         forward = await forward_future
-        info = await trainer.get_info_async()
-        run = await rest.get_training_run_async(trainer.model_id)
-        capabilities = await service.get_server_capabilities_async()
+        info = await async_twin(trainer, "get_info")()
+        run = await async_twin(rest, "get_training_run")(trainer.model_id)
+        capabilities = await async_twin(service, "get_server_capabilities")()
         return sample, logprobs, forward_future, forward, info, run, capabilities
 
     with pytest.warns(FutureWarning, match=r"_async\(\) is deprecated") as caught:
@@ -236,7 +244,7 @@ def test_async_twins_give_the_sync_results(
 
 def test_async_twins_create_clients(service: ServiceClient) -> None:
     async def main() -> tuple[object, object]:
-        trainer = await service.create_lora_training_client_async(BASE_MODEL, rank=2)
+        trainer = await async_twin(service, "create_lora_training_client")(BASE_MODEL, rank=2)
         sampler = await trainer.save_weights_and_get_sampling_client_async()
         return trainer, sampler
 
@@ -263,7 +271,7 @@ def test_async_twins_take_the_sync_signatures() -> None:
 
 def test_async_twin_errors_surface_at_await(sampler: SamplingClient) -> None:
     async def main() -> None:
-        await sampler.sample_async(PROMPT, 0, GREEDY)
+        await async_twin(sampler, "sample")(PROMPT, 0, GREEDY)
 
     with pytest.warns(FutureWarning), pytest.raises(ValueError, match="num_samples"):
         asyncio.run(main())

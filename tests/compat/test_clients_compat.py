@@ -145,7 +145,7 @@ def test_the_future_gives_the_client_silently(local_url: str) -> None:
     with tinker.ServiceClient(base_url=local_url, telemetry=False) as service_client:
         trainer_future = service_client.create_lora_training_client(BASE_MODEL, rank=4)
         sampler_future = service_client.create_sampling_client(base_model=BASE_MODEL)
-        pairs = [
+        pairs: list[tuple[tinker.APIFuture[Any], type[Any], type[Any]]] = [
             (trainer_future, tinker.TrainingClient, tinker.BackcompatTrainingClientFuture),
             (sampler_future, tinker.SamplingClient, tinker.BackcompatSamplingClientFuture),
         ]
@@ -287,21 +287,25 @@ def test_the_forwarders_cover_the_client_and_the_official_list() -> None:
 
 
 def test_attributes_read_from_the_future_warn_and_forward() -> None:
-    future = tinker.BackcompatTrainingClientFuture(tinker.APIFuture.completed(_Client()))
+    future = tinker.BackcompatTrainingClientFuture(
+        tinker.APIFuture.completed(_Client())  # type: ignore[arg-type]
+    )
     with pytest.warns(FutureWarning) as caught:
         assert future.model_id == "model-1"
     assert [str(w.message) for w in caught] == [OFFICIAL_ATTRIBUTE_WARNING.format(name="model_id")]
     with pytest.raises(AttributeError, match="_private"):
-        future._private  # noqa: B018 - private names are not forwarded (nor warned about)
+        future._private  # type: ignore[attr-defined]  # noqa: B018 - private names are not forwarded (nor warned about)
 
 
 def test_each_call_site_warns_once_under_the_default_filters() -> None:
-    future = tinker.BackcompatSamplingClientFuture(tinker.APIFuture.completed(_Client()))
+    future = tinker.BackcompatSamplingClientFuture(
+        tinker.APIFuture.completed(_Client())  # type: ignore[arg-type]
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # Python's own action for FutureWarning
         for _ in range(3):
             future.get_base_model()
-            future.model_id  # noqa: B018 - the read itself warns
+            future.model_id  # type: ignore[attr-defined]  # noqa: B018 - the read itself warns
         future.get_base_model()
     lines = [w.lineno for w in caught]
     assert len(lines) == len(set(lines)) == 3, [str(w.message) for w in caught]

@@ -386,7 +386,8 @@ def test_comparison_reports_what_differs() -> None:
 
         def sample_async(self, prompt: int, num: int = 2) -> None: ...
 
-        def info(self) -> concurrent.futures.Future[int]: ...
+        def info(self) -> concurrent.futures.Future[int]:
+            raise NotImplementedError
 
     def param(name: str, kind: str, default: str | None = None) -> dict[str, Any]:
         return {"name": name, "kind": kind, "default": default, "annotation": None}

@@ -11,6 +11,7 @@ every call scripts make, chat templates included.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -295,7 +296,7 @@ def test_chat_templates_match(pair: tuple[Any, LightTokenizer]) -> None:
             {"add_generation_prompt": True, "return_dict": False},
         ):
             same_result(
-                lambda t, m=messages, o=options: t.apply_chat_template(m, **o), official, light
+                operator.methodcaller("apply_chat_template", messages, **options), official, light
             )
     if "message.content" in light.get_chat_template():
         partial = [*CONVERSATIONS[0], {"role": "assistant", "content": "The answer is"}]

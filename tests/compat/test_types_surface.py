@@ -23,6 +23,9 @@ import pytest
 from tests.support.paths import SHARED
 from tinker_lite import InvalidInputError, types
 
+# The class of ``attrs.Factory(...)`` defaults (attrs' stubs type ``Factory`` as the value made).
+FACTORY: Any = type(attrs.Factory(list))
+
 SURFACE_PATH = SHARED / "api" / "official-0.38-surface.json"
 
 needs_surface = pytest.mark.skipif(not SURFACE_PATH.is_file(), reason="surface facts not present")
@@ -102,9 +105,7 @@ def _problems(name: str, spec: dict[str, Any]) -> list[tuple[str, str, str]]:
         if official_required:
             out.append((name, field_name, "has a default here, required in 0.38"))
             continue
-        ours = (
-            field.default.factory() if isinstance(field.default, attrs.Factory) else field.default
-        )  # type: ignore[attr-defined]
+        ours = field.default.factory() if isinstance(field.default, FACTORY) else field.default
         expected = _default_value(fact["default"])
         if isinstance(ours, enum.Enum):
             ours = ours.value
@@ -224,6 +225,7 @@ def test_sampled_results_built_from_arrays_read_back_as_lists_and_arrays() -> No
     assert sequence.topk_logprobs == [None, [(7, -0.5), (9, -1.5)]]
     assert sequence.tokens_np.dtype == np.int32
     assert sequence.tokens_np.tolist() == [5, 6]
+    assert sequence.logprobs_np is not None
     assert sequence.logprobs_np.tolist() == [-0.25, -2.0]
     assert types.SampledSequence("length").tokens == []  # as 0.38: no tokens given, none read
     response = types.SampleResponse(
@@ -233,7 +235,9 @@ def test_sampled_results_built_from_arrays_read_back_as_lists_and_arrays() -> No
     )
     assert response.prompt_logprobs == [None, -3.0]
     assert response.topk_prompt_logprobs == [None, [(7, -0.5), (9, -1.5)]]
+    assert response.prompt_logprobs_np is not None
     assert np.isnan(response.prompt_logprobs_np[0])
+    assert response.topk_prompt_logprobs_np is not None
     assert response.topk_prompt_logprobs_np.token_ids.tolist() == [[0, 0], [7, 9]]
     with pytest.raises(InvalidInputError, match="both tokens and tokens_np"):
         types.SampledSequence("stop", [1], tokens_np=np.array([1]))

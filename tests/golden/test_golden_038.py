@@ -590,7 +590,8 @@ def _first_background(server: ScriptedServer, session_id: str) -> list[Recorded]
     """
     found: list[Recorded] = []
     for path in sorted(BACKGROUND_PATHS, key=lambda p: "telemetry" in p):
-        count, mine = 1, []
+        count = 1
+        mine: list[Recorded] = []
         try:
             while not mine:
                 recorded = server.wait_for(path, count)

@@ -7,6 +7,8 @@ whole.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tinker_lite import BadRequestError, ServiceClient, TinkerError, types
@@ -60,7 +62,7 @@ EARLIER_LINEUP = (
 
 
 @pytest.fixture(scope="module")
-def service() -> ServiceClient:
+def service() -> Iterator[ServiceClient]:
     with (
         LocalServer(stub_model=True) as base_url,
         ServiceClient(base_url=base_url, telemetry=False) as client,

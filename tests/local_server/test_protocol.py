@@ -10,6 +10,7 @@ import base64
 import json
 import socket
 from collections.abc import Iterator
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -224,7 +225,7 @@ def test_join_allocates_client_counters_and_retrieve_futures_reports_completions
     clone_seq = 2 * 1_000_000_000 + 1
     own = api.ok("/api/v1/asample", _sample_body(sampler_id, 1))["request_id"]
     cloned = api.ok("/api/v1/asample", _sample_body(sampler_id, clone_seq))["request_id"]
-    poll = {
+    poll: dict[str, Any] = {
         "target": {"type": "sampling_session", "sampling_session_id": sampler_id},
         "prev_cursor": 0,
         "retrieved_request_ids": [],
@@ -504,7 +505,9 @@ def test_tinker_lite_client_gets_every_sampling_option(base_url: str, wire: str)
     assert out.prompt_logprobs[:3] == [None, None, None]
     assert out.target_prompt_logprobs is not None
     values = out.target_prompt_logprobs.to_numpy().reshape(5, 2)
-    np.testing.assert_allclose(values[2:, 0], out.prompt_logprobs[3:], rtol=1e-5)
+    # Past the first three positions (checked above) every prompt logprob is a number.
+    after = cast(list[float], out.prompt_logprobs[3:])
+    np.testing.assert_allclose(values[2:, 0], after, rtol=1e-5)
     assert out.prompt_alt_tokens is not None
     assert list(out.prompt_alt_tokens.tokens.to_numpy().shape) == [5, 2]
 

@@ -323,9 +323,15 @@ def test_archive_redirect_tar_contents_and_range_download(api: Api) -> None:
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
         names = sorted(tar.getnames())
         assert names == ["adapter_config.json", "adapter_model.safetensors", "checkpoint_complete"]
-        config = json.loads(tar.extractfile("adapter_config.json").read())  # type: ignore[union-attr]
-        tensors = tar.extractfile("adapter_model.safetensors").read()  # type: ignore[union-attr]
-        assert tar.extractfile("checkpoint_complete").read() == b""  # type: ignore[union-attr]
+
+        def member(name: str) -> bytes:
+            file = tar.extractfile(name)
+            assert file is not None, f"{name} is not a regular file"
+            return file.read()
+
+        config = json.loads(member("adapter_config.json"))
+        tensors = member("adapter_model.safetensors")
+        assert member("checkpoint_complete") == b""
     assert config["peft_type"] == "LORA"
     assert config["r"] == 8
     header = _read_safetensors_header(tensors)

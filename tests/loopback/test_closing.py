@@ -28,6 +28,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tinker_lite import (
+    APIFuture,
     APITimeoutError,
     ClientClosedError,
     InvalidInputError,
@@ -214,7 +215,8 @@ def test_close_wait_false_drops_the_queue_with_one_warning(server: LocalServer) 
         f"(training run {trainer.model_id}: forward_backward seq 1..20, save_state seq 21)."
     ]
     assert watch.messages(logging.INFO) == []  # it did not wait
-    for seq_id, future in enumerate([*futures, saved], start=1):
+    queued: list[APIFuture[Any]] = [*futures, saved]
+    for seq_id, future in enumerate(queued, start=1):
         with pytest.raises(ClientClosedError, match=rf"\(seq_id {seq_id}\) was not sent"):
             future.result(timeout=0)
     requests = server.stats()["requests"]

@@ -25,7 +25,7 @@ import pytest
 import urllib3
 import urllib3.exceptions
 
-from tests.support.holder import holder_from, requestor_for
+from tests.support.holder import holder_from, requestor_for, requestor_of
 from tests.support.reliability import (
     BASE_MODEL,
     LORA_RANK,
@@ -194,7 +194,7 @@ def test_refused_submit_fails_within_the_stall_timeout(
     server.close()  # from now on every connection is refused
     start = clock()
     with pytest.raises(APIConnectionError) as caught:
-        holder._api.call("POST", OPTIM, body=BODY)
+        requestor_of(holder).call("POST", OPTIM, body=BODY)
     elapsed = clock() - start
     # Before: the 5-minute operation budget ran regardless of the stall timeout (300 s).
     assert 3.0 <= elapsed <= 4.0, elapsed
@@ -261,7 +261,7 @@ def test_frozen_submit_fails_within_the_stall_timeout(
     waits = _freeze(monkeypatch, clock.advance, OPTIM)
     start = clock()
     with pytest.raises(APITimeoutError) as caught:
-        holder._api.call("POST", OPTIM, body=BODY)
+        requestor_of(holder).call("POST", OPTIM, body=BODY)
     elapsed = clock() - start
     # Before: each attempt waited its full read timeout for 5 minutes (300+ s).
     assert 5.0 <= elapsed <= 6.0, elapsed

@@ -159,7 +159,12 @@ def test_a_pending_api_future_costs_under_700_bytes() -> None:
 def test_a_waiter_is_woken_by_the_result_set_on_another_thread() -> None:
     future: APIFuture[int] = APIFuture("req-1")
     waiting = threading.Event()
-    setter = threading.Thread(target=lambda: (waiting.wait(30), future.set_result(7)))
+
+    def set_when_waited() -> None:
+        waiting.wait(30)
+        future.set_result(7)
+
+    setter = threading.Thread(target=set_when_waited)
     setter.start()
     waiting.set()
     assert future.result(timeout=30) == 7

@@ -144,7 +144,7 @@ def _normalise(value: Any, key: str | None, volatile: frozenset[str]) -> Any:
                 out[item_key] = VOLATILE
                 continue
             out[item_key] = _normalise(item, item_key, volatile)
-        if key in NESTED_DEFAULTS:
+        if key is not None and key in NESTED_DEFAULTS:
             for default_key, default in NESTED_DEFAULTS[key].items():
                 out.setdefault(default_key, default)
         if "dtype" in out and isinstance(out.get("data"), list):

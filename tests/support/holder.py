@@ -33,6 +33,14 @@ def holder_from(**options: Any) -> SessionHolder:
     return connection_from(**options)[1]
 
 
+def requestor_of(holder: SessionHolder) -> Requestor:
+    """The requestor :func:`connection_from` gave ``holder`` (the holder sees it as
+    ``SessionCalls``)."""
+    api = holder._api
+    assert isinstance(api, Requestor)
+    return api
+
+
 def requestor_for(base_url: str, **options: Any) -> Requestor:
     """A requestor alone (no session: for the polls, telemetry and the transport's tests)."""
     settings, own = _split({"base_url": base_url, "telemetry": False, **options})

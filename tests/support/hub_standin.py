@@ -42,7 +42,9 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-        def _answer(self, status: int, body: Any = None, headers: dict[str, str] | None = None):
+        def _answer(
+            self, status: int, body: Any = None, headers: dict[str, str] | None = None
+        ) -> None:
             data = (
                 b""
                 if body is None

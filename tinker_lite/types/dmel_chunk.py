@@ -11,7 +11,7 @@ from ._common import _image_bytes
 __all__ = ["DmelChunk"]
 
 
-def _dmel_bytes(value: bytes | str) -> bytes:
+def _dmel_bytes(value: bytes | bytearray | memoryview | str) -> bytes:
     return _image_bytes("DmelChunk.dmel", value)
 
 

@@ -9,7 +9,7 @@ import attrs
 from ._common import ImageFormat, _check_image_counts, _check_image_format, _image_bytes, _set
 
 
-def _image_bytes_converter(value: bytes | str) -> bytes:
+def _image_bytes_converter(value: bytes | bytearray | memoryview | str) -> bytes:
     return _image_bytes("ImageChunk.data", value)
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import operator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from tinker_lite._progress import Progress, format_bytes, gather, progress_mode
+from tinker_lite._progress import Progress, ProgressMode, format_bytes, gather, progress_mode
 
 
 class FakeTTY(io.StringIO):
@@ -36,10 +37,10 @@ class Clock:
     ],
 )
 def test_mode_follows_tty_and_environment(
-    tty: bool, env: dict[str, str], non_tty: str, expected: str
+    tty: bool, env: dict[str, str], non_tty: ProgressMode, expected: str
 ) -> None:
     stream = FakeTTY() if tty else io.StringIO()
-    assert progress_mode(stream, non_tty=non_tty, environ=env) == expected  # type: ignore[arg-type]
+    assert progress_mode(stream, non_tty=non_tty, environ=env) == expected
 
 
 def test_off_writes_nothing() -> None:
@@ -105,7 +106,7 @@ def test_gather_returns_results_in_order_and_counts() -> None:
     out = io.StringIO()
     progress = Progress(stream=out, mode="lines", interval_s=0.0)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = [pool.submit(lambda i=i: i * i) for i in range(8)]
+        futures = [pool.submit(operator.mul, i, i) for i in range(8)]
         results = gather(futures, progress=progress)
     progress.close()
     assert results == [i * i for i in range(8)]

@@ -364,8 +364,15 @@ def test_create_lora_training_client_sends_the_optimizer(server: ScriptedServer)
         with pytest.raises(InvalidInputError, match="optimizer"):
             # 8 positional arguments: the eighth is the optimizer, not a stray flag.
             service.create_lora_training_client(
-                "Qwen/Qwen3-8B", 8, None, True, True, True, None, "adam"
-            ).result()  # type: ignore[arg-type]
+                "Qwen/Qwen3-8B",
+                8,
+                None,
+                True,
+                True,
+                True,
+                None,
+                "adam",  # type: ignore[arg-type]
+            ).result()
     dimuon, default = (r.json() for r in server.requests("/api/v1/create_model"))
     assert dimuon["optimizer_config"] == {"type": "dimuon", "version": 1}
     assert default["optimizer_config"] == {"type": "adamw"}
@@ -453,7 +460,7 @@ def test_auth_helpers(clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(AuthenticationError):
             auth.raise_if_tinker_not_accessible()
         monkeypatch.setenv("TINKER_API_KEY", "right-key")
-        assert auth.raise_if_tinker_not_accessible() is None
+        auth.raise_if_tinker_not_accessible()  # returns None: it does not raise
     monkeypatch.setenv("TINKER_BASE_URL", "https://tinker.invalid")
     monkeypatch.delenv("TINKER_API_KEY")
     with pytest.raises(TinkerError, match="API key"):

@@ -223,7 +223,7 @@ def test_a_positional_string_is_not_taken_for_the_api_key(server: ScriptedServer
 @pytest.mark.parametrize("name", ["_session_options", "stall_timout"])
 def test_an_unknown_keyword_is_a_type_error_naming_it(server: ScriptedServer, name: str) -> None:
     with pytest.raises(TypeError, match=name):
-        ServiceClient(base_url=server.url, api_key=API_KEY, **{name: {}})
+        ServiceClient(base_url=server.url, api_key=API_KEY, **{name: {}})  # type: ignore[arg-type]
 
 
 def test_default_headers_overrides_reach_every_request(server: ScriptedServer) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tests.support.clients import API_KEY, RUN, FakeTinker, ce_datum
+from tests.support.clients import API_KEY, RUN, FakeTinker, async_twin, ce_datum
 from tests.support.scripted_server import (  # noqa: F401 - fixtures used by name
     Recorded,
     Reply,
@@ -96,11 +96,12 @@ def test_optim_step_sends_adam_and_dimuon_params_as_038(
         "grad_clip_norm": 0.0,
     }
     # positional (the official first parameter is optim_params) and the legacy keyword
-    for call in (
+    calls: list[Callable[[], APIFuture[types.OptimStepResponse]]] = [
         lambda: trainer.optim_step(types.AdamParams(learning_rate=5e-5)),
         lambda: trainer.optim_step(adam_params=types.AdamParams(learning_rate=5e-5)),
         lambda: trainer.optim_step(optim_params=types.AdamParams(learning_rate=5e-5)),
-    ):
+    ]
+    for call in calls:
         call().result(timeout=30)
         assert _body(fake, "optim_step") == {
             "model_id": "run-0001",
@@ -183,7 +184,9 @@ def test_checkpoint_requests_carry_the_new_arguments(
 def test_async_twins_take_the_new_parameters(fake: FakeTinker, trainer: TrainingClient) -> None:
     async def save() -> types.SaveWeightsResponse:
         with pytest.warns(FutureWarning, match="save_state_async"):
-            future = await trainer.save_state_async("ckpt-001", None, True, {"a": "b"})
+            future: APIFuture[types.SaveWeightsResponse] = await async_twin(trainer, "save_state")(
+                "ckpt-001", None, True, {"a": "b"}
+            )
         return await future
 
     assert asyncio.run(save()).path == f"tinker://{RUN}/weights/ckpt-001"
@@ -192,7 +195,9 @@ def test_async_twins_take_the_new_parameters(fake: FakeTinker, trainer: Training
 
     async def step() -> types.OptimStepResponse:
         with pytest.warns(FutureWarning, match="optim_step_async"):
-            future = await trainer.optim_step_async(types.DimuonParams(learning_rate=0.5))
+            future: APIFuture[types.OptimStepResponse] = await async_twin(trainer, "optim_step")(
+                types.DimuonParams(learning_rate=0.5)
+            )
         return await future
 
     asyncio.run(step())
@@ -200,18 +205,18 @@ def test_async_twins_take_the_new_parameters(fake: FakeTinker, trainer: Training
 
 
 BAD_CALLS: list[tuple[str, Callable[[TrainingClient], Any], str]] = [
-    ("overwrite-not-bool", lambda t: t.save_state("a", 3600, "yes"), "overwrite"),
+    ("overwrite-not-bool", lambda t: t.save_state("a", 3600, "yes"), "overwrite"),  # type: ignore[arg-type]
     # code that put user_metadata third, where 0.38 has overwrite
-    ("metadata-in-overwrite", lambda t: t.save_state("a", None, {"k": "v"}), "overwrite"),
-    ("metadata-value", lambda t: t.save_state("a", None, False, {"k": 1}), "user_metadata['k']"),
-    ("sampler-metadata", lambda t: t.save_weights_for_sampler("a", None, True), "user_metadata"),
-    ("ttl-not-int", lambda t: t.save_weights_for_sampler("a", "1h"), "ttl_seconds"),
+    ("metadata-in-overwrite", lambda t: t.save_state("a", None, {"k": "v"}), "overwrite"),  # type: ignore[arg-type]
+    ("metadata-value", lambda t: t.save_state("a", None, False, {"k": 1}), "user_metadata['k']"),  # type: ignore[dict-item]
+    ("sampler-metadata", lambda t: t.save_weights_for_sampler("a", None, True), "user_metadata"),  # type: ignore[arg-type]
+    ("ttl-not-int", lambda t: t.save_weights_for_sampler("a", "1h"), "ttl_seconds"),  # type: ignore[arg-type]
     ("both-params", lambda t: t.optim_step(types.AdamParams(), adam_params=types.AdamParams()),
      "optim_params"),
     ("no-params", lambda t: t.optim_step(), "optim_params"),
-    ("dimuon-as-adam", lambda t: t.optim_step(adam_params=types.DimuonParams(learning_rate=1.0)),
+    ("dimuon-as-adam", lambda t: t.optim_step(adam_params=types.DimuonParams(learning_rate=1.0)),  # type: ignore[arg-type]
      "adam_params"),
-    ("recipients-str", lambda t: t.save_weights_external("a", None, "age1abc"),
+    ("recipients-str", lambda t: t.save_weights_external("a", None, "age1abc"),  # type: ignore[arg-type]
      "age_encryption_recipients"),
     ("recipients-many", lambda t: t.save_weights_external("a", None, ["age1"] * 11),
      "age_encryption_recipients"),
@@ -478,8 +483,8 @@ def test_queue_state_notifications_reach_on_queue_state_change(
         # an override receives every notification, as a QueueState
         calls: list[tuple[types.QueueState, str | None]] = []
 
-        def record(state: types.QueueState, reason: str | None) -> None:
-            calls.append((state, reason))
+        def record(queue_state: types.QueueState, queue_state_reason: str | None) -> None:
+            calls.append((queue_state, queue_state_reason))
 
         sampler.on_queue_state_change = record  # type: ignore[method-assign]
         server.set_faults(spec.format(reason="again"))

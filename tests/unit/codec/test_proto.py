@@ -660,7 +660,7 @@ def test_sample_encoder_rejects_unknown_stop_reason_and_big_tokens() -> None:
     with pytest.raises(WireFormatError, match="int32"):
         _codecs.encode_sample_response(types.SampleResponse(sequences=[big]))
     for row in ([(2**31, -0.5)], [(1, "x")], [(1, -0.5, 2)]):
-        topk = types.SampleResponse(sequences=[], topk_prompt_logprobs=[None, row])
+        topk = types.SampleResponse(sequences=[], topk_prompt_logprobs=[None, row])  # type: ignore[list-item]
         with pytest.raises(WireFormatError, match=r"topk_prompt_logprobs\[1\].*int32 token"):
             _codecs.encode_sample_response(topk)
 

@@ -319,9 +319,9 @@ def test_request_provenance_spans_and_override_dimensions_are_skipped(pb: Module
 # ---------------------------------------------------------------------------------------------
 
 
-def _td(values: Any, dtype: str = "float32") -> types.TensorData:
+def _td(values: Any, dtype: types.TensorDtype = "float32") -> types.TensorData:
     array = np.asarray(values, dtype=np.float32 if dtype == "float32" else np.int64)
-    return types.TensorData(data=array, dtype=dtype, shape=list(array.shape))  # type: ignore[arg-type]
+    return types.TensorData(data=array, dtype=dtype, shape=list(array.shape))
 
 
 OUTPUT_CASES: dict[str, types.ForwardBackwardOutput] = {

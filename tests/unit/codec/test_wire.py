@@ -237,7 +237,8 @@ def test_sample_response_shapes() -> None:
     }
     response = _wire.structure(body, types.SampleResponse)
     assert response.sequences[0].stop_reason is types.StopReason.LENGTH
-    assert response.sequences[0].stop_reason == "length"
+    stop_reason: str = response.sequences[0].stop_reason  # a str enum: compares as its value
+    assert stop_reason == "length"
     assert response.prompt_logprobs == [None, -1.5, -2.5]
     assert response.topk_prompt_logprobs == [None, [(3, -0.5), (4, -1.0)]]
 
@@ -302,7 +303,9 @@ def test_chunks_without_type_are_recognised_by_shape() -> None:
     model_input = _wire.structure(body, types.ModelInput)
     kinds = [type(chunk) for chunk in model_input.chunks]
     assert kinds == [types.EncodedTextChunk, types.ImageChunk, types.ImageAssetPointerChunk]
-    assert model_input.chunks[1].data == b"\x89PNG\r\n"  # type: ignore[union-attr]
+    image = model_input.chunks[1]
+    assert isinstance(image, types.ImageChunk)
+    assert image.data == b"\x89PNG\r\n"
     with pytest.raises(WireFormatError, match=r"chunks\[0\]: expected EncodedTextChunk \|"):
         _wire.structure({"chunks": [{"type": "video", "tokens": [1]}]}, types.ModelInput)
 
@@ -430,7 +433,7 @@ def test_stdlib_float32_text_reads_back_bit_exact(values: Any) -> None:
 
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_bad_answer_names_the_json_path_and_the_expected_type(strict: bool) -> None:
-    body = {"sequences": [{"stop_reason": "stop", "tokens": [1, 2, 3, 4]}]}
+    body: dict[str, Any] = {"sequences": [{"stop_reason": "stop", "tokens": [1, 2, 3, 4]}]}
     body["sequences"][0]["logprobs"] = [-0.5, -0.25, -1.0, "x"]
     with pytest.raises(WireFormatError) as info:
         _wire.structure(body, types.SampleResponse, strict=strict)
@@ -444,7 +447,7 @@ def test_a_bad_answer_names_the_json_path_and_the_expected_type(strict: bool) ->
 
 
 def test_a_null_reads_as_an_absent_key_only_leniently() -> None:
-    body = {"sequences": [], "prompt_cache_hit_tokens": None}
+    body: dict[str, Any] = {"sequences": [], "prompt_cache_hit_tokens": None}
     assert _wire.structure(body, types.SampleResponse).prompt_cache_hit_tokens == 0
     with pytest.raises(WireFormatError, match="at prompt_cache_hit_tokens: expected an integer"):
         _wire.structure(body, types.SampleResponse, strict=True)

@@ -43,7 +43,7 @@ def test_then_maps_the_result_on_the_completing_thread() -> None:
 def test_a_step_that_returns_a_future_delivers_that_futures_outcome() -> None:
     source: APIFuture[int] = APIFuture()
     submitted: APIFuture[str] = APIFuture("r-2")
-    out = then(source, lambda value: submitted)
+    out: APIFuture[str] = then(source, lambda value: submitted)
     source.set_result(1)
     assert not out.done()  # waits for the submitted request, on no thread
     assert out.request_id == "r-2"
@@ -105,7 +105,7 @@ def test_cancelling_goes_both_ways() -> None:
 
 def test_flatten_gives_the_inner_futures_outcome() -> None:
     inner: APIFuture[str] = APIFuture()
-    outer: APIFuture[APIFuture[str]] = APIFuture.completed(inner)
+    outer: APIFuture[concurrent.futures.Future[str]] = APIFuture.completed(inner)
     flat = flatten(outer)
     assert not flat.done()
     inner.set_result("x")

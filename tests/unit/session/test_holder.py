@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.holder import holder_from
+from tests.support.holder import holder_from, requestor_of
 from tests.support.scripted_server import (  # noqa: F401 - fixtures are used by name
     API_KEY,
     FakeClock,
@@ -306,9 +306,9 @@ def test_startup_sends_client_config_then_create_session(
     for r in (config, create):
         assert r.header("X-API-Key") == API_KEY
         assert r.header("Content-Type") == "application/json"
-        assert r.header(
-            "X-Idempotency-Key",
-        ).startswith("tinker-lite-retry-")  # type: ignore[union-attr]
+        key = r.header("X-Idempotency-Key")
+        assert key is not None
+        assert key.startswith("tinker-lite-retry-")
     assert holder.client_config.fwdbwd_max_chunk_len == 64
     assert holder.client_config_from_server
     assert holder.wire_format == "protobuf"
@@ -408,14 +408,14 @@ def test_jwt_exchange_refresh_before_expiry_and_after_401(
 
     # Within 5 minutes of `exp` the JWT is refreshed before the request is sent.
     wall[0] = WALL + 3600 - 200
-    holder._api.call(
+    requestor_of(holder).call(
         "POST", "/api/v1/get_info", body_obj={"model_id": "m"}, operation_retries=False
     )
     assert server.requests(TOKEN)[1].header("X-API-Key") == API_KEY
     assert server.requests("/api/v1/get_info")[0].header("X-API-Key") == second
 
     # A 401 refreshes once and re-sends once.
-    holder._api.call(
+    requestor_of(holder).call(
         "POST", "/api/v1/get_info", body_obj={"model_id": "m"}, operation_retries=False
     )
     infos = server.requests("/api/v1/get_info")
@@ -436,7 +436,7 @@ def test_jwt_401_that_persists_surfaces_as_authentication_error(
     server.default("POST", "/api/v1/get_info", Reply(401, {"detail": "no"}))
     holder = make_holder(wall_clock=lambda: WALL)
     with pytest.raises(AuthenticationError) as info:
-        holder._api.call(
+        requestor_of(holder).call(
             "POST", "/api/v1/get_info", body_obj={"model_id": "m"}, operation_retries=False
         )
     assert API_KEY not in str(info.value)
@@ -454,7 +454,7 @@ def test_jwt_refresh_without_an_api_key_sends_no_credential_and_does_not_hang(
     holder = make_holder(api_key=None, wall_clock=lambda: wall[0])
     wall[0] = WALL + 3600 - 200
     sender = threading.Thread(
-        target=holder._api.call,
+        target=requestor_of(holder).call,
         args=("POST", "/api/v1/get_info"),
         kwargs={"body_obj": {"model_id": "m"}, "operation_retries": False},
         daemon=True,
@@ -480,7 +480,7 @@ def test_request_and_submit(
     clock = FakeClock()
     holder = make_holder(sleep=clock.sleep, clock=clock, rand=lambda: 0.0)
     server.on("POST", "/api/v1/optim_step", *[Reply(503)] * 11, Reply(200, {"request_id": "r1"}))
-    resp = holder._api.call(
+    resp = requestor_of(holder).call(
         "POST",
         "/api/v1/optim_step",
         body_obj={"model_id": "m", "seq_id": 3},
@@ -499,12 +499,12 @@ def test_request_and_submit(
 
     server.on("POST", "/api/v1/heartbeatish", Reply(503))
     with pytest.raises(InternalServerError):
-        holder._api.call(
+        requestor_of(holder).call(
             "POST", "/api/v1/heartbeatish", pool=PoolKind.SESSION, body=b"{}", retry=False
         )
     assert len(server.requests("/api/v1/heartbeatish")) == 1
     with pytest.raises(InvalidInputError):
-        holder._api.call("POST", "/x", body=b"{}", body_obj={})
+        requestor_of(holder).call("POST", "/x", body=b"{}", body_obj={})
 
 
 def test_counters_are_thread_safe(
@@ -564,7 +564,7 @@ def test_heartbeat_keeps_its_cadence_while_400_samples_are_in_flight(
 
     def sample() -> None:
         try:
-            holder._api.call(
+            requestor_of(holder).call(
                 "POST",
                 "/api/v1/asample",
                 pool=PoolKind.SAMPLE,
@@ -668,7 +668,7 @@ def test_close_finishes_the_session_and_joins_every_thread(
     events = [e["event"] for r in server.requests(TELEMETRY) for e in r.json()["events"]]
     assert events == ["SESSION_START", "SESSION_END"]
     with pytest.raises(ClientClosedError):
-        holder._api.call("GET", "/api/v1/healthz", operation_retries=False)
+        requestor_of(holder).call("GET", "/api/v1/healthz", operation_retries=False)
 
 
 def test_close_during_startup_starts_no_thread(
@@ -755,7 +755,7 @@ def test_api_key_never_in_logs_reprs_or_errors(
         repr(holder),
         repr(holder.settings),
         repr(holder._api),
-        repr(holder._api.transport),
+        repr(requestor_of(holder).transport),
         repr(holder.poller),
     ]
     assert all(API_KEY not in text for text in texts)

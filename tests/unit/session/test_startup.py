@@ -43,7 +43,7 @@ def _holder(server: ScriptedServer, made: list[SessionHolder], **kwargs: object)
         telemetry=False,
         sleep=lambda s: None,
         sdk_version="0.38.0",
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
     made.append(holder)
     return holder

@@ -207,11 +207,11 @@ def test_one_requests_session_per_pool_kind_sized_as_asked() -> None:
             assert isinstance(adapter, requests.adapters.HTTPAdapter)
             assert adapter.max_retries.total == 0
             pool = adapter.poolmanager.connection_from_url("https://example.invalid/")
-            assert pool.pool.maxsize >= 1  # type: ignore[union-attr]
+            assert pool.pool.maxsize >= 1
             if kind is PoolKind.SAMPLE:
-                assert pool.pool.maxsize == 500  # type: ignore[union-attr]
+                assert pool.pool.maxsize == 500
             if kind is PoolKind.RETRIEVE_PROMISE:
-                assert pool.pool.maxsize >= 400  # type: ignore[union-attr]
+                assert pool.pool.maxsize >= 400
     finally:
         t.close()
 

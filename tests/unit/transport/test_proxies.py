@@ -357,7 +357,7 @@ def test_a_socks_proxy_without_pysocks_is_named_before_anything_is_sent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     try:
-        import socks  # type: ignore[import-not-found]  # noqa: F401
+        import socks  # noqa: F401
     except ImportError:
         pass
     else:

@@ -109,7 +109,7 @@ BAD_INPUTS: list[tuple[str, Callable[[], Any], str, str]] = [
     ("negative temperature", lambda: types.SamplingParams(temperature=-0.1), "temperature", ">= 0"),
     ("top_p zero", lambda: types.SamplingParams(top_p=0.0), "top_p", "(0, 1]"),
     ("top_p above one", lambda: types.SamplingParams(top_p=1.5), "top_p", "(0, 1]"),
-    ("stop mixes", lambda: types.SamplingParams(stop=["a", 3]), "stop", "mixes"),  # type: ignore[list-item]
+    ("stop mixes", lambda: types.SamplingParams(stop=["a", 3]), "stop", "mixes"),
     ("max_tokens zero", lambda: types.SamplingParams(max_tokens=0), "max_tokens", ">= 1"),
     ("top_k zero", lambda: types.SamplingParams(top_k=0), "top_k", "-1"),
     (
@@ -126,7 +126,7 @@ BAD_INPUTS: list[tuple[str, Callable[[], Any], str, str]] = [
         "loss_fn_config['clip']",
         "finite",
     ),
-    ("bool learning rate", lambda: types.AdamParams(learning_rate=True), "learning_rate", "number"),  # type: ignore[arg-type]
+    ("bool learning rate", lambda: types.AdamParams(learning_rate=True), "learning_rate", "number"),
     ("beta out of range", lambda: types.AdamParams(beta1=1.0), "beta1", "[0, 1)"),
     ("negative weight decay", lambda: types.AdamParams(weight_decay=-0.1), "weight_decay", ">= 0"),
     ("image format", lambda: types.ImageChunk(data=b"x", format="gif"), "format", "png"),  # type: ignore[arg-type]
@@ -147,11 +147,13 @@ BAD_INPUTS: list[tuple[str, Callable[[], Any], str, str]] = [
     (
         "optimizer flag missing type",
         lambda: types.LoadWeightsRequest(
-            model_id="m", path="tinker://r/weights/a", optimizer="yes"
+            model_id="m",
+            path="tinker://r/weights/a",
+            optimizer="yes",  # type: ignore[arg-type]
         ),
         "optimizer",
         "True or False",
-    ),  # type: ignore[arg-type]
+    ),
     (
         "num_samples zero",
         lambda: types.SampleRequest(

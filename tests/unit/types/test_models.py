@@ -6,6 +6,7 @@ import base64
 import pickle
 import subprocess
 import sys
+from typing import Any
 
 import attrs
 import numpy as np
@@ -95,7 +96,7 @@ def test_image_chunk_accepts_bytes_and_base64_and_both_field_sets() -> None:
     ],
 )
 def test_from_numpy_coerces_dtype(source: type, expected: str) -> None:
-    arr = np.array([[1, 0, 1], [0, 1, 1]], dtype=source)
+    arr: np.ndarray[Any, Any] = np.array([[1, 0, 1], [0, 1, 1]], dtype=source)
     td = types.TensorData.from_numpy(arr)
     assert td.dtype == expected
     assert td.shape == [2, 3]
@@ -243,7 +244,8 @@ def test_datum_with_uncounted_image_skips_length_check() -> None:
 
 def test_enums_carry_wire_values() -> None:
     assert types.StopReason("length") is types.StopReason.LENGTH
-    assert types.StopReason.STOP == "stop"
+    stop: str = types.StopReason.STOP  # a str enum: compares as its value
+    assert stop == "stop"
     newer = types.StopReason("max_time")
     assert newer == "max_time"
     assert not types.StopReason.is_known("max_time")
