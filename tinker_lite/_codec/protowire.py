@@ -140,7 +140,8 @@ CODE_I32: Final = "i"
 _BIG_ENDIAN: Final = sys.byteorder == "big"
 
 
-def __getattr__(name: str) -> Any:
+def _dtype(name: str) -> np.dtype[Any]:
+    """One of the dtypes above, made (and kept as a module global) on first use."""
     spec = _NUMPY_DTYPES.get(name)
     if spec is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -149,6 +150,10 @@ def __getattr__(name: str) -> Any:
     dtype = np.dtype(spec)
     globals()[name] = dtype
     return dtype
+
+
+if not TYPE_CHECKING:  # hidden from mypy, which then still sees a misspelled attribute
+    __getattr__ = _dtype
 
 
 DOUBLE: Final = struct.Struct("<d")
@@ -716,13 +721,13 @@ TENSOR: Final = Message(
 def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
     # docs/protocol.rst §3.4: int32 is reported as int64 and bfloat16 widened to float32.
     if code == DTYPE_FLOAT32:
-        return __getattr__("F32"), "float32"
+        return _dtype("F32"), "float32"
     if code == DTYPE_INT64:
-        return __getattr__("I64"), "int64"
+        return _dtype("I64"), "int64"
     if code == DTYPE_INT32:
-        return __getattr__("I32"), "int64"
+        return _dtype("I32"), "int64"
     if code == DTYPE_BFLOAT16:
-        return __getattr__("U16"), "float32"
+        return _dtype("U16"), "float32"
     raise FieldError(f"dtype {DTYPE_NAMES.get(code, code)} is not usable")
 
 
@@ -741,7 +746,7 @@ def sparse_to_dense(
     csr: dict[str, memoryview], wire_dtype: np.dtype[Any], shape: list[int]
 ) -> npt.NDArray[Any]:
     values = read_array(csr.get("values", b""), wire_dtype, "sparse_csr.values")
-    int64 = __getattr__("I64")
+    int64 = _dtype("I64")
     crow = read_array(csr.get("crow_indices", b""), int64, "sparse_csr.crow_indices")
     col = read_array(csr.get("col_indices", b""), int64, "sparse_csr.col_indices")
     try:
