@@ -89,6 +89,7 @@ def _twins(shape: TwinShape, *names: str) -> dict[str, TwinShape]:
 
 
 # The official SDK 0.38's ``*_async`` methods, by class (without the suffix), and what they return.
+# Type checkers see them as declared in _async_types (a test keeps the two in step).
 OFFICIAL_ASYNC_TWINS: Mapping[str, Mapping[str, TwinShape]] = {
     "ServiceClient": _twins(
         "result",

@@ -11,13 +11,22 @@ Threading contract: every method may be called from any thread.
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tinker_lite import types
 from tinker_lite._async import with_async_twins
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
+
+if TYPE_CHECKING:
+    from tinker_lite._async_types import AdminClientTwins
+
+    class _AdminBase(RestOnlyClient, AdminClientTwins):
+        """Only type checkers see the twins' declarations; with_async_twins adds the twins."""
+
+else:
+    _AdminBase = RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
 
@@ -72,7 +81,7 @@ def _check_project(project_id: object) -> str | None:
 
 
 @with_async_twins
-class AdminClient(RestOnlyClient):
+class AdminClient(_AdminBase):
     """Audit log, billing usage and checkpoint storage usage of your organization.
 
     Constructed like :class:`RestClient`: ``AdminClient(base_url=..., api_key=...)`` (with

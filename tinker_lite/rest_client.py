@@ -19,7 +19,7 @@ import os
 import uuid
 from collections.abc import Mapping
 from datetime import date, datetime
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from tinker_lite import types
 from tinker_lite._api import ACCESS_SCOPES
@@ -34,6 +34,15 @@ from tinker_lite._errors import (
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
 from tinker_lite.admin_client import AdminClient, AuditEventType
+
+if TYPE_CHECKING:
+    from tinker_lite._async_types import RestClientTwins
+
+    class _RestBase(RestOnlyClient, RestClientTwins):
+        """Only type checkers see the twins' declarations; with_async_twins adds the twins."""
+
+else:
+    _RestBase = RestOnlyClient
 
 __all__ = ["CheckpointListing", "RestClient", "parse_tinker_path"]
 
@@ -111,7 +120,7 @@ def _check_scope(access_scope: object) -> str | None:
 
 
 @with_async_twins
-class RestClient(RestOnlyClient):
+class RestClient(_RestBase):
     """Reads and manages training runs, checkpoints, sessions and samplers.
 
     ``RestClient(service_client)`` shares the ServiceClient's connection (as the deprecated

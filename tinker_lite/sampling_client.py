@@ -42,10 +42,13 @@ from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
+    from tinker_lite._async_types import SamplingClientTwins
     from tinker_lite._futures.batch_poller import BatchPoller
     from tinker_lite._futures.pending import PendingRequest
     from tinker_lite._session.holder import SampleGate
     from tinker_lite.tokenizer import PretrainedTokenizer
+else:
+    SamplingClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = [
     "BackcompatSamplingClientFuture",
@@ -74,7 +77,7 @@ def check_record_stability_info(value: object) -> bool:
 
 
 @with_async_twins
-class SamplingClient:
+class SamplingClient(SamplingClientTwins):
     """Samples from one sampling session (a base model or saved sampler weights).
 
     Created by :meth:`ServiceClient.create_sampling_client`,

@@ -57,7 +57,10 @@ from tinker_lite.training_client import BackcompatTrainingClientFuture, Training
 if TYPE_CHECKING:
     import requests
 
+    from tinker_lite._async_types import ServiceClientTwins
     from tinker_lite._session.holder import SessionHolder
+else:
+    ServiceClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 
@@ -76,7 +79,7 @@ class _CustomLosses:
 
 
 @with_async_twins
-class ServiceClient:
+class ServiceClient(ServiceClientTwins):
     """Connects to the Tinker service and creates training, sampling and REST clients.
 
     The official 0.38 signature: ``user_metadata`` is attached to the session, ``project_id``

@@ -61,7 +61,10 @@ from tinker_lite.sampling_client import (
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
+    from tinker_lite._async_types import TrainingClientTwins
     from tinker_lite.tokenizer import PretrainedTokenizer
+else:
+    TrainingClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
 
@@ -80,7 +83,7 @@ _LOAD_STATE_DEPRECATION = (
 
 
 @with_async_twins
-class TrainingClient:
+class TrainingClient(TrainingClientTwins):
     """Trains one LoRA model: forward/backward passes, optimizer steps, checkpoints, sampling.
 
     Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every

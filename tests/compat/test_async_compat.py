@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.clients import async_twin, ce_datum
+from tests.support.clients import ce_datum
 from tests.support.paths import REPO
 from tinker_lite import (
     APIFuture,
@@ -205,15 +205,23 @@ def test_async_twins_give_the_sync_results(
     rest = RestClient(service)
     expected_run = rest.get_training_run(trainer.model_id).result(timeout=60)
 
-    async def main() -> tuple[object, ...]:
-        sample = await async_twin(sampler, "sample")(PROMPT, 1, GREEDY)
-        logprobs = await async_twin(sampler, "compute_logprobs")(PROMPT)
+    async def main() -> tuple[
+        types.SampleResponse,
+        list[float | None],
+        APIFuture[types.ForwardBackwardOutput],
+        types.ForwardBackwardOutput,
+        types.GetInfoResponse,
+        types.TrainingRun,
+        types.GetServerCapabilitiesResponse,
+    ]:
+        sample = await sampler.sample_async(PROMPT, 1, GREEDY)
+        logprobs = await sampler.compute_logprobs_async(PROMPT)
         # Training twins return the future (as officially): await it a second time.
-        forward_future = await async_twin(trainer, "forward")(DATA, "cross_entropy")
+        forward_future = await trainer.forward_async(DATA, "cross_entropy")
         forward = await forward_future
-        info = await async_twin(trainer, "get_info")()
-        run = await async_twin(rest, "get_training_run")(trainer.model_id)
-        capabilities = await async_twin(service, "get_server_capabilities")()
+        info = await trainer.get_info_async()
+        run = await rest.get_training_run_async(trainer.model_id)
+        capabilities = await service.get_server_capabilities_async()
         return sample, logprobs, forward_future, forward, info, run, capabilities
 
     with pytest.warns(FutureWarning, match=r"_async\(\) is deprecated") as caught:
@@ -243,8 +251,8 @@ def test_async_twins_give_the_sync_results(
 
 
 def test_async_twins_create_clients(service: ServiceClient) -> None:
-    async def main() -> tuple[object, object]:
-        trainer = await async_twin(service, "create_lora_training_client")(BASE_MODEL, rank=2)
+    async def main() -> tuple[TrainingClient, SamplingClient]:
+        trainer = await service.create_lora_training_client_async(BASE_MODEL, rank=2)
         sampler = await trainer.save_weights_and_get_sampling_client_async()
         return trainer, sampler
 
@@ -271,7 +279,7 @@ def test_async_twins_take_the_sync_signatures() -> None:
 
 def test_async_twin_errors_surface_at_await(sampler: SamplingClient) -> None:
     async def main() -> None:
-        await async_twin(sampler, "sample")(PROMPT, 0, GREEDY)
+        await sampler.sample_async(PROMPT, 0, GREEDY)
 
     with pytest.warns(FutureWarning), pytest.raises(ValueError, match="num_samples"):
         asyncio.run(main())

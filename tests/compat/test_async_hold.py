@@ -28,12 +28,14 @@ import pytest
 
 import tinker_lite
 from tests.compat.test_surface import load_surface
-from tests.support.clients import async_twin, ce_datum
+from tests.support.clients import ce_datum
 from tests.support.paths import REPO
 from tests.support.served import served
 from tinker_lite import (
     AdminClient,
     APIFuture,
+    BackcompatSamplingClientFuture,
+    BackcompatTrainingClientFuture,
     RestClient,
     SamplingClient,
     ServiceClient,
@@ -138,7 +140,7 @@ CLIENT_OF = {
 }
 
 
-def _training_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
+def _training_cases(on: Callable[[Env], TrainingClient]) -> dict[str, Case]:
     """The TrainingClient twins, called on what ``on(env)`` gives (a client, or its future)."""
     return {
         "forward_async": lambda e: on(e).forward_async(DATA, "cross_entropy"),
@@ -166,7 +168,7 @@ def _training_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
     }
 
 
-def _sampling_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
+def _sampling_cases(on: Callable[[Env], SamplingClient]) -> dict[str, Case]:
     return {
         "sample_async": lambda e: on(e).sample_async(PROMPT, 1, PARAMS),
         "compute_logprobs_async": lambda e: on(e).compute_logprobs_async(PROMPT),
@@ -174,7 +176,7 @@ def _sampling_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
     }
 
 
-def _admin_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
+def _admin_cases(on: Callable[[Env], AdminClient | RestClient]) -> dict[str, Case]:
     return {
         "get_audit_log_async": lambda e: on(e).get_audit_log_async(),
         "get_billing_usage_async": lambda e: on(e).get_billing_usage_async(*_hour_window()),
@@ -184,32 +186,30 @@ def _admin_cases(on: Callable[[Env], Any]) -> dict[str, Case]:
     }
 
 
-def _pending_trainer(e: Env) -> Any:
+def _pending_trainer(e: Env) -> BackcompatTrainingClientFuture:
     """A client-creation future still pending: its forwarders must not wait on the loop."""
     return e.service.create_lora_training_client(MODEL, rank=2)
 
 
-def _pending_sampler(e: Env) -> Any:
+def _pending_sampler(e: Env) -> BackcompatSamplingClientFuture:
     return e.service.create_sampling_client(base_model=MODEL)
 
 
 CASES: dict[str, dict[str, Case]] = {
     "ServiceClient": {
-        "create_lora_training_client_async": lambda e: async_twin(
-            e.service, "create_lora_training_client"
-        )(MODEL, rank=2),
-        "create_sampling_client_async": lambda e: async_twin(e.service, "create_sampling_client")(
+        "create_lora_training_client_async": lambda e: e.service.create_lora_training_client_async(
+            MODEL, rank=2
+        ),
+        "create_sampling_client_async": lambda e: e.service.create_sampling_client_async(
             base_model=MODEL
         ),
-        "create_training_client_from_state_async": lambda e: async_twin(
-            e.service, "create_training_client_from_state"
-        )(e.state),
-        "create_training_client_from_state_with_optimizer_async": lambda e: async_twin(
-            e.service, "create_training_client_from_state_with_optimizer"
-        )(e.state),
-        "get_server_capabilities_async": lambda e: async_twin(
-            e.service, "get_server_capabilities"
-        )(),
+        "create_training_client_from_state_async": lambda e: (
+            e.service.create_training_client_from_state_async(e.state)
+        ),
+        "create_training_client_from_state_with_optimizer_async": lambda e: (
+            e.service.create_training_client_from_state_with_optimizer_async(e.state)
+        ),
+        "get_server_capabilities_async": lambda e: e.service.get_server_capabilities_async(),
     },
     "TrainingClient": _training_cases(lambda e: e.trainer),
     "SamplingClient": _sampling_cases(lambda e: e.sampler),
@@ -229,45 +229,39 @@ CASES: dict[str, dict[str, Case]] = {
     },
     "RestClient": {
         **_admin_cases(lambda e: e.rest),
-        "assign_session_project_async": lambda e: async_twin(e.rest, "assign_session_project")(
+        "assign_session_project_async": lambda e: e.rest.assign_session_project_async(
             str(e.service.session_id), "proj-hold"
         ),
-        "copy_weights_async": lambda e: async_twin(e.rest, "copy_weights")(e.state, "proj-copy"),
+        "copy_weights_async": lambda e: e.rest.copy_weights_async(e.state, "proj-copy"),
         "delete_checkpoint_async": lambda e: _delete(e.rest, e.doomed),
-        "delete_checkpoint_from_tinker_path_async": lambda e: async_twin(
-            e.rest, "delete_checkpoint_from_tinker_path"
-        )(e.doomed),
-        "export_session_trace_async": lambda e: async_twin(e.rest, "export_session_trace")(
+        "delete_checkpoint_from_tinker_path_async": lambda e: (
+            e.rest.delete_checkpoint_from_tinker_path_async(e.doomed)
+        ),
+        "export_session_trace_async": lambda e: e.rest.export_session_trace_async(
             str(e.service.session_id)
         ),
-        "get_external_weights_urls_async": lambda e: async_twin(
-            e.rest, "get_external_weights_urls"
-        )(e.external),
-        "get_sampler_async": lambda e: async_twin(e.rest, "get_sampler")(
-            e.sampler.sampling_session_id
+        "get_external_weights_urls_async": lambda e: e.rest.get_external_weights_urls_async(
+            e.external
         ),
-        "get_session_async": lambda e: async_twin(e.rest, "get_session")(str(e.service.session_id)),
-        "get_training_run_async": lambda e: async_twin(e.rest, "get_training_run")(
-            e.trainer.model_id
+        "get_sampler_async": lambda e: e.rest.get_sampler_async(e.sampler.sampling_session_id),
+        "get_session_async": lambda e: e.rest.get_session_async(str(e.service.session_id)),
+        "get_training_run_async": lambda e: e.rest.get_training_run_async(e.trainer.model_id),
+        "get_training_run_by_tinker_path_async": lambda e: (
+            e.rest.get_training_run_by_tinker_path_async(e.state)
         ),
-        "get_training_run_by_tinker_path_async": lambda e: async_twin(
-            e.rest, "get_training_run_by_tinker_path"
-        )(e.state),
-        "list_checkpoints_async": lambda e: async_twin(e.rest, "list_checkpoints")(
-            e.trainer.model_id
+        "list_checkpoints_async": lambda e: e.rest.list_checkpoints_async(e.trainer.model_id),
+        "list_sessions_async": lambda e: e.rest.list_sessions_async(),
+        "list_training_runs_async": lambda e: e.rest.list_training_runs_async(),
+        "list_user_checkpoints_async": lambda e: e.rest.list_user_checkpoints_async(),
+        "publish_checkpoint_from_tinker_path_async": lambda e: (
+            e.rest.publish_checkpoint_from_tinker_path_async(e.doomed)
         ),
-        "list_sessions_async": lambda e: async_twin(e.rest, "list_sessions")(),
-        "list_training_runs_async": lambda e: async_twin(e.rest, "list_training_runs")(),
-        "list_user_checkpoints_async": lambda e: async_twin(e.rest, "list_user_checkpoints")(),
-        "publish_checkpoint_from_tinker_path_async": lambda e: async_twin(
-            e.rest, "publish_checkpoint_from_tinker_path"
-        )(e.doomed),
-        "set_checkpoint_ttl_from_tinker_path_async": lambda e: async_twin(
-            e.rest, "set_checkpoint_ttl_from_tinker_path"
-        )(e.state, 86400),
-        "unpublish_checkpoint_from_tinker_path_async": lambda e: async_twin(
-            e.rest, "unpublish_checkpoint_from_tinker_path"
-        )(e.doomed),
+        "set_checkpoint_ttl_from_tinker_path_async": lambda e: (
+            e.rest.set_checkpoint_ttl_from_tinker_path_async(e.state, 86400)
+        ),
+        "unpublish_checkpoint_from_tinker_path_async": lambda e: (
+            e.rest.unpublish_checkpoint_from_tinker_path_async(e.doomed)
+        ),
     },
     "AdminClient": _admin_cases(lambda e: e.admin),
 }
@@ -275,7 +269,7 @@ CASES: dict[str, dict[str, Case]] = {
 
 def _delete(rest: RestClient, path: str) -> Awaitable[Any]:
     parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)
-    return async_twin(rest, "delete_checkpoint")(parsed.training_run_id, parsed.checkpoint_id)
+    return rest.delete_checkpoint_async(parsed.training_run_id, parsed.checkpoint_id)
 
 
 def _official_twins() -> dict[str, str | None]:
@@ -345,9 +339,7 @@ def test_a_sampler_copys_first_sample_does_not_hold_the_loop(env: Env, how: str)
 
     async def first_sample(copy: SamplingClient) -> tuple[float, Any]:
         async with Heartbeat() as beat:
-            held: tuple[float, Any] = await beat.hold(
-                lambda: async_twin(copy, "sample")(PROMPT, 1, PARAMS)
-            )
+            held: tuple[float, Any] = await beat.hold(lambda: copy.sample_async(PROMPT, 1, PARAMS))
             return held
 
     holds = []

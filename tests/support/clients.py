@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -29,7 +29,6 @@ __all__ = [
     "RUN",
     "SESSION",
     "FakeTinker",
-    "async_twin",
     "ce_datum",
     "joined_threads_fixture",
     "seq_ids",
@@ -59,13 +58,6 @@ _POSTS = (
     "weights_info",
     "unload_model",
 )
-
-
-def async_twin(client: object, name: str) -> Callable[..., Awaitable[Any]]:
-    """``client.<name>_async``: a twin that ``with_async_twins`` adds to the class when it is
-    made, so a type checker cannot see it."""
-    twin: Callable[..., Awaitable[Any]] = getattr(client, f"{name}_async")
-    return twin
 
 
 def ce_datum(tokens: list[int], weights: list[float] | None = None) -> types.Datum:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tests.support.clients import API_KEY, RUN, FakeTinker, async_twin, ce_datum
+from tests.support.clients import API_KEY, RUN, FakeTinker, ce_datum
 from tests.support.scripted_server import (  # noqa: F401 - fixtures used by name
     Recorded,
     Reply,
@@ -184,9 +184,7 @@ def test_checkpoint_requests_carry_the_new_arguments(
 def test_async_twins_take_the_new_parameters(fake: FakeTinker, trainer: TrainingClient) -> None:
     async def save() -> types.SaveWeightsResponse:
         with pytest.warns(FutureWarning, match="save_state_async"):
-            future: APIFuture[types.SaveWeightsResponse] = await async_twin(trainer, "save_state")(
-                "ckpt-001", None, True, {"a": "b"}
-            )
+            future = await trainer.save_state_async("ckpt-001", None, True, {"a": "b"})
         return await future
 
     assert asyncio.run(save()).path == f"tinker://{RUN}/weights/ckpt-001"
@@ -195,9 +193,7 @@ def test_async_twins_take_the_new_parameters(fake: FakeTinker, trainer: Training
 
     async def step() -> types.OptimStepResponse:
         with pytest.warns(FutureWarning, match="optim_step_async"):
-            future: APIFuture[types.OptimStepResponse] = await async_twin(trainer, "optim_step")(
-                types.DimuonParams(learning_rate=0.5)
-            )
+            future = await trainer.optim_step_async(types.DimuonParams(learning_rate=0.5))
         return await future
 
     asyncio.run(step())
