@@ -10,8 +10,8 @@ RUN_STAMP := $(VENV)/.run-installed
 PIP_PYTHON = $(BIN)/python
 PIP_INSTALL = $(PIP_PYTHON) -W "ignore:Editable installation:UserWarning" -m pip install -q
 
-.PHONY: install dev test test-transformers official-venv test-official ray-venv test-ray lint \
-	typecheck bench soak demo dist docs clean
+.PHONY: install dev test lowest-python test-lowest test-transformers official-venv test-official \
+	ray-venv test-ray lint typecheck bench soak demo dist docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,39 @@ dev: $(DEV_STAMP)
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -q
+
+# The declared floors: a virtualenv on the oldest Python that setup.cfg allows, with every
+# runtime dependency and the fast/chat extras at the minimum setup.cfg declares (pins derived
+# from it by .ci/lowest_pins.py; pip fails when a floor cannot be installed), plus the test
+# tools, runs the whole suite. PYTHON_LOWEST is that interpreter: found on PATH or under pyenv.
+LOWEST_VENV ?= .venv-lowest
+LOWEST_STAMP := $(LOWEST_VENV)/.installed
+LOWEST_VERSION := $(shell sed -n 's/^python_requires *= *>= *//p' setup.cfg)
+ifndef PYTHON_LOWEST
+PYTHON_LOWEST := $(shell for p in python$(LOWEST_VERSION) \
+	$${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(LOWEST_VERSION).*/bin/python$(LOWEST_VERSION); do \
+	$$p -c '' 2>/dev/null && { command -v $$p; break; }; done)
+endif
+
+lowest-python:
+	@test -n "$(PYTHON_LOWEST)" || { echo "no python$(LOWEST_VERSION) on PATH or under pyenv:" \
+		"set PYTHON_LOWEST to run make test-lowest" >&2; exit 1; }
+	@echo $(PYTHON_LOWEST)
+
+$(LOWEST_STAMP): PIP_PYTHON = $(LOWEST_VENV)/bin/python
+$(LOWEST_STAMP): setup.cfg setup.py .ci/lowest_pins.py
+	@$(MAKE) -s lowest-python >/dev/null
+	rm -rf $(LOWEST_VENV)
+	$(PYTHON_LOWEST) -m venv $(LOWEST_VENV)
+	$(PIP_PYTHON) -m pip install -q --upgrade pip
+	$(PIP_PYTHON) .ci/lowest_pins.py constraints > $(LOWEST_VENV)/floors.txt
+	$(PIP_PYTHON) .ci/lowest_pins.py test-tools > $(LOWEST_VENV)/test-tools.txt
+	$(PIP_INSTALL) -c $(LOWEST_VENV)/floors.txt -e '.[fast,chat]' -r $(LOWEST_VENV)/test-tools.txt
+	touch $@
+
+test-lowest: $(LOWEST_STAMP)
+	$(LOWEST_VENV)/bin/python .ci/lowest_pins.py check
+	$(LOWEST_VENV)/bin/python -m pytest -q
 
 # Opt-in: get_tokenizer() and the light tokenizer compared with transformers, in a virtualenv of
 # their own (transformers is never a dependency: `make test` runs without it, as users do).
@@ -103,4 +136,4 @@ dist: $(DEV_STAMP)
 	$(BIN)/python -m pip wheel --no-deps -w dist .
 
 clean:
-	rm -rf $(VENV) $(TRANSFORMERS_VENV) build dist *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST_VENV) $(TRANSFORMERS_VENV) build dist *.egg-info .mypy_cache .ruff_cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -228,10 +229,19 @@ def test_set_ttl_takes_the_official_options(capsys: pytest.CaptureFixture[str], 
 # -- checkpoint push-hf --------------------------------------------------------------------------
 
 
+def _forget_hub_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub reads HF_ENDPOINT once, when imported: an import by an earlier test is
+    set aside (until the test ends) so that the CLI imports it as a process started with
+    HF_ENDPOINT does."""
+    for name in [m for m in sys.modules if m.partition(".")[0] == "huggingface_hub"]:
+        monkeypatch.delitem(sys.modules, name)
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubStandIn]:
     with hub_standin(HF_TOKEN) as standin:
         monkeypatch.setenv("HF_ENDPOINT", standin.url)
+        _forget_hub_import(monkeypatch)
         monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
         monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")

@@ -1001,7 +1001,12 @@ def test_tokenizer_round_trips_text_and_loads_offline() -> None:
 
 def test_shipped_tokenizer_matches_the_build_script() -> None:
     shipped = lm.tokenizer_path().read_text(encoding="utf-8")
-    assert shipped == build_tokenizer_json() + "\n"
+    built = build_tokenizer_json()
+    if '"ignore_merges"' not in built:  # tokenizers < 0.19 writes no such field: compare as read
+        from tokenizers import Tokenizer
+
+        shipped = Tokenizer.from_str(shipped).to_str(pretty=True) + "\n"
+    assert shipped == built + "\n"
     assert CONFIG_FILE.read_text(encoding="utf-8") == build_config_json() + "\n"
     config = json.loads(build_config_json())
     assert (config["bos_token"], config["eos_token"], config["pad_token"]) == (

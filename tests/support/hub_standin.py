@@ -86,7 +86,9 @@ def _handler(hub: HubStandIn) -> type[BaseHTTPRequestHandler]:
                         )  # fmt: skip
                         return
                     hub.repos[repo_id] = {
-                        "private": request.get("visibility") == "private",
+                        # huggingface_hub 1.x sends `visibility`, 0.x `private`
+                        "private": request.get("visibility") == "private"
+                        or request.get("private") is True,
                         "branches": {"main": {}},
                     }
                 self._answer(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id})

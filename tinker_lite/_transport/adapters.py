@@ -48,6 +48,8 @@ def check_header(name: object, value: object) -> Literal["form", "latin-1"] | No
         requests.utils.check_header_validity((name, value))
     except requests.exceptions.InvalidHeader:
         return "form"
+    if name.endswith("\n") or value.endswith("\n"):  # older requests let a final \n pass
+        return "form"
     if not value.isascii():
         try:
             value.encode("latin-1")

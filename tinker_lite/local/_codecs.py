@@ -395,6 +395,8 @@ def _encode_topk(rows: Sequence[Sequence[tuple[int, float]] | None]) -> Writer:
     for i, row in enumerate(rows):
         try:
             for j, (token, logprob) in enumerate(row or ()):
+                if isinstance(token, int) and not -(2**31) <= token < 2**31:  # numpy < 2 wraps
+                    raise OverflowError(f"Python integer {token} out of bounds for int32")
                 token_ids[i, j] = token
                 logprobs[i, j] = logprob
         except (OverflowError, TypeError, ValueError) as exc:

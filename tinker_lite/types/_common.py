@@ -193,20 +193,28 @@ def _token_ids(field: str, value: object) -> FlatValues:
     if isinstance(value, (list, tuple, range)):
         try:
             ids = _packed(_INT32_CODE, value)
-        except (struct.error, TypeError, OverflowError):
+        except (struct.error, TypeError, OverflowError, DeprecationWarning):  # numpy<2 -W error
             raise _bad_token(field, value) from None
-        # Packing accepts bools (they are ints) and anything with __index__; a bool can only
-        # hide among the 0s and 1s, so the types are looked at only when there are some.
+        # Packing accepts bools (they are ints; numpy < 2 packs its own too) and anything with
+        # __index__; a bool can only hide among the 0s and 1s, so the types are looked at only
+        # when there are some.
         np: Any = sys.modules.get("numpy") if len(ids) >= _NUMPY_FROM else None
         if np is not None:
             view = np.frombuffer(ids, dtype=np.int32)  # numpy's loops, on the same memory
+            bools = (bool, np.bool_)
             if int(view.min()) < 0 or any(
-                isinstance(value[i], bool) for i in np.flatnonzero(view <= 1)
+                isinstance(value[i], bools) for i in np.flatnonzero(view <= 1)
             ):
                 raise _bad_token(field, value)
         elif ids:
             lowest = min(ids)
-            if lowest < 0 or (lowest <= 1 and countOf(map(type, value), bool)):
+            if lowest < 0 or (
+                lowest <= 1
+                and (
+                    countOf(map(type, value), bool)
+                    or countOf(map(type, value), _numpy_type("bool_"))
+                )
+            ):
                 raise _bad_token(field, value)
         return ids
     if isinstance(value, (str, bytes)) or value is None:

@@ -508,8 +508,7 @@ def test_caller_timeout_raises_a_rich_timeout_error(
         future.result(timeout=0.01)
     err = info.value
     assert isinstance(err, APITimeoutError)
-    assert isinstance(err, TimeoutError)
-    assert isinstance(err, concurrent.futures.TimeoutError)
+    assert isinstance(err, concurrent.futures.TimeoutError)  # the builtin TimeoutError from 3.11
     assert err.request_id == "req-2"
     assert err.queue_state == "paused_rate_limit"
     assert err.elapsed == pytest.approx(12.5)
