@@ -237,6 +237,14 @@ def resolve_settings(
             "base_url='local://' is resolved by ServiceClient",
         )
     loopback = local or is_loopback_url(url)
+    credential = resolve_credential(api_key, env)
+    if credential.source is None and not loopback:
+        raise InvalidInputError(
+            "api_key",
+            f"no API key for {url} ({credential.origin})",
+            f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
+        )
+    # Only a credential that will be sent is worth the warning (none: the error above says so).
     if url.lower().startswith("http://") and not loopback:
         with _warned_lock:
             first = url not in _warned_insecure_urls
@@ -245,14 +253,6 @@ def resolve_settings(
             logger.warning(
                 "Connecting to %s over plain http://: the API key travels unencrypted", url
             )
-
-    credential = resolve_credential(api_key, env)
-    if credential.source is None and not loopback:
-        raise InvalidInputError(
-            "api_key",
-            f"no API key for {url} ({credential.origin})",
-            f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
-        )
 
     cf_headers: dict[str, str] = {}
     cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))
