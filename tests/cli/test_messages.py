@@ -133,6 +133,24 @@ def test_no_unencrypted_warning_when_there_is_no_key_to_send(
     assert [r for r in caplog.records if "unencrypted" in r.getMessage()]
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://127.0.0.1:99999", "the port must be a number from 0 to 65535"),
+        ("http://", "names no host"),
+        ("ftp://example.com", "must be an http:// or https:// URL"),
+    ],
+)
+def test_a_malformed_base_url_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], url: str, problem: str
+) -> None:
+    code, out, err = run(capsys, "--base-url", url, "run", "list")
+    assert code == EXIT_USAGE
+    assert out == ""
+    assert err.startswith(f"tinker-lite: error: base_url: {problem}")
+    assert len(err.splitlines()) == 1
+
+
 # -- hints that fit the cause ----------------------------------------------------------------
 
 

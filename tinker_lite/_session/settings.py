@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import threading
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -236,6 +237,8 @@ def resolve_settings(
             f"must be an http:// or https:// URL, got {url!r}",
             "base_url='local://' is resolved by ServiceClient",
         )
+    elif not urllib.parse.urlsplit(url).hostname:
+        raise InvalidInputError(url_source, f"names no host, got {url!r}", "e.g. http://HOST:PORT")
     loopback = local or is_loopback_url(url)
     credential = resolve_credential(api_key, env)
     if credential.source is None and not loopback:
