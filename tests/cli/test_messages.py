@@ -3,6 +3,7 @@ usage errors of the command that was typed, and answers that agree with each oth
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from tinker_lite._session.settings import resolve_settings
 from tinker_lite._transport.retry import RetryNotice, announce_retry
 from tinker_lite.cli import EXIT_AUTH, EXIT_CONNECTION, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
 from tinker_lite.cli._main import LONG_RETRY_S, _quiet_short_retries
+from tinker_lite.cli._output import Output
 from tinker_lite.local import LocalServer
 
 RETRY_LOGGER = "tinker_lite.retry"
@@ -75,6 +77,28 @@ def test_an_unreachable_service_is_one_line_with_no_retry_warning(tmp_path: Path
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith(f"tinker-lite: error: Connection refused by {url[7:]}")
     assert "retrying" not in done.stderr
+
+
+def test_a_slow_command_that_fails_prints_only_its_error_line(
+    capsys: pytest.CaptureFixture[str], keyless_url: str
+) -> None:
+    code, out, err = run(capsys, "--base-url", keyless_url, "session", "export-trace", "nope")
+    assert code == EXIT_NOT_FOUND
+    assert out == ""
+    assert len(err.splitlines()) == 1
+    assert err.startswith("tinker-lite: error: GET /api/v1/sessions/nope/trace_export failed")
+
+
+def test_a_wait_is_announced_on_a_terminal_only() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal, log = Terminal(), io.StringIO()
+    Output("table", io.StringIO(), terminal).waiting("Exporting...")
+    Output("table", io.StringIO(), log).waiting("Exporting...")
+    assert terminal.getvalue() == "Exporting...\n"
+    assert log.getvalue() == ""
 
 
 def test_the_retry_warning_shows_with_debug(
