@@ -101,13 +101,15 @@ def test_a_wait_is_announced_on_a_terminal_only() -> None:
     assert log.getvalue() == ""
 
 
-def test_the_retry_warning_shows_with_debug(
-    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+def test_the_retry_warning_shows_with_debug_or_tinker_log(
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="tinker_lite")
     url = f"http://127.0.0.1:{_closed_port()}"
     argv = ["--base-url", url, "run", "list", "--startup-timeout", "0.5"]
-    os.environ["TINKER_API_KEY"] = "tml-k"
+    monkeypatch.setenv("TINKER_API_KEY", "tml-k")
     assert main(argv) == EXIT_CONNECTION
     warned = [r for r in caplog.records if r.name == RETRY_LOGGER and r.levelno == logging.WARNING]
     assert warned == []
@@ -117,6 +119,11 @@ def test_the_retry_warning_shows_with_debug(
     warned = [r for r in caplog.records if r.name == RETRY_LOGGER and r.levelno == logging.WARNING]
     assert len(warned) == 1
     assert "retrying in" in warned[0].getMessage()
+    capsys.readouterr()
+    caplog.clear()
+    monkeypatch.setattr("tinker_lite._logging.configured_level", logging.INFO)  # TINKER_LOG=info
+    assert main(argv) == EXIT_CONNECTION
+    assert [r for r in caplog.records if r.name == RETRY_LOGGER and r.levelno == logging.WARNING]
 
 
 @pytest.mark.parametrize(

@@ -128,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = _debug_requested(args)
     output = Output(getattr(args, "format", "table"), stdout, stderr)
     handler: Callable[[Context], int] = args.handler
-    with _debug_logging(stderr, enabled=debug), _quiet_short_retries(enabled=not debug):
+    # TINKER_LOG=info or debug asks for the log: every retry is shown then.
+    quiet = not debug and _logging.configured_level is None
+    with _debug_logging(stderr, enabled=debug), _quiet_short_retries(enabled=quiet):
         ctx: Context | None = None
         try:
             ctx = Context(args, output)
