@@ -66,7 +66,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     run = commands.add_parser(
         "serve",
         help="serve the Tinker HTTP API until SIGINT/SIGTERM",
-        description="Serve the Tinker HTTP API on this machine, backed by a tiny numpy model, "
+        description="Serve the Tinker HTTP API on this machine, backed by a tiny numpy model,\n"
         "until SIGINT/SIGTERM. The first line printed is the base URL to use.",
         epilog="examples:\n"
         f"  {prog} serve                       # http://127.0.0.1:8000\n"
