@@ -130,7 +130,7 @@ demo: $(RUN_STAMP)
 	$(BIN)/python examples/quickstart.py
 
 docs: $(DEV_STAMP)
-	$(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/sphinx-build -n -W --keep-going -q -b html docs docs/_build/html
 
 dist: $(DEV_STAMP)
 	$(BIN)/python -m pip wheel --no-deps -w dist .

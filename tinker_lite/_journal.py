@@ -12,7 +12,8 @@ The keys, always present and in this order, are :data:`JOURNAL_KEYS`: ``ts`` (UT
 (``ok``, ``error`` or ``cancelled``), ``request_id`` (the service's id, or ``null``), ``seq_id``
 (the training sequence number, or ``null``), ``duration_s`` (seconds from submit to result) and
 ``tokens`` (tokens processed, or ``null``). A failed operation adds ``error`` (the exception's
-one-line message); a line may also carry ``model_id``.
+one-line message); a training request's line also carries ``model_id`` (written before
+``error``; :data:`JOURNAL_OPTIONAL_KEYS`).
 
 Lines are appended with a single ``write`` on a file opened in append mode, so several threads
 or processes can share one journal, and a crash loses at most the line being written
@@ -31,7 +32,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["ENV_VAR", "JOURNAL_KEYS", "Journal", "SeqOrder", "read_journal"]
+__all__ = [
+    "ENV_VAR",
+    "JOURNAL_KEYS",
+    "JOURNAL_OPTIONAL_KEYS",
+    "Journal",
+    "SeqOrder",
+    "read_journal",
+]
 
 ENV_VAR = "TINKER_LITE_JOURNAL"
 JOURNAL_KEYS: tuple[str, ...] = (
@@ -44,6 +52,8 @@ JOURNAL_KEYS: tuple[str, ...] = (
     "tokens",
 )
 """The keys every journal line has, in the order they are written."""
+JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")
+"""Keys written after those when they apply: the training client's ``model_id``, the ``error``."""
 
 _logger = logging.getLogger("tinker_lite")
 

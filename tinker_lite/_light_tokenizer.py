@@ -441,7 +441,7 @@ class LightTokenizer:
     ) -> Any:
         """Render a conversation (or a batch of them) with the model's chat template.
 
-        As ``transformers`` 5 does: a :class:`BatchEncoding` (``input_ids``,
+        As ``transformers`` 5 does: a ``BatchEncoding`` (``input_ids``,
         ``attention_mask``) by default, the ids alone with ``return_dict=False``, the text with
         ``tokenize=False``; ``**kwargs`` reach the template. Needs ``jinja2`` (the ``chat``
         extra). Padding, truncation, tensors and assistant masks are not supported.

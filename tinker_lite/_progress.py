@@ -86,7 +86,7 @@ def format_bytes(n: float) -> str:
 class Progress:
     """Report the progress of ``total`` units of work (items or bytes) on a stream.
 
-    ``mode`` defaults to :func:`progress_mode` of ``stream`` (a bar on a terminal, nothing
+    ``mode`` defaults to ``progress_mode()`` of ``stream`` (a bar on a terminal, nothing
     otherwise). In ``"lines"`` mode a plain line such as ``download: 1.0 MiB/4.0 MiB (25%)`` is
     written at most every ``interval_s`` seconds and once at :meth:`close`. Updates are
     thread-safe, so futures' done-callbacks may call :meth:`update` from any thread. Use it as a

@@ -87,7 +87,7 @@ class AdminClient(_AdminBase):
     Constructed like :class:`RestClient`: ``AdminClient(base_url=..., api_key=...)`` (with
     the same keyword-only options), or ``AdminClient(service_client)`` to share a
     ServiceClient's connection. Billing needs the admin or billing-admin role, the audit log
-    the admin role. Close a client that opened its own connection with :meth:`close` or
+    the admin role. Close a client that opened its own connection with ``close()`` or
     ``with``.
     """
 

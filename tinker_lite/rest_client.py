@@ -129,7 +129,7 @@ class RestClient(_RestBase):
     starts the offline local server, like :class:`ServiceClient`. The keyword-only options
     ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``,
     ``telemetry`` and ``requests_session`` mean what they mean for :class:`ServiceClient`.
-    Close it with :meth:`close` or use ``with``.
+    Close it with ``close()`` or use ``with``.
     """
 
     # -- service -----------------------------------------------------------------------------------

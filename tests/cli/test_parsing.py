@@ -288,15 +288,17 @@ def test_cli_docs_cover_every_command_and_exit_code() -> None:
         assert f"   * - {code}\n     - {meaning}\n" in text
 
 
-def test_every_command_help_shows_examples(capsys: pytest.CaptureFixture[str]) -> None:
-    for command in _leaf_commands(cli.build_parser()):
-        # `local serve --help` is the server's own; its examples are on `local --help`.
-        argv = ["local"] if command == "local serve" else command.split()
-        code, out, _ = run(capsys, *argv, "--help")
+def test_every_command_help_ends_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    leaves = _leaf_commands(cli.build_parser())
+    groups = sorted({command.split()[0] for command in leaves})
+    for command in ["", *groups, *leaves]:
+        code, out, _ = run(capsys, *command.split(), "--help")
         assert code == 0, command
-        examples = out.split("examples:\n", 1)
-        assert len(examples) == 2, f"{command} --help has no examples"
-        assert f"tinker-lite {command}" in examples[1], command
+        examples = out.rstrip().split("\nexamples:\n")
+        assert len(examples) == 2, f"{command} --help does not end with examples"
+        lines = examples[1].splitlines()
+        assert lines, command
+        assert all("tinker-lite " in line and command in line for line in lines), command
 
 
 def test_help_documents_the_startup_budget(capsys: pytest.CaptureFixture[str]) -> None:

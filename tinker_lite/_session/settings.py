@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import threading
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -236,7 +237,17 @@ def resolve_settings(
             f"must be an http:// or https:// URL, got {url!r}",
             "base_url='local://' is resolved by ServiceClient",
         )
+    elif not urllib.parse.urlsplit(url).hostname:
+        raise InvalidInputError(url_source, f"names no host, got {url!r}", "e.g. http://HOST:PORT")
     loopback = local or is_loopback_url(url)
+    credential = resolve_credential(api_key, env)
+    if credential.source is None and not loopback:
+        raise InvalidInputError(
+            "api_key",
+            f"no API key for {url} ({credential.origin})",
+            f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
+        )
+    # Only a credential that will be sent is worth the warning (none: the error above says so).
     if url.lower().startswith("http://") and not loopback:
         with _warned_lock:
             first = url not in _warned_insecure_urls
@@ -245,14 +256,6 @@ def resolve_settings(
             logger.warning(
                 "Connecting to %s over plain http://: the API key travels unencrypted", url
             )
-
-    credential = resolve_credential(api_key, env)
-    if credential.source is None and not loopback:
-        raise InvalidInputError(
-            "api_key",
-            f"no API key for {url} ({credential.origin})",
-            f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
-        )
 
     cf_headers: dict[str, str] = {}
     cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))

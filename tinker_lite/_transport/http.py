@@ -308,6 +308,12 @@ def _validate_base_url(base_url: str) -> str:
             f"must be an http:// or https:// URL with a host, got {base_url!r}",
             "e.g. https://tinker.thinkingmachines.dev/services/tinker-prod",
         )
+    try:
+        parts.port  # noqa: B018 - urllib.parse checks the port when it is read
+    except ValueError:
+        raise InvalidInputError(
+            "base_url", f"the port must be a number from 0 to 65535, got {base_url!r}"
+        ) from None
     # docs/protocol.rst §2.1: a trailing '/' is forced onto the base path; request paths are
     # appended.
     path = parts.path if parts.path.endswith("/") else parts.path + "/"

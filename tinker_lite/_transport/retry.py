@@ -455,6 +455,8 @@ def announce_retry(
         redact(problem).rstrip("."),
         delay,
         until,
+        # For a handler or filter that weighs the wait (``tinker-lite`` shows only long ones).
+        extra={"retry_delay_s": delay, "retry_until_s": until_s},
     )
 
 

@@ -58,7 +58,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_ERROR: "unexpected error",
     EXIT_USAGE: "usage error (bad arguments or a request the service rejected as invalid)",
     EXIT_AUTH: "authentication or permission error (missing or rejected API key)",
-    EXIT_NOT_FOUND: "not found (run, checkpoint, session)",
+    EXIT_NOT_FOUND: "not found (run, checkpoint, session, model; no identity for auth whoami)",
     EXIT_CONFLICT: "conflict (already public/private, file exists)",
     EXIT_CONNECTION: "connection error or timeout",
     EXIT_SERVICE: "service error (5xx, failed request, unexpected response)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import sys
 import traceback
@@ -12,9 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
 from tinker_lite import _logging
-from tinker_lite._errors import APIConnectionError, APITimeoutError
+from tinker_lite._errors import _STATUS_HINTS, APIConnectionError, APITimeoutError, NotFoundError
 from tinker_lite.cli import auth, billing, check, checkpoint, local, model, run, session
-from tinker_lite.cli._context import DEFAULT_STARTUP_TIMEOUT_S, STARTUP_TIMEOUT_ENV, Context
+from tinker_lite.cli._context import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    LOCAL_URL,
+    STARTUP_TIMEOUT_ENV,
+    Context,
+)
 from tinker_lite.cli._exit import (
     EXIT_CODES,
     EXIT_INTERRUPTED,
@@ -27,7 +33,11 @@ from tinker_lite.cli._exit import (
 from tinker_lite.cli._output import Output
 from tinker_lite.cli._parser import Parser, common_options
 
-__all__ = ["build_parser", "main"]
+__all__ = ["LONG_RETRY_S", "build_parser", "main"]
+
+LONG_RETRY_S = 10.0
+"""A retry announced at WARNING is shown only when it may wait this long (or with --debug):
+a shorter one ends in the command's own error line, which says the same."""
 
 _EPILOG = "exit codes:\n" + "\n".join(
     f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES.items()
@@ -77,7 +87,24 @@ def build_parser() -> argparse.ArgumentParser:
     model.register(commands, common)
     billing.register(commands, common)
     local.register(commands)
+    for group in commands.choices.values():
+        _gather_examples(group)
     return parser
+
+
+def _gather_examples(group: argparse.ArgumentParser) -> None:
+    """End a command group's --help with the first example of each of its commands."""
+    if group.epilog:
+        return
+    firsts: list[str] = []
+    for action in group._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                lines = (sub.epilog or "").split("examples:\n", 1)[-1].splitlines()
+                firsts.extend(line for line in lines[:1] if line.strip())
+    if firsts:
+        group.epilog = "examples:\n" + "\n".join(firsts)
+        group.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def _debug_requested(args: argparse.Namespace | None) -> bool:
@@ -101,7 +128,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = _debug_requested(args)
     output = Output(getattr(args, "format", "table"), stdout, stderr)
     handler: Callable[[Context], int] = args.handler
-    with _debug_logging(stderr, enabled=debug):
+    # TINKER_LOG=info or debug asks for the log: every retry is shown then.
+    quiet = not debug and _logging.configured_level is None
+    with _debug_logging(stderr, enabled=debug), _quiet_short_retries(enabled=quiet):
         ctx: Context | None = None
         try:
             ctx = Context(args, output)
@@ -119,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if debug:
                 traceback.print_exception(exc, file=stderr)
             message = error_message(exc)
+            if ctx is not None and isinstance(exc, NotFoundError):
+                message = _not_found_message(ctx, message)
             if ctx is not None and _before_first_answer(ctx, exc):
                 message += (
                     f" Nothing answered within the start-up budget of {ctx.startup_timeout:g} s "
@@ -126,6 +157,51 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             stderr.write(f"{PROG}: error: {message}\n")
             return exit_code_for(exc)
+
+
+def _not_found_message(ctx: Context, message: str) -> str:
+    """A 404's message, its hint replaced when the base URL itself is wrong (health is 404 too).
+
+    A base URL with a stray path (``http://host:8000/v1``) makes every request 404; "check the
+    id" would send the user after the wrong thing.
+    """
+    from tinker_lite.cli.check import health_status, not_a_tinker_url
+
+    base_url = ctx.service_url()[0]
+    if base_url.startswith(LOCAL_URL):
+        return message
+    status = health_status(base_url, timeout=ctx.timeout, connect_timeout=ctx.startup_timeout)
+    if status != 404:
+        return message
+    advice = not_a_tinker_url(base_url)
+    text = message.removesuffix(_STATUS_HINTS[404]).rstrip(". ")
+    return f"{text}. {advice[:1].upper()}{advice[1:]}."
+
+
+class _ShortRetryFilter(logging.Filter):
+    """Drops retry WARNINGs whose wait is short: the command's error line will say it all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not hasattr(record, "retry_delay_s"):
+            return True
+        until = getattr(record, "retry_until_s", None)
+        longest = max(float(record.retry_delay_s), math.inf if until is None else float(until))
+        return longest >= LONG_RETRY_S
+
+
+@contextlib.contextmanager
+def _quiet_short_retries(*, enabled: bool) -> Iterator[None]:
+    """While a command runs, show a retry WARNING only when its wait is long (see above)."""
+    if not enabled:
+        yield
+        return
+    retry_logger = logging.getLogger("tinker_lite.retry")
+    quiet = _ShortRetryFilter()
+    retry_logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        retry_logger.removeFilter(quiet)
 
 
 def _before_first_answer(ctx: Context, exc: BaseException) -> bool:

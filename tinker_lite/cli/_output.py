@@ -109,3 +109,10 @@ class Output:
     def note(self, text: str) -> None:
         """Print a remark on stderr (kept out of the JSON on stdout)."""
         self.err.write(text + "\n")
+
+    def waiting(self, text: str) -> None:
+        """Say that something slow has started, on a terminal only: in a log or cron mail a
+        failure stays the one error line, and a success its result."""
+        isatty = getattr(self.err, "isatty", None)
+        if isatty is not None and isatty():
+            self.note(text)

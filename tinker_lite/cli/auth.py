@@ -23,7 +23,7 @@ from tinker_lite._session.credentials import (
     resolve_credential,
 )
 from tinker_lite._session.credentials_file import CredentialsFile, KeyDetails, StoredKey
-from tinker_lite.cli._context import DEFAULT_BASE_URL, Context
+from tinker_lite.cli._context import DEFAULT_BASE_URL, LOCAL_URL, Context
 from tinker_lite.cli._exit import (
     EXIT_AUTH,
     EXIT_CONFLICT,
@@ -203,6 +203,7 @@ def cmd_auth_status(ctx: Context) -> int:
         "accessible": None,
     }
     problem: Exception | None = None
+    keyless = False
     if available:
         try:
             ctx.wait(ctx.rest().get_server_capabilities())
@@ -210,6 +211,11 @@ def cmd_auth_status(ctx: Context) -> int:
         except Exception as e:
             problem = e
             doc["accessible"] = False
+    else:
+        # A service that needs no key (a local server without --api-key) is accessible anyway;
+        # the same probe as `check` decides, so the two commands agree.
+        keyless = _needs_no_key(ctx)
+        doc["accessible"] = True if keyless else None
     if ctx.output.json:
         ctx.output.document(doc)
     else:
@@ -220,7 +226,9 @@ def cmd_auth_status(ctx: Context) -> int:
         )
         if available:
             ctx.output.line(f"Tinker accessible: {'yes' if problem is None else 'no'}")
-    if not available:
+        elif keyless:
+            ctx.output.line("Tinker accessible: yes (this service needs no API key)")
+    if not available and not keyless:
         raise CLIError(
             f"no credential found: looked for {ENV_API_KEY}, {ENV_CREDENTIAL_CMD} and "
             f"{CredentialsFile().path}; run `{PROG} auth login` or set {ENV_API_KEY}",
@@ -231,9 +239,35 @@ def cmd_auth_status(ctx: Context) -> int:
     return EXIT_OK
 
 
+def _needs_no_key(ctx: Context) -> bool:
+    """Whether the service answers an authenticated listing without any credential."""
+    from tinker_lite.cli.check import probe_service
+
+    base_url = ctx.service_url()[0]
+    if base_url.startswith(LOCAL_URL):
+        return True  # the in-process local server takes no key
+    probe = probe_service(
+        base_url, api_key=None, timeout=ctx.timeout, connect_timeout=ctx.startup_timeout
+    )
+    return bool(probe["auth"] == "not needed")
+
+
 def cmd_auth_whoami(ctx: Context) -> int:
     """Show the user and organization the credential in use belongs to."""
-    identity = ctx.wait(ctx.rest().whoami())
+    from tinker_lite._errors import APIError
+
+    try:
+        identity = ctx.wait(ctx.rest().whoami())
+    except APIError as e:
+        if type(e) is not APIError:  # a failed start-up: its own message and exit code
+            raise
+        # Only the service's tokens (JWT) carry an identity; a service without them has none.
+        raise CLIError(
+            f"no identity to show: the service at {ctx.service_url()[0]} does not issue "
+            "tokens (JWT auth is off), and only a token names the user and organization; "
+            f"`{PROG} auth status` says whether the credential is accepted",
+            EXIT_NOT_FOUND,
+        ) from e
     if ctx.output.json:
         ctx.output.document(identity)
         return EXIT_OK

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import time
+import urllib.parse
 from typing import Any
 
 from tinker_lite._errors import InvalidInputError, TinkerError, describe_error
@@ -16,7 +17,9 @@ from tinker_lite.cli._context import LOCAL_URL, Context
 from tinker_lite.cli._exit import EXIT_AUTH, EXIT_CONNECTION, EXIT_OK, EXIT_SERVICE, PROG
 from tinker_lite.cli._parser import leaf
 
-__all__ = ["cmd_check", "cmd_version", "probe_service", "register"]
+__all__ = ["cmd_check", "cmd_version", "not_a_tinker_url", "probe_service", "register"]
+
+HEALTH_PATH = "/api/v1/healthz"
 
 
 def cmd_version(ctx: Context) -> int:
@@ -156,13 +159,15 @@ def probe_service(
     try:
         started = time.monotonic()
         try:
-            resp = transport.send(PoolKind.SESSION, "GET", "/api/v1/healthz", timeout=limit)
+            resp = transport.send(PoolKind.SESSION, "GET", HEALTH_PATH, timeout=limit)
         except TinkerError as exc:
             result["server"] = f"unreachable: {describe_error(exc)}"
             return result
         elapsed_ms = (time.monotonic() - started) * 1000.0
         result["reachable"] = True
         result["server"] = f"reachable (healthz HTTP {resp.status} in {elapsed_ms:.0f} ms)"
+        if resp.status == 404:
+            result["server"] += f"; {not_a_tinker_url(base_url)}"
         try:
             body = json.dumps({"sdk_version": WIRE_SDK_VERSION}).encode()
             resp = transport.send(
@@ -195,6 +200,37 @@ def probe_service(
     finally:
         transport.close()
     return result
+
+
+def not_a_tinker_url(base_url: str) -> str:
+    """What to check when ``GET /api/v1/healthz`` is 404 at ``base_url``: the base URL itself."""
+    parts = urllib.parse.urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    if not path:
+        return (
+            f"no Tinker service answers at {base_url} (GET {HEALTH_PATH} is 404 there): "
+            "check the base URL"
+        )
+    root = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    return (
+        f"the base URL's path {path} looks wrong: no Tinker service answers under {base_url} "
+        f"(GET {HEALTH_PATH} is 404 there); the base URL is the address before /api/v1, "
+        f"e.g. {root}"
+    )
+
+
+def health_status(base_url: str, *, timeout: float, connect_timeout: float) -> int | None:
+    """The HTTP status of ``GET /api/v1/healthz`` at ``base_url`` (``None``: no answer)."""
+    from tinker_lite._transport.http import PoolKind, Timeout, Transport
+
+    transport = Transport(base_url, headers={}, auth=lambda: None)
+    try:
+        limit = Timeout(connect=min(timeout, connect_timeout), read=min(timeout, 30.0))
+        return transport.send(PoolKind.SESSION, "GET", HEALTH_PATH, timeout=limit).status
+    except TinkerError:
+        return None
+    finally:
+        transport.close()
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:

@@ -124,7 +124,7 @@ def _export_training_state(ctx: Context, tinker_path: str, dest: Path) -> None:
     from tinker_lite._errors import TinkerError
     from tinker_lite.service_client import ServiceClient
 
-    ctx.output.note(
+    ctx.output.waiting(
         f"Exporting {tinker_path} as external weights (this starts a training session on "
         "the checkpoint's base model)..."
     )

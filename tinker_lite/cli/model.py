@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tinker_lite.cli._context import Context
 from tinker_lite.cli._exit import EXIT_NOT_FOUND, EXIT_OK, PROG, CLIError
 from tinker_lite.cli._parser import add_group, leaf
+
+if TYPE_CHECKING:
+    from tinker_lite import types
 
 __all__ = ["cmd_model_list", "register"]
 
@@ -27,12 +31,30 @@ def cmd_model_list(ctx: Context) -> int:
     if ctx.output.json:
         ctx.output.document({"models": models})
         return EXIT_OK
+    # Columns the service's answer says nothing about (null for every model) are left out, and
+    # a note says so, rather than a column of dashes.
+    columns: list[tuple[str, Callable[[types.SupportedModel], object]]] = [
+        ("MODEL", lambda m: m.model_name),
+        ("MAX CONTEXT", lambda m: m.max_context_length),
+        ("TRAINABLE", lambda m: _yes_no(m.trainable)),
+        ("SAMPLEABLE", lambda m: _yes_no(m.sampleable)),
+    ]
+    said = [any(cell(m) is not None for m in models) for _, cell in columns]
+    said[0] = True  # the name column always shows
+    shown = [column for column, keep in zip(columns, said, strict=True) if keep]
+    unsaid = [title.lower() for (title, _), keep in zip(columns, said, strict=True) if not keep]
     ctx.output.table(
-        ["MODEL", "MAX CONTEXT", "TRAINABLE", "SAMPLEABLE"],
-        [[m.model_name, m.max_context_length, m.trainable, m.sampleable] for m in models],
+        [title for title, _ in shown],
+        [[cell(m) for _, cell in shown] for m in models],
         empty="No models.",
     )
+    if models and unsaid:
+        ctx.output.note(f"The service does not say which models are {' or '.join(unsaid)}.")
     return EXIT_OK
+
+
+def _yes_no(value: bool | None) -> str | None:
+    return None if value is None else ("yes" if value else "no")
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:

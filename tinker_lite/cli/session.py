@@ -50,7 +50,9 @@ def cmd_session_export_trace(ctx: Context) -> int:
     args = ctx.args
     session_id: str = args.session
     if not ctx.output.json:
-        ctx.output.note(f"Exporting the trace of session {session_id} (this may take a while)...")
+        ctx.output.waiting(
+            f"Exporting the trace of session {session_id} (this may take a while)..."
+        )
     url = ctx.call(lambda: ctx.rest().export_session_trace(session_id).result())
     if args.url_only:
         if ctx.output.json:

@@ -37,20 +37,53 @@ def _config_item(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+def _port(text: str) -> int:
+    """``--port``: a TCP port number, 0 to 65535 (0: any free port)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 to 65535 (0: any free port), got {port}")
+    return port
+
+
+def _faults(text: str) -> str:
+    """``--faults``: a fault spec, checked here so a bad one is a usage error of ``serve``."""
+    try:
+        parse_fault_spec(text)
+    except FaultSpecError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The argument parser of the ``serve`` command (also used by ``tinker-lite local``)."""
     parser = argparse.ArgumentParser(
         prog=prog, description="Offline Tinker-compatible server backed by a tiny numpy model."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("serve", help="serve the Tinker HTTP API until SIGINT/SIGTERM")
+    run = commands.add_parser(
+        "serve",
+        help="serve the Tinker HTTP API until SIGINT/SIGTERM",
+        description="Serve the Tinker HTTP API on this machine, backed by a tiny numpy model,\n"
+        "until SIGINT/SIGTERM. The first line printed is the base URL to use.",
+        epilog="examples:\n"
+        f"  {prog} serve                       # http://127.0.0.1:8000\n"
+        f"  {prog} serve --port 0              # any free port (the URL is printed)\n"
+        f"  {prog} serve --port 8080 --data-dir ./tinker-data --api-key tml-local\n"
+        f"  {prog} serve --faults 'path=/api/v1/asample,status=429,count=3'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     run.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    run.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
+    run.add_argument("--port", type=_port, default=8000, help="port (default 8000; 0 = any free)")
     run.add_argument("--data-dir", help="keep checkpoints here (default: a temporary directory)")
     run.add_argument("--api-key", help="require this X-API-Key on every request")
     run.add_argument("--jwt", action="store_true", help="enable JWT exchange (auth/token)")
     run.add_argument(
-        "--faults", help=f"fault injection spec (default: ${FAULTS_ENV}); see the package docs"
+        "--faults",
+        type=_faults,
+        help=f"fault injection spec (default: ${FAULTS_ENV}); see the package docs",
     )
     run.add_argument("--stub-model", action="store_true", help="instant model for benchmarks")
     run.add_argument(
@@ -88,11 +121,6 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if args.faults is not None:
-        try:
-            parse_fault_spec(args.faults)
-        except FaultSpecError as e:
-            parser.error(str(e))
 
     def ready(base_url: str) -> None:
         print(base_url, flush=True)

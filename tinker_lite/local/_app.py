@@ -283,8 +283,12 @@ class App:
         return as_json(
             types.GetServerCapabilitiesResponse(
                 supported_models=[
+                    # Every listed name is backed by the tiny model: trained and sampled alike.
                     types.SupportedModel(
-                        model_name=name, max_context_length=model_mod.CONTEXT_LENGTH
+                        model_name=name,
+                        max_context_length=model_mod.CONTEXT_LENGTH,
+                        trainable=True,
+                        sampleable=True,
                     )
                     for name in self.state.catalog.names
                 ]
