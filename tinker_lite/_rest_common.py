@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._secrets import redact_url
 
 if TYPE_CHECKING:
     import requests
@@ -108,7 +109,7 @@ class RestOnlyClient:
         return client
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._context.base_url!r})"
+        return f"{type(self).__name__}(base_url={redact_url(self._context.base_url)!r})"
 
     def close(self) -> None:
         """Close the connection this client opened itself (idempotent).

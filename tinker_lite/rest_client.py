@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from tinker_lite import types
 from tinker_lite._api import ACCESS_SCOPES
+from tinker_lite._api.endpoints import checkpoint_segments, segment
 from tinker_lite._async import with_async_twins
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
@@ -83,6 +84,12 @@ def _check_id(field: str, value: object) -> str:
     return value
 
 
+def _check_segment(field: str, value: object) -> str:
+    """An id that goes into a URL path: refused now, before anything is sent, if it cannot."""
+    segment(field, value)
+    return value  # type: ignore[return-value]  # segment() checked it is a str
+
+
 def _check_optional_id(field: str, value: object) -> str | None:
     return None if value is None else _check_id(field, value)
 
@@ -97,6 +104,7 @@ def _check_checkpoint_id(value: object) -> str:
             f"'external_weights/<name>', got {checkpoint_id!r}",
             "use Checkpoint.checkpoint_id from list_checkpoints, or the *_from_tinker_path method",
         )
+    checkpoint_segments("checkpoint_id", checkpoint_id)
     return checkpoint_id
 
 
@@ -174,7 +182,7 @@ class RestClient(_RestBase):
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        run = _check_id("training_run_id", training_run_id)
+        run = _check_segment("training_run_id", training_run_id)
         scope = _check_scope(access_scope)
         method = "RestClient.get_training_run"
         return self._call(
@@ -204,7 +212,7 @@ class RestClient(_RestBase):
 
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of one training run."""
-        run = _check_id("training_run_id", training_run_id)
+        run = _check_segment("training_run_id", training_run_id)
         method = "RestClient.list_checkpoints"
         return self._call(
             lambda: self._rest.list_checkpoints(run, sdk_method=method), sdk_method=method
@@ -231,7 +239,7 @@ class RestClient(_RestBase):
         sdk_method: str,
         body_obj: object | None = None,
     ) -> APIFuture[None]:
-        run = _check_id("training_run_id", training_run_id)
+        run = _check_segment("training_run_id", training_run_id)
         checkpoint = _check_checkpoint_id(checkpoint_id)
         return self._call(
             lambda: self._rest.checkpoint_action(
@@ -344,7 +352,7 @@ class RestClient(_RestBase):
     def _archive_call(
         self, training_run_id: str, checkpoint_id: str, *, method: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
-        run = _check_id("training_run_id", training_run_id)
+        run = _check_segment("training_run_id", training_run_id)
         checkpoint = _check_checkpoint_id(checkpoint_id)
 
         return self._call(
@@ -384,7 +392,7 @@ class RestClient(_RestBase):
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        session = _check_id("session_id", session_id)
+        session = _check_segment("session_id", session_id)
         scope = _check_scope(access_scope)
         method = "RestClient.get_session"
         return self._call(
@@ -393,7 +401,7 @@ class RestClient(_RestBase):
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
         """Return a sampler's base model and model path (its id is the sampling session id)."""
-        sampler = _check_id("sampler_id", sampler_id)
+        sampler = _check_segment("sampler_id", sampler_id)
         method = "RestClient.get_sampler"
         return self._call(
             lambda: self._rest.get_sampler(sampler, sdk_method=method), sdk_method=method
@@ -405,7 +413,7 @@ class RestClient(_RestBase):
         A session cannot be moved out of a project once placed; the service answers 403 when
         the project is not yours to use and 404 for an unknown session.
         """
-        session = _check_id("session_id", session_id)
+        session = _check_segment("session_id", session_id)
         project = _check_id("project_id", project_id)
         method = "RestClient.assign_session_project"
         return self._call(
@@ -421,7 +429,7 @@ class RestClient(_RestBase):
         credentials and expires after about an hour. A failed build raises
         :class:`~tinker_lite.APIError` with the service's reason.
         """
-        session = _check_id("session_id", session_id)
+        session = _check_segment("session_id", session_id)
         method = "RestClient.export_session_trace"
 
         def run_export() -> str:

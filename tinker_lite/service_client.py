@@ -50,6 +50,7 @@ from tinker_lite._loss_handle import (
     loss_inputs,
     trace_loss,
 )
+from tinker_lite._secrets import redact_url
 from tinker_lite.rest_client import RestClient
 from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
 from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
@@ -179,7 +180,9 @@ class ServiceClient(ServiceClientTwins):
         return service
 
     def __repr__(self) -> str:
-        return f"ServiceClient(base_url={self._context.base_url!r}, closed={self.closed})"
+        return (
+            f"ServiceClient(base_url={redact_url(self._context.base_url)!r}, closed={self.closed})"
+        )
 
     # -- properties ------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from tinker_lite._api.endpoints import (
     HEARTBEAT_PATH,
     RETRIEVE_FUTURES_PATH,
     TELEMETRY_PATH,
+    segment,
 )
 from tinker_lite._api.rest import RestRequests
 from tinker_lite._api.sampling import SamplingRequests
@@ -50,6 +51,7 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._futures.poller import RETRIEVE_FUTURE_PATH, Poll
+from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import Credentials, token_fetcher
 from tinker_lite._session.sample_gate import sample_gate_for
 from tinker_lite._session.settings import Settings
@@ -138,8 +140,9 @@ class _Call(Tries):
         allow_redirects: bool = True,
         raw: bool = False,
         idempotency_key: str | None = None,
+        sent_path: str | None = None,
     ) -> None:
-        super().__init__(f"{method} {path}", policy)
+        super().__init__(f"{method} {sent_path or path}", policy)
         self.method = method
         self.path = path
         self.pool = pool
@@ -220,7 +223,7 @@ class Requestor:
         self.rest = RestRequests(self)
 
     def __repr__(self) -> str:
-        return f"Requestor(base_url={self.base_url!r})"
+        return f"Requestor(base_url={redact_url(self.base_url)!r})"
 
     @property
     def base_url(self) -> str:
@@ -359,6 +362,7 @@ class Requestor:
             allow_redirects=allow_redirects,
             raw=raw,
             idempotency_key=idempotency_key,
+            sent_path=self.transport.sent_path(path),
         )
 
     def _send(self, call: _Call) -> HttpResponse:
@@ -537,7 +541,7 @@ class Requestor:
         """``POST sessions/{id}/finish``, one attempt (docs/protocol.rst §8.5)."""
         call = self._prepare(
             "POST",
-            f"{API}/sessions/{session_id}/finish",
+            f"{API}/sessions/{segment('session_id', session_id)}/finish",
             pool=PoolKind.SESSION,
             body=_wire.dumps(request),
             sdk_method=sdk_method,

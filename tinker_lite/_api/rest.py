@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import API, REDIRECT_STATUSES
+from tinker_lite._api.endpoints import API, REDIRECT_STATUSES, checkpoint_segments, segment
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
@@ -26,7 +26,8 @@ from tinker_lite._errors import (
     APITimeoutError,
     ClientClosedError,
 )
-from tinker_lite._transport.http import HttpResponse, path_param, register_secret
+from tinker_lite._secrets import redact_url
+from tinker_lite._transport.http import HttpResponse, register_secret
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
 
@@ -59,10 +60,6 @@ def _page(limit: int, offset: int, access_scope: str | None) -> dict[str, object
     return {"limit": limit, "offset": offset, "access_scope": access_scope}
 
 
-def _segment(value: str) -> str:
-    return path_param(value, keep_slash=False)
-
-
 class RestRequests:
     """The REST operations of one requestor (``requestor.rest``)."""
 
@@ -79,7 +76,7 @@ class RestRequests:
         )
 
     def __repr__(self) -> str:
-        return f"RestRequests(base_url={self._api.base_url!r})"
+        return f"RestRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def _get(self, path: str, cls: type[T], *, sdk_method: str, **query: object) -> T:
         resp = self._api.call("GET", path, sdk_method=sdk_method, query=_query(**query))
@@ -116,7 +113,7 @@ class RestRequests:
     ) -> types.TrainingRun:
         """One training run."""
         return self._get(
-            f"{API}/training_runs/{_segment(training_run_id)}",
+            f"{API}/training_runs/{segment('training_run_id', training_run_id)}",
             types.TrainingRun,
             sdk_method=sdk_method,
             access_scope=access_scope,
@@ -127,7 +124,7 @@ class RestRequests:
     ) -> types.CheckpointsListResponse:
         """The checkpoints of one training run."""
         return self._get(
-            f"{API}/training_runs/{_segment(training_run_id)}/checkpoints",
+            f"{API}/training_runs/{segment('training_run_id', training_run_id)}/checkpoints",
             types.CheckpointsListResponse,
             sdk_method=sdk_method,
         )
@@ -200,7 +197,7 @@ class RestRequests:
     ) -> types.GetSessionResponse:
         """The training runs and samplers of one session."""
         return self._get(
-            f"{API}/sessions/{_segment(session_id)}",
+            f"{API}/sessions/{segment('session_id', session_id)}",
             types.GetSessionResponse,
             sdk_method=sdk_method,
             access_scope=access_scope,
@@ -209,7 +206,7 @@ class RestRequests:
     def get_sampler(self, sampler_id: str, *, sdk_method: str) -> types.GetSamplerResponse:
         """A sampler's base model and model path."""
         return self._get(
-            f"{API}/samplers/{_segment(sampler_id)}",
+            f"{API}/samplers/{segment('sampler_id', sampler_id)}",
             types.GetSamplerResponse,
             sdk_method=sdk_method,
         )
@@ -232,7 +229,7 @@ class RestRequests:
         """One look at the export: its URL when ready, None while it is being built."""
         resp = self._api.call(
             "GET",
-            f"{API}/sessions/{_segment(export.session_id)}/trace_export",
+            f"{API}/sessions/{segment('session_id', export.session_id)}/trace_export",
             sdk_method=export.sdk_method,
         )
         answer = parse_model(resp, TraceExportStatus, what="trace_export")
@@ -298,7 +295,7 @@ class RestRequests:
         """Move a session (its runs and samplers) into a project; the answer carries nothing."""
         self._api.call(
             "PUT",
-            f"{API}/sessions/{_segment(session_id)}/project",
+            f"{API}/sessions/{segment('session_id', session_id)}/project",
             body_obj={"project_id": project_id},
             sdk_method=sdk_method,
         )
@@ -398,6 +395,7 @@ def _expires(value: str | None, now: datetime) -> datetime:
 def checkpoint_path(training_run_id: str, checkpoint_id: str, action: str) -> str:
     """The path of a checkpoint, or of an action on it (``""``: the checkpoint itself)."""
     # docs/protocol.rst §2.1: the checkpoint id keeps its '/' (two path segments).
-    run = _segment(training_run_id)
-    path = f"{API}/training_runs/{run}/checkpoints/{path_param(checkpoint_id)}"
+    run = segment("training_run_id", training_run_id)
+    checkpoint = checkpoint_segments("checkpoint_id", checkpoint_id)
+    path = f"{API}/training_runs/{run}/checkpoints/{checkpoint}"
     return f"{path}/{action}" if action else path

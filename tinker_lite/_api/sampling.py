@@ -17,6 +17,7 @@ from tinker_lite._api.endpoints import API, ASAMPLE_PATH, SAMPLE_BACKPRESSURE_HE
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
+from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, raise_for_status
 from tinker_lite._transport.loops import (
     RetryableStatus,
@@ -69,7 +70,7 @@ class SamplingRequests:
         )
 
     def __repr__(self) -> str:
-        return f"SamplingRequests(base_url={self._api.base_url!r})"
+        return f"SamplingRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def create_sampling_session(
         self, request: types.CreateSamplingSessionRequest, *, sdk_method: str

@@ -21,6 +21,7 @@ from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class TrainingRequests:
         self._api = api
 
     def __repr__(self) -> str:
-        return f"TrainingRequests(base_url={self._api.base_url!r})"
+        return f"TrainingRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def _submitted(
         self,

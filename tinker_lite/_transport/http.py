@@ -64,7 +64,7 @@ from tinker_lite._errors import (
     format_status_error,
     status_error_class,
 )
-from tinker_lite._secrets import redact, register_secret
+from tinker_lite._secrets import redact, redact_url, register_secret
 from tinker_lite._transport.adapters import (
     MAX_KEPT_URLS,
     PoolAdapter,
@@ -368,6 +368,7 @@ class Transport:
         self._closed = False
         self._lock = threading.Lock()
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._sent_paths: dict[str, str] = {}
         self._timeouts: dict[Timeout, urllib3.Timeout] = {}
         # Per-request headers found fit for the wire: most repeat on every request (x-sdk-*,
         # Accept, the request type), so each distinct pair is checked once.
@@ -460,7 +461,7 @@ class Transport:
             ) from e
 
     def __repr__(self) -> str:
-        return f"Transport(base_url={self.base_url!r}, closed={self._closed})"
+        return f"Transport(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
 
     @property
     def closed(self) -> bool:
@@ -485,6 +486,19 @@ class Transport:
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` (docs/protocol.rst §2.1: the base path prefix is kept)."""
         return self.base_url + path.lstrip("/")
+
+    def sent_path(self, path: str) -> str:
+        """``path`` as it is sent, below the base URL's path: requests' preparation quotes it
+        and removes ``.``/``..`` segments, and a message names the path that was sent."""
+        sent = self._sent_paths.get(path)
+        if sent is None:
+            full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
+            base = urllib.parse.urlsplit(self.base_url).path
+            sent = "/" + full[len(base) :] if full.startswith(base) else full
+            if len(self._sent_paths) >= MAX_KEPT_URLS:
+                self._sent_paths.clear()
+            self._sent_paths[path] = sent
+        return sent
 
     def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
         """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
@@ -548,7 +562,7 @@ class Transport:
         """
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
-        what = f"{method} {path}"
+        what = f"{method} {self.sent_path(path)}"
         request_headers = self._base_headers.copy()
         if headers:
             request_headers.update(headers)

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from tinker_lite._errors import InvalidInputError, TinkerError, describe_error
+from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import ResolvedCredential, resolve_credential
 from tinker_lite._version import WIRE_SDK_VERSION, __version__
 from tinker_lite.cli._context import LOCAL_URL, Context
@@ -64,7 +65,7 @@ def cmd_check(ctx: Context) -> int:
         api_key = f"not set ({credential.origin})"
     report: dict[str, Any] = {
         "version": __version__,
-        "base_url": base_url,
+        "base_url": redact_url(base_url),
         "base_url_source": source,
         "api_key": api_key,
         "api_key_set": credential.key is not None,
@@ -111,7 +112,7 @@ def cmd_check(ctx: Context) -> int:
     ctx.output.record(
         [
             ("tinker-lite", f"{__version__} (Python {platform.python_version()})"),
-            ("Base URL", f"{base_url} (from {source})"),
+            ("Base URL", f"{redact_url(base_url)} (from {source})"),
             ("API key", report["api_key"]),
             ("Server", report["server"]),
             ("Auth", report["auth"]),
