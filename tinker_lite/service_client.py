@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from tinker_lite import _training_create, types
-from tinker_lite._api import CONSOLE_URL
+from tinker_lite._api import CONSOLE_URL, endpoints
 from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import ChunkLimits
 from tinker_lite._context import (
@@ -228,8 +228,8 @@ class ServiceClient(ServiceClientTwins):
         Use :meth:`RestClient.get_server_capabilities`.
         """
         self._context.check_open()
-        return self._context.api.rest.get_server_capabilities(
-            sdk_method="ServiceClient.get_server_capabilities"
+        return self._context.api.request(
+            endpoints.GET_SERVER_CAPABILITIES, sdk_method="ServiceClient.get_server_capabilities"
         )
 
     def create_lora_training_client(  # noqa: PLR0917 - the official positional signature
@@ -405,7 +405,11 @@ class ServiceClient(ServiceClientTwins):
         else:
             # docs/protocol.rst §4.3 (0.4.1): read the run; its metadata is merged with the
             # caller's.
-            run = api.rest.get_training_run(parsed.training_run_id, sdk_method=method)
+            run = api.request(
+                endpoints.GET_TRAINING_RUN,
+                sdk_method=method,
+                training_run_id=parsed.training_run_id,
+            )
             lora = types.LoraConfig(rank=run.lora_rank or 32)
             source_model = run.base_model
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
@@ -537,8 +541,11 @@ class ServiceClient(ServiceClientTwins):
             inputs=list(handle.inputs),
             graph=encode_graph(handle),
         )
-        created = api.training.create_custom_loss(
-            request, sdk_method="ServiceClient.create_custom_loss", created_at=time.monotonic()
+        created = api.training.submit(
+            endpoints.CREATE_CUSTOM_LOSS,
+            request,
+            sdk_method="ServiceClient.create_custom_loss",
+            created_at=time.monotonic(),
         )
         out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")
 

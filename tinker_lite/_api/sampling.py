@@ -13,7 +13,12 @@ import threading
 from typing import TYPE_CHECKING
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import API, ASAMPLE_PATH, SAMPLE_BACKPRESSURE_HEADERS
+from tinker_lite._api.endpoints import (
+    ASAMPLE_PATH,
+    CREATE_SAMPLING_SESSION,
+    JOIN_SAMPLING_SESSION,
+    SAMPLE_BACKPRESSURE_HEADERS,
+)
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
@@ -77,8 +82,8 @@ class SamplingRequests:
     ) -> types.CreateSamplingSessionResponse:
         """Create a sampling session (HTTP retries only, docs/protocol.rst §6.5)."""
         resp = self._api.call(
-            "POST",
-            f"{API}/create_sampling_session",
+            CREATE_SAMPLING_SESSION.verb,
+            CREATE_SAMPLING_SESSION.path,
             body_obj=request,
             sdk_method=sdk_method,
             pool=PoolKind.SESSION,
@@ -95,8 +100,8 @@ class SamplingRequests:
         """Join a sampling session as a copied sampler; its ``client_counter``
         (docs/protocol.rst §7.3)."""
         resp = self._api.call(
-            "POST",
-            f"{API}/join_sampling_session",
+            JOIN_SAMPLING_SESSION.verb,
+            JOIN_SAMPLING_SESSION.path,
             body_obj=types.JoinSamplingSessionRequest(sampling_session_id=sampling_session_id),
             sdk_method=sdk_method,
             pool=PoolKind.SESSION,

@@ -143,6 +143,7 @@ def probe_service(
     Each question is one attempt through tinker_lite's own transport (its headers, its error
     messages); ``connect_timeout`` is the start-up budget, ``timeout`` bounds each answer.
     """
+    from tinker_lite._api import endpoints
     from tinker_lite._transport.http import PoolKind, Timeout, Transport, register_secret
 
     register_secret(api_key)
@@ -157,7 +158,7 @@ def probe_service(
     try:
         started = time.monotonic()
         try:
-            resp = transport.send(PoolKind.SESSION, "GET", "/api/v1/healthz", timeout=limit)
+            resp = transport.send(PoolKind.SESSION, "GET", endpoints.HEALTHZ_PATH, timeout=limit)
         except TinkerError as exc:
             result["server"] = f"unreachable: {describe_error(exc)}"
             return result
@@ -167,20 +168,19 @@ def probe_service(
         try:
             body = json.dumps({"sdk_version": WIRE_SDK_VERSION}).encode()
             resp = transport.send(
-                PoolKind.SESSION, "POST", "/api/v1/client/config", body=body, timeout=limit
+                PoolKind.SESSION, "POST", endpoints.CLIENT_CONFIG_PATH, body=body, timeout=limit
             )
             if resp.status == 200 and isinstance(resp.json(), dict):
                 result["client_config"] = resp.json()
-            resp = transport.send(
-                PoolKind.SESSION, "GET", "/api/v1/get_server_capabilities", timeout=limit
-            )
+            capabilities = endpoints.GET_SERVER_CAPABILITIES
+            resp = transport.send(PoolKind.SESSION, "GET", capabilities.path, timeout=limit)
             if resp.status == 200:
                 models = resp.json().get("supported_models") or []
                 result["models"] = [m.get("model_name") for m in models if isinstance(m, dict)]
             resp = transport.send(
                 PoolKind.SESSION,
                 "GET",
-                "/api/v1/training_runs",
+                endpoints.LIST_TRAINING_RUNS.path,
                 query={"limit": "1", "offset": "0"},
                 timeout=limit,
             )
