@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
-from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint, checkpoint_segments
+from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint
 from tinker_lite._api.rest import checkpoint_archive
 from tinker_lite._async import with_async_twins
 from tinker_lite._deprecation import deprecated
@@ -100,7 +100,6 @@ def _check_checkpoint_id(value: object) -> str:
             f"'external_weights/<name>', got {checkpoint_id!r}",
             "use Checkpoint.checkpoint_id from list_checkpoints, or the *_from_tinker_path method",
         )
-    checkpoint_segments("checkpoint_id", checkpoint_id)
     return checkpoint_id
 
 
