@@ -109,8 +109,8 @@ class InvalidInputError(TinkerError, ValueError):
 
     def __init__(self, field: str, problem: str, hint: str = "") -> None:
         self.field = field
-        self.problem = problem
-        self.hint = hint
+        self.problem = redact(problem)
+        self.hint = redact(hint)
         message = f"{field}: {problem}"
         if hint:
             message += f" ({hint})"

@@ -26,6 +26,7 @@ from tinker_lite import (
     APIStatusError,
     BadRequestError,
     RestClient,
+    ServiceClient,
     TinkerError,
 )
 from tinker_lite._context import resolve_settings
@@ -158,6 +159,8 @@ def test_url_userinfo_is_not_shown_by_errors_reprs_or_logs(
             repr(rest._context.holder.settings),
         ]
         assert f"http://***@127.0.0.1:{server.url.rsplit(':', 1)[1]}" in repr(rest)
+    with ServiceClient(base_url=url, api_key=KEY, telemetry=False) as service:
+        shown.append(repr(service))  # nothing is sent before the first call
     shown.append(_logged(caplog))
     for text in shown:
         assert PASSWORD not in text

@@ -91,7 +91,6 @@ __all__ = [
     "Timeout",
     "Transport",
     "is_loopback_url",
-    "path_param",
     "raise_for_status",
     "redact",
     "register_secret",
@@ -274,17 +273,6 @@ def raise_for_status(
 def user_agent() -> str:
     """The ``User-Agent`` of tinker_lite, e.g. ``tinker_lite/0.1.0 (Python 3.11.7; Linux)``."""
     return f"tinker_lite/{__version__} (Python {platform.python_version()}; {platform.system()})"
-
-
-# Characters kept as-is in a path parameter: unreserved, sub-delims, ':' and '@' (RFC 3986).
-_PATH_SAFE = "/:@!$&'()*+,;=-._~"
-
-
-def path_param(value: str, *, keep_slash: bool = True) -> str:
-    """Escape a path parameter; ``/`` is kept so checkpoint ids stay two segments
-    (docs/protocol.rst §2.1)."""
-    safe = _PATH_SAFE if keep_slash else _PATH_SAFE.replace("/", "")
-    return urllib.parse.quote(value, safe=safe)
 
 
 def is_loopback_url(url: str) -> bool:
