@@ -38,6 +38,7 @@ from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
 from tinker_lite._journal import Journal
+from tinker_lite._secrets import redact_url
 from tinker_lite._session.holder import FinishReason, SessionHolder
 from tinker_lite._session.settings import (
     DEFAULT_SAMPLE_WORKERS,
@@ -254,7 +255,9 @@ class ClientContext:
             server.stop()
 
     def __repr__(self) -> str:
-        return f"ClientContext(base_url={self.holder.base_url!r}, closed={self._closed})"
+        return (
+            f"ClientContext(base_url={redact_url(self.holder.base_url)!r}, closed={self._closed})"
+        )
 
     @property
     def base_url(self) -> str:

@@ -15,7 +15,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from tinker_lite._secrets import redact
+from tinker_lite._secrets import redact, redact_value
 
 __all__ = [
     "APIConnectionError",
@@ -77,7 +77,15 @@ class RequestErrorCategory(str, enum.Enum):
 
 
 class TinkerError(Exception):
-    """Base class of every error raised by tinker_lite."""
+    """Base class of every error raised by tinker_lite.
+
+    Its message never holds a credential: every text argument is redacted
+    (:func:`~tinker_lite._secrets.redact`: registered secrets, runs of 16 of their characters,
+    URL userinfo).
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Exceptions with keyword-only constructors do not pickle by default: rebuild from state.
@@ -101,8 +109,8 @@ class InvalidInputError(TinkerError, ValueError):
 
     def __init__(self, field: str, problem: str, hint: str = "") -> None:
         self.field = field
-        self.problem = problem
-        self.hint = hint
+        self.problem = redact(problem)
+        self.hint = redact(hint)
         message = f"{field}: {problem}"
         if hint:
             message += f" ({hint})"
@@ -127,8 +135,8 @@ class APIError(TinkerError):
         request_id: str | None = None,
     ) -> None:
         super().__init__(message)
-        self.message = message
-        self.body = body
+        self.message = redact(message)
+        self.body = redact_value(body)
         self.request_id = request_id
 
     def __str__(self) -> str:
@@ -200,8 +208,10 @@ class APIStatusError(APIError):
     ) -> None:
         super().__init__(message, body=body, request_id=request_id)
         self.status_code = status_code
-        # Only response headers are kept; they never hold the caller's credentials.
-        self.headers: dict[str, str] = dict(headers or {})
+        # Only response headers are kept, redacted (a service may echo a credential).
+        self.headers: dict[str, str] = {
+            redact(name): redact(value) for name, value in (headers or {}).items()
+        }
 
 
 class BadRequestError(APIStatusError):
@@ -293,10 +303,10 @@ class RequestFailedError(TinkerError):
         details: object | None = None,
     ) -> None:
         super().__init__(message)
-        self.message = message
+        self.message = redact(message)
         self.request_id = request_id
         self.category = category
-        self.details = details
+        self.details = redact_value(details)
 
     def __str__(self) -> str:
         return self.message

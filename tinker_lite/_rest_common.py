@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tinker_lite._api.endpoints import Endpoint
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._secrets import redact_url
 
 if TYPE_CHECKING:
     import requests
@@ -95,7 +97,6 @@ class RestOnlyClient:
         self._owns_context = owned
         self._context = context
         self._api = context.api
-        self._rest = context.api.rest
 
     @classmethod
     def _on_context(cls: type[C], context: ClientContext) -> C:
@@ -104,11 +105,10 @@ class RestOnlyClient:
         client._owns_context = False
         client._context = context
         client._api = context.api
-        client._rest = context.api.rest
         return client
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._context.base_url!r})"
+        return f"{type(self).__name__}(base_url={redact_url(self._context.base_url)!r})"
 
     def close(self) -> None:
         """Close the connection this client opened itself (idempotent).
@@ -134,3 +134,28 @@ class RestOnlyClient:
         """Run one requestor operation on the REST threads; its future at once."""
         context = self._context
         return context.run_in(context.rest_pool(), operation, request_type=sdk_method)
+
+    def _request(
+        self,
+        endpoint: Endpoint[T],
+        *,
+        sdk_method: str | None = None,
+        query: Mapping[str, object] | None = None,
+        body: object | None = None,
+        headers: Mapping[str, str] | None = None,
+        **ids: str,
+    ) -> APIFuture[T]:
+        """Send a row of the endpoint table on the REST threads; its future at once.
+
+        The path is built now, so an id that cannot be a path segment is refused before
+        anything is sent (:class:`~tinker_lite.InvalidInputError` naming its argument).
+        """
+        path = endpoint.url_path(**ids)
+        method = sdk_method or endpoint.sdk_method or ""
+        api = self._api
+        return self._call(
+            lambda: api.request(
+                endpoint, path, sdk_method=method, query=query, body=body, headers=headers
+            ),
+            sdk_method=method,
+        )

@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite import types
+from tinker_lite._api import endpoints
 from tinker_lite._context import ClientContext
 from tinker_lite._errors import ClientClosedError, InvalidInputError
 from tinker_lite._futures.future import APIFuture, then
@@ -61,7 +62,9 @@ def create_model_steps(
             lora_config=lora,
             **({} if optimizer is None else {"optimizer_config": optimizer}),
         )
-        source = api.training.create_model(request, sdk_method=sdk_method, created_at=created_at)
+        source = api.training.submit(
+            endpoints.CREATE_MODEL, request, sdk_method=sdk_method, created_at=created_at
+        )
         # Watched first: the journal line is written before the client is delivered.
         context.journal_watch(source, "create_model", seq_id=0, started=created_at)
         return source
@@ -107,8 +110,9 @@ def from_state_steps(
             optimizer_config=optimizer_config,
             weights_access_token=weights_access_token,
         )
-        source = api.training.load_weights_creating_model(
-            request, sdk_method=sdk_method, created_at=created_at
+        # golden-0.38: a load_weights with session_id + model_seq_id creates its model.
+        source = api.training.submit(
+            endpoints.LOAD_WEIGHTS, request, sdk_method=sdk_method, created_at=created_at
         )
         context.journal_watch(source, "create_model", seq_id=0, started=created_at)
         return source

@@ -14,7 +14,9 @@ from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Literal
 
 from tinker_lite import types
+from tinker_lite._api import endpoints
 from tinker_lite._async import with_async_twins
+from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
@@ -99,12 +101,8 @@ class AdminClient(_AdminBase):
         ``event_type``: ``"all"``, ``"checkpoints"``, ``"projects"``, ``"teams"`` or
         ``"organizations"``; ``day`` a :class:`datetime.date`.
         """
-        kind = _check_event_type(event_type)
-        when = _check_day(day)
-        method = "AdminClient.get_audit_log"
-        return self._call(
-            lambda: self._rest.audit_log(kind, when, sdk_method=method), sdk_method=method
-        )
+        query = {"event_type": _check_event_type(event_type), "day": _check_day(day)}
+        return self._request(endpoints.AUDIT_LOG, query=query)
 
     def get_billing_usage(
         self, starting_on: datetime | str, ending_before: datetime | str
@@ -124,19 +122,12 @@ class AdminClient(_AdminBase):
                 f"must be after starting_on ({request.starting_on.isoformat()}), "
                 f"got {request.ending_before.isoformat()}",
             )
-        method = "AdminClient.get_billing_usage"
-        return self._call(
-            lambda: self._rest.billing_usage(request, sdk_method=method), sdk_method=method
-        )
+        return self._request(endpoints.BILLING_USAGE, query=_wire.loads(_wire.dumps(request)))
 
     def get_current_checkpoint_storage_usage(
         self, project_id: str | None = None
     ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
         """Checkpoint count, size and projected storage cost now, of the whole organization
         or of one project."""
-        project = _check_project(project_id)
-        method = "AdminClient.get_current_checkpoint_storage_usage"
-        return self._call(
-            lambda: self._rest.checkpoint_storage_usage(project, sdk_method=method),
-            sdk_method=method,
-        )
+        query = {"project_id": _check_project(project_id)}
+        return self._request(endpoints.CHECKPOINT_STORAGE_USAGE, query=query)

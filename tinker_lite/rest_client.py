@@ -19,10 +19,12 @@ import os
 import uuid
 from collections.abc import Mapping
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tinker_lite import types
-from tinker_lite._api import ACCESS_SCOPES
+from tinker_lite._api import endpoints
+from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint
+from tinker_lite._api.rest import checkpoint_archive
 from tinker_lite._async import with_async_twins
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
@@ -33,6 +35,7 @@ from tinker_lite._errors import (
 )
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
+from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
 if TYPE_CHECKING:
@@ -136,10 +139,7 @@ class RestClient(_RestBase):
 
     def get_server_capabilities(self) -> APIFuture[types.GetServerCapabilitiesResponse]:
         """Return the base models the service supports."""
-        method = "RestClient.get_server_capabilities"
-        return self._call(
-            lambda: self._rest.get_server_capabilities(sdk_method=method), sdk_method=method
-        )
+        return self._request(endpoints.GET_SERVER_CAPABILITIES)
 
     # -- training runs ---------------------------------------------------------------------------
 
@@ -159,13 +159,8 @@ class RestClient(_RestBase):
         limit, offset = _check_page(limit, offset)
         scope = _check_scope(access_scope)
         project = _check_optional_id("project_id", project_id)
-        method = "RestClient.list_training_runs"
-        return self._call(
-            lambda: self._rest.list_training_runs(
-                limit, offset, scope, sdk_method=method, project_id=project
-            ),
-            sdk_method=method,
-        )
+        query = {"limit": limit, "offset": offset, "access_scope": scope, "project_id": project}
+        return self._request(endpoints.LIST_TRAINING_RUNS, query=query)
 
     def get_training_run(
         self, training_run_id: str, access_scope: str | None = "owned"
@@ -174,11 +169,11 @@ class RestClient(_RestBase):
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        run = _check_id("training_run_id", training_run_id)
         scope = _check_scope(access_scope)
-        method = "RestClient.get_training_run"
-        return self._call(
-            lambda: self._rest.get_training_run(run, scope, sdk_method=method), sdk_method=method
+        return self._request(
+            endpoints.GET_TRAINING_RUN,
+            query={"access_scope": scope},
+            training_run_id=training_run_id,
         )
 
     def get_training_run_by_tinker_path(
@@ -204,99 +199,73 @@ class RestClient(_RestBase):
 
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of one training run."""
-        run = _check_id("training_run_id", training_run_id)
-        method = "RestClient.list_checkpoints"
-        return self._call(
-            lambda: self._rest.list_checkpoints(run, sdk_method=method), sdk_method=method
-        )
+        return self._request(endpoints.LIST_CHECKPOINTS, training_run_id=training_run_id)
 
     def list_user_checkpoints(
         self, limit: int = 100, offset: int = 0
     ) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of all your training runs, newest first."""
         limit, offset = _check_page(limit, offset)
-        method = "RestClient.list_user_checkpoints"
-        return self._call(
-            lambda: self._rest.list_user_checkpoints(limit, offset, sdk_method=method),
-            sdk_method=method,
-        )
+        query = {"limit": limit, "offset": offset}
+        return self._request(endpoints.LIST_USER_CHECKPOINTS, query=query)
 
     def _checkpoint_call(
         self,
-        http_method: Literal["DELETE", "POST", "PUT"],
+        endpoint: Endpoint[None],
         training_run_id: str,
         checkpoint_id: str,
-        action: Literal["", "publish", "ttl"],
         *,
-        sdk_method: str,
-        body_obj: object | None = None,
+        sdk_method: str | None = None,
+        body: object | None = None,
     ) -> APIFuture[None]:
-        run = _check_id("training_run_id", training_run_id)
-        checkpoint = _check_checkpoint_id(checkpoint_id)
-        return self._call(
-            lambda: self._rest.checkpoint_action(
-                http_method, run, checkpoint, action, sdk_method=sdk_method, body_obj=body_obj
-            ),
+        return self._request(
+            endpoint,
             sdk_method=sdk_method,
+            body=body,
+            training_run_id=training_run_id,
+            checkpoint_id=_check_checkpoint_id(checkpoint_id),
         )
 
     def delete_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Delete a checkpoint (``checkpoint_id`` like ``weights/<name>``)."""
-        return self._checkpoint_call(
-            "DELETE", training_run_id, checkpoint_id, "", sdk_method="RestClient.delete_checkpoint"
-        )
+        return self._checkpoint_call(endpoints.DELETE_CHECKPOINT, training_run_id, checkpoint_id)
 
     def delete_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Delete the checkpoint at a ``tinker://`` path."""
         parsed = parse_tinker_path(tinker_path)
         # golden-0.38: a *_from_tinker_path call is named after itself in x-sdk-method.
         return self._checkpoint_call(
-            "DELETE",
+            endpoints.DELETE_CHECKPOINT,
             parsed.training_run_id,
             parsed.checkpoint_id,
-            "",
             sdk_method="RestClient.delete_checkpoint_from_tinker_path",
         )
 
     def publish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint public (anyone may load or sample it); 409 if it already is."""
-        return self._checkpoint_call(
-            "POST",
-            training_run_id,
-            checkpoint_id,
-            "publish",
-            sdk_method="RestClient.publish_checkpoint",
-        )
+        return self._checkpoint_call(endpoints.PUBLISH_CHECKPOINT, training_run_id, checkpoint_id)
 
     def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path public."""
         parsed = parse_tinker_path(tinker_path)
         return self._checkpoint_call(
-            "POST",
+            endpoints.PUBLISH_CHECKPOINT,
             parsed.training_run_id,
             parsed.checkpoint_id,
-            "publish",
             sdk_method="RestClient.publish_checkpoint_from_tinker_path",
         )
 
     def unpublish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint private again; 409 if it is not public."""
-        return self._checkpoint_call(
-            "DELETE",
-            training_run_id,
-            checkpoint_id,
-            "publish",
-            sdk_method="RestClient.unpublish_checkpoint",
-        )
+        return self._checkpoint_call(endpoints.UNPUBLISH_CHECKPOINT, training_run_id, checkpoint_id)
 
     def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path private."""
         parsed = parse_tinker_path(tinker_path)
         return self._checkpoint_call(
-            "DELETE",
+            endpoints.UNPUBLISH_CHECKPOINT,
             parsed.training_run_id,
             parsed.checkpoint_id,
-            "publish",
             sdk_method="RestClient.unpublish_checkpoint_from_tinker_path",
         )
 
@@ -306,12 +275,7 @@ class RestClient(_RestBase):
         """Expire a checkpoint ``ttl_seconds`` from now (``None`` keeps it forever)."""
         request = types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds)
         return self._checkpoint_call(
-            "PUT",
-            training_run_id,
-            checkpoint_id,
-            "ttl",
-            sdk_method="RestClient.set_checkpoint_ttl",
-            body_obj=request,
+            endpoints.SET_CHECKPOINT_TTL, training_run_id, checkpoint_id, body=request
         )
 
     def set_checkpoint_ttl_from_tinker_path(
@@ -320,12 +284,11 @@ class RestClient(_RestBase):
         """Set the time-to-live of the checkpoint at a ``tinker://`` path."""
         parsed = parse_tinker_path(tinker_path)
         return self._checkpoint_call(
-            "PUT",
+            endpoints.SET_CHECKPOINT_TTL,
             parsed.training_run_id,
             parsed.checkpoint_id,
-            "ttl",
             sdk_method="RestClient.set_checkpoint_ttl_from_tinker_path",
-            body_obj=types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds),
+            body=types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds),
         )
 
     def get_checkpoint_archive_url(
@@ -344,12 +307,12 @@ class RestClient(_RestBase):
     def _archive_call(
         self, training_run_id: str, checkpoint_id: str, *, method: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
-        run = _check_id("training_run_id", training_run_id)
-        checkpoint = _check_checkpoint_id(checkpoint_id)
-
+        path = endpoints.CHECKPOINT_ARCHIVE.url_path(
+            training_run_id=training_run_id, checkpoint_id=_check_checkpoint_id(checkpoint_id)
+        )
+        api = self._api
         return self._call(
-            lambda: self._rest.checkpoint_archive(run, checkpoint, sdk_method=method),
-            sdk_method=method,
+            lambda: checkpoint_archive(api, path, sdk_method=method), sdk_method=method
         )
 
     def get_checkpoint_archive_url_from_tinker_path(
@@ -370,12 +333,8 @@ class RestClient(_RestBase):
     ) -> APIFuture[types.ListSessionsResponse]:
         """List session ids (``access_scope`` as for :meth:`list_training_runs`)."""
         limit, offset = _check_page(limit, offset)
-        scope = _check_scope(access_scope)
-        method = "RestClient.list_sessions"
-        return self._call(
-            lambda: self._rest.list_sessions(limit, offset, scope, sdk_method=method),
-            sdk_method=method,
-        )
+        query = {"limit": limit, "offset": offset, "access_scope": _check_scope(access_scope)}
+        return self._request(endpoints.LIST_SESSIONS, query=query)
 
     def get_session(
         self, session_id: str, access_scope: str | None = "owned"
@@ -384,20 +343,14 @@ class RestClient(_RestBase):
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        session = _check_id("session_id", session_id)
         scope = _check_scope(access_scope)
-        method = "RestClient.get_session"
-        return self._call(
-            lambda: self._rest.get_session(session, scope, sdk_method=method), sdk_method=method
+        return self._request(
+            endpoints.GET_SESSION, query={"access_scope": scope}, session_id=session_id
         )
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
         """Return a sampler's base model and model path (its id is the sampling session id)."""
-        sampler = _check_id("sampler_id", sampler_id)
-        method = "RestClient.get_sampler"
-        return self._call(
-            lambda: self._rest.get_sampler(sampler, sdk_method=method), sdk_method=method
-        )
+        return self._request(endpoints.GET_SAMPLER, sampler_id=sampler_id)
 
     def assign_session_project(self, session_id: str, project_id: str) -> APIFuture[None]:
         """Move a session, with its training runs and samplers, into a project.
@@ -405,12 +358,9 @@ class RestClient(_RestBase):
         A session cannot be moved out of a project once placed; the service answers 403 when
         the project is not yours to use and 404 for an unknown session.
         """
-        session = _check_id("session_id", session_id)
         project = _check_id("project_id", project_id)
-        method = "RestClient.assign_session_project"
-        return self._call(
-            lambda: self._rest.assign_session_project(session, project, sdk_method=method),
-            sdk_method=method,
+        return self._request(
+            endpoints.ASSIGN_SESSION_PROJECT, body={"project_id": project}, session_id=session_id
         )
 
     def export_session_trace(self, session_id: str) -> APIFuture[str]:
@@ -421,13 +371,12 @@ class RestClient(_RestBase):
         credentials and expires after about an hour. A failed build raises
         :class:`~tinker_lite.APIError` with the service's reason.
         """
-        session = _check_id("session_id", session_id)
+        endpoints.TRACE_EXPORT.url_path(session_id=session_id)  # refused now if it cannot be
         method = "RestClient.export_session_trace"
-
-        def run_export() -> str:
-            return self._rest.export_session_trace(session, sdk_method=method)
-
-        return self._call(run_export, sdk_method=method)
+        exports = self._api.trace_exports
+        return self._call(
+            lambda: exports.export_session_trace(session_id, sdk_method=method), sdk_method=method
+        )
 
     def whoami(self) -> APIFuture[types.WhoamiResponse]:
         """Who the credential in use belongs to: user URN, organization URN and email.
@@ -467,10 +416,7 @@ class RestClient(_RestBase):
                 f"must be a types.SessionSearchRequest, got {type(request).__name__}",
                 "e.g. types.SessionSearchRequest(display_name='nightly')",
             )
-        method = "RestClient.search_sessions"
-        return self._call(
-            lambda: self._rest.search_sessions(request, sdk_method=method), sdk_method=method
-        )
+        return self._request(endpoints.SEARCH_SESSIONS, body=request)
 
     # -- weights ---------------------------------------------------------------------------------
 
@@ -489,12 +435,10 @@ class RestClient(_RestBase):
                 f"must be an external weights checkpoint, got {parsed.tinker_path!r}",
                 "tinker://<training_run_id>/external_weights/<name>, from save_weights_external",
             )
-        method = "RestClient.get_external_weights_urls"
-        return self._call(
-            lambda: self._rest.external_weights_urls(
-                parsed.training_run_id, parsed.checkpoint_id, sdk_method=method
-            ),
-            sdk_method=method,
+        return self._request(
+            endpoints.EXTERNAL_WEIGHTS_URLS,
+            training_run_id=parsed.training_run_id,
+            checkpoint_id=parsed.checkpoint_id,
         )
 
     def copy_weights(
@@ -536,14 +480,16 @@ class RestClient(_RestBase):
         *,
         sdk_method: str,
     ) -> APIFuture[str]:
-        key = str(uuid.uuid4())
+        # Every re-send carries the same X-Idempotency-Key, so the service copies once.
+        headers = {"X-Idempotency-Key": str(uuid.uuid4())}
+        if weights_access_token is not None:
+            register_secret(weights_access_token)
+            headers["X-Tinker-Weights-Access-Token"] = weights_access_token
+        api = self._api
 
         def run_copy() -> str:
-            answer = self._rest.copy_weights(
-                request,
-                sdk_method=sdk_method,
-                idempotency_key=key,
-                weights_access_token=weights_access_token,
+            answer = api.request(
+                endpoints.COPY_WEIGHTS, body=request, sdk_method=sdk_method, headers=headers
             )
             logger.info("Copied %s to %s", request.source_path, answer.tinker_path)
             return answer.tinker_path

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import decode_sample
+from tinker_lite._api import decode_sample, endpoints
 from tinker_lite._async import with_async_twins
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
@@ -219,7 +219,11 @@ class SamplingClient(SamplingClientTwins):
             created = api.sampling.create_sampling_session(request, sdk_method=sdk_method)
             found = base_model
             if model_path is not None and session.client_config_from_server:
-                sampler = api.rest.get_sampler(created.sampling_session_id, sdk_method=sdk_method)
+                sampler = api.request(
+                    endpoints.GET_SAMPLER,
+                    sdk_method=sdk_method,
+                    sampler_id=created.sampling_session_id,
+                )
                 found = sampler.base_model or None
             return cls(
                 context,
@@ -394,8 +398,10 @@ class SamplingClient(SamplingClientTwins):
         the service (``GET /samplers/<id>``) and kept.
         """
         if self.base_model is None:
-            found = self._api.rest.get_sampler(
-                self.sampling_session_id, sdk_method="SamplingClient.get_base_model"
+            found = self._api.request(
+                endpoints.GET_SAMPLER,
+                sdk_method="SamplingClient.get_base_model",
+                sampler_id=self.sampling_session_id,
             ).base_model
             self.base_model = found
         return self.base_model
@@ -423,8 +429,10 @@ class SamplingClient(SamplingClientTwins):
             if self._tokenizer is None:
                 base_model = self.base_model
                 if base_model is None:
-                    base_model = self._api.rest.get_sampler(
-                        self.sampling_session_id, sdk_method="SamplingClient.get_tokenizer"
+                    base_model = self._api.request(
+                        endpoints.GET_SAMPLER,
+                        sdk_method="SamplingClient.get_tokenizer",
+                        sampler_id=self.sampling_session_id,
                     ).base_model
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
             return self._tokenizer

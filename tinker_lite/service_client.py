@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from tinker_lite import _training_create, types
-from tinker_lite._api import CONSOLE_URL
+from tinker_lite._api import CONSOLE_URL, endpoints
 from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import ChunkLimits
 from tinker_lite._context import (
@@ -50,6 +50,7 @@ from tinker_lite._loss_handle import (
     loss_inputs,
     trace_loss,
 )
+from tinker_lite._secrets import redact_url
 from tinker_lite.rest_client import RestClient
 from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
 from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
@@ -179,7 +180,9 @@ class ServiceClient(ServiceClientTwins):
         return service
 
     def __repr__(self) -> str:
-        return f"ServiceClient(base_url={self._context.base_url!r}, closed={self.closed})"
+        return (
+            f"ServiceClient(base_url={redact_url(self._context.base_url)!r}, closed={self.closed})"
+        )
 
     # -- properties ------------------------------------------------------------------------------
 
@@ -225,8 +228,8 @@ class ServiceClient(ServiceClientTwins):
         Use :meth:`RestClient.get_server_capabilities`.
         """
         self._context.check_open()
-        return self._context.api.rest.get_server_capabilities(
-            sdk_method="ServiceClient.get_server_capabilities"
+        return self._context.api.request(
+            endpoints.GET_SERVER_CAPABILITIES, sdk_method="ServiceClient.get_server_capabilities"
         )
 
     def create_lora_training_client(  # noqa: PLR0917 - the official positional signature
@@ -402,7 +405,11 @@ class ServiceClient(ServiceClientTwins):
         else:
             # docs/protocol.rst §4.3 (0.4.1): read the run; its metadata is merged with the
             # caller's.
-            run = api.rest.get_training_run(parsed.training_run_id, sdk_method=method)
+            run = api.request(
+                endpoints.GET_TRAINING_RUN,
+                sdk_method=method,
+                training_run_id=parsed.training_run_id,
+            )
             lora = types.LoraConfig(rank=run.lora_rank or 32)
             source_model = run.base_model
             metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
@@ -534,8 +541,11 @@ class ServiceClient(ServiceClientTwins):
             inputs=list(handle.inputs),
             graph=encode_graph(handle),
         )
-        created = api.training.create_custom_loss(
-            request, sdk_method="ServiceClient.create_custom_loss", created_at=time.monotonic()
+        created = api.training.submit(
+            endpoints.CREATE_CUSTOM_LOSS,
+            request,
+            sdk_method="ServiceClient.create_custom_loss",
+            created_at=time.monotonic(),
         )
         out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")
 

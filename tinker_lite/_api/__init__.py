@@ -1,8 +1,9 @@
 """The requestor: named operations in ``types`` between the clients and the transport.
 
-Clients call an operation (``training.create_model``, ``training.submit_training``,
-``sampling.submit_sample``, ``rest.list_checkpoints``, ...) with ``types`` models and get
-``types`` models (or futures of them) back; the session holder asks it for the start-up,
+Clients send a row of the endpoint table (``request(endpoints.LIST_CHECKPOINTS, ...)``) or call
+an operation (``training.submit(endpoints.CREATE_MODEL, ...)``, ``training.submit_training``,
+``sampling.submit_sample``, ...) with ``types`` models and get ``types`` models (or futures of
+them) back; the session holder asks it for the start-up,
 heartbeat, telemetry and poll requests. This package alone knows the endpoint paths
 (:mod:`~tinker_lite._api.endpoints`), the request and result encodings (JSON, protobuf, zstd),
 the pool each operation uses and which statuses it accepts, and builds the service's headers

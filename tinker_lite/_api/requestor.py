@@ -27,17 +27,22 @@ import uuid
 import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite import types
 from tinker_lite._api.endpoints import (
-    API,
+    AUTH_TOKEN_PATH,
+    CLIENT_CONFIG_PATH,
     CREATE_SESSION_PATH,
+    DYNAMIC_CONFIG_PATH,
+    FINISH_SESSION,
     HEARTBEAT_PATH,
+    RETRIEVE_FUTURE_PATH,
     RETRIEVE_FUTURES_PATH,
     TELEMETRY_PATH,
+    Endpoint,
 )
-from tinker_lite._api.rest import RestRequests
+from tinker_lite._api.rest import TraceExports
 from tinker_lite._api.sampling import SamplingRequests
 from tinker_lite._api.training import TrainingRequests
 from tinker_lite._codec import wire as _wire
@@ -49,16 +54,12 @@ from tinker_lite._errors import (
     InvalidInputError,
     TinkerError,
 )
-from tinker_lite._futures.poller import RETRIEVE_FUTURE_PATH, Poll
+from tinker_lite._futures.poller import Poll
+from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import Credentials, token_fetcher
 from tinker_lite._session.sample_gate import sample_gate_for
 from tinker_lite._session.settings import Settings
-from tinker_lite._session.startup import (
-    CLIENT_CONFIG_PATH,
-    DYNAMIC_CONFIG_PATH,
-    DYNAMIC_CONFIG_TIMEOUT,
-    is_connection_failure,
-)
+from tinker_lite._session.startup import DYNAMIC_CONFIG_TIMEOUT, is_connection_failure
 from tinker_lite._transport.http import (
     DEFAULT_POOL_SIZES,
     DEFAULT_TIMEOUT,
@@ -85,6 +86,8 @@ if TYPE_CHECKING:
     from tinker_lite._session.holder import SessionHolder
 
 __all__ = ["Requestor", "new_idempotency_key"]
+
+T = TypeVar("T")
 
 # docs/protocol.rst §6.3: the operation-level (Layer B) retry budget of a submit.
 OPERATION_BUDGET_S = 300.0
@@ -138,8 +141,9 @@ class _Call(Tries):
         allow_redirects: bool = True,
         raw: bool = False,
         idempotency_key: str | None = None,
+        sent_path: str | None = None,
     ) -> None:
-        super().__init__(f"{method} {path}", policy)
+        super().__init__(f"{method} {sent_path or path}", policy)
         self.method = method
         self.path = path
         self.pool = pool
@@ -217,10 +221,10 @@ class Requestor:
         # The clients' operations, by subject.
         self.training = TrainingRequests(self)
         self.sampling = SamplingRequests(self)
-        self.rest = RestRequests(self)
+        self.trace_exports = TraceExports(self)
 
     def __repr__(self) -> str:
-        return f"Requestor(base_url={self.base_url!r})"
+        return f"Requestor(base_url={redact_url(self.base_url)!r})"
 
     @property
     def base_url(self) -> str:
@@ -316,6 +320,36 @@ class Requestor:
             call.operation_started = started
         return self._send(call)
 
+    def request(
+        self,
+        endpoint: Endpoint[T],
+        path: str | None = None,
+        *,
+        sdk_method: str | None = None,
+        query: Mapping[str, object] | None = None,
+        body: object | None = None,
+        headers: Mapping[str, str] | None = None,
+        **ids: str,
+    ) -> T:
+        """Send one operation of the endpoint table (:mod:`~tinker_lite._api.endpoints`) with
+        :meth:`call`'s retries; its answer read into the row's response model (``None`` when
+        the row reads nothing).
+
+        ``ids`` fill the row's path (``path``: already built with them); ``query`` values that
+        are ``None`` are left out (docs/protocol.rst §4.5); ``sdk_method`` defaults to the row's.
+        """
+        resp = self.call(
+            endpoint.verb,
+            endpoint.url_path(**ids) if path is None else path,
+            sdk_method=sdk_method or endpoint.sdk_method,
+            query={k: str(v) for k, v in query.items() if v is not None} if query else None,
+            body_obj=body,
+            headers=headers,
+        )
+        if endpoint.response is None:
+            return None  # type: ignore[return-value]  # an Endpoint[None]
+        return parse_model(resp, endpoint.response_type)
+
     def _prepare(
         self,
         method: str,
@@ -359,6 +393,7 @@ class Requestor:
             allow_redirects=allow_redirects,
             raw=raw,
             idempotency_key=idempotency_key,
+            sent_path=self.transport.sent_path(path),
         )
 
     def _send(self, call: _Call) -> HttpResponse:
@@ -474,12 +509,12 @@ class Requestor:
         )
         raise error from unreachable.__cause__
 
-    def _post_with_key(self, path: str, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
+    def _post_with_key(self, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
         """``auth/token``: sent with the start-up retries (on any thread, whenever a JWT is
         refreshed)."""
         call = self._prepare(
             "POST",
-            path,
+            AUTH_TOKEN_PATH,
             pool=PoolKind.SESSION,
             body=body,
             headers=headers,
@@ -537,7 +572,7 @@ class Requestor:
         """``POST sessions/{id}/finish``, one attempt (docs/protocol.rst §8.5)."""
         call = self._prepare(
             "POST",
-            f"{API}/sessions/{session_id}/finish",
+            FINISH_SESSION.url_path(session_id=session_id),
             pool=PoolKind.SESSION,
             body=_wire.dumps(request),
             sdk_method=sdk_method,

@@ -1,8 +1,9 @@
-"""The requestor's REST operations: training runs, checkpoints, sessions, samplers, admin views.
+"""What the endpoint table cannot say of a REST operation: the trace export's wait, the archive
+redirect.
 
-:class:`RestRequests` is part of the requestor (``requestor.rest``): each operation names
-its endpoint and decodes its answer, and every request goes through the requestor's one send.
-The trace export's wait for the service is a tenacity loop with the one wait strategy.
+Every other REST operation is a row of :mod:`~tinker_lite._api.endpoints` that the requestor
+sends generically (:meth:`~tinker_lite._api.requestor.Requestor.request`). The trace export's
+wait for the service is a tenacity loop with the one wait strategy.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ import logging
 import urllib.parse
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import API, REDIRECT_STATUSES
-from tinker_lite._codec import wire as _wire
+from tinker_lite._api.endpoints import CHECKPOINT_ARCHIVE, REDIRECT_STATUSES, TRACE_EXPORT
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
     APIError,
@@ -26,7 +26,8 @@ from tinker_lite._errors import (
     APITimeoutError,
     ClientClosedError,
 )
-from tinker_lite._transport.http import HttpResponse, path_param, register_secret
+from tinker_lite._secrets import redact_url
+from tinker_lite._transport.http import HttpResponse
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
 
@@ -34,13 +35,11 @@ if TYPE_CHECKING:
     from tinker_lite._api.requestor import Requestor
 
 __all__ = [
-    "RestRequests",
     "TraceExportStatus",
+    "TraceExports",
     "archive_url",
-    "checkpoint_path",
+    "checkpoint_archive",
 ]
-
-T = TypeVar("T")
 
 logger = logging.getLogger("tinker_lite.api")
 
@@ -49,22 +48,32 @@ ARCHIVE_ACCEPT: Mapping[str, str] = {"Accept": "application/json, application/gz
 ARCHIVE_VALIDITY = timedelta(minutes=15)
 
 
-def _query(**values: object) -> dict[str, str]:
-    return {key: str(value) for key, value in values.items() if value is not None}
+def checkpoint_archive(
+    api: Requestor, path: str, *, sdk_method: str
+) -> types.CheckpointArchiveUrlResponse:
+    """A checkpoint's signed download URL and its expiry (docs/protocol.rst §4.6).
+
+    The service answers with a redirect, read and not followed: the URL is its ``Location`` and
+    the expiry its ``Expires`` (now + 15 minutes when absent); a JSON answer ``{"url",
+    "expires"}`` is accepted too. The official SDK asks for ``application/json`` and
+    ``application/gzip`` (two ``Accept`` lines in 0.4.1); one ``Accept`` listing both says the
+    same (RFC 9110 §5.3). ``path`` is :data:`CHECKPOINT_ARCHIVE`'s, built by the caller.
+    """
+    resp = api.call(
+        CHECKPOINT_ARCHIVE.verb,
+        path,
+        sdk_method=sdk_method,
+        headers=ARCHIVE_ACCEPT,
+        operation_retries=False,
+        accept_status=REDIRECT_STATUSES,
+        allow_redirects=False,
+    )
+    return archive_url(resp, api.base_url)
 
 
-def _page(limit: int, offset: int, access_scope: str | None) -> dict[str, object]:
-    """The query of a listing page (docs/protocol.rst §4.5: ``access_scope`` is left out when
-    None)."""
-    return {"limit": limit, "offset": offset, "access_scope": access_scope}
-
-
-def _segment(value: str) -> str:
-    return path_param(value, keep_slash=False)
-
-
-class RestRequests:
-    """The REST operations of one requestor (``requestor.rest``)."""
+class TraceExports:
+    """A session trace's export, asked again while the service builds it
+    (``requestor.trace_exports``)."""
 
     def __init__(self, api: Requestor) -> None:
         self._api = api
@@ -79,140 +88,7 @@ class RestRequests:
         )
 
     def __repr__(self) -> str:
-        return f"RestRequests(base_url={self._api.base_url!r})"
-
-    def _get(self, path: str, cls: type[T], *, sdk_method: str, **query: object) -> T:
-        resp = self._api.call("GET", path, sdk_method=sdk_method, query=_query(**query))
-        return parse_model(resp, cls)
-
-    def get_server_capabilities(self, *, sdk_method: str) -> types.GetServerCapabilitiesResponse:
-        """The base models the service supports."""
-        return self._get(
-            f"{API}/get_server_capabilities",
-            types.GetServerCapabilitiesResponse,
-            sdk_method=sdk_method,
-        )
-
-    def list_training_runs(
-        self,
-        limit: int,
-        offset: int,
-        access_scope: str | None,
-        *,
-        sdk_method: str,
-        project_id: str | None = None,
-    ) -> types.TrainingRunsResponse:
-        """A page of training runs (of one project when ``project_id`` is given)."""
-        return self._get(
-            f"{API}/training_runs",
-            types.TrainingRunsResponse,
-            sdk_method=sdk_method,
-            **_page(limit, offset, access_scope),
-            project_id=project_id,
-        )
-
-    def get_training_run(
-        self, training_run_id: str, access_scope: str | None = None, *, sdk_method: str
-    ) -> types.TrainingRun:
-        """One training run."""
-        return self._get(
-            f"{API}/training_runs/{_segment(training_run_id)}",
-            types.TrainingRun,
-            sdk_method=sdk_method,
-            access_scope=access_scope,
-        )
-
-    def list_checkpoints(
-        self, training_run_id: str, *, sdk_method: str
-    ) -> types.CheckpointsListResponse:
-        """The checkpoints of one training run."""
-        return self._get(
-            f"{API}/training_runs/{_segment(training_run_id)}/checkpoints",
-            types.CheckpointsListResponse,
-            sdk_method=sdk_method,
-        )
-
-    def list_user_checkpoints(
-        self, limit: int, offset: int, *, sdk_method: str
-    ) -> types.CheckpointsListResponse:
-        """A page of the caller's checkpoints."""
-        return self._get(
-            f"{API}/checkpoints",
-            types.CheckpointsListResponse,
-            sdk_method=sdk_method,
-            limit=limit,
-            offset=offset,
-        )
-
-    def checkpoint_action(
-        self,
-        method: Literal["DELETE", "POST", "PUT"],
-        training_run_id: str,
-        checkpoint_id: str,
-        action: Literal["", "publish", "ttl"],
-        *,
-        sdk_method: str,
-        body_obj: object | None = None,
-    ) -> None:
-        """Delete a checkpoint, (un)publish it or set its TTL; the answer carries nothing."""
-        self._api.call(
-            method,
-            checkpoint_path(training_run_id, checkpoint_id, action),
-            body_obj=body_obj,
-            sdk_method=sdk_method,
-        )
-
-    def checkpoint_archive(
-        self, training_run_id: str, checkpoint_id: str, *, sdk_method: str
-    ) -> types.CheckpointArchiveUrlResponse:
-        """A checkpoint's signed download URL and its expiry (docs/protocol.rst §4.6).
-
-        The service answers with a redirect, read and not followed: the URL is its
-        ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent); a JSON
-        answer ``{"url", "expires"}`` is accepted too. The official SDK asks for
-        ``application/json`` and ``application/gzip`` (two ``Accept`` lines in 0.4.1); one
-        ``Accept`` listing both says the same (RFC 9110 §5.3).
-        """
-        resp = self._api.call(
-            "GET",
-            checkpoint_path(training_run_id, checkpoint_id, "archive"),
-            sdk_method=sdk_method,
-            headers=ARCHIVE_ACCEPT,
-            operation_retries=False,
-            accept_status=REDIRECT_STATUSES,
-            allow_redirects=False,
-        )
-        return archive_url(resp, self._api.base_url)
-
-    def list_sessions(
-        self, limit: int, offset: int, access_scope: str | None, *, sdk_method: str
-    ) -> types.ListSessionsResponse:
-        """A page of session ids."""
-        return self._get(
-            f"{API}/sessions",
-            types.ListSessionsResponse,
-            sdk_method=sdk_method,
-            **_page(limit, offset, access_scope),
-        )
-
-    def get_session(
-        self, session_id: str, access_scope: str | None, *, sdk_method: str
-    ) -> types.GetSessionResponse:
-        """The training runs and samplers of one session."""
-        return self._get(
-            f"{API}/sessions/{_segment(session_id)}",
-            types.GetSessionResponse,
-            sdk_method=sdk_method,
-            access_scope=access_scope,
-        )
-
-    def get_sampler(self, sampler_id: str, *, sdk_method: str) -> types.GetSamplerResponse:
-        """A sampler's base model and model path."""
-        return self._get(
-            f"{API}/samplers/{_segment(sampler_id)}",
-            types.GetSamplerResponse,
-            sdk_method=sdk_method,
-        )
+        return f"TraceExports(base_url={redact_url(self._api.base_url)!r})"
 
     def export_session_trace(self, session_id: str, *, sdk_method: str) -> str:
         """The download URL of a session's trace, asked again every 5 s while the service
@@ -231,8 +107,8 @@ class RestRequests:
     def _look_at_export(self, export: _TraceExport) -> str | None:
         """One look at the export: its URL when ready, None while it is being built."""
         resp = self._api.call(
-            "GET",
-            f"{API}/sessions/{_segment(export.session_id)}/trace_export",
+            TRACE_EXPORT.verb,
+            TRACE_EXPORT.url_path(session_id=export.session_id),
             sdk_method=export.sdk_method,
         )
         answer = parse_model(resp, TraceExportStatus, what="trace_export")
@@ -254,87 +130,6 @@ class RestRequests:
         return (
             self._api.closing.is_set()
             or export.life.remaining() <= self._api.policy.trace_export_interval
-        )
-
-    def search_sessions(
-        self, request: types.SessionSearchRequest, *, sdk_method: str
-    ) -> types.SessionSearchResponse:
-        """One page of the sessions matching ``request``."""
-        resp = self._api.call(
-            "POST", f"{API}/sessions/search", body_obj=request, sdk_method=sdk_method
-        )
-        return parse_model(resp, types.SessionSearchResponse)
-
-    def external_weights_urls(
-        self, training_run_id: str, checkpoint_id: str, *, sdk_method: str
-    ) -> types.ExternalWeightsUrlsResponse:
-        """Signed per-file URLs of an external-weights checkpoint."""
-        return self._get(
-            checkpoint_path(training_run_id, checkpoint_id, "external_weights_urls"),
-            types.ExternalWeightsUrlsResponse,
-            sdk_method=sdk_method,
-        )
-
-    def copy_weights(
-        self,
-        request: types.CopyWeightsRequest,
-        *,
-        sdk_method: str,
-        idempotency_key: str,
-        weights_access_token: str | None = None,
-    ) -> types.CopyWeightsResponse:
-        """Copy a checkpoint; every re-send carries the same ``X-Idempotency-Key``, so the
-        service copies once."""
-        headers = {"X-Idempotency-Key": idempotency_key}
-        if weights_access_token is not None:
-            register_secret(weights_access_token)
-            headers["X-Tinker-Weights-Access-Token"] = weights_access_token
-        resp = self._api.call(
-            "POST", f"{API}/copy_weights", body_obj=request, sdk_method=sdk_method, headers=headers
-        )
-        return parse_model(resp, types.CopyWeightsResponse)
-
-    def assign_session_project(self, session_id: str, project_id: str, *, sdk_method: str) -> None:
-        """Move a session (its runs and samplers) into a project; the answer carries nothing."""
-        self._api.call(
-            "PUT",
-            f"{API}/sessions/{_segment(session_id)}/project",
-            body_obj={"project_id": project_id},
-            sdk_method=sdk_method,
-        )
-
-    def audit_log(
-        self, event_type: str, day: str | None, *, sdk_method: str
-    ) -> types.AuditLogResponse:
-        """The organization's audit log of one UTC day (``None``: today)."""
-        return self._get(
-            f"{API}/audit",
-            types.AuditLogResponse,
-            sdk_method=sdk_method,
-            event_type=event_type,
-            day=day,
-        )
-
-    def billing_usage(
-        self, request: types.GetBillingUsageRequest, *, sdk_method: str
-    ) -> types.BillingUsageResponse:
-        """Hourly billing usage events of a time window."""
-        return self._get(
-            f"{API}/billing/usage/events",
-            types.BillingUsageResponse,
-            sdk_method=sdk_method,
-            **_wire.loads(_wire.dumps(request)),
-        )
-
-    def checkpoint_storage_usage(
-        self, project_id: str | None, *, sdk_method: str
-    ) -> types.CurrentCheckpointStorageUsageResponse:
-        """Checkpoint count, size and projected cost now (of one project when given)."""
-        return self._get(
-            f"{API}/billing/usage/checkpoints/current",
-            types.CurrentCheckpointStorageUsageResponse,
-            sdk_method=sdk_method,
-            project_id=project_id,
         )
 
 
@@ -393,11 +188,3 @@ def _expires(value: str | None, now: datetime) -> datetime:
                 parsed = parsed.replace(tzinfo=timezone.utc)
             return parsed.astimezone(timezone.utc)
     return now + ARCHIVE_VALIDITY
-
-
-def checkpoint_path(training_run_id: str, checkpoint_id: str, action: str) -> str:
-    """The path of a checkpoint, or of an action on it (``""``: the checkpoint itself)."""
-    # docs/protocol.rst §2.1: the checkpoint id keeps its '/' (two path segments).
-    run = _segment(training_run_id)
-    path = f"{API}/training_runs/{run}/checkpoints/{path_param(checkpoint_id)}"
-    return f"{path}/{action}" if action else path

@@ -13,10 +13,16 @@ import threading
 from typing import TYPE_CHECKING
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import API, ASAMPLE_PATH, SAMPLE_BACKPRESSURE_HEADERS
+from tinker_lite._api.endpoints import (
+    ASAMPLE_PATH,
+    CREATE_SAMPLING_SESSION,
+    JOIN_SAMPLING_SESSION,
+    SAMPLE_BACKPRESSURE_HEADERS,
+)
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
+from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, raise_for_status
 from tinker_lite._transport.loops import (
     RetryableStatus,
@@ -69,15 +75,15 @@ class SamplingRequests:
         )
 
     def __repr__(self) -> str:
-        return f"SamplingRequests(base_url={self._api.base_url!r})"
+        return f"SamplingRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def create_sampling_session(
         self, request: types.CreateSamplingSessionRequest, *, sdk_method: str
     ) -> types.CreateSamplingSessionResponse:
         """Create a sampling session (HTTP retries only, docs/protocol.rst §6.5)."""
         resp = self._api.call(
-            "POST",
-            f"{API}/create_sampling_session",
+            CREATE_SAMPLING_SESSION.verb,
+            CREATE_SAMPLING_SESSION.path,
             body_obj=request,
             sdk_method=sdk_method,
             pool=PoolKind.SESSION,
@@ -94,8 +100,8 @@ class SamplingRequests:
         """Join a sampling session as a copied sampler; its ``client_counter``
         (docs/protocol.rst §7.3)."""
         resp = self._api.call(
-            "POST",
-            f"{API}/join_sampling_session",
+            JOIN_SAMPLING_SESSION.verb,
+            JOIN_SAMPLING_SESSION.path,
             body_obj=types.JoinSamplingSessionRequest(sampling_session_id=sampling_session_id),
             sdk_method=sdk_method,
             pool=PoolKind.SESSION,

@@ -16,11 +16,23 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import API
+from tinker_lite._api.endpoints import (
+    FORWARD,
+    FORWARD_BACKWARD,
+    GET_INFO,
+    LOAD_WEIGHTS,
+    OPTIM_STEP,
+    SAVE_WEIGHTS,
+    SAVE_WEIGHTS_EXTERNAL,
+    SAVE_WEIGHTS_FOR_SAMPLER,
+    WEIGHTS_INFO,
+    Endpoint,
+)
 from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
@@ -93,11 +105,10 @@ class TrainingRequest:
     tokens: int | None = None  # input tokens of a forward/forward_backward chunk (journal)
 
 
-_TRAINING_PATHS: Mapping[type[Any], tuple[str, str]] = {
-    types.OptimStepRequest: ("optim_step", "OptimStep"),
-    types.SaveWeightsRequest: ("save_weights", "SaveWeights"),
-    types.LoadWeightsRequest: ("load_weights", "LoadWeights"),
-    types.SaveWeightsForSamplerRequest: ("save_weights_for_sampler", "SaveWeightsForSampler"),
+# The training requests encode_training sends, by the name of their request model.
+_TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
+    endpoint.request: endpoint
+    for endpoint in (OPTIM_STEP, SAVE_WEIGHTS, LOAD_WEIGHTS, SAVE_WEIGHTS_FOR_SAMPLER)
 }
 
 
@@ -108,81 +119,41 @@ class TrainingRequests:
         self._api = api
 
     def __repr__(self) -> str:
-        return f"TrainingRequests(base_url={self._api.base_url!r})"
+        return f"TrainingRequests(base_url={redact_url(self._api.base_url)!r})"
 
-    def _submitted(
-        self,
-        path: str,
-        request: object,
-        *,
-        sdk_method: str,
-        request_type: str,
-        decode: Callable[[HttpResponse], T],
-        created_at: float,
+    def submit(
+        self, endpoint: Endpoint[T], request: object, *, sdk_method: str, created_at: float
     ) -> APIFuture[T]:
-        """Send a request the service answers with a future (HTTP retries only,
-        docs/protocol.rst §6.5) and poll its result."""
+        """Send a request the service answers with a future (``create_model``, a
+        ``load_weights`` that creates its model, ``create_custom_loss``: HTTP retries only,
+        docs/protocol.rst §6.5) and poll its result into the row's response model."""
         try:
             resp = self._api.call(
-                "POST", path, body_obj=request, sdk_method=sdk_method, operation_retries=False
+                endpoint.verb,
+                endpoint.path,
+                body_obj=request,
+                sdk_method=sdk_method,
+                operation_retries=False,
             )
-            submitted = parse_model(resp, types.UntypedAPIFuture, what=path.rsplit("/", 1)[-1])
+            submitted = parse_model(
+                resp, types.UntypedAPIFuture, what=endpoint.path.rsplit("/", 1)[-1]
+            )
             session = self._api.session_holder()
         except Exception as e:
             return APIFuture.failed(e)
         return session.poller.poll(
             submitted.request_id,
-            request_type,
-            decode,
+            endpoint.request_type or "",
+            json_result(endpoint.response_type),
             created_at=created_at,
             sdk_method=sdk_method,
-        )
-
-    def create_model(
-        self, request: types.CreateModelRequest, *, sdk_method: str, created_at: float
-    ) -> APIFuture[types.CreateModelResponse]:
-        """Send ``create_model`` (HTTP retries only, docs/protocol.rst §6.5) and poll its result."""
-        return self._submitted(
-            f"{API}/create_model",
-            request,
-            sdk_method=sdk_method,
-            request_type="CreateModel",
-            decode=json_result(types.CreateModelResponse),
-            created_at=created_at,
-        )
-
-    def load_weights_creating_model(
-        self, request: types.LoadWeightsRequest, *, sdk_method: str, created_at: float
-    ) -> APIFuture[types.LoadWeightsResponse]:
-        """Send a ``load_weights`` that creates its model (``session_id`` + ``model_seq_id``,
-        golden-0.38) with HTTP retries only, like ``create_model``, and poll its result."""
-        return self._submitted(
-            f"{API}/load_weights",
-            request,
-            sdk_method=sdk_method,
-            request_type="LoadWeights",
-            decode=json_result(types.LoadWeightsResponse),
-            created_at=created_at,
-        )
-
-    def create_custom_loss(
-        self, request: types.CreateCustomLossRequest, *, sdk_method: str, created_at: float
-    ) -> APIFuture[types.CreateCustomLossResponse]:
-        """Upload a custom loss (HTTP retries only, like create_model) and poll its loss id."""
-        return self._submitted(
-            f"{API}/create_custom_loss",
-            request,
-            sdk_method=sdk_method,
-            request_type="CreateCustomLoss",
-            decode=json_result(types.CreateCustomLossResponse),
-            created_at=created_at,
         )
 
     def weights_info(self, tinker_path: str, *, sdk_method: str) -> types.WeightsInfoResponse:
         """What a checkpoint holds (a 0.4.1-era service answers 404: NotFoundError)."""
         resp = self._api.call(
-            "POST",
-            f"{API}/weights_info",
+            WEIGHTS_INFO.verb,
+            WEIGHTS_INFO.path,
             body_obj=types.WeightsInfoRequest(tinker_path=tinker_path),
             sdk_method=sdk_method,
         )
@@ -193,8 +164,8 @@ class TrainingRequests:
     ) -> types.GetInfoResponse:
         """A model's base model, LoRA rank and tokenizer id."""
         resp = self._api.call(
-            "POST",
-            f"{API}/get_info",
+            GET_INFO.verb,
+            GET_INFO.path,
             body_obj=types.GetInfoRequest(model_id=model_id),
             sdk_method=sdk_method,
             operation_retries=operation_retries,
@@ -218,12 +189,12 @@ class TrainingRequests:
 
     def encode_training(self, request: object, result_cls: type[Any]) -> TrainingRequest:
         """Encode an optim_step / save / load request for :meth:`submit_training`."""
-        name, request_type = _TRAINING_PATHS[type(request)]
+        endpoint = _TRAINING_ENDPOINTS[type(request).__name__]
         return TrainingRequest(
-            path=f"{API}/{name}",
+            path=endpoint.path,
             body=_wire.dumps(request),
             content_type=JSON,
-            request_type=request_type,
+            request_type=endpoint.request_type or "",
             decode=json_result(result_cls),
         )
 
@@ -239,7 +210,8 @@ class TrainingRequests:
         wire: Literal["protobuf", "json"],
     ) -> TrainingRequest:
         """Encode one forward/forward_backward chunk in the connection's wire format."""
-        request_type = "Forward" if forward_only else "ForwardBackward"
+        endpoint = FORWARD if forward_only else FORWARD_BACKWARD
+        request_type = endpoint.request_type or ""
         tokens = sum(datum.model_input.length for datum in data)
         if wire == "protobuf":
             from tinker_lite._codec import proto as _proto
@@ -261,7 +233,7 @@ class TrainingRequests:
                 else:
                     _warn_zstd_missing()
             return TrainingRequest(
-                path=f"{API}/forward_backward",
+                path=FORWARD_BACKWARD.path,
                 body=body,
                 content_type=PROTOBUF,
                 request_type=request_type,
@@ -281,7 +253,7 @@ class TrainingRequests:
                 forward_backward_input=fb_input, model_id=model_id, seq_id=seq_id
             )
         return TrainingRequest(
-            path=f"{API}/forward" if forward_only else f"{API}/forward_backward",
+            path=endpoint.path,
             body=_wire.dumps(request),
             content_type=JSON,
             request_type=request_type,
@@ -304,10 +276,10 @@ class TrainingRequests:
             "optimizer_params": _wire.to_builtins(params),
         }
         return TrainingRequest(
-            path=f"{API}/optim_step",
+            path=OPTIM_STEP.path,
             body=_wire.dumps(body),
             content_type=JSON,
-            request_type="OptimStep",
+            request_type=OPTIM_STEP.request_type or "",
             decode=json_result(types.OptimStepResponse),
         )
 
@@ -316,10 +288,10 @@ class TrainingRequests:
     ) -> TrainingRequest:
         """Encode a save_weights_external (a training request, polled like save_weights)."""
         return TrainingRequest(
-            path=f"{API}/save_weights_external",
+            path=SAVE_WEIGHTS_EXTERNAL.path,
             body=_wire.dumps(request),
             content_type=JSON,
-            request_type="SaveWeightsExternal",
+            request_type=SAVE_WEIGHTS_EXTERNAL.request_type or "",
             decode=json_result(types.SaveWeightsExternalResponseInternal),
         )
 

@@ -723,6 +723,8 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:
         # RecursionError: the stdlib parser on a deeply nested body (orjson stops at 1024).
         preview = bytes(data[:80]) if not isinstance(data, str) else data[:80].encode()
+        if isinstance(exc, json.JSONDecodeError):
+            exc.doc = ""  # the cause keeps no copy of the body (it may echo a credential)
         raise WireFormatError(f"body is not valid JSON ({exc}): {preview!r}") from exc
 
 

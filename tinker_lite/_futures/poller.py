@@ -98,13 +98,11 @@ from tinker_lite._transport.retry import (
     is_invisible_failure,
 )
 
-__all__ = ["RETRIEVE_FUTURE_PATH", "Poll", "Poller"]
+__all__ = ["Poll", "Poller"]
 
 logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
-
-RETRIEVE_FUTURE_PATH = "/api/v1/retrieve_future"
 
 
 # ---------------------------------------------------------------------------------------------

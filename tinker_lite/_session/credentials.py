@@ -39,7 +39,6 @@ from tinker_lite._session.credentials_file import CredentialsFile
 from tinker_lite._transport.http import HttpResponse, redact, register_secret
 
 __all__ = [
-    "AUTH_TOKEN_PATH",
     "CREDENTIAL_CMD_TIMEOUT",
     "ENV_API_KEY",
     "ENV_CREDENTIAL_CMD",
@@ -52,7 +51,6 @@ __all__ = [
     "token_fetcher",
 ]
 
-AUTH_TOKEN_PATH = "/api/v1/auth/token"
 ENV_API_KEY = "TINKER_API_KEY"
 ENV_CREDENTIAL_CMD = "TINKER_CREDENTIAL_CMD"
 CREDENTIAL_CMD_TIMEOUT = 60.0
@@ -346,12 +344,12 @@ class Credentials:
 
 
 def token_fetcher(
-    post: Callable[[str, bytes, Mapping[str, str]], HttpResponse],
+    post: Callable[[bytes, Mapping[str, str]], HttpResponse],
     credential: Callable[[], str | None],
 ) -> Callable[[], str]:
     """A function exchanging a credential for a JWT: ``POST /api/v1/auth/token {}``.
 
-    ``post(path, body, headers)`` sends with the start-up retries; ``credential()`` gives the
+    ``post(body, headers)`` sends it with the start-up retries; ``credential()`` gives the
     API key or the credential command's output, which the request carries explicitly
     (docs/protocol.rst §8.3: never the JWT being replaced).
     """
@@ -359,7 +357,7 @@ def token_fetcher(
     def fetch() -> str:
         api_key = credential()
         headers = {"X-API-Key": api_key} if api_key else {}
-        resp = post(AUTH_TOKEN_PATH, b"{}", headers)
+        resp = post(b"{}", headers)
         data = decode_json(resp, what="auth/token")
         try:
             return _wire.structure(data, types.AuthTokenResponse).jwt

@@ -46,6 +46,7 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._futures.poller import Poll, Poller
+from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import Credentials, jwt_expiry
 from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
 from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
@@ -256,7 +257,8 @@ class SessionHolder:
 
     def __repr__(self) -> str:
         return (
-            f"SessionHolder(base_url={self.settings.base_url!r}, session_id={self._session_id!r}, "
+            f"SessionHolder(base_url={redact_url(self.settings.base_url)!r}, "
+            f"session_id={self._session_id!r}, "
             f"closed={self._closed})"
         )
 

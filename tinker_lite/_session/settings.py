@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
+from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
 from tinker_lite._transport.http import is_loopback_url, register_secret
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
@@ -125,7 +126,8 @@ class Settings:
 
     def __repr__(self) -> str:
         return (
-            f"Settings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None}, "
+            f"Settings(base_url={redact_url(self.base_url)!r}, "
+            f"api_key={'***' if self.api_key else None}, "
             f"credential_source={self.credential_source!r}, "
             f"project_id={self.project_id!r}, tags={self.tags!r}, "
             f"stall_timeout={self.stall_timeout!r}, startup_timeout={self.startup_timeout!r}, "
@@ -228,13 +230,14 @@ def resolve_settings(
     else:
         url, url_source = DEFAULT_BASE_URL, "base_url"
     url = url.strip()
+    register_url_credentials(url)  # a user:password@ in the URL is never shown
     local = url.lower().startswith(LOCAL_BASE_URL)
     if local and allow_local:
         url = LOCAL_BASE_URL
     elif not url.lower().startswith(("http://", "https://")):
         raise InvalidInputError(
             url_source,
-            f"must be an http:// or https:// URL, got {url!r}",
+            f"must be an http:// or https:// URL, got {redact_url(url)!r}",
             "base_url='local://' is resolved by ServiceClient",
         )
     elif not urllib.parse.urlsplit(url).hostname:
@@ -254,7 +257,8 @@ def resolve_settings(
             _warned_insecure_urls.add(url)
         if first:
             logger.warning(
-                "Connecting to %s over plain http://: the API key travels unencrypted", url
+                "Connecting to %s over plain http://: the API key travels unencrypted",
+                redact_url(url),
             )
 
     cf_headers: dict[str, str] = {}
@@ -295,7 +299,9 @@ def resolve_settings(
             "keep the default (True); verify=False turns TLS verification off, with a warning",
         )
     if verify is False:
-        logger.warning("TLS certificate verification is disabled (verify=False) for %s", url)
+        logger.warning(
+            "TLS certificate verification is disabled (verify=False) for %s", redact_url(url)
+        )
 
     if user_metadata is not None and not isinstance(user_metadata, Mapping):
         raise InvalidInputError("user_metadata", "must be a dict of str to JSON values")

@@ -36,8 +36,6 @@ from tinker_lite._transport.failures import is_certificate_error, is_connect_tim
 from tinker_lite._transport.http import HttpResponse, Timeout, redact
 
 __all__ = [
-    "CLIENT_CONFIG_PATH",
-    "DYNAMIC_CONFIG_PATH",
     "DYNAMIC_CONFIG_TIMEOUT",
     "DynamicConfig",
     "is_connection_failure",
@@ -46,8 +44,6 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.session")
 
-CLIENT_CONFIG_PATH = "/api/v1/client/config"
-DYNAMIC_CONFIG_PATH = "/api/v1/client/dynamic_config"
 # golden-0.38: client/dynamic_config is sent with a 10 s read timeout, refreshed no faster
 # than every 10 s.
 DYNAMIC_CONFIG_TIMEOUT = Timeout(connect=5.0, read=10.0)

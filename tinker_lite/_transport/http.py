@@ -64,7 +64,7 @@ from tinker_lite._errors import (
     format_status_error,
     status_error_class,
 )
-from tinker_lite._secrets import redact, register_secret
+from tinker_lite._secrets import redact, redact_url, register_secret
 from tinker_lite._transport.adapters import (
     MAX_KEPT_URLS,
     PoolAdapter,
@@ -91,7 +91,6 @@ __all__ = [
     "Timeout",
     "Transport",
     "is_loopback_url",
-    "path_param",
     "raise_for_status",
     "redact",
     "register_secret",
@@ -276,17 +275,6 @@ def user_agent() -> str:
     return f"tinker_lite/{__version__} (Python {platform.python_version()}; {platform.system()})"
 
 
-# Characters kept as-is in a path parameter: unreserved, sub-delims, ':' and '@' (RFC 3986).
-_PATH_SAFE = "/:@!$&'()*+,;=-._~"
-
-
-def path_param(value: str, *, keep_slash: bool = True) -> str:
-    """Escape a path parameter; ``/`` is kept so checkpoint ids stay two segments
-    (docs/protocol.rst §2.1)."""
-    safe = _PATH_SAFE if keep_slash else _PATH_SAFE.replace("/", "")
-    return urllib.parse.quote(value, safe=safe)
-
-
 def is_loopback_url(url: str) -> bool:
     """Whether ``url`` points at this machine (``localhost``, 127.0.0.0/8, ``::1``, or the
     unspecified ``0.0.0.0`` / ``::``, which a connection reaches this machine through)."""
@@ -374,6 +362,7 @@ class Transport:
         self._closed = False
         self._lock = threading.Lock()
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._sent_paths: dict[str, str] = {}
         self._timeouts: dict[Timeout, urllib3.Timeout] = {}
         # Per-request headers found fit for the wire: most repeat on every request (x-sdk-*,
         # Accept, the request type), so each distinct pair is checked once.
@@ -466,7 +455,7 @@ class Transport:
             ) from e
 
     def __repr__(self) -> str:
-        return f"Transport(base_url={self.base_url!r}, closed={self._closed})"
+        return f"Transport(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
 
     @property
     def closed(self) -> bool:
@@ -491,6 +480,19 @@ class Transport:
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` (docs/protocol.rst §2.1: the base path prefix is kept)."""
         return self.base_url + path.lstrip("/")
+
+    def sent_path(self, path: str) -> str:
+        """``path`` as it is sent, below the base URL's path: requests' preparation quotes it
+        and removes ``.``/``..`` segments, and a message names the path that was sent."""
+        sent = self._sent_paths.get(path)
+        if sent is None:
+            full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
+            base = urllib.parse.urlsplit(self.base_url).path
+            sent = "/" + full[len(base) :] if full.startswith(base) else full
+            if len(self._sent_paths) >= MAX_KEPT_URLS:
+                self._sent_paths.clear()
+            self._sent_paths[path] = sent
+        return sent
 
     def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
         """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
@@ -554,7 +556,7 @@ class Transport:
         """
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
-        what = f"{method} {path}"
+        what = f"{method} {self.sent_path(path)}"
         request_headers = self._base_headers.copy()
         if headers:
             request_headers.update(headers)

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from tinker_lite._api.endpoints import API_KEY_SELF_PATH
 from tinker_lite._session.credentials import (
     ENV_API_KEY,
     ENV_CREDENTIAL_CMD,
@@ -37,7 +38,6 @@ from tinker_lite.cli._exit import (
 from tinker_lite.cli._parser import add_group, leaf
 
 __all__ = [
-    "API_KEY_SELF_PATH",
     "cmd_auth_login",
     "cmd_auth_logout",
     "cmd_auth_status",
@@ -45,8 +45,7 @@ __all__ = [
     "register",
 ]
 
-API_KEY_SELF_PATH = "/api/v1/auth/apikey/me"
-"""The presented API key's own metadata (``GET``), or its deletion (``DELETE``)."""
+# The presented API key's own metadata (``GET``), or its deletion (``DELETE``).
 
 _CONSOLE = "https://tinker.thinkingmachines.ai"
 

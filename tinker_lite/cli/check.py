@@ -11,6 +11,7 @@ import urllib.parse
 from typing import Any
 
 from tinker_lite._errors import InvalidInputError, TinkerError, describe_error
+from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import ResolvedCredential, resolve_credential
 from tinker_lite._version import WIRE_SDK_VERSION, __version__
 from tinker_lite.cli._context import LOCAL_URL, Context
@@ -18,8 +19,6 @@ from tinker_lite.cli._exit import EXIT_AUTH, EXIT_CONNECTION, EXIT_OK, EXIT_SERV
 from tinker_lite.cli._parser import leaf
 
 __all__ = ["cmd_check", "cmd_version", "not_a_tinker_url", "probe_service", "register"]
-
-HEALTH_PATH = "/api/v1/healthz"
 
 
 def cmd_version(ctx: Context) -> int:
@@ -67,7 +66,7 @@ def cmd_check(ctx: Context) -> int:
         api_key = f"not set ({credential.origin})"
     report: dict[str, Any] = {
         "version": __version__,
-        "base_url": base_url,
+        "base_url": redact_url(base_url),
         "base_url_source": source,
         "api_key": api_key,
         "api_key_set": credential.key is not None,
@@ -114,7 +113,7 @@ def cmd_check(ctx: Context) -> int:
     ctx.output.record(
         [
             ("tinker-lite", f"{__version__} (Python {platform.python_version()})"),
-            ("Base URL", f"{base_url} (from {source})"),
+            ("Base URL", f"{redact_url(base_url)} (from {source})"),
             ("API key", report["api_key"]),
             ("Server", report["server"]),
             ("Auth", report["auth"]),
@@ -145,6 +144,7 @@ def probe_service(
     Each question is one attempt through tinker_lite's own transport (its headers, its error
     messages); ``connect_timeout`` is the start-up budget, ``timeout`` bounds each answer.
     """
+    from tinker_lite._api import endpoints
     from tinker_lite._transport.http import PoolKind, Timeout, Transport, register_secret
 
     register_secret(api_key)
@@ -159,7 +159,7 @@ def probe_service(
     try:
         started = time.monotonic()
         try:
-            resp = transport.send(PoolKind.SESSION, "GET", HEALTH_PATH, timeout=limit)
+            resp = transport.send(PoolKind.SESSION, "GET", endpoints.HEALTHZ_PATH, timeout=limit)
         except TinkerError as exc:
             result["server"] = f"unreachable: {describe_error(exc)}"
             return result
@@ -171,20 +171,19 @@ def probe_service(
         try:
             body = json.dumps({"sdk_version": WIRE_SDK_VERSION}).encode()
             resp = transport.send(
-                PoolKind.SESSION, "POST", "/api/v1/client/config", body=body, timeout=limit
+                PoolKind.SESSION, "POST", endpoints.CLIENT_CONFIG_PATH, body=body, timeout=limit
             )
             if resp.status == 200 and isinstance(resp.json(), dict):
                 result["client_config"] = resp.json()
-            resp = transport.send(
-                PoolKind.SESSION, "GET", "/api/v1/get_server_capabilities", timeout=limit
-            )
+            capabilities = endpoints.GET_SERVER_CAPABILITIES
+            resp = transport.send(PoolKind.SESSION, "GET", capabilities.path, timeout=limit)
             if resp.status == 200:
                 models = resp.json().get("supported_models") or []
                 result["models"] = [m.get("model_name") for m in models if isinstance(m, dict)]
             resp = transport.send(
                 PoolKind.SESSION,
                 "GET",
-                "/api/v1/training_runs",
+                endpoints.LIST_TRAINING_RUNS.path,
                 query={"limit": "1", "offset": "0"},
                 timeout=limit,
             )
@@ -208,25 +207,26 @@ def not_a_tinker_url(base_url: str) -> str:
     path = parts.path.rstrip("/")
     if not path:
         return (
-            f"no Tinker service answers at {base_url} (GET {HEALTH_PATH} is 404 there): "
+            f"no Tinker service answers at {base_url} (GET /api/v1/healthz is 404 there): "
             "check the base URL"
         )
     root = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "", "", ""))
     return (
         f"the base URL's path {path} looks wrong: no Tinker service answers under {base_url} "
-        f"(GET {HEALTH_PATH} is 404 there); the base URL is the address before /api/v1, "
+        f"(GET /api/v1/healthz is 404 there); the base URL is the address before /api/v1, "
         f"e.g. {root}"
     )
 
 
 def health_status(base_url: str, *, timeout: float, connect_timeout: float) -> int | None:
     """The HTTP status of ``GET /api/v1/healthz`` at ``base_url`` (``None``: no answer)."""
+    from tinker_lite._api import endpoints
     from tinker_lite._transport.http import PoolKind, Timeout, Transport
 
     transport = Transport(base_url, headers={}, auth=lambda: None)
     try:
         limit = Timeout(connect=min(timeout, connect_timeout), read=min(timeout, 30.0))
-        return transport.send(PoolKind.SESSION, "GET", HEALTH_PATH, timeout=limit).status
+        return transport.send(PoolKind.SESSION, "GET", endpoints.HEALTHZ_PATH, timeout=limit).status
     except TinkerError:
         return None
     finally:

@@ -69,6 +69,12 @@ class ParsedCheckpointTinkerPath:
                 kinds_hint,
             )
         run_id, kind, name = parts
+        if run_id in (".", "..") or name in (".", ".."):
+            raise InvalidInputError(
+                "tinker_path",
+                f"{path!r} has a '.' or '..' part, which would address another resource",
+                kinds_hint,
+            )
         if kind not in _PATH_KINDS:
             raise InvalidInputError(
                 "tinker_path",

@@ -26,6 +26,7 @@ from tests.support.scripted_server import (  # noqa: F401 - fixtures are used by
     clean_env_fixture,
     server_fixture,
 )
+from tinker_lite._api.endpoints import checkpoint_segments, segment
 from tinker_lite._codec.decoding import decode_json
 from tinker_lite._errors import (
     APIConnectionError,
@@ -56,7 +57,6 @@ from tinker_lite._transport.http import (
     Timeout,
     Transport,
     is_loopback_url,
-    path_param,
     raise_for_status,
     redact,
     register_secret,
@@ -88,7 +88,8 @@ def test_base_url_prefix_kept_and_checkpoint_ids_stay_segments(server: ScriptedS
             resp = t.send(
                 PoolKind.TRAIN,
                 "GET",
-                "/api/v1/training_runs/run-1/checkpoints/" + path_param("weights/ckpt-1"),
+                "/api/v1/training_runs/run-1/checkpoints/"
+                + checkpoint_segments("checkpoint_id", "weights/ckpt-1"),
                 query={"limit": "20", "offset": "0"},
             )
         finally:
@@ -101,10 +102,11 @@ def test_base_url_prefix_kept_and_checkpoint_ids_stay_segments(server: ScriptedS
     assert recorded[0].query == {"limit": "20", "offset": "0"}
 
 
-def test_path_param_escapes_only_what_it_must() -> None:
-    assert path_param("weights/ckpt-1") == "weights/ckpt-1"
-    assert path_param("a b?c#d") == "a%20b%3Fc%23d"
-    assert path_param("a/b", keep_slash=False) == "a%2Fb"
+def test_path_segments_escape_only_what_they_must() -> None:
+    assert checkpoint_segments("checkpoint_id", "weights/ckpt-1") == "weights/ckpt-1"
+    assert segment("id", "a b?c#d") == "a%20b%3Fc%23d"
+    assert segment("id", "a/b") == "a%2Fb"
+    assert segment("id", "sess:sample:1") == "sess:sample:1"
 
 
 def test_headers_on_post_get_delete_and_bodyless_post(
