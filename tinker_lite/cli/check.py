@@ -203,17 +203,17 @@ def probe_service(
 
 def not_a_tinker_url(base_url: str) -> str:
     """What to check when ``GET /api/v1/healthz`` is 404 at ``base_url``: the base URL itself."""
+    from tinker_lite._api import endpoints
+
+    health = f"GET {endpoints.HEALTHZ_PATH} is 404 there"
     parts = urllib.parse.urlsplit(base_url)
     path = parts.path.rstrip("/")
     if not path:
-        return (
-            f"no Tinker service answers at {base_url} (GET /api/v1/healthz is 404 there): "
-            "check the base URL"
-        )
+        return f"no Tinker service answers at {base_url} ({health}): check the base URL"
     root = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "", "", ""))
     return (
         f"the base URL's path {path} looks wrong: no Tinker service answers under {base_url} "
-        f"(GET /api/v1/healthz is 404 there); the base URL is the address before /api/v1, "
+        f"({health}); the base URL is the address before {endpoints.API}, "
         f"e.g. {root}"
     )
 
