@@ -392,9 +392,10 @@ class RestClient(_RestBase):
         any member that would land outside ``dest`` raise
         :class:`~tinker_lite.UnsafeArchiveError` naming the member, before anything is written.
 
-        ``progress`` is called with a :class:`DownloadProgress` as bytes arrive and once at the
-        end (``done`` true). The archive may not exceed ``max_bytes`` (32 GiB by default,
-        ``None`` for no bound), downloaded or extracted: a larger one raises
+        ``progress`` is called with a :class:`~tinker_lite.rest_client.DownloadProgress` as
+        bytes arrive and once at the end (``done`` true). The archive may not exceed
+        ``max_bytes`` (32 GiB by default, ``None`` for no bound), downloaded or extracted: a
+        larger one raises
         :class:`~tinker_lite.DownloadError`. An existing archive or a non-empty folder raises
         :class:`FileExistsError` unless ``overwrite``. Blocks until done (no future).
         """
