@@ -164,6 +164,13 @@ def test_plain_checkpoint_extracts(tmp_path: Path, with_filter: bool) -> None:
     assert (tmp_path / "out" / "nested" / "adapter_model.safetensors").stat().st_size == 1000
 
 
+def test_a_clash_of_file_and_folder_is_a_download_error(tmp_path: Path) -> None:
+    archive = tmp_path / "clash.tar"
+    archive.write_bytes(tar_bytes([("x/y", "file", b"1"), ("x", "file", b"2")], mode="w"))
+    with pytest.raises(DownloadError, match=r"cannot extract archive member 'x' of"):
+        extract_archive(archive, tmp_path / "out")
+
+
 def test_extracted_size_is_bounded(tmp_path: Path) -> None:
     archive = tmp_path / "big.tar.gz"
     # 8 MiB of zeros compress to a few KiB: the bound reads the members' sizes, not the file's.

@@ -505,7 +505,12 @@ def extract_archive(
             target.mkdir(parents=True, exist_ok=True)
             root = os.path.realpath(target)
             for member in members:
-                _extract_member(tar, member, root)
+                try:
+                    _extract_member(tar, member, root)
+                except OSError as exc:  # e.g. a file and a directory of the same name
+                    raise DownloadError(
+                        f"cannot extract archive member {member.name!r} of {archive}: {exc}"
+                    ) from exc
     except tarfile.TarError as exc:
         raise DownloadError(f"cannot extract {archive}: {exc}") from exc
     return [member.name for member in members]
