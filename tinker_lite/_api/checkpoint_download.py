@@ -158,8 +158,10 @@ def download_checkpoint(
     )
     files: list[str] | None = None
     if folder is not None:
-        files = extract_archive(result.path, folder, max_bytes=max_bytes)
-        result.path.unlink()
+        try:
+            files = extract_archive(result.path, folder, max_bytes=max_bytes)
+        finally:
+            result.path.unlink()  # asked for the folder: the archive goes, extracted or refused
     if relay is not None:
         relay.count = result.size
         relay.total = result.size

@@ -404,8 +404,9 @@ def _check_member(member: tarfile.TarInfo, root: str) -> None:
     name = member.name
     if member.issym() or member.islnk():
         kind = "symbolic link" if member.issym() else "hard link"
+        target = member.linkname if len(member.linkname) <= 60 else member.linkname[:57] + "..."
         raise UnsafeArchiveError(
-            f"archive member {name!r} is a {kind} (to {member.linkname!r}); "
+            f"archive member {name!r} is a {kind} (to {target!r}); "
             "checkpoint archives hold plain files only"
         )
     if not (member.isfile() or member.isdir()):
