@@ -14,14 +14,18 @@ What makes it cron-friendly:
   authentication, 4: not found, 6: connection/timeout, 7: service error, ...; see
   ``tinker-lite --help``) and a one-line message, so monitoring can tell them apart.
 * **Resumable.** With ``--resume-latest`` it continues from the newest ``nightly-*`` state of
-  your runs (weights and optimizer), otherwise it starts a new run.
+  your runs (weights and optimizer), otherwise it starts a new run; it says which it did, and
+  why when there is nothing to resume from.
 * **Bounded storage.** It keeps the newest ``--keep-last`` nightly states (across runs: every
   resume starts a new run) and deletes older ones, only when the checkpoint listing is
   complete, like ``tinker-lite checkpoint prune``.
 
-Against the offline server (the default, ``local://``) every run starts from scratch::
+Against the offline server (the default, ``local://``) the job starts its own local server on
+``--local-state-dir`` (``nightly-local-state`` by default), which keeps the checkpoints on disk,
+so the next night resumes there too::
 
     python examples/cron_job.py --steps 3 --journal nightly.jsonl
+    python examples/cron_job.py --steps 3 --journal nightly.jsonl --resume-latest
 """
 
 from __future__ import annotations
@@ -31,13 +35,15 @@ import datetime as dt
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import tinker_lite as tinker
 from tinker_lite import types
-from tinker_lite.cli import exit_code_for, list_all_checkpoints
+from tinker_lite.cli import exit_code_for
+from tinker_lite.local import LocalServer
 
 BASE_MODEL = "tinker-lite/tiny-64"
 STATE_PREFIX = "nightly-"
@@ -61,9 +67,9 @@ def previous_entries(journal: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def latest_nightly_state(rest: Any, prefix: str) -> str | None:
-    """The newest nightly training state of the user (newest first listing), or None."""
-    listing = rest.list_user_checkpoints(limit=100, offset=0).result()
+def latest_nightly_state(rest: tinker.RestClient, prefix: str) -> str | None:
+    """The newest nightly training state of the user, or None."""
+    listing = rest.list_all_checkpoints()
     states = [
         c
         for c in listing.checkpoints
@@ -80,15 +86,29 @@ def make_datum(tokenizer: Any, text: str) -> types.Datum:
     )
 
 
+@contextmanager
+def service_url(args: argparse.Namespace) -> Iterator[str]:
+    """The service's URL; for ``local://``, a local server whose checkpoints stay on disk in
+    ``--local-state-dir`` between nights (``local://`` alone forgets them when the job ends)."""
+    if args.base_url != "local://":
+        yield args.base_url
+        return
+    with LocalServer(data_dir=args.local_state_dir) as url:
+        print(f"offline server: checkpoints kept in {args.local_state_dir}")
+        yield url
+
+
 def run_job(args: argparse.Namespace, journal: Path) -> str:
     """The night's work; returns the saved state's path. Raises on any failure."""
-    with tinker.ServiceClient(base_url=args.base_url, journal=journal) as service:
+    with service_url(args) as url, tinker.ServiceClient(base_url=url, journal=journal) as service:
         rest = tinker.RestClient(service)
         start_from = latest_nightly_state(rest, args.name_prefix) if args.resume_latest else None
         if start_from is not None:
             print(f"resuming from {start_from}")
             training = service.create_training_client_from_state_with_optimizer(start_from).result()
         else:
+            if args.resume_latest:
+                print(f"no {args.name_prefix}* training state to resume from: starting a new run")
             training = service.create_lora_training_client(args.base_model, rank=8).result()
         tokenizer = training.get_tokenizer()
         data = [make_datum(tokenizer, text) for text in TODAYS_DATA]
@@ -106,7 +126,7 @@ def run_job(args: argparse.Namespace, journal: Path) -> str:
 
         # Keep the newest nightly states (of every run); older ones go, public ones stay.
         # Like `tinker-lite checkpoint prune`, nothing is deleted unless the listing is complete.
-        listing = list_all_checkpoints(rest, lambda future: future.result())
+        listing = rest.list_all_checkpoints()
         if not listing.complete:
             print(f"not pruning: {listing.reason}")
         else:
@@ -141,6 +161,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-last", type=int, default=3, help="nightly states to keep")
     parser.add_argument("--name-prefix", default=STATE_PREFIX, help="name of the saved states")
     parser.add_argument("--resume-latest", action="store_true")
+    parser.add_argument(
+        "--local-state-dir",
+        default="nightly-local-state",
+        help="with local://, where the offline server keeps its checkpoints between runs",
+    )
     return parser.parse_args(argv)
 
 

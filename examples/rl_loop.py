@@ -65,10 +65,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--base-url", default=os.environ.get("TINKER_BASE_URL") or "local://")
     parser.add_argument("--base-model", default=BASE_MODEL)
     parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--group-size", type=int, default=4, help="samples per prompt")
+    parser.add_argument("--group-size", type=int, default=8, help="samples per prompt")
     parser.add_argument("--max-tokens", type=int, default=12)
     parser.add_argument("--loss", choices=("importance_sampling", "ppo"), default="ppo")
-    parser.add_argument("--learning-rate", type=float, default=2e-2)
+    parser.add_argument("--learning-rate", type=float, default=5e-2)
     return parser.parse_args(argv)
 
 

@@ -297,8 +297,11 @@ def train(args: argparse.Namespace, base_url: str | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the RL loop on Ray; return 0."""
     args = parse_args(argv)
-    import ray
-
+    try:
+        import ray
+    except ImportError:
+        print("rl_ray.py needs Ray: pip install 'tinker-lite[ray]'", file=sys.stderr)
+        return 1
     if not ray.is_initialized():
         ray.init(address=args.ray_address, num_cpus=args.num_cpus)
     if args.base_url or os.environ.get("TINKER_API_KEY"):

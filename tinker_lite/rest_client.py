@@ -17,12 +17,18 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
+from tinker_lite._api.checkpoint_download import (
+    DEFAULT_MAX_ARCHIVE_BYTES,
+    DownloadProgress,
+    download_checkpoint,
+)
 from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint
 from tinker_lite._api.rest import checkpoint_archive
 from tinker_lite._async import with_async_twins
@@ -47,7 +53,7 @@ if TYPE_CHECKING:
 else:
     _RestBase = RestOnlyClient
 
-__all__ = ["CheckpointListing", "RestClient", "parse_tinker_path"]
+__all__ = ["CheckpointListing", "DownloadProgress", "RestClient", "parse_tinker_path"]
 
 T = TypeVar("T")
 
@@ -325,6 +331,55 @@ class RestClient(_RestBase):
             parsed.checkpoint_id,
             method="RestClient.get_checkpoint_archive_url_from_tinker_path",
         )
+
+    def download_checkpoint(
+        self,
+        tinker_path: str,
+        dest: str | os.PathLike[str],
+        extract: bool = False,
+        progress: Callable[[DownloadProgress], object] | None = None,
+        *,
+        overwrite: bool = False,
+        max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
+    ) -> Path:
+        """Download a checkpoint's archive (resumable, verified), optionally extracted; return
+        the archive file, or the folder it was extracted into.
+
+        With ``extract`` false, ``dest`` is the archive file to write (or an existing folder,
+        which gets ``<run>-<kind>-<name>.tar.gz``). With ``extract`` true, ``dest`` is the
+        folder to extract into; the archive is written beside it as ``<dest>.tar.gz`` and
+        removed once extracted. The bytes go to ``<file>.part`` first: a download cut short
+        (a dropped connection, a killed process) resumes from it with an HTTP ``Range`` request
+        on the next call, and the file appears only once its size is verified. An expired
+        signed URL is asked for again. Extraction writes plain files only: links, devices and
+        any member that would land outside ``dest`` raise
+        :class:`~tinker_lite.UnsafeArchiveError` naming the member, before anything is written.
+
+        ``progress`` is called with a :class:`~tinker_lite.rest_client.DownloadProgress` as
+        bytes arrive and once at the end (``done`` true). The archive may not exceed
+        ``max_bytes`` (32 GiB by default, ``None`` for no bound), downloaded or extracted: a
+        larger one raises
+        :class:`~tinker_lite.DownloadError`. An existing archive or a non-empty folder raises
+        :class:`FileExistsError` unless ``overwrite``. Blocks until done (no future).
+        """
+        parsed = parse_tinker_path(tinker_path)
+
+        def archive_url() -> str:
+            return str(self.get_checkpoint_archive_url_from_tinker_path(tinker_path).result().url)
+
+        outcome = download_checkpoint(
+            parsed,
+            archive_url,
+            dest,
+            extract=bool(extract),
+            progress=progress,
+            overwrite=overwrite,
+            max_bytes=max_bytes,
+            # The connection's sleep and stall bound: closing the client ends a wait at once.
+            sleep=self._api.sleep,
+            stall_timeout=self._api.settings.stall_timeout,
+        )
+        return outcome.extracted_to if outcome.extracted_to is not None else outcome.archive.path
 
     # -- sessions and samplers -------------------------------------------------------------------
 

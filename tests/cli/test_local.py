@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import tinker_lite as tinker
-from tinker_lite import cli, types
+from tinker_lite import types
+from tinker_lite._api.requestor import Requestor
 from tinker_lite._transport.download import part_path
 from tinker_lite.cli import main
 from tinker_lite.local import LocalServer
@@ -48,7 +49,18 @@ def _environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TINKER_API_KEY", "TINKER_BASE_URL", "TINKER_LOG", "TINKER_LITE_JOURNAL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
-    monkeypatch.setattr(cli.checkpoint, "_sleep", lambda seconds: None)
+    download_sleep(monkeypatch, lambda seconds: None)
+
+
+def download_sleep(monkeypatch: pytest.MonkeyPatch, sleep: Callable[[float], None]) -> None:
+    """Downloads wait with their connection's sleep: replace it, so they never really wait."""
+    original = Requestor.__init__
+
+    def init(self: Requestor, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.sleep = sleep
+
+    monkeypatch.setattr(Requestor, "__init__", init)
 
 
 def make_run(url: str, states: int = 1, samplers: int = 1) -> dict[str, Any]:
@@ -302,7 +314,7 @@ def test_download_refreshes_an_expired_url(
         def sleep_past_expiry(seconds: float) -> None:
             clock.now += 120.0  # the signed URL (30 s) has expired by the retry
 
-        monkeypatch.setattr(cli.checkpoint, "_sleep", sleep_past_expiry)
+        download_sleep(monkeypatch, sleep_past_expiry)
         dest = tmp_path / "b.tar.gz"
         code, doc = call_json(capsys, flaky, "checkpoint", "download", path, "-o", str(dest))
         assert code == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import itertools
 import json
 import os
 import re
@@ -161,6 +162,41 @@ def test_cron_job(capsys: pytest.CaptureFixture[str], tmp_path: Path, server: st
     assert first_state is not None
     # --keep-last 1: the new night's state replaces the previous one.
     assert f"pruned {first_state.group(1)}" in out
+
+
+@needs_journal
+def test_cron_job_resumes_on_the_offline_server(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # The documented default, local://: the next night resumes, or says why it cannot.
+    module = load_example("cron_job")
+    argv = ["--journal", str(tmp_path / "j.jsonl"), "--steps", "1"]
+    argv += ["--local-state-dir", str(tmp_path / "state")]
+    assert module.main([*argv, "--resume-latest"]) == 0
+    out = capsys.readouterr().out
+    assert "no nightly-* training state to resume from: starting a new run" in out
+    (saved,) = re.findall(r"^saved (tinker://\S+)$", out, re.M)
+    assert module.main([*argv, "--resume-latest"]) == 0
+    out = capsys.readouterr().out
+    assert f"resuming from {saved}" in out
+
+
+def test_rl_loop_learns_with_its_documented_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    # examples/README.rst: python examples/rl_loop.py --iterations 5 --loss ppo
+    assert load_example("rl_loop").main(["--iterations", "5", "--loss", "ppo"]) == 0
+    rewards = numbers(r"mean reward (\d+\.\d+)  datums", capsys.readouterr().out)
+    assert len(rewards) == 5
+    assert rewards[-1] >= rewards[0] + 0.3  # visibly learns
+    assert all(b >= a - 0.02 for a, b in itertools.pairwise(rewards))  # never drops back
+
+
+def test_rl_ray_without_ray_is_a_one_line_hint(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if ray were not installed
+    assert load_example("rl_ray").main([]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "rl_ray.py needs Ray: pip install 'tinker-lite[ray]'\n"
 
 
 @needs_journal

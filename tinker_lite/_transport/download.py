@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import http.client
 import os
+import stat
 import tarfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 import requests
 import urllib3.exceptions
@@ -31,7 +33,6 @@ from tinker_lite._errors import (
     UnsafeArchiveError,
     status_error_class,
 )
-from tinker_lite._progress import Progress
 from tinker_lite._transport.failures import classify_failure
 from tinker_lite._transport.loops import ServiceWait, attempt_error, release, retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
@@ -39,6 +40,7 @@ from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, Stal
 __all__ = [
     "DownloadError",
     "DownloadResult",
+    "ProgressSink",
     "UnsafeArchiveError",
     "download",
     "extract_archive",
@@ -48,7 +50,19 @@ __all__ = [
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 EXPIRED_URL_STATUSES = frozenset({403, 404, 410})
 DEFAULT_STALL_TIMEOUT_S = 300.0
+DEFAULT_MAX_ARCHIVE_BYTES = 32 * 1024**3
+"""The default bound on a checkpoint archive, downloaded (32 GiB) and extracted alike."""
 _CHUNK_SIZE = 1 << 16
+
+
+class ProgressSink(Protocol):
+    """What a download reports its progress to (:class:`tinker_lite._progress.Progress`)."""
+
+    def set_total(self, total: int | None) -> None: ...
+
+    def reset(self, count: int = 0) -> None: ...
+
+    def update(self, n: int = 1) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -123,16 +137,17 @@ def download(
     *,
     refresh_url: Callable[[], str] | None = None,
     session: requests.Session | None = None,
-    progress: Progress | None = None,
+    progress: ProgressSink | None = None,
     overwrite: bool = False,
     max_attempts: int = 8,
     timeout: tuple[float, float] = (10.0, 60.0),
     chunk_size: int = _CHUNK_SIZE,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], object] = time.sleep,
     now: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
 ) -> DownloadResult:
     """Download ``url`` to ``dest``, resuming from ``<dest>.part`` when one is there.
 
@@ -142,12 +157,14 @@ def download(
     progress, waiting ``Retry-After`` (when 0 < delay <= 60 s) or 1, 2, 4 ... 30 s, and never past
     ``stall_timeout`` seconds without progress. ``session`` is the requests session to use (a
     new one, closed at the end, by default). ``sleep``, ``now`` (wall clock) and ``clock``
-    (monotonic) are injectable for tests.
+    (monotonic) are injectable for tests. The body streams to disk and may not exceed
+    ``max_bytes`` (``None``: no bound): a larger announced size is refused before reading, and a
+    body that grows past it is cut off and its part file removed.
 
     Raises :class:`FileExistsError` when ``dest`` exists and ``overwrite`` is false, an
     :class:`~tinker_lite.APIStatusError` subclass for a final HTTP error,
     :class:`~tinker_lite.APIConnectionError` when the connection keeps failing, and
-    :class:`DownloadError` when the size cannot be verified.
+    :class:`DownloadError` when the size cannot be verified or exceeds ``max_bytes``.
     """
     dest_path = Path(dest)
     if dest_path.exists() and not overwrite:
@@ -164,6 +181,7 @@ def download(
         timeout=timeout,
         chunk_size=chunk_size,
         stall=StallWatch(stall_timeout, clock),
+        max_bytes=max_bytes,
     )
     resumed_from = _size(part)
     retrier = retry_loop(
@@ -224,11 +242,13 @@ class _Download:
         what: str,
         http: requests.Session,
         refresh_url: Callable[[], str] | None,
-        progress: Progress | None,
+        progress: ProgressSink | None,
         timeout: tuple[float, float],
         chunk_size: int,
         stall: StallWatch,
+        max_bytes: int | None,
     ) -> None:
+        self.max_bytes = max_bytes
         self.part = part
         self.url = url
         self.what = what
@@ -312,16 +332,25 @@ class _Download:
             self.total = _header_int(resp.headers.get("Content-Length"))
             mode = "wb"
             start = 0
+        bound = self.max_bytes
+        if bound is not None and self.total is not None and self.total > bound:
+            raise DownloadError(
+                f"{what}: the archive is {self.total} bytes, more than max_bytes={bound}"
+            )
         progress = self.progress
         if progress is not None:
             progress.set_total(self.total)
             progress.reset(start)
 
         written = 0
+        overflow = False
         interrupted: BaseException | None = None
         with self.part.open(mode) as out:
             try:
                 for chunk in _body_chunks(resp, self.chunk_size):
+                    if bound is not None and start + written + len(chunk) > bound:
+                        overflow = True
+                        break
                     out.write(chunk)
                     written += len(chunk)
                     if progress is not None:
@@ -330,6 +359,9 @@ class _Download:
                 interrupted = exc
             out.flush()
             os.fsync(out.fileno())
+        if overflow:
+            self.part.unlink()
+            raise DownloadError(f"{what}: the archive grows past max_bytes={bound}; stopped")
         if written:
             self.failures = 0
             self.stall.answered()
@@ -357,55 +389,129 @@ def _has_data_filter() -> bool:
     return hasattr(tarfile, "data_filter")
 
 
-def _check_member(member: tarfile.TarInfo, strict: bool) -> None:
+def _within(root: str, path: str) -> bool:
+    """Whether ``path`` is ``root`` or below it (pip's ``is_within_directory``, on real paths)."""
+    return os.path.commonpath([root, path]) == root
+
+
+def _check_member(member: tarfile.TarInfo, root: str) -> None:
+    """Refuse a member that is not a plain file or directory, or whose path leaves ``root``.
+
+    Links are refused outright, whatever they point to: a checkpoint holds plain files, and a
+    link is what every escape from tarfile's own checks has used (CVE-2025-4517: a symlink chain
+    that expands past PATH_MAX, where ``os.path.realpath`` stops resolving).
+    """
     name = member.name
-    pure = PurePosixPath(name)
-    if name.startswith(("/", "\\")) or pure.is_absolute() or (len(name) > 1 and name[1] == ":"):
-        raise UnsafeArchiveError(f"archive member has an absolute path: {name!r}")
-    if ".." in pure.parts:
-        raise UnsafeArchiveError(f"archive member leaves the target directory: {name!r}")
-    if not strict:
-        return
-    # Without tarfile's "data" filter, only plain files and directories are extracted.
+    if member.issym() or member.islnk():
+        kind = "symbolic link" if member.issym() else "hard link"
+        target = member.linkname if len(member.linkname) <= 60 else member.linkname[:57] + "..."
+        raise UnsafeArchiveError(
+            f"archive member {name!r} is a {kind} (to {target!r}); "
+            "checkpoint archives hold plain files only"
+        )
     if not (member.isfile() or member.isdir()):
-        raise UnsafeArchiveError(f"archive member is not a file or directory: {name!r}")
+        raise UnsafeArchiveError(f"archive member {name!r} is not a file or directory")
+    pure = PurePosixPath(name)
+    if (
+        not name
+        or "\x00" in name
+        or name.startswith(("/", "\\"))
+        or pure.is_absolute()
+        or (len(name) > 1 and name[1] == ":")
+    ):
+        raise UnsafeArchiveError(f"archive member {name!r} has an absolute or empty path")
+    if ".." in pure.parts or not _within(root, os.path.abspath(os.path.join(root, *pure.parts))):
+        raise UnsafeArchiveError(f"archive member {name!r} leaves the target directory")
 
 
-def _extract_plain(tar: tarfile.TarFile, members: list[tarfile.TarInfo], target: Path) -> None:
-    """Extract checked files and directories one by one (Pythons without tarfile filters)."""
-    for member in members:
-        path = target.joinpath(*PurePosixPath(member.name).parts)
-        if member.isdir():
-            path.mkdir(parents=True, exist_ok=True)
+def _safe_directory(root: str, parts: tuple[str, ...], name: str) -> str:
+    """Create ``root/parts...`` one directory at a time; refuse any existing link on the way."""
+    current = root
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            os.mkdir(current)
             continue
-        source = tar.extractfile(member)
-        if source is None:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with source, path.open("wb") as out:
-            while block := source.read(_CHUNK_SIZE):
-                out.write(block)
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+            raise UnsafeArchiveError(
+                f"archive member {name!r} would be written through {current!r}, "
+                "which is a link or not a directory in the target"
+            )
+    if not _within(root, os.path.realpath(current)):
+        raise UnsafeArchiveError(f"archive member {name!r} leaves the target directory")
+    return current
 
 
-def extract_archive(archive: str | os.PathLike[str], dest_dir: str | os.PathLike[str]) -> list[str]:
-    """Extract a tar (optionally compressed) into ``dest_dir`` safely; return the member names.
+def _extract_member(tar: tarfile.TarFile, member: tarfile.TarInfo, root: str) -> None:
+    parts = tuple(part for part in PurePosixPath(member.name).parts if part != ".")
+    if member.isdir():
+        _safe_directory(root, parts, member.name)
+        return
+    if not parts:
+        raise UnsafeArchiveError(f"archive member {member.name!r} has no file name")
+    parent = _safe_directory(root, parts[:-1], member.name)
+    path = os.path.join(parent, parts[-1])
+    if os.path.islink(path):
+        raise UnsafeArchiveError(f"archive member {member.name!r} would replace a link")
+    source = tar.extractfile(member)
+    if source is None:
+        raise UnsafeArchiveError(f"archive member {member.name!r} has no content")
+    # O_NOFOLLOW: a link that appears at the last moment is not followed either.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with source, os.fdopen(os.open(path, flags, 0o644), "wb") as out:
+        while block := source.read(_CHUNK_SIZE):
+            out.write(block)
 
-    Absolute paths and ``..`` components are refused before anything is written. Where Python
-    offers tarfile's ``"data"`` filter it is used as well (no devices, no links out, no setuid
-    bits); elsewhere only plain files and directories are extracted and anything else is refused.
+
+def extract_archive(
+    archive: str | os.PathLike[str],
+    dest_dir: str | os.PathLike[str],
+    *,
+    max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
+) -> list[str]:
+    """Extract a checkpoint tar (optionally compressed) into ``dest_dir``; return member names.
+
+    Every member is checked before anything is written, the same way on every Python: only
+    plain files and directories are extracted; symbolic and hard links, devices and FIFOs are
+    refused outright, as is any member whose path is absolute or lands outside ``dest_dir``
+    once resolved, and any file written through a link already in ``dest_dir``. A refusal
+    raises :class:`~tinker_lite.UnsafeArchiveError` naming the member. The files' sizes
+    together may not exceed ``max_bytes`` (``None``: no bound). Where Python has tarfile's
+    ``"data"`` filter, each member also passes it; it is a floor, not the whole answer.
     """
     target = Path(dest_dir)
     use_filter = _has_data_filter()
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = tar.getmembers()
+            root = os.path.realpath(target)
+            total = 0
             for member in members:
-                _check_member(member, strict=not use_filter)
+                _check_member(member, root)
+                if use_filter:
+                    try:
+                        tarfile.data_filter(member, root)
+                    except tarfile.FilterError as exc:
+                        raise UnsafeArchiveError(
+                            f"archive member {member.name!r} refused: {exc}"
+                        ) from None
+                total += member.size if member.isfile() else 0
+                if max_bytes is not None and total > max_bytes:
+                    raise UnsafeArchiveError(
+                        f"archive member {member.name!r} takes the extracted size past "
+                        f"max_bytes={max_bytes}"
+                    )
             target.mkdir(parents=True, exist_ok=True)
-            if use_filter:
-                tar.extractall(target, members=members, filter="data")
-            else:
-                _extract_plain(tar, members, target)
+            root = os.path.realpath(target)
+            for member in members:
+                try:
+                    _extract_member(tar, member, root)
+                except OSError as exc:  # e.g. a file and a directory of the same name
+                    raise DownloadError(
+                        f"cannot extract archive member {member.name!r} of {archive}: {exc}"
+                    ) from exc
     except tarfile.TarError as exc:
         raise DownloadError(f"cannot extract {archive}: {exc}") from exc
     return [member.name for member in members]

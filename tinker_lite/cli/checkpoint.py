@@ -6,7 +6,6 @@ import argparse
 import concurrent.futures
 import datetime as _dt
 import re
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,8 +47,6 @@ __all__ = [
     "plan_prune",
     "register",
 ]
-
-_sleep: Callable[[float], None] = time.sleep  # replaced in tests: downloads never really wait
 
 
 def _checkpoint_rows(checkpoints: Sequence[types.Checkpoint]) -> list[list[Any]]:
@@ -376,56 +373,69 @@ def cmd_checkpoint_delete(ctx: Context) -> int:
 
 def default_archive_name(parsed: types.ParsedCheckpointTinkerPath) -> str:
     """A file name for a checkpoint's archive: ``<run>-<kind>-<name>.tar.gz``, filesystem-safe."""
-    kind, _, name = parsed.checkpoint_id.partition("/")
-    raw = f"{parsed.training_run_id}-{kind}-{name}"
-    return re.sub(r"[^A-Za-z0-9._-]", "_", raw) + ".tar.gz"
+    from tinker_lite._api.checkpoint_download import default_archive_name as archive_name
+
+    return archive_name(parsed)
 
 
 def cmd_checkpoint_download(ctx: Context) -> int:
-    """Download a checkpoint's archive (resumable), and optionally extract it."""
+    """Download a checkpoint's archive (resumable), and optionally extract it.
+
+    The download is :meth:`RestClient.download_checkpoint`; ``--extract DIR`` then extracts the
+    kept archive with the same safe extraction.
+    """
     from tinker_lite._progress import Progress, progress_mode
-    from tinker_lite._transport.download import download, extract_archive
+    from tinker_lite._transport.download import extract_archive
+    from tinker_lite.rest_client import DownloadProgress
 
     args = ctx.args
     parsed = parse_path(args.path)
     dest = Path(args.output) if args.output else Path(default_archive_name(parsed))
-    if dest.is_dir():
-        dest = dest / default_archive_name(parsed)
-    if dest.exists() and not args.force:
-        raise FileExistsError(f"{dest} already exists (use --force to replace it)")
     rest = ctx.rest()
-
-    def fresh_url() -> str:
-        response = ctx.wait(rest.get_checkpoint_archive_url_from_tinker_path(parsed.tinker_path))
-        return str(response.url)
-
-    url = fresh_url()
     mode = progress_mode(ctx.output.err, non_tty="lines")
+    last: list[DownloadProgress] = []
     with Progress(desc="download", unit="bytes", stream=ctx.output.err, mode=mode) as progress:
-        result = download(
-            url, dest, refresh_url=fresh_url, progress=progress, overwrite=args.force, sleep=_sleep
+
+        def report(state: DownloadProgress) -> None:
+            progress.set_total(state.total_bytes)
+            progress.reset(state.bytes_done)
+            last[:] = [state]
+
+        archive = ctx.call(
+            lambda: rest.download_checkpoint(
+                parsed.tinker_path, dest, progress=report, overwrite=args.force
+            )
         )
+    final = last[-1]
     files: list[str] | None = None
+    extracted_bytes: int | None = None
     if args.extract:
-        files = extract_archive(result.path, args.extract)
+        files = extract_archive(archive, args.extract)
+        root = Path(args.extract)
+        extracted_bytes = sum(
+            (root / name).stat().st_size for name in files if (root / name).is_file()
+        )
     if ctx.output.json:
         ctx.output.document(
             {
                 "tinker_path": parsed.tinker_path,
-                "path": str(result.path),
-                "size_bytes": result.size,
-                "resumed_from": result.resumed_from,
-                "attempts": result.attempts,
-                "url_refreshes": result.url_refreshes,
+                "path": str(archive),
+                "size_bytes": final.bytes_done,
+                "resumed_from": final.resumed_from,
+                "attempts": final.attempts,
+                "url_refreshes": final.url_refreshes,
                 "extracted_to": str(args.extract) if args.extract else None,
+                "extracted_bytes": extracted_bytes,
                 "files": files,
             }
         )
         return EXIT_OK
-    resumed = f", resumed at {result.resumed_from} bytes" if result.resumed_from else ""
-    ctx.output.line(f"downloaded {result.size} bytes to {result.path}{resumed}")
+    resumed = f", resumed at {final.resumed_from} bytes" if final.resumed_from else ""
+    # `checkpoint list` shows the files' size, uncompressed: say which size is which.
+    ctx.output.line(f"downloaded {final.bytes_done} bytes (compressed) to {archive}{resumed}")
     if files is not None:
-        ctx.output.line(f"extracted {len(files)} files to {args.extract}")
+        sizes = f"{extracted_bytes} bytes, uncompressed"
+        ctx.output.line(f"extracted {len(files)} files ({sizes}) to {args.extract}")
     return EXIT_OK
 
 

@@ -149,25 +149,16 @@ def _export_training_state(ctx: Context, tinker_path: str, dest: Path) -> None:
 
 
 def _fetch_adapter(ctx: Context, parsed: types.ParsedCheckpointTinkerPath, dest: Path) -> None:
-    """Download the checkpoint's adapter files into ``dest``."""
-    from tinker_lite._transport.download import download, extract_archive
-
+    """Download the checkpoint's adapter files into ``dest`` (an empty folder)."""
     if parsed.checkpoint_type == "external":
         _download_external(ctx, parsed.tinker_path, dest)
         return
     if parsed.checkpoint_type == "training":
         _export_training_state(ctx, parsed.tinker_path, dest)
         return
+    # The archive is extracted as `checkpoint download` does: plain files only, none outside.
     rest = ctx.rest()
-
-    def fresh_url() -> str:
-        archive_url = rest.get_checkpoint_archive_url_from_tinker_path(parsed.tinker_path)
-        return str(ctx.wait(archive_url).url)
-
-    archive = dest.parent / "checkpoint.tar"
-    download(fresh_url(), archive, refresh_url=fresh_url, overwrite=True)
-    extract_archive(archive, dest)
-    archive.unlink()
+    ctx.call(lambda: rest.download_checkpoint(parsed.tinker_path, dest, extract=True))
 
 
 def _base_model(ctx: Context, tinker_path: str) -> tuple[str, types.WeightsInfoResponse | None]:

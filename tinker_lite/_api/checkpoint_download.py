@@ -1,0 +1,169 @@
+"""A checkpoint's archive to disk: the signed URL, the resumable download, the safe extraction.
+
+:meth:`tinker_lite.RestClient.download_checkpoint` and ``tinker-lite checkpoint download`` both
+run :func:`download_checkpoint`. The signed URL comes from the service (docs/protocol.rst §4.6)
+and is asked for again when it expires mid-download; the bytes go through
+:func:`tinker_lite._transport.download.download` (``<file>.part``, ``Range`` resume, size
+verification, a size bound) and, when asked, through
+:func:`~tinker_lite._transport.download.extract_archive` (plain files only, nothing outside the
+folder).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tinker_lite._transport.download import (
+    DEFAULT_MAX_ARCHIVE_BYTES,
+    DEFAULT_STALL_TIMEOUT_S,
+    DownloadResult,
+    download,
+    extract_archive,
+    part_path,
+)
+from tinker_lite.types import ParsedCheckpointTinkerPath
+
+__all__ = [
+    "DEFAULT_MAX_ARCHIVE_BYTES",
+    "CheckpointDownload",
+    "DownloadProgress",
+    "default_archive_name",
+    "download_checkpoint",
+]
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    """Where a checkpoint download stands, as given to a ``progress`` callback.
+
+    ``bytes_done`` counts the archive's bytes on disk (a resumed download starts at
+    ``resumed_from``), ``total_bytes`` is the archive's size once the server has said it
+    (``None`` before). ``attempts`` counts the GET requests so far and ``url_refreshes`` the
+    signed URLs asked for again because one expired. ``done`` is true on the last call, once
+    the archive is verified (and extracted, when asked).
+    """
+
+    path: Path
+    bytes_done: int
+    total_bytes: int | None
+    resumed_from: int
+    attempts: int = 0
+    url_refreshes: int = 0
+    done: bool = False
+
+
+ProgressCallback = Callable[[DownloadProgress], object]
+
+
+@dataclass(frozen=True)
+class CheckpointDownload:
+    """What :func:`download_checkpoint` did: the archive, its size, and the files extracted."""
+
+    archive: DownloadResult
+    extracted_to: Path | None
+    files: list[str] | None
+
+
+def default_archive_name(parsed: ParsedCheckpointTinkerPath) -> str:
+    """A file name for a checkpoint's archive: ``<run>-<kind>-<name>.tar.gz``, filesystem-safe."""
+    kind, _, name = parsed.checkpoint_id.partition("/")
+    raw = f"{parsed.training_run_id}-{kind}-{name}"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", raw) + ".tar.gz"
+
+
+class _ProgressRelay:
+    """The download's progress hooks (``set_total``/``reset``/``update``) as callback values."""
+
+    def __init__(self, path: Path, callback: ProgressCallback, resumed_from: int) -> None:
+        self.path = path
+        self.callback = callback
+        self.resumed_from = resumed_from
+        self.total: int | None = None
+        self.count = resumed_from
+
+    def value(
+        self, *, done: bool = False, result: DownloadResult | None = None
+    ) -> DownloadProgress:
+        return DownloadProgress(
+            path=self.path,
+            bytes_done=self.count,
+            total_bytes=self.total,
+            resumed_from=self.resumed_from,
+            attempts=result.attempts if result is not None else 0,
+            url_refreshes=result.url_refreshes if result is not None else 0,
+            done=done,
+        )
+
+    def set_total(self, total: int | None) -> None:
+        self.total = total
+
+    def reset(self, count: int = 0) -> None:
+        self.count = count
+        self.callback(self.value())
+
+    def update(self, n: int = 1) -> None:
+        self.count += n
+        self.callback(self.value())
+
+
+def download_checkpoint(
+    parsed: ParsedCheckpointTinkerPath,
+    archive_url: Callable[[], str],
+    dest: str | os.PathLike[str],
+    *,
+    extract: bool = False,
+    progress: ProgressCallback | None = None,
+    overwrite: bool = False,
+    max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
+    sleep: Callable[[float], object] = time.sleep,
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
+) -> CheckpointDownload:
+    """Download the checkpoint's archive to ``dest`` and, when asked, extract it.
+
+    ``archive_url`` returns a fresh signed URL (called once, then again whenever the last one
+    has expired). With ``extract`` false, ``dest`` is the archive file (or an existing folder
+    to put ``<run>-<kind>-<name>.tar.gz`` in). With ``extract`` true, ``dest`` is the folder
+    to extract into: the archive goes beside it as ``<dest>.tar.gz`` (resumable from
+    ``<dest>.tar.gz.part``) and is removed once extracted.
+    """
+    dest_path = Path(dest)
+    folder: Path | None = None
+    if extract:
+        folder = dest_path
+        archive = dest_path.with_name(dest_path.name + ".tar.gz")
+        if folder.exists() and any(folder.iterdir()) and not overwrite:
+            raise FileExistsError(f"{folder} is not empty (pass overwrite=True to extract anyway)")
+    else:
+        archive = dest_path / default_archive_name(parsed) if dest_path.is_dir() else dest_path
+        if archive.exists() and not overwrite:
+            raise FileExistsError(f"{archive} already exists (use --force to replace it)")
+    relay: _ProgressRelay | None = None
+    if progress is not None:
+        part = part_path(archive)
+        relay = _ProgressRelay(archive, progress, part.stat().st_size if part.exists() else 0)
+    result = download(
+        archive_url(),
+        archive,
+        refresh_url=archive_url,
+        progress=relay,
+        overwrite=overwrite or extract,
+        sleep=sleep,
+        stall_timeout=stall_timeout,
+        max_bytes=max_bytes,
+    )
+    files: list[str] | None = None
+    if folder is not None:
+        try:
+            files = extract_archive(result.path, folder, max_bytes=max_bytes)
+        finally:
+            result.path.unlink()  # asked for the folder: the archive goes, extracted or refused
+    if relay is not None:
+        relay.count = result.size
+        relay.total = result.size
+        relay.callback(relay.value(done=True, result=result))
+    return CheckpointDownload(archive=result, extracted_to=folder, files=files)
