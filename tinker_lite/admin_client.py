@@ -11,22 +11,13 @@ Threading contract: every method may be called from any thread.
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from tinker_lite import types
-from tinker_lite._async import with_async_twins
+from tinker_lite._async import async_twin
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
-
-if TYPE_CHECKING:
-    from tinker_lite._async_types import AdminClientTwins
-
-    class _AdminBase(RestOnlyClient, AdminClientTwins):
-        """Only type checkers see the twins' declarations; with_async_twins adds the twins."""
-
-else:
-    _AdminBase = RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
 
@@ -80,8 +71,7 @@ def _check_project(project_id: object) -> str | None:
     return project_id
 
 
-@with_async_twins
-class AdminClient(_AdminBase):
+class AdminClient(RestOnlyClient):
     """Audit log, billing usage and checkpoint storage usage of your organization.
 
     Constructed like :class:`RestClient`: ``AdminClient(base_url=..., api_key=...)`` (with
@@ -140,3 +130,9 @@ class AdminClient(_AdminBase):
             lambda: self._rest.checkpoint_storage_usage(project, sdk_method=method),
             sdk_method=method,
         )
+
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
+
+    get_audit_log_async = async_twin(get_audit_log)
+    get_billing_usage_async = async_twin(get_billing_usage)
+    get_current_checkpoint_storage_usage_async = async_twin(get_current_checkpoint_storage_usage)

@@ -33,7 +33,7 @@ import attrs
 
 from tinker_lite import types
 from tinker_lite._api import decode_sample
-from tinker_lite._async import with_async_twins
+from tinker_lite._async import async_twin
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
@@ -42,13 +42,10 @@ from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
-    from tinker_lite._async_types import SamplingClientTwins
     from tinker_lite._futures.batch_poller import BatchPoller
     from tinker_lite._futures.pending import PendingRequest
     from tinker_lite._session.holder import SampleGate
     from tinker_lite.tokenizer import PretrainedTokenizer
-else:
-    SamplingClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = [
     "BackcompatSamplingClientFuture",
@@ -76,8 +73,7 @@ def check_record_stability_info(value: object) -> bool:
     return value
 
 
-@with_async_twins
-class SamplingClient(SamplingClientTwins):
+class SamplingClient:
     """Samples from one sampling session (a base model or saved sampler weights).
 
     Created by :meth:`ServiceClient.create_sampling_client`,
@@ -514,6 +510,12 @@ class SamplingClient(SamplingClientTwins):
         return self._api.sampling.submit_sample(
             request, sdk_method=sdk_method, closing=self._context.closing
         )
+
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
+
+    sample_async = async_twin(sample, blocks=_unjoined)
+    compute_logprobs_async = async_twin(compute_logprobs, blocks=_unjoined)
+    get_base_model_async = async_twin(get_base_model, blocks=_base_model_unread)
 
 
 class _SampleJob:
