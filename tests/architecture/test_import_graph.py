@@ -9,8 +9,9 @@ modules are read from the tree (``_api/``, ``_transport/``, ``_futures/``, ``_se
   ``__init__`` aside), so the client modules form no circle;
 * no client reaches back up to ``service_client`` (the factory on top) at run time;
 * client modules are imported only by ``__init__``, the CLI and other client modules;
-* the context and the requestor never import a client; the layers below the requestor never
-  import a client, the requestor or the local server; clients name nothing of the transport;
+* the context, the requestor and sampling's send job (``_sampling``) never import a client; the
+  layers below the requestor never import a client, the requestor or the local server; clients
+  name nothing of the transport;
 * the transport knows no codec (no ``_codec``, no ``types``); the codec imports only ``types``,
   ``_errors`` and ``_secrets`` of the package, and no HTTP library; tenacity is imported by one
   module (``_transport.loops``);
@@ -230,6 +231,15 @@ def test_context_and_requestor_never_import_clients() -> None:
     for module in CONNECTION_MODULES:
         imports = _graph()[module]
         bad = sorted(_internal(imports.every) & CLIENT_MODULES)
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_the_sample_job_knows_no_client() -> None:
+    # Sampling's send job is handed what it needs; it imports no client, not even for annotations.
+    modules = _modules_under("tinker_lite._sampling")
+    assert "tinker_lite._sampling.job" in modules
+    for module in modules:
+        bad = sorted(_internal(_graph()[module].every) & CLIENT_MODULES)
         assert not bad, f"{module} imports {bad}"
 
 
