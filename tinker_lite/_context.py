@@ -195,11 +195,6 @@ class ClientContext:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    @property
-    def _closing_event(self) -> threading.Event:
-        # The name the sampling 429 wait loop reads (SamplingClient._submit).
-        return self.closing
-
     # -- journal -------------------------------------------------------------------------------
 
     def journal_watch(
