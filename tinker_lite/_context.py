@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import functools
 import logging
 import math
 import os
-import queue
 import sys
 import threading
 import weakref
@@ -58,7 +56,6 @@ __all__ = [
     "ClientContext",
     "FinishReason",
     "Settings",
-    "WorkerPool",
     "connect",
     "exit_timeout",
     "find_live_context",
@@ -85,74 +82,6 @@ _WORKER_THREAD_PREFIXES = (
 # Live contexts of this process, so an unpickled SamplingClient finds its connection.
 _LIVE: weakref.WeakSet[ClientContext] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
-
-
-class WorkerPool:
-    """Daemon worker threads running queued calls in order, with no future per call.
-
-    The sampling executor: a queued sample must cost little (thousands wait at once), and its
-    caller already holds the future its job completes. ``submit`` after ``shutdown`` raises
-    RuntimeError, as ``ThreadPoolExecutor.submit`` does; ``shutdown`` lets the threads finish
-    what is queued, then (``wait=True``) joins them. A call must not raise: what escapes is
-    logged and the thread goes on. The queue is a ``queue.SimpleQueue``, so submitting and
-    taking work share no Python-level lock.
-    """
-
-    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
-        self._max_workers = max_workers
-        self._prefix = thread_name_prefix
-        self._queue: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)  # one release per worker waiting for work
-        self._lock = threading.Lock()  # submit against shutdown
-        self._threads: list[threading.Thread] = []
-        self._shutdown = False
-
-    def __repr__(self) -> str:
-        return (
-            f"WorkerPool({self._prefix!r}, threads={len(self._threads)}, "
-            f"queued={self._queue.qsize()}, shutdown={self._shutdown})"
-        )
-
-    def submit(self, fn: Callable[..., object], /, *args: Any) -> None:
-        """Queue ``fn(*args)``; a thread is started when none is idle (up to the cap)."""
-        with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot schedule new work after shutdown")
-            self._queue.put(functools.partial(fn, *args) if args else fn)
-            if self._idle.acquire(timeout=0):
-                return  # an idle worker takes it
-            if len(self._threads) < self._max_workers:
-                thread = threading.Thread(
-                    target=self._work, name=f"{self._prefix}_{len(self._threads)}", daemon=True
-                )
-                thread.start()
-                self._threads.append(thread)
-
-    def _work(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:  # shutdown: every job queued before it has run
-                return
-            try:
-                job()
-            except BaseException:
-                logger.exception("A %s job failed", self._prefix)
-            del job
-            self._idle.release()
-
-    def shutdown(self, wait: bool = True) -> None:
-        """Refuse new work; the threads end once the queue is empty (joined with ``wait``)."""
-        with self._lock:
-            if not self._shutdown:
-                self._shutdown = True
-                for _ in self._threads:
-                    self._queue.put(None)
-            threads = list(self._threads)
-        if wait:
-            me = threading.current_thread()
-            for thread in threads:
-                if thread is not me:
-                    thread.join()
 
 
 # Options of a connection's requestor; the others are its session holder's (some are both's).
@@ -213,7 +142,7 @@ class ClientContext:
         self.closing = threading.Event()
         self._closed = False
         self._sample_workers = settings.sample_workers
-        self._sample_executor: WorkerPool | None = None
+        self._sample_executor: ThreadPoolExecutor | None = None
         self._rest_executor: ThreadPoolExecutor | None = None
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
@@ -269,11 +198,6 @@ class ClientContext:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    @property
-    def _closing_event(self) -> threading.Event:
-        # The name the sampling 429 wait loop reads (SamplingClient._submit).
-        return self.closing
-
     # -- journal -------------------------------------------------------------------------------
 
     def journal_watch(
@@ -321,12 +245,12 @@ class ClientContext:
         weakref.finalize(owner, executor.shutdown, wait=False)
         return executor
 
-    def sample_pool(self) -> WorkerPool:
+    def sample_pool(self) -> ThreadPoolExecutor:
         """The wide executor shared by this connection's SamplingClients."""
         with self._lock:
             self.check_open()
             if self._sample_executor is None:
-                self._sample_executor = WorkerPool(
+                self._sample_executor = ThreadPoolExecutor(
                     max_workers=self._sample_workers, thread_name_prefix="tinker-lite-sample"
                 )
             return self._sample_executor
@@ -442,7 +366,7 @@ class ClientContext:
 
     def _drain(self, budget: float | None, what: str) -> str | None:
         """Wait for every queued request (see :meth:`close`); why it stopped early, else None."""
-        if threading.current_thread().name.startswith(_WORKER_THREAD_PREFIXES):
+        if _on_worker_thread():
             return (
                 f"{what}: close() was called on one of the client's own worker threads, which "
                 "cannot wait for the work queued behind it"
@@ -451,7 +375,7 @@ class ClientContext:
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:
-            executors: list[ThreadPoolExecutor | WorkerPool] = list(self._train_executors)
+            executors = list(self._train_executors)
             for pool in (self._sample_executor, self._rest_executor):
                 if pool is not None:
                     executors.append(pool)
@@ -469,9 +393,15 @@ class ClientContext:
         try:
             self.holder.close(status, detail, sdk_method="ServiceClient.close")
         finally:
+            # A close() made on one of the executors' own threads cannot join that thread.
+            join = not _on_worker_thread()
             for executor in executors:
-                executor.shutdown(wait=True)
+                executor.shutdown(wait=join)
             self._stop_local_server()
+
+
+def _on_worker_thread() -> bool:
+    return threading.current_thread().name.startswith(_WORKER_THREAD_PREFIXES)
 
 
 def find_live_context(base_url: str) -> ClientContext | None:

@@ -11,24 +11,15 @@ Threading contract: every method may be called from any thread.
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
-from tinker_lite._async import with_async_twins
+from tinker_lite._async import async_twin
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
-
-if TYPE_CHECKING:
-    from tinker_lite._async_types import AdminClientTwins
-
-    class _AdminBase(RestOnlyClient, AdminClientTwins):
-        """Only type checkers see the twins' declarations; with_async_twins adds the twins."""
-
-else:
-    _AdminBase = RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
 
@@ -82,8 +73,7 @@ def _check_project(project_id: object) -> str | None:
     return project_id
 
 
-@with_async_twins
-class AdminClient(_AdminBase):
+class AdminClient(RestOnlyClient):
     """Audit log, billing usage and checkpoint storage usage of your organization.
 
     Constructed like :class:`RestClient`: ``AdminClient(base_url=..., api_key=...)`` (with
@@ -131,3 +121,9 @@ class AdminClient(_AdminBase):
         or of one project."""
         query = {"project_id": _check_project(project_id)}
         return self._request(endpoints.CHECKPOINT_STORAGE_USAGE, query=query)
+
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
+
+    get_audit_log_async = async_twin(get_audit_log)
+    get_billing_usage_async = async_twin(get_billing_usage)
+    get_current_checkpoint_storage_usage_async = async_twin(get_current_checkpoint_storage_usage)

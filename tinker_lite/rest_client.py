@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
@@ -31,7 +31,7 @@ from tinker_lite._api.checkpoint_download import (
 )
 from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint
 from tinker_lite._api.rest import checkpoint_archive
-from tinker_lite._async import with_async_twins
+from tinker_lite._async import async_twin
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIError,
@@ -43,15 +43,6 @@ from tinker_lite._futures.future import APIFuture
 from tinker_lite._rest_common import RestOnlyClient
 from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
-
-if TYPE_CHECKING:
-    from tinker_lite._async_types import RestClientTwins
-
-    class _RestBase(RestOnlyClient, RestClientTwins):
-        """Only type checkers see the twins' declarations; with_async_twins adds the twins."""
-
-else:
-    _RestBase = RestOnlyClient
 
 __all__ = ["CheckpointListing", "DownloadProgress", "RestClient", "parse_tinker_path"]
 
@@ -128,8 +119,7 @@ def _check_scope(access_scope: object) -> str | None:
     return access_scope
 
 
-@with_async_twins
-class RestClient(_RestBase):
+class RestClient(RestOnlyClient):
     """Reads and manages training runs, checkpoints, sessions and samplers.
 
     ``RestClient(service_client)`` shares the ServiceClient's connection (as the deprecated
@@ -666,6 +656,29 @@ class RestClient(_RestBase):
                     )
                     return CheckpointListing(items, complete=False, reason=reason)
                 return CheckpointListing(items)
+
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
+
+    assign_session_project_async = async_twin(assign_session_project)
+    copy_weights_async = async_twin(copy_weights)
+    delete_checkpoint_async = async_twin(delete_checkpoint)
+    delete_checkpoint_from_tinker_path_async = async_twin(delete_checkpoint_from_tinker_path)
+    export_session_trace_async = async_twin(export_session_trace)
+    get_audit_log_async = async_twin(get_audit_log)
+    get_billing_usage_async = async_twin(get_billing_usage)
+    get_current_checkpoint_storage_usage_async = async_twin(get_current_checkpoint_storage_usage)
+    get_external_weights_urls_async = async_twin(get_external_weights_urls)
+    get_sampler_async = async_twin(get_sampler)
+    get_session_async = async_twin(get_session)
+    get_training_run_async = async_twin(get_training_run)
+    get_training_run_by_tinker_path_async = async_twin(get_training_run_by_tinker_path)
+    list_checkpoints_async = async_twin(list_checkpoints)
+    list_sessions_async = async_twin(list_sessions)
+    list_training_runs_async = async_twin(list_training_runs)
+    list_user_checkpoints_async = async_twin(list_user_checkpoints)
+    publish_checkpoint_from_tinker_path_async = async_twin(publish_checkpoint_from_tinker_path)
+    set_checkpoint_ttl_from_tinker_path_async = async_twin(set_checkpoint_ttl_from_tinker_path)
+    unpublish_checkpoint_from_tinker_path_async = async_twin(unpublish_checkpoint_from_tinker_path)
 
 
 class CheckpointListing:

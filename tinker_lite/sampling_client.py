@@ -14,14 +14,14 @@ as ``ServiceClient()`` resolves them: the pickle carries no API key unless the c
 over with :func:`carry_api_key`), reused by the later copies and closed at exit. A copy joins the
 sampling session before its first sample; it creates no session.
 
-A sample's callbacks are the bound methods of one slotted object (``_SampleJob``), so a queued
-sample costs about 1 KiB.
+A sample is sent by a job of :mod:`tinker_lite._sampling` on the connection's wide executor.
 """
 
 from __future__ import annotations
 
 import atexit
 import base64
+import functools
 import json
 import logging
 import random
@@ -29,26 +29,19 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from tinker_lite import types
-from tinker_lite._api import decode_sample, endpoints
-from tinker_lite._async import with_async_twins
+from tinker_lite._api import endpoints
+from tinker_lite._async import async_twin
 from tinker_lite._context import ClientContext, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
+from tinker_lite._sampling import SampleJob, SampleSender, deliver
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
-    from tinker_lite._async_types import SamplingClientTwins
-    from tinker_lite._futures.batch_poller import BatchPoller
-    from tinker_lite._futures.pending import PendingRequest
-    from tinker_lite._session.holder import SampleGate
     from tinker_lite.tokenizer import PretrainedTokenizer
-else:
-    SamplingClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = [
     "BackcompatSamplingClientFuture",
@@ -59,8 +52,6 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.sampling_client")
 
-# How often a submit waiting for an in-flight place checks whether the client was closed.
-_GATE_CHECK_INTERVAL = 0.25
 # docs/protocol.rst §7.3: a cloned sampler's seq_ids start at cloned_sampler_id * CLONE_STRIDE.
 CLONE_STRIDE = 1_000_000_000
 # The fields of a sampler handle, in the order _restore_sampling_client takes them.
@@ -76,8 +67,7 @@ def check_record_stability_info(value: object) -> bool:
     return value
 
 
-@with_async_twins
-class SamplingClient(SamplingClientTwins):
+class SamplingClient:
     """Samples from one sampling session (a base model or saved sampler weights).
 
     Created by :meth:`ServiceClient.create_sampling_client`,
@@ -309,13 +299,16 @@ class SamplingClient(SamplingClientTwins):
             try:
                 self._join()
             except Exception as e:
-                self._deliver(APIFuture.failed(e), out, request, created_at)
+                deliver(self._context, APIFuture.failed(e), out, request, created_at)
                 return out
         with self._seq_lock:
             # Built once, with its seq_id: the id is taken only when the request is valid.
             request = self._build(*options, seq_id=self._next_seq_id)
             self._next_seq_id += 1
-        job = _SampleJob(self, request, out, created_at, sdk_method)
+        clone = self._cloned_sampler_id or 0
+        job = SampleJob(
+            self._sender, clone, request, out, created_at=created_at, sdk_method=sdk_method
+        )
         # Registered for close(): finished on a normal close, counted if dropped.
         job.pending = self._context.pending.track("sample", out, on_drop=job.fail)
         try:
@@ -486,176 +479,18 @@ class SamplingClient(SamplingClientTwins):
             self._next_seq_id += 1
             return value
 
-    # -- background work -------------------------------------------------------------------------
-
-    def _deliver(
-        self,
-        source: APIFuture[types.SampleResponse],
-        out: APIFuture[types.SampleResponse],
-        request: types.SampleRequest,
-        created_at: float,
-    ) -> None:
-        """Journal ``source``'s outcome, then hand it to the caller's future ``out``."""
-        if self._context.journal is None:
-            out.forward_from(source)
-            return
-        prompt_tokens = request.prompt.length
-
-        def tokens(response: types.SampleResponse) -> int:
-            return prompt_tokens + sum(len(seq.tokens) for seq in response.sequences)
-
-        # Watched first: the journal line is written before ``out`` completes.
-        self._context.journal_watch(source, "sample", tokens=tokens, started=created_at)
-        out.forward_from(source)
-
-    def _acquire(self, gate: SampleGate) -> bool:
-        closing = self._context.closing
-        while not gate.acquire(timeout=_GATE_CHECK_INTERVAL):
-            if closing.is_set():
-                return False
-        return True
-
-    def _submit(
-        self, request: types.SampleRequest, sdk_method: str = "SamplingClient.sample"
-    ) -> str:
-        """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
-        return self._api.sampling.submit_sample(
-            request, sdk_method=sdk_method, closing=self._context.closing
+    @functools.cached_property
+    def _sender(self) -> SampleSender:
+        """What this client's sample jobs share (made on the first sample)."""
+        return SampleSender(
+            self._context, self.sampling_session_id, self._take_seq_id, self._queue_state_noted
         )
 
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
 
-class _SampleJob:
-    """One sample from its call to its result: the state its submit thread and poller share.
-
-    One slotted object per sample (its bound methods are the callbacks), so that thousands of
-    queued samples cost little: the executor calls it (:meth:`run`); close drops it with
-    :meth:`fail`.
-    """
-
-    __slots__ = (
-        "batch",
-        "client",
-        "created_at",
-        "out",
-        "pending",
-        "request",
-        "sdk_method",
-        "target",
-    )
-
-    def __init__(
-        self,
-        client: SamplingClient,
-        request: types.SampleRequest,
-        out: APIFuture[types.SampleResponse],
-        created_at: float,
-        sdk_method: str,
-    ) -> None:
-        self.client = client
-        self.request = request
-        self.out = out
-        self.created_at = created_at
-        self.sdk_method = sdk_method
-        self.pending: PendingRequest | None = None
-        self.batch: BatchPoller | None = None
-        # The future the poller resolves: ``out`` itself, or with a journal one it watches.
-        self.target = out
-
-    def fail(self, error: BaseException) -> None:
-        """Fail the caller's future with ``error`` (journalled)."""
-        client = self.client
-        if client._context.journal is None:
-            self.out.try_set_exception(error)
-        else:
-            client._deliver(APIFuture.failed(error), self.out, self.request, self.created_at)
-
-    def run(self) -> None:
-        """Take an in-flight place, submit (waiting out 429s), then hand polling to the poller."""
-        client = self.client
-        pending = self.pending
-        assert pending is not None
-        gate = client._context.holder.sample_gate
-        if not client._acquire(gate):
-            if pending.claim():
-                closed = ClientClosedError(
-                    "The ServiceClient was closed before the sample was sent."
-                )
-                self.fail(closed)
-            return
-        if not pending.claim():
-            gate.release()  # dropped by close(): its future already holds a ClientClosedError
-            return
-        try:
-            request_id = client._submit(self.request, self.sdk_method)
-        except BaseException as e:
-            gate.release()
-            self.fail(e)
-            return
-        # Without a journal the poller resolves the caller's own future: one future a sample.
-        journal = client._context.journal is not None
-        out = self.out
-        target: APIFuture[types.SampleResponse] = (
-            APIFuture(request_id, request_type="Sample") if journal else out
-        )
-        target.request_id = request_id
-        self.target = target
-        try:
-            batch = self.batch = client._context.batch_poller()
-        except BaseException as e:
-            # Nothing may escape into the executor: the caller's future carries the error.
-            gate.release()
-            self.fail(e)
-            return
-        if batch is None:
-            target.add_done_callback(self._released)
-            self._fetch()
-        else:
-            target.add_done_callback(self._retrieved)
-            clone = client._cloned_sampler_id or 0
-            batch.wait(client.sampling_session_id, clone, target, self._fetch)
-        if journal:
-            client._deliver(target, out, self.request, self.created_at)
-
-    __call__ = run
-
-    def _fetch(self) -> object:
-        """Poll the request for its result (per request, or fetch what is complete)."""
-        target = self.target
-        client = self.client
-        batch = self.batch
-        poller = client._context.holder.poller if batch is None else batch.fetcher
-        request_id = target.request_id
-        assert request_id is not None
-        return poller.poll(
-            request_id,
-            "Sample",
-            decode_sample,
-            created_at=self.created_at,
-            resubmit=self._resubmit,
-            accept=client._api.sampling.result_accept,
-            on_queue_state=client._queue_state_noted,
-            sdk_method=self.sdk_method,
-            future=target,
-            # docs/protocol.rst §5.4: a result retrieve_futures reported complete is fetched whole.
-            metadata_only=batch is None,
-        )
-
-    def _resubmit(self) -> str:
-        # docs/protocol.rst §7.3: a re-run after HTTP 410 takes a new seq_id.
-        client = self.client
-        self.request = attrs.evolve(self.request, seq_id=client._take_seq_id())
-        return client._submit(self.request, self.sdk_method)
-
-    def _released(self, done: object) -> None:
-        self.client._context.holder.sample_gate.release()
-
-    def _retrieved(self, done: object) -> None:
-        client = self.client
-        client._context.holder.sample_gate.release()
-        rid = self.target.request_id
-        batch = self.batch
-        if rid is not None and batch is not None:
-            batch.mark_retrieved(client.sampling_session_id, client._cloned_sampler_id or 0, rid)
+    sample_async = async_twin(sample, blocks=_unjoined)
+    compute_logprobs_async = async_twin(compute_logprobs, blocks=_unjoined)
+    get_base_model_async = async_twin(get_base_model, blocks=_base_model_unread)
 
 
 _owned_contexts: list[ClientContext] = []

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from tinker_lite import _training_create, types
 from tinker_lite._api import CONSOLE_URL, endpoints
-from tinker_lite._async import with_async_twins
+from tinker_lite._async import async_twin
 from tinker_lite._chunking import ChunkLimits
 from tinker_lite._context import (
     DEFAULT_SAMPLE_WORKERS,
@@ -58,10 +58,7 @@ from tinker_lite.training_client import BackcompatTrainingClientFuture, Training
 if TYPE_CHECKING:
     import requests
 
-    from tinker_lite._async_types import ServiceClientTwins
     from tinker_lite._session.holder import SessionHolder
-else:
-    ServiceClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 
@@ -79,8 +76,7 @@ class _CustomLosses:
         self.next_seq_id = 0
 
 
-@with_async_twins
-class ServiceClient(ServiceClientTwins):
+class ServiceClient:
     """Connects to the Tinker service and creates training, sampling and REST clients.
 
     The official 0.38 signature: ``user_metadata`` is attached to the session, ``project_id``
@@ -630,3 +626,13 @@ class ServiceClient(ServiceClientTwins):
             wait=False,
             why=f"{exc_type.__name__} left the 'with ServiceClient' block",
         )
+
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
+
+    create_lora_training_client_async = async_twin(create_lora_training_client)
+    create_sampling_client_async = async_twin(create_sampling_client)
+    create_training_client_from_state_async = async_twin(create_training_client_from_state)
+    create_training_client_from_state_with_optimizer_async = async_twin(
+        create_training_client_from_state_with_optimizer
+    )
+    get_server_capabilities_async = async_twin(get_server_capabilities, blocks=True)

@@ -23,7 +23,7 @@ import attrs
 
 from tinker_lite import types
 from tinker_lite._api import CONSOLE_URL
-from tinker_lite._async import with_async_twins
+from tinker_lite._async import async_future_twin, async_twin
 from tinker_lite._chunking import combine_outputs
 from tinker_lite._context import ClientContext
 from tinker_lite._custom_loss import (
@@ -61,10 +61,7 @@ from tinker_lite.sampling_client import (
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
-    from tinker_lite._async_types import TrainingClientTwins
     from tinker_lite.tokenizer import PretrainedTokenizer
-else:
-    TrainingClientTwins = object  # for type checkers only: with_async_twins sets the twins
 
 __all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
 
@@ -82,8 +79,7 @@ _LOAD_STATE_DEPRECATION = (
 )
 
 
-@with_async_twins
-class TrainingClient(TrainingClientTwins):
+class TrainingClient:
     """Trains one LoRA model: forward/backward passes, optimizer steps, checkpoints, sampling.
 
     Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every
@@ -757,6 +753,21 @@ class TrainingClient(TrainingClientTwins):
 
     def _shutdown(self) -> None:
         self._queue.executor.shutdown(wait=False)
+
+    # -- the official *_async twins (deprecated there too) ---------------------------------------
+
+    create_sampling_client_async = async_twin(create_sampling_client)
+    get_info_async = async_twin(get_info, blocks=_info_unread)
+    save_weights_and_get_sampling_client_async = async_twin(save_weights_and_get_sampling_client)
+    forward_async = async_future_twin(forward)
+    forward_backward_async = async_future_twin(forward_backward)
+    forward_backward_custom_async = async_future_twin(forward_backward_custom)
+    load_state_async = async_future_twin(load_state)
+    load_state_with_optimizer_async = async_future_twin(load_state_with_optimizer)
+    optim_step_async = async_future_twin(optim_step)
+    save_state_async = async_future_twin(save_state)
+    save_weights_external_async = async_future_twin(save_weights_external)
+    save_weights_for_sampler_async = async_future_twin(save_weights_for_sampler)
 
 
 @forwarding_to(TrainingClient)

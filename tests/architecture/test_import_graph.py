@@ -6,11 +6,13 @@ modules are read from the tree (``_api/``, ``_transport/``, ``_futures/``, ``_se
 ``_codec/``), so a new module is checked where it lives.
 
 * no import cycle at run time anywhere in the package (a module importing its own package's
-  ``__init__`` aside), so the client modules form no circle;
+  ``__init__`` aside), so the client modules form no circle, not even counting the imports
+  under ``TYPE_CHECKING``;
 * no client reaches back up to ``service_client`` (the factory on top) at run time;
 * client modules are imported only by ``__init__``, the CLI and other client modules;
-* the context and the requestor never import a client; the layers below the requestor never
-  import a client, the requestor or the local server; clients name nothing of the transport;
+* the context, the requestor and sampling's send job (``_sampling``) never import a client; the
+  layers below the requestor never import a client, the requestor or the local server; clients
+  name nothing of the transport;
 * the transport knows no codec (no ``_codec``, no ``types``); the codec imports only ``types``,
   ``_errors`` and ``_secrets`` of the package, and no HTTP library; tenacity is imported by one
   module (``_transport.loops``);
@@ -177,11 +179,12 @@ def _in_types(module: str) -> bool:
     return module == "tinker_lite.types" or module.startswith("tinker_lite.types.")
 
 
-def test_the_package_has_no_runtime_import_cycle() -> None:
+def _cycles(*, annotations: bool) -> list[list[str]]:
+    """The package's import cycles (``annotations``: counting ``TYPE_CHECKING`` imports)."""
     graph = {
         module: {
             target
-            for target in _internal(imports.runtime)
+            for target in _internal(imports.every if annotations else imports.runtime)
             # A module importing its own package's __init__ is how packages work.
             if target != module and not module.startswith(target + ".")
         }
@@ -205,7 +208,17 @@ def test_the_package_has_no_runtime_import_cycle() -> None:
     for module in sorted(graph):
         if module not in state:
             walk(module)
+    return cycles
+
+
+def test_the_package_has_no_runtime_import_cycle() -> None:
+    cycles = _cycles(annotations=False)
     assert not cycles, "runtime import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+def test_no_client_is_on_an_import_cycle_even_in_annotations() -> None:
+    cycles = [c for c in _cycles(annotations=True) if CLIENT_MODULES & set(c)]
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
 def test_no_client_reaches_back_up_to_the_service_client() -> None:
@@ -230,6 +243,15 @@ def test_context_and_requestor_never_import_clients() -> None:
     for module in CONNECTION_MODULES:
         imports = _graph()[module]
         bad = sorted(_internal(imports.every) & CLIENT_MODULES)
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_the_sample_job_knows_no_client() -> None:
+    # Sampling's send job is handed what it needs; it imports no client, not even for annotations.
+    modules = _modules_under("tinker_lite._sampling")
+    assert "tinker_lite._sampling.job" in modules
+    for module in modules:
+        bad = sorted(_internal(_graph()[module].every) & CLIENT_MODULES)
         assert not bad, f"{module} imports {bad}"
 
 

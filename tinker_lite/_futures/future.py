@@ -9,7 +9,9 @@ the last queue state and the elapsed time, and :class:`concurrent.futures.Timeou
 request keeps going on the service and ``result()`` may be called again (when the service
 answers polls at once, polling pauses until then: docs/protocol.rst §6.6, no hot poll is left
 behind). ``cancel()`` succeeds while the future is pending and stops its polling; the service may
-still execute the request.
+still execute the request. As for the official SDK's ``future()``, a request in flight is
+pending: ``running()`` is true only while a producer delivers its outcome
+(``set_running_or_notify_cancel``, then ``set_result`` or ``set_exception``).
 
 The poller that resolves these futures lives in :mod:`tinker_lite._futures.poller`.
 """
@@ -21,7 +23,6 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import _base as _futures_base
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tinker_lite._async import AwaitableFuture
@@ -40,85 +41,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 # ---------------------------------------------------------------------------------------------
 # APIFuture
-
-
-_RLock: Any = type(threading.RLock())  # the C re-entrant lock type (_thread.RLock)
-
-
-class _FutureCondition(_RLock):  # type: ignore[misc]
-    """The condition variable of one future: its own re-entrant lock, plus waiters on demand.
-
-    ``concurrent.futures`` uses a future's ``_condition`` only as a lock (``with``, ``acquire``,
-    ``release``), to ``wait(timeout)`` and to ``notify_all()``. A ``threading.Condition`` also
-    allocates a deque and six bound methods (about 1.4 KiB) for every one of thousands of
-    in-flight samples, and enters its lock through Python code; this is the lock itself (C
-    ``acquire``/``release``/``with``), and allocates a waiter list only while someone waits.
-    """
-
-    __slots__ = ("_waiters",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._waiters: list[Any] | None = None
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Release the lock, wait for a notify or ``timeout``, re-acquire; whether notified."""
-        waiter = threading.Lock()
-        waiter.acquire()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
-        # The lock may be held recursively: release it fully, restore it after (as Condition).
-        saved = self._release_save()
-        notified = False
-        try:
-            if timeout is None:
-                notified = waiter.acquire()
-            elif timeout > 0:
-                notified = waiter.acquire(True, timeout)
-            else:
-                notified = waiter.acquire(False)
-            return notified
-        finally:
-            self._acquire_restore(saved)
-            if not notified and self._waiters is not None:
-                try:
-                    self._waiters.remove(waiter)
-                except ValueError:
-                    pass
-
-    def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
-        """Wait until ``predicate()`` is true or ``timeout`` expires; the last predicate value."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        result = predicate()
-        while not result:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            self.wait(remaining)
-            result = predicate()
-        return result
-
-    def notify(self, n: int = 1) -> None:
-        waiters = self._waiters
-        if not waiters:
-            return
-        for waiter in waiters[:n]:
-            waiter.release()
-        del waiters[:n]
-
-    def notify_all(self) -> None:
-        waiters, self._waiters = self._waiters, None
-        for waiter in waiters or ():
-            waiter.release()
-
-
-# The attributes concurrent.futures.Future.__init__ sets: APIFuture sets them itself, with a
-# light condition, unless this Python's Future has others (then it calls Future.__init__).
-_FUTURE_FIELDS = ("_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks")
-_OWN_INIT = set(vars(concurrent.futures.Future())) == set(_FUTURE_FIELDS)
-_CANCELLED_STATES = frozenset({_futures_base.CANCELLED, _futures_base.CANCELLED_AND_NOTIFIED})
-_DONE_STATES = _CANCELLED_STATES | {_futures_base.FINISHED}
 
 
 _RESULT_FIELD_NAMES: frozenset[str] | None = None
@@ -142,10 +64,9 @@ def _result_field_names() -> frozenset[str]:
 class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     """The eventual result of an asynchronous request (see the module docstring)."""
 
-    # Slotted (concurrent.futures' own fields too): thousands may be in flight at once.
     __slots__ = (
-        *_FUTURE_FIELDS,
         "_cancel_hook",
+        "_cancel_notified",
         "_clock",
         "_demand_hook",
         "_queue_state",
@@ -155,6 +76,8 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         "_waiting",
         "request_type",
     )
+    # concurrent.futures.Future's list, which it keeps after running the callbacks (_let_go).
+    _done_callbacks: list[Callable[[concurrent.futures.Future[Any]], object]]
 
     def __init__(
         self,
@@ -163,15 +86,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         request_type: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if _OWN_INIT:
-            self._condition = _FutureCondition()
-            self._state = _futures_base.PENDING
-            self._result = None
-            self._exception = None
-            self._waiters = []
-            self._done_callbacks: list[Callable[[concurrent.futures.Future[T]], object]] = []
-        else:  # pragma: no cover - a Python whose Future has other fields
-            super().__init__()
+        super().__init__()
         self._request_id = request_id
         self.request_type = request_type
         self._clock = clock
@@ -179,6 +94,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         self._queue_state: str | None = None
         self._sources: tuple[concurrent.futures.Future[Any], ...] = ()
         self._cancel_hook: Callable[[], None] | None = None
+        self._cancel_notified = False
         # Set by the poller: called with True when someone starts waiting, with False when the
         # last waiter's timeout expired (docs/protocol.rst §6.6: no hot poll is left behind).
         self._demand_hook: Callable[[bool], None] | None = None
@@ -244,27 +160,20 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         finally:
             self._wait_ends(expired=expired)
 
-    def running(self) -> bool:
-        """Whether the request is still pending (submitted and not yet resolved)."""
-        return not self.done()
-
-    def done(self) -> bool:
-        """Whether the future has a result or an error, or was cancelled."""
-        # One attribute read is atomic: no lock needed (the poller asks this on every step).
-        return self._state in _DONE_STATES
-
-    def cancelled(self) -> bool:
-        """Whether the future was cancelled."""
-        return self._state in _CANCELLED_STATES
-
     def cancel(self) -> bool:
-        """Stop waiting for this request; ``False`` if it already completed.
+        """Stop waiting for this request; ``False`` if it already completed (or is completing).
 
         Polling stops; the service may still execute the request (there is no cancel endpoint).
         Cancelling a combined future cancels its sources.
         """
         if not super().cancel():
             return False
+        with self._condition:
+            first, self._cancel_notified = not self._cancel_notified, True
+        if not first:
+            return True  # a concurrent cancel() did the rest
+        # As an executor does for a cancelled work item: wait() and as_completed() now count it.
+        self.set_running_or_notify_cancel()
         hook = self._cancel_hook
         if hook is not None:
             hook()
@@ -317,21 +226,30 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         """Deliver ``value`` unless the future is already done (e.g. cancelled).
 
         Returns whether it was delivered; unlike ``set_result`` it never raises
-        ``InvalidStateError``, so a producer racing with ``cancel()`` needs no lock.
+        ``InvalidStateError``, so a producer racing with ``cancel()`` or another producer needs
+        no lock of its own.
         """
-        try:
-            self.set_result(value)
-        except concurrent.futures.InvalidStateError:
+        if not self._start_delivery():
             return False
+        self.set_result(value)
         return True
 
     def try_set_exception(self, exc: BaseException) -> bool:
         """Deliver the error ``exc`` unless the future is already done; whether it was."""
-        try:
-            self.set_exception(exc)
-        except concurrent.futures.InvalidStateError:
+        if not self._start_delivery():
             return False
+        self.set_exception(exc)
         return True
+
+    def _start_delivery(self) -> bool:
+        """Move a pending future to running, as an executor's worker does before its call.
+
+        False when it is done, cancelled or already being completed by another producer.
+        """
+        with self._condition:
+            if self.running() or self.done():
+                return False
+            return self.set_running_or_notify_cancel()
 
     def forward_from(self, source: concurrent.futures.Future[T]) -> None:
         """Complete this future with ``source``'s outcome (result, error or cancellation).

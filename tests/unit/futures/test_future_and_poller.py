@@ -516,7 +516,8 @@ def test_caller_timeout_raises_a_rich_timeout_error(
     assert "Sample" in str(err)
     with pytest.raises(FutureTimeoutError):
         future.exception(timeout=0.01)
-    assert future.running()
+    # In flight on the service, as the official SDK's future: pending, not running.
+    assert not future.running()
     assert not future.done()
 
 
@@ -594,7 +595,7 @@ def test_cancel_stops_polling(server: ScriptedServer, poller: Poller, clock: Fak
     server.default("POST", RETRIEVE, Reply(200, {"metrics": {}}))
     future = poller.poll("req-1", "OptimStep", decode_optim, created_at=clock())
     server.wait_for(RETRIEVE, 1)
-    assert future.running()
+    assert not future.running()
     assert future.cancel()
     release.set()
     assert future.cancelled()
@@ -605,6 +606,48 @@ def test_cancel_stops_polling(server: ScriptedServer, poller: Poller, clock: Fak
 
 
 # -- APIFuture, combine, chain ---------------------------------------------------------------
+
+
+def test_a_cancelled_future_is_done_for_wait_and_as_completed() -> None:
+    cancelled: APIFuture[int] = APIFuture("a")
+    pending: APIFuture[int] = APIFuture("b")
+    assert cancelled.cancel()
+    assert cancelled.cancel()  # a second cancel() is a no-op that says so
+    done, not_done = concurrent.futures.wait([cancelled, pending], timeout=0)
+    assert (done, not_done) == ({cancelled}, {pending})
+    assert list(concurrent.futures.as_completed([cancelled], timeout=0)) == [cancelled]
+    assert not cancelled.try_set_result(1)
+
+
+def test_running_means_an_outcome_is_being_delivered() -> None:
+    future: APIFuture[int] = APIFuture("c")
+    assert not future.running()  # in flight on the service: pending, and cancellable
+    assert future.set_running_or_notify_cancel()
+    assert future.running()
+    assert not future.cancel()  # as for an executor's call that started
+    assert not future.try_set_result(1)  # another producer is delivering
+    future.set_result(2)
+    assert not future.running()
+    assert future.result(0) == 2
+
+
+def test_one_of_racing_producers_delivers() -> None:
+    future: APIFuture[int] = APIFuture("d")
+    barrier = threading.Barrier(8)
+    won: list[int] = []
+
+    def produce(value: int) -> None:
+        barrier.wait(30)
+        if future.try_set_result(value):
+            won.append(value)
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(won) == 1
+    assert future.result(0) == won[0]
 
 
 def test_completed_and_failed_helpers() -> None:

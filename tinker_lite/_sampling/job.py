@@ -1,0 +1,231 @@
+"""One sample from its call to its result: an in-flight place, the submit, then the poll.
+
+:meth:`SamplingClient.sample <tinker_lite.SamplingClient.sample>` builds the request (with its
+``seq_id``) and hands a :class:`SampleJob` to the connection's wide executor (a
+``ThreadPoolExecutor``). On an executor thread the job waits for a place under the in-flight cap
+(docs/protocol.rst §6.4), submits (429s wait out the shared back-off window), then hands the
+request to a poller, which resolves the caller's future. A sample's callbacks are the bound
+methods of its one slotted job, so thousands of queued samples cost little.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from tinker_lite import types
+from tinker_lite._api import decode_sample
+from tinker_lite._errors import ClientClosedError
+from tinker_lite._futures.future import APIFuture
+
+if TYPE_CHECKING:
+    from tinker_lite._context import ClientContext
+    from tinker_lite._futures.batch_poller import BatchPoller
+    from tinker_lite._futures.pending import PendingRequest
+
+__all__ = ["GATE_CHECK_INTERVAL", "SampleJob", "SampleSender", "deliver"]
+
+logger = logging.getLogger("tinker_lite.sampling_client")
+
+GATE_CHECK_INTERVAL = 0.25
+"""Seconds between checks of the closing state by a sample waiting for an in-flight place."""
+
+
+class SampleSender:
+    """What the sample jobs of one SamplingClient share: its connection and sampling session.
+
+    ``take_seq_id`` numbers a re-run after HTTP 410 (docs/protocol.rst §7.3);
+    ``on_queue_state(state, reason)`` hears the service's queue state while a sample waits.
+    """
+
+    __slots__ = ("context", "on_queue_state", "session_id", "take_seq_id")
+
+    def __init__(
+        self,
+        context: ClientContext,
+        session_id: str,
+        take_seq_id: Callable[[], int],
+        on_queue_state: Callable[[str, str | None], None],
+    ) -> None:
+        self.context = context
+        self.session_id = session_id
+        self.take_seq_id = take_seq_id
+        self.on_queue_state = on_queue_state
+
+    def submit(self, request: types.SampleRequest, sdk_method: str) -> str:
+        """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
+        context = self.context
+        return context.api.sampling.submit_sample(
+            request, sdk_method=sdk_method, closing=context.closing
+        )
+
+
+def deliver(
+    context: ClientContext,
+    source: APIFuture[types.SampleResponse],
+    out: APIFuture[types.SampleResponse],
+    request: types.SampleRequest,
+    created_at: float,
+) -> None:
+    """Journal ``source``'s outcome, then hand it to the caller's future ``out``."""
+    if context.journal is None:
+        out.forward_from(source)
+        return
+    prompt_tokens = request.prompt.length
+
+    def tokens(response: types.SampleResponse) -> int:
+        return prompt_tokens + sum(len(seq.tokens) for seq in response.sequences)
+
+    # Watched first: the journal line is written before ``out`` completes.
+    context.journal_watch(source, "sample", tokens=tokens, started=created_at)
+    out.forward_from(source)
+
+
+class SampleJob:
+    """One sample: the state its executor thread and its poller share (see the module).
+
+    The executor calls it (:meth:`run`); close drops it with :meth:`fail`.
+    """
+
+    __slots__ = (
+        "batch",
+        "clone",
+        "created_at",
+        "out",
+        "pending",
+        "request",
+        "sdk_method",
+        "sender",
+        "target",
+    )
+
+    def __init__(
+        self,
+        sender: SampleSender,
+        clone: int,
+        request: types.SampleRequest,
+        out: APIFuture[types.SampleResponse],
+        *,
+        created_at: float,
+        sdk_method: str,
+    ) -> None:
+        self.sender = sender
+        self.clone = clone
+        self.request = request
+        self.out = out
+        self.created_at = created_at
+        self.sdk_method = sdk_method
+        self.pending: PendingRequest | None = None
+        self.batch: BatchPoller | None = None
+        # The future the poller resolves: ``out`` itself, or with a journal one it watches.
+        self.target = out
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the caller's future with ``error`` (journalled)."""
+        context = self.sender.context
+        if context.journal is None:
+            self.out.try_set_exception(error)
+        else:
+            deliver(context, APIFuture.failed(error), self.out, self.request, self.created_at)
+
+    def run(self) -> None:
+        """Take an in-flight place, submit (waiting out 429s), then hand polling to a poller."""
+        sender = self.sender
+        context = sender.context
+        pending = self.pending
+        assert pending is not None
+        gate = context.holder.sample_gate
+        closing = context.closing
+        while not gate.acquire(timeout=GATE_CHECK_INTERVAL):
+            if closing.is_set():
+                if pending.claim():
+                    self.fail(
+                        ClientClosedError(
+                            "The ServiceClient was closed before the sample was sent."
+                        )
+                    )
+                return
+        if not pending.claim():
+            gate.release()  # dropped by close(): its future already holds a ClientClosedError
+            return
+        try:
+            request_id = sender.submit(self.request, self.sdk_method)
+        except BaseException as e:
+            gate.release()
+            self.fail(e)
+            return
+        # Without a journal the poller resolves the caller's own future: one future a sample.
+        journal = context.journal is not None
+        out = self.out
+        target: APIFuture[types.SampleResponse] = (
+            APIFuture(request_id, request_type="Sample") if journal else out
+        )
+        target.request_id = request_id
+        self.target = target
+        try:
+            batch = self.batch = context.batch_poller()
+        except BaseException as e:
+            # Nothing may escape into the executor: the caller's future carries the error.
+            gate.release()
+            self.fail(e)
+            return
+        if batch is None:
+            target.add_done_callback(self._released)
+            self._fetch()
+        else:
+            target.add_done_callback(self._retrieved)
+            batch.wait(sender.session_id, self.clone, target, self._fetch)
+        if journal:
+            deliver(context, target, out, self.request, self.created_at)
+
+    def __call__(self) -> None:
+        """:meth:`run`, on the executor: an error that escapes it fails the caller's future."""
+        try:
+            self.run()
+        except BaseException as e:
+            # The executor would keep it in a future nobody reads: say it, and deliver it.
+            logger.exception("A sample job failed")
+            self.fail(e)
+
+    def _fetch(self) -> object:
+        """Poll the request for its result (per request, or fetch what is complete)."""
+        target = self.target
+        sender = self.sender
+        context = sender.context
+        batch = self.batch
+        poller = context.holder.poller if batch is None else batch.fetcher
+        request_id = target.request_id
+        assert request_id is not None
+        return poller.poll(
+            request_id,
+            "Sample",
+            decode_sample,
+            created_at=self.created_at,
+            resubmit=self._resubmit,
+            accept=context.api.sampling.result_accept,
+            on_queue_state=sender.on_queue_state,
+            sdk_method=self.sdk_method,
+            future=target,
+            # docs/protocol.rst §5.4: a result retrieve_futures reported complete is fetched whole.
+            metadata_only=batch is None,
+        )
+
+    def _resubmit(self) -> str:
+        # docs/protocol.rst §7.3: a re-run after HTTP 410 takes a new seq_id.
+        sender = self.sender
+        self.request = attrs.evolve(self.request, seq_id=sender.take_seq_id())
+        return sender.submit(self.request, self.sdk_method)
+
+    def _released(self, done: object) -> None:
+        self.sender.context.holder.sample_gate.release()
+
+    def _retrieved(self, done: object) -> None:
+        sender = self.sender
+        sender.context.holder.sample_gate.release()
+        rid = self.target.request_id
+        batch = self.batch
+        if rid is not None and batch is not None:
+            batch.mark_retrieved(sender.session_id, self.clone, rid)
