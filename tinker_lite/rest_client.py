@@ -525,8 +525,9 @@ class RestClient(RestOnlyClient):
         *,
         sdk_method: str,
     ) -> APIFuture[str]:
-        # Every re-send carries the same X-Idempotency-Key, so the service copies once.
-        headers = {"X-Idempotency-Key": str(uuid.uuid4())}
+        # Every re-send, operation retries included, carries one X-Idempotency-Key: one copy.
+        key = str(uuid.uuid4())
+        headers = {}
         if weights_access_token is not None:
             register_secret(weights_access_token)
             headers["X-Tinker-Weights-Access-Token"] = weights_access_token
@@ -534,7 +535,11 @@ class RestClient(RestOnlyClient):
 
         def run_copy() -> str:
             answer = api.request(
-                endpoints.COPY_WEIGHTS, body=request, sdk_method=sdk_method, headers=headers
+                endpoints.COPY_WEIGHTS,
+                body=request,
+                sdk_method=sdk_method,
+                headers=headers,
+                idempotency_key=key,
             )
             logger.info("Copied %s to %s", request.source_path, answer.tinker_path)
             return answer.tinker_path

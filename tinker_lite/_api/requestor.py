@@ -329,6 +329,7 @@ class Requestor:
         query: Mapping[str, object] | None = None,
         body: object | None = None,
         headers: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
         **ids: str,
     ) -> T:
         """Send one operation of the endpoint table (:mod:`~tinker_lite._api.endpoints`) with
@@ -337,6 +338,7 @@ class Requestor:
 
         ``ids`` fill the row's path (``path``: already built with them); ``query`` values that
         are ``None`` are left out (docs/protocol.rst §4.5); ``sdk_method`` defaults to the row's.
+        ``idempotency_key``: sent on every re-send, operation retries included.
         """
         resp = self.call(
             endpoint.verb,
@@ -345,6 +347,7 @@ class Requestor:
             query={k: str(v) for k, v in query.items() if v is not None} if query else None,
             body_obj=body,
             headers=headers,
+            idempotency_key=idempotency_key,
         )
         if endpoint.response is None:
             return None  # type: ignore[return-value]  # an Endpoint[None]

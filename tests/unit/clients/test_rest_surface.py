@@ -251,6 +251,40 @@ def test_copy_weights_resends_with_one_idempotency_key(
     assert all("wat-secret-123" not in r.getMessage() for r in caplog.records)
 
 
+def test_copy_weights_keeps_its_idempotency_key_across_operation_retries(
+    server: ScriptedServer,
+) -> None:
+    # With no HTTP retries, each 503 ends one operation try: the operation layer re-sends, and
+    # a copy re-sent under a new key could be applied twice.
+    FakeTinker(server)
+    path = "/api/v1/copy_weights"
+    copied = f"tinker://{RUN}:copy/weights/ckpt-001"
+    busy = Reply(503, {"detail": "busy"})
+    server.on("POST", path, busy, busy, Reply(200, {"tinker_path": copied}))
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> bool:
+        sleeps.append(seconds)
+        return False
+
+    context = ClientContext(
+        resolve_settings(
+            base_url=server.url, api_key=API_KEY, telemetry=False, stall_timeout=12.0, max_retries=0
+        ),
+        session=False,
+        holder_options={"sleep": sleep},
+    )
+    rest = RestClient(context)
+    try:
+        assert rest.copy_weights(f"tinker://{RUN}/weights/ckpt-001", "proj-b").result(30) == copied
+    finally:
+        rest.close()
+    keys = {r.header("X-Idempotency-Key") for r in server.requests(path)}
+    assert len(server.requests(path)) == 3
+    assert len(keys) == 1 and None not in keys
+    assert sleeps  # the re-sends were the operation layer's
+
+
 def test_get_external_weights_urls_lists_downloadable_files(local: dict[str, Any]) -> None:
     service = local["service"]
     api = Api(service.base_url)
