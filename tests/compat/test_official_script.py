@@ -5,7 +5,9 @@ The script is the official quick-start pattern: tokenizer arithmetic
 (``encode(prompt) + encode(completion)``), a few training steps, ``save_weights_for_sampler(name=
 ...)``, ``create_sampling_client(model_path=...)``, ``sample`` with ``stop=["\\n"]`` and
 ``tokenizer.decode``. Without ``transformers`` the tokenizer is tinker_lite's light one; where
-``transformers`` is installed (``make test-transformers``) it is ``transformers``' own.
+``transformers`` is installed (``make test-transformers``) it is ``transformers``' own. The local
+server names each model's real tokenizer; its files are stood in by the byte tokenizer's, in a
+hub cache of the test's own.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.served import served
+from tinker_lite.local import model as local_model
 
 OFFICIAL_STYLE_SCRIPT = """
 import sys
@@ -80,8 +83,37 @@ print("tokenizer", type(tokenizer).__name__)
 """
 
 
+# The tokenizer the local server names for each base model (docs/local.rst "Tokenizers").
+TOKENIZER_IDS = {
+    "meta-llama/Llama-3.1-8B": "thinkingmachineslabinc/meta-llama-3-instruct-tokenizer",
+    "Qwen/Qwen3.5-9B-Base": "Qwen/Qwen3.5-9B-Base",
+}
+
+
 @pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
+def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A Hugging Face hub cache holding each model's tokenizer files, so nothing is downloaded.
+
+    The files are the local model's byte tokenizer under each real tokenizer id: the script and
+    the server (for ``stop`` strings) find them where they find a cached tokenizer.
+    """
+    root = tmp_path_factory.mktemp("hub")
+    shipped = Path(local_model.__file__).parent
+    for tokenizer_id in TOKENIZER_IDS.values():
+        repo = root / ("models--" + tokenizer_id.replace("/", "--"))
+        snapshot = repo / "snapshots" / "0"
+        snapshot.mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0")
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            (snapshot / name).write_bytes((shipped / name).read_bytes())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_CACHE", str(root))
+        yield root
+
+
+@pytest.fixture(scope="module")
+def server_url(hub_cache: Path) -> Iterator[str]:
     """``tinker-lite local serve`` in its own process, as a user starts it."""
     with served(entry=("tinker_lite.cli", "local", "serve")) as url:
         yield url
