@@ -340,3 +340,20 @@ def test_a_data_dir_with_colliding_and_crafted_names_still_loads(tmp_path: Path)
             "-weights-evil__X-Injected_ yes.tar.gz"
         )
         api.close()
+
+
+def test_a_zstd_bomb_stops_at_the_inflated_cap() -> None:
+    zstandard = pytest.importorskip("zstandard")
+    compressor = zstandard.ZstdCompressor().compressobj()
+    block = bytes(1 << 20)
+    bomb = b"".join([compressor.compress(block) for _ in range(256)] + [compressor.flush()])
+    assert len(bomb) < 1 << 20
+    with LocalServer(stub_model=True, api_key=KEY, max_body_bytes=1 << 20) as url:
+        status, _, body = _post_raw(
+            url,
+            "/api/v1/create_session",
+            bomb,
+            {"Content-Type": "application/json", "Content-Encoding": "zstd", "X-API-Key": KEY},
+        )
+    assert status == 413, body
+    assert "Inflated request body too large" in json.loads(body)["detail"]

@@ -193,3 +193,12 @@ def test_an_untyped_checkpoint_id_is_a_bad_request(api: Api, method: str, suffix
         assert "weights/<name>" in response.json()["detail"]
     typed = f"{api.base_url}/api/v1/training_runs/{model_id}/checkpoints/weights/my-ckpt"
     assert requests.get(typed, timeout=30).status_code == 404
+
+
+def test_an_untyped_tinker_path_is_a_bad_request(api: Api) -> None:
+    model_id = api.model(api.session())
+    untyped = api.post("/api/v1/weights_info", {"tinker_path": f"tinker://{model_id}/my-ckpt"})
+    assert untyped.status_code == 400, untyped.text
+    assert "Invalid checkpoint tinker path" in untyped.json()["detail"]
+    missing = f"tinker://{model_id}/weights/my-ckpt"
+    assert api.post("/api/v1/weights_info", {"tinker_path": missing}).status_code == 404
