@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.served import served
-from tinker_lite.local import model as local_model
+from tests.support.tokenizer_standin import LLAMA3_TOKENIZER, stand_in_hub_cache
 
 OFFICIAL_STYLE_SCRIPT = """
 import sys
@@ -83,30 +83,12 @@ print("tokenizer", type(tokenizer).__name__)
 """
 
 
-# The tokenizer the local server names for each base model (docs/local.rst "Tokenizers").
-TOKENIZER_IDS = {
-    "meta-llama/Llama-3.1-8B": "thinkingmachineslabinc/meta-llama-3-instruct-tokenizer",
-    "Qwen/Qwen3.5-9B-Base": "Qwen/Qwen3.5-9B-Base",
-}
-
-
 @pytest.fixture(scope="module")
 def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A Hugging Face hub cache holding each model's tokenizer files, so nothing is downloaded.
-
-    The files are the local model's byte tokenizer under each real tokenizer id: the script and
-    the server (for ``stop`` strings) find them where they find a cached tokenizer.
-    """
-    root = tmp_path_factory.mktemp("hub")
-    shipped = Path(local_model.__file__).parent
-    for tokenizer_id in TOKENIZER_IDS.values():
-        repo = root / ("models--" + tokenizer_id.replace("/", "--"))
-        snapshot = repo / "snapshots" / "0"
-        snapshot.mkdir(parents=True)
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text("0")
-        for name in ("tokenizer.json", "tokenizer_config.json"):
-            (snapshot / name).write_bytes((shipped / name).read_bytes())
+    """The tokenizers the server names for both models, in a hub cache: nothing is downloaded."""
+    root = stand_in_hub_cache(
+        tmp_path_factory.mktemp("hub"), [LLAMA3_TOKENIZER, "Qwen/Qwen3.5-9B-Base"]
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_HUB_CACHE", str(root))
         yield root
