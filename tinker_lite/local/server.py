@@ -178,10 +178,12 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
         close``; the server stops writing and drains what the client still sends for a moment,
         never holding it, so the client reads the answer instead of a reset connection.
         """
-        try:
-            length = None if self.headers.get("Transfer-Encoding") else self._content_length()
-        except InvalidRequest:
-            length = None
+        length: int | None = None
+        if not self.headers.get("Transfer-Encoding"):
+            try:
+                length = self._content_length() or 0  # no Content-Length: no body
+            except InvalidRequest:
+                length = None
         if length is not None and 0 <= length <= _DISCARD_BYTES and self._discard(length):
             self._send(response, path, started)
             return
