@@ -5,7 +5,8 @@ transformer over the shipped byte-level tokenizer (ids 0..255 are bytes, then ``
 ``<|eos|>``, ``<|pad|>``), with a context of 512 tokens. The base weights are a deterministic
 function of the base model name; only LoRA adapters train, with the losses of docs/service.rst §1
 and the AdamW update of docs/service.rst §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
-docs/service.rst §5 and uses a KV cache.
+docs/service.rst §5 and uses a KV cache. A model named after a real one takes that model's
+tokenizer ids, folded into the same table by its :class:`~tinker_lite.local.vocab.TokenSpace`.
 
 Architecture (pre-norm, no biases): token + learned position embeddings; per layer
 ``x += Wo·attn(RMSNorm(x))`` and ``x += W_down·gelu(W_up·RMSNorm(x))`` (tanh GELU, hidden 4·d);
@@ -136,6 +137,7 @@ class TinyLM:
     :param seed: the LoRA init seed (None means 0, so the default init is reproducible).
     :param train_attn, train_mlp, train_unembed: where LoRA adapters go (at least one).
     :param optimizer: the optimizer family, ``"adamw"`` (default) or ``"dimuon"``.
+    :param token_space: the token ids taken and answered (default: the byte tokenizer's).
     The keyword-only architecture arguments exist for tests (e.g. ``dtype=np.float64`` for
     finite-difference gradient checks); the server uses the defaults.
     """
