@@ -202,3 +202,25 @@ def test_an_untyped_tinker_path_is_a_bad_request(api: Api) -> None:
     assert "Invalid checkpoint tinker path" in untyped.json()["detail"]
     missing = f"tinker://{model_id}/weights/my-ckpt"
     assert api.post("/api/v1/weights_info", {"tinker_path": missing}).status_code == 404
+
+
+def test_folding_keeps_byte_ids_and_answers_context_ids_first() -> None:
+    import numpy as np
+
+    space = token_space("Qwen/Qwen3-8B")
+    assert space.folded
+    assert not token_space("tinker-lite/tiny-64").folded
+    small = np.arange(259)
+    assert (space.rows(small) == small).all()
+    big = np.arange(259, QWEN3_VOCABULARY)
+    rows = space.rows(big)
+    assert rows.min() >= 0
+    assert rows.max() < 259
+    assert len(set(rows.tolist())) == 259  # every row is used
+    # two large ids of one row: the later prompt id wins, a stop token beats both
+    same = big[rows == rows[0]][:3]
+    row = int(rows[0])
+    assert space.ids_for_rows([])[row] == row
+    assert space.ids_for_rows([int(same[0]), int(same[1])])[row] == same[1]
+    assert space.ids_for_rows([int(same[1]), int(same[0])])[row] == same[0]
+    assert space.ids_for_rows([int(same[0])], [int(same[2])])[row] == same[2]
