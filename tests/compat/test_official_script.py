@@ -5,7 +5,9 @@ The script is the official quick-start pattern: tokenizer arithmetic
 (``encode(prompt) + encode(completion)``), a few training steps, ``save_weights_for_sampler(name=
 ...)``, ``create_sampling_client(model_path=...)``, ``sample`` with ``stop=["\\n"]`` and
 ``tokenizer.decode``. Without ``transformers`` the tokenizer is tinker_lite's light one; where
-``transformers`` is installed (``make test-transformers``) it is ``transformers``' own.
+``transformers`` is installed (``make test-transformers``) it is ``transformers``' own. The local
+server names each model's real tokenizer; its files are stood in by the byte tokenizer's, in a
+hub cache of the test's own.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.served import served
+from tests.support.tokenizer_standin import LLAMA3_TOKENIZER, stand_in_hub_cache
 
 OFFICIAL_STYLE_SCRIPT = """
 import sys
@@ -81,7 +84,18 @@ print("tokenizer", type(tokenizer).__name__)
 
 
 @pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
+def hub_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tokenizers the server names for both models, in a hub cache: nothing is downloaded."""
+    root = stand_in_hub_cache(
+        tmp_path_factory.mktemp("hub"), [LLAMA3_TOKENIZER, "Qwen/Qwen3.5-9B-Base"]
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_CACHE", str(root))
+        yield root
+
+
+@pytest.fixture(scope="module")
+def server_url(hub_cache: Path) -> Iterator[str]:
     """``tinker-lite local serve`` in its own process, as a user starts it."""
     with served(entry=("tinker_lite.cli", "local", "serve")) as url:
         yield url

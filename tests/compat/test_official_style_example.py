@@ -8,14 +8,17 @@ import sys
 from pathlib import Path
 
 from tests.support.paths import REPO
+from tests.support.tokenizer_standin import LLAMA3_TOKENIZER, stand_in_hub_cache
 
 EXAMPLE = REPO / "examples" / "official_style_loop.py"
 
 
-def _env() -> dict[str, str]:
+def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TINKER_", "CLOUDFLARE_"))}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env["HF_HUB_OFFLINE"] = "1"
+    # the Llama 3 tokenizer the local server names, stood in by files of the test's own
+    env["HF_HUB_CACHE"] = str(stand_in_hub_cache(tmp_path / "hub", [LLAMA3_TOKENIZER]))
     env["TINKER_TELEMETRY"] = "0"
     return env
 
@@ -29,12 +32,12 @@ def _check(output: str) -> None:
     assert "sample: " in output
 
 
-def test_example_runs_on_the_local_server() -> None:
+def test_example_runs_on_the_local_server(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-X", "dev", str(EXAMPLE)],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=_env(tmp_path),
         cwd=REPO,
         timeout=100,
         check=False,
@@ -59,7 +62,7 @@ def test_example_runs_with_the_official_import_names(tmp_path: Path) -> None:
     )
     script = tmp_path / "loop.py"
     script.write_text(official, encoding="utf-8")
-    env = _env()
+    env = _env(tmp_path)
     env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
     result = subprocess.run(
         [sys.executable, str(script)],

@@ -24,17 +24,19 @@ or from a shell (prints the base URL on stdout; stops cleanly on SIGINT/SIGTERM)
 
     python -m tinker_lite.local serve [--host 127.0.0.1] [--port 8000] [--data-dir DIR]
         [--api-key KEY] [--jwt] [--faults SPEC] [--stub-model] [--result-ttl S] [--long-poll S]
+        [--max-body-mb MIB]
 
-Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept, and
-with it the server's state: a server started again on it carries on, see "Restarts" below; a
-temporary one is removed on stop), ``api_key`` (then every ``/api/v1`` request but healthz needs
-``X-API-Key``: 401 otherwise), ``faults`` (below), ``jwt`` (``POST /api/v1/auth/token`` issues
-HS256 tokens signed with a random per-server secret; either the key or a valid token is then
-accepted), ``stub_model`` (instant model for benchmarks), ``result_ttl`` (seconds a completed
-result is kept; later polls get 410), ``long_poll_s`` (how long ``retrieve_future`` waits before
-answering try_again), ``pending_status`` (200 try_again or 408), ``config_overrides`` (flags merged
-into the ``client/config`` answer), ``sample_workers``, ``clock`` (epoch-seconds source for TTLs
-and result expiry), ``jwt_ttl_s``, ``archive_ttl_s``.
+Options of :class:`LocalServer`: ``host``, ``port`` (0 = ephemeral), ``data_dir`` (kept, and with
+it the server's state: a server started again on it carries on, see "Restarts" below; a temporary
+one is removed on stop), ``api_key`` (then every ``/api/v1`` request but healthz needs
+``X-API-Key``: 401 otherwise, decided on the headers before any body is read), ``faults`` (below),
+``jwt`` (``POST /api/v1/auth/token`` issues HS256 tokens signed with a random per-server secret;
+either the key or a valid token is then accepted), ``stub_model`` (instant model for benchmarks),
+``result_ttl`` (seconds a completed result is kept; later polls get 410), ``long_poll_s`` (how long
+``retrieve_future`` waits before answering try_again), ``pending_status`` (200 try_again or 408),
+``config_overrides`` (flags merged into the ``client/config`` answer), ``sample_workers``,
+``clock`` (epoch-seconds source for TTLs and result expiry), ``jwt_ttl_s``, ``archive_ttl_s``,
+``max_body_bytes`` (64 MiB: a larger request body, as sent or once inflated, is refused with 413).
 
 Fault spec grammar
 ------------------

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tinker_lite.local._faults import FaultSpecError, parse_fault_spec
+from tinker_lite.local._responses import MAX_BODY
 from tinker_lite.local.server import FAULTS_ENV, serve
 
 __all__ = ["EXIT_PORT_IN_USE", "EXIT_START_FAILED", "PROG", "build_parser", "main"]
@@ -108,6 +109,14 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help="also serve this base_model name with the tiny model (repeatable; "
         "see also $TINKER_LITE_LOCAL_MODELS)",
     )
+    run.add_argument(
+        "--max-body-mb",
+        type=int,
+        default=MAX_BODY >> 20,
+        metavar="MIB",
+        help=f"refuse (413) request bodies larger than this, as sent or inflated "
+        f"(default {MAX_BODY >> 20})",
+    )
     run.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
@@ -139,6 +148,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             long_poll_s=args.long_poll,
             config_overrides=dict(args.config),
             models=tuple(args.model),
+            max_body_bytes=max(1, args.max_body_mb) << 20,
         )
     except OSError as e:
         if e.errno == errno.EADDRINUSE:

@@ -29,6 +29,7 @@ from tinker_lite.local._jwt import LOCAL_EMAIL, LOCAL_ORG_ID, JwtIssuer
 from tinker_lite.local._responses import (
     API,
     JSON,
+    MAX_BODY,
     PROTOBUF,
     Response,
     as_json,
@@ -70,8 +71,10 @@ class App:
         config: dict[str, Any],
         archive_ttl_s: float,
         base_url: Callable[[], str],
+        max_body_bytes: int = MAX_BODY,
     ) -> None:
         self.state = state
+        self.max_body_bytes = max_body_bytes
         self.api_key = api_key
         self.jwt = jwt
         self.faults = faults
@@ -99,6 +102,32 @@ class App:
         if self.jwt is not None and not key_only and given.count(".") == 2:
             return self.jwt.verify(given, self.state.clock()) is not None
         return False
+
+    def refuse_before_body(
+        self, method: str, path: str, headers: Mapping[str, str]
+    ) -> Response | None:
+        """The 401 of a request whose key (or token) is missing or wrong, else None.
+
+        Called with the headers alone: a request that is refused has its body neither read
+        into memory nor inflated (STYLE "Safe by default": authenticate before reading).
+        """
+        if self.api_key is None:
+            return None
+        key_only = False
+        if path.startswith(API):
+            name = path[len(API) :]
+            if name == "healthz" and method in ("GET", "HEAD"):
+                return None
+            if name == "auth/token" and self.jwt is None:
+                return None  # answered 404 by the route, key or not
+            key_only = name in ("auth/token", "auth/apikey/me")
+        elif path.startswith("/_local/download/") and method in ("GET", "HEAD"):
+            return None  # a signed URL (its token is the credential)
+        elif not path.startswith("/_local/"):
+            return None  # 404 whoever asks
+        if self._authorized(headers, key_only=key_only):
+            return None
+        return http_error(401, "Invalid or missing API key (X-API-Key)")
 
     # -- dispatch -------------------------------------------------------------------------------
 

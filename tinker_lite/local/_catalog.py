@@ -13,6 +13,7 @@ from typing import Any
 
 from tinker_lite.local import model as model_mod
 from tinker_lite.local._errors import InvalidRequest
+from tinker_lite.local.vocab import token_space
 
 __all__ = ["MODELS_ENV", "SUPPORTED_MODELS", "Catalog", "LoraSpec", "registered_models"]
 
@@ -144,4 +145,10 @@ class Catalog:
             train_mlp=lora.train_mlp,
             train_unembed=lora.train_unembed,
             optimizer=optimizer,
+            token_space=token_space(base_model),
         )
+
+    @staticmethod
+    def tokenizer_id(base_model: str) -> str:
+        """The tokenizer ``get_info`` names for ``base_model``: the service's (vocab.py)."""
+        return token_space(base_model).tokenizer_id

@@ -24,6 +24,7 @@ import secrets
 import shutil
 import tarfile
 import threading
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ from tinker_lite.local._safetensors import (
 )
 
 __all__ = [
+    "KINDS",
     "CheckpointConflict",
     "CheckpointError",
     "CheckpointNotFound",
@@ -49,6 +51,7 @@ __all__ = [
     "TinkerPath",
     "parse_tinker_path",
     "read_safetensors",
+    "untyped_checkpoint_id",
     "write_safetensors",
 ]
 
@@ -100,6 +103,39 @@ def valid_name(name: str) -> bool:
         and "\\" not in name
         and name not in (".", "..")
         and ("\x00" not in name)
+    )
+
+
+# The server's own files beside a checkpoint's folder (``<name>.meta.json``) and its temporary
+# folders (``.<name>.tmp-*``): a new checkpoint name may not look like either.
+META_SUFFIX = ".meta.json"
+MAX_NAME_BYTES = 200
+# Unicode categories refused in a new name: controls (CR, LF, ESC, DEL, C1), surrogates, and the
+# line and paragraph separators.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a new checkpoint, or None when it can."""
+    if not valid_name(name):
+        return "use one path segment (not empty, '.' or '..'; no '/' or '\\')"
+    for char in name:
+        if unicodedata.category(char) in _REFUSED_CATEGORIES:
+            return f"control characters are not allowed (U+{ord(char):04X})"
+    if name.endswith(META_SUFFIX):
+        return f"names ending in {META_SUFFIX!r} are reserved for the server's own files"
+    if name.startswith("."):
+        return "names starting with '.' are reserved for the server's temporary files"
+    if len(name.encode()) > MAX_NAME_BYTES:
+        return f"at most {MAX_NAME_BYTES} bytes (UTF-8)"
+    return None
+
+
+def untyped_checkpoint_id(checkpoint_id: str) -> str:
+    """The 400 message for a checkpoint id without its kind (``weights/`` ...)."""
+    return (
+        f"Invalid checkpoint id {checkpoint_id!r}: expected weights/<name> or "
+        "sampler_weights/<name>"
     )
 
 
@@ -199,23 +235,32 @@ class CheckpointStore:
         return self._run_dir(key[0]) / key[1] / key[2]
 
     def _meta_path(self, key: tuple[str, str, str]) -> Path:
-        return self._run_dir(key[0]) / key[1] / f"{key[2]}.meta.json"
+        return self._run_dir(key[0]) / key[1] / f"{key[2]}{META_SUFFIX}"
 
     def _load_index(self) -> None:
+        """Read the runs and checkpoints of the data dir, whichever server version wrote it.
+
+        What cannot be read is skipped, never fatal: an older server let a checkpoint be named
+        ``<other>.meta.json``, so a folder may stand where a record is looked for.
+        """
         for run_json in sorted((self.root / "runs").glob("*/run.json")):
             try:
                 run = RunRecord(**json.loads(run_json.read_text()))
-            except (ValueError, TypeError):
+            except (OSError, ValueError, TypeError):
                 continue
             self._runs[run.run_id] = run
             for kind in KINDS:
-                for meta in sorted((run_json.parent / kind).glob("*.meta.json")):
+                for meta in sorted((run_json.parent / kind).glob("*" + META_SUFFIX)):
+                    if not meta.is_file():
+                        continue
                     try:
                         rec = CheckpointRecord(**json.loads(meta.read_text()))
-                    except (ValueError, TypeError):
+                    except (OSError, ValueError, TypeError):
                         continue
                     key = (rec.run_id, rec.kind, rec.name)
-                    if (self._ckpt_dir(key) / COMPLETE_FILE).exists():
+                    if not isinstance(rec.name, str) or meta.name != rec.name + META_SUFFIX:
+                        continue
+                    if (self._ckpt_dir(key) / COMPLETE_FILE).is_file():
                         self._checkpoints[key] = rec
                 # saves cut short by a kill
                 for tmp in (run_json.parent / kind).glob(".*.tmp-*"):
@@ -224,7 +269,7 @@ class CheckpointStore:
             try:
                 record = json.loads(link.read_text())
                 archive = _Archive(Path(record["path"]), record["expires_at"], record["filename"])
-            except (ValueError, TypeError, KeyError):
+            except (OSError, ValueError, TypeError, KeyError):
                 continue
             self._archives[link.stem] = archive
 
@@ -299,6 +344,8 @@ class CheckpointStore:
     def lookup(self, run_id: str, checkpoint_id: str) -> CheckpointRecord:
         """The checkpoint ``<kind>/<name>`` of a run; CheckpointNotFound otherwise."""
         kind, _, name = checkpoint_id.partition("/")
+        if kind not in KINDS:
+            raise CheckpointError(untyped_checkpoint_id(checkpoint_id))
         path = parse_tinker_path(f"tinker://{run_id}/{kind}/{name}")
         rec = None if path is None else self.get(path)
         if rec is None:
@@ -328,11 +375,10 @@ class CheckpointStore:
 
     def reserve(self, run_id: str, kind: str, name: str, *, overwrite: bool) -> TinkerPath:
         """Claim a checkpoint name for a queued save; CheckpointConflict if taken."""
+        problem = name_problem(name)
         path = parse_tinker_path(f"tinker://{run_id}/{kind}/{name}")
-        if path is None:
-            raise CheckpointError(
-                f"Invalid checkpoint name {name!r}: use one path segment without '/'"
-            )
+        if problem is not None or path is None:
+            raise CheckpointError(f"path: invalid checkpoint name {name!r}: {problem}")
         key = (run_id, kind, name)
         with self._lock:
             if key in self._reserved or (self.get(path) is not None and not overwrite):

@@ -6,15 +6,17 @@ objects), query parameters, ``Accept`` / ``Content-Type`` and ``Range`` headers.
 
 from __future__ import annotations
 
-import gzip
+import io
+import unicodedata
+import urllib.parse
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from tinker_lite._codec import wire as _wire
-from tinker_lite._errors import TinkerError
-from tinker_lite.local._errors import InvalidRequest, refusal
+from tinker_lite.local._errors import InvalidRequest, RequestRefused, refusal
 from tinker_lite.local._validation import field_error, parse_json
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "PROTOBUF",
     "Response",
     "as_json",
+    "content_disposition",
     "cursor",
     "decompress",
     "http_error",
@@ -35,11 +38,15 @@ __all__ = [
     "query_int",
     "query_opt",
     "query_time",
+    "too_large",
 ]
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-MAX_BODY = 1 << 30
+# The default cap on a request body, as sent and once inflated (LocalServer(max_body_bytes=...)).
+# The tiny model's context is 512 tokens: its largest legitimate request (a forward_backward of
+# thousands of datums) is a few MiB.
+MAX_BODY = 64 << 20
 API = "/api/v1/"
 
 
@@ -98,28 +105,87 @@ def prefers_protobuf(accept: str | None) -> bool:
     return other is None or proto[0] > other[0] or (proto[0] == other[0] and proto[1] < other[1])
 
 
-def decompress(body: bytes, encoding: str | None) -> bytes:
-    """The body without its ``Content-Encoding`` (gzip, zstd); 400 or 415 otherwise."""
+def decompress(body: bytes, encoding: str | None, limit: int = MAX_BODY) -> bytes:
+    """The body without its ``Content-Encoding`` (gzip, zstd); 400, 413 or 415 otherwise.
+
+    Inflation stops as soon as the output passes ``limit`` bytes (413): a small compressed body
+    that inflates to gigabytes costs no more than ``limit``.
+    """
     if not encoding or encoding.lower() == "identity":
         return body
     enc = encoding.lower().strip()
     if enc == "gzip":
-        try:
-            return gzip.decompress(body)
-        except (OSError, EOFError) as e:
-            raise InvalidRequest(f"Request body is not valid gzip: {e}") from e
+        return _gunzip(body, limit)
     if enc == "zstd":
         from tinker_lite._codec import zstd as _zstd_codec
 
-        if not _zstd_codec.zstd_available():
+        module = _zstd_codec._zstd()
+        if module is None:
             raise refusal(
                 415, "Content-Encoding zstd needs the 'zstandard' package on the local server"
             )
         try:
-            return _zstd_codec.decompress(body)
-        except TinkerError as e:
+            with module.ZstdDecompressor().stream_reader(io.BytesIO(body)) as reader:
+                out: bytes = reader.read(limit + 1)
+        except module.ZstdError as e:
             raise InvalidRequest(f"Request body is not valid zstd: {e}") from e
+        if len(out) > limit:
+            raise too_large(limit, inflated=True)
+        return out
     raise refusal(415, f"Unsupported Content-Encoding {encoding!r}")
+
+
+# gzip is inflated this many bytes at a time: the peak stays near the output's own size.
+_INFLATE_STEP = 1 << 20
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    """Inflate a gzip body (every member, as ``gzip.decompress``) without passing ``limit``."""
+    parts: list[bytes] = []
+    total = 0
+    data = body
+    try:
+        while data:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while not inflater.eof:
+                part = inflater.decompress(data, min(limit + 1 - total, _INFLATE_STEP))
+                data = inflater.unconsumed_tail
+                if not part and not data and not inflater.eof:
+                    raise InvalidRequest("Request body is not valid gzip: truncated stream")
+                total += len(part)
+                if total > limit:
+                    raise too_large(limit, inflated=True)
+                parts.append(part)
+            data = inflater.unused_data.lstrip(b"\x00")
+    except zlib.error as e:
+        raise InvalidRequest(f"Request body is not valid gzip: {e}") from e
+    return b"".join(parts)
+
+
+def too_large(limit: int, *, inflated: bool = False) -> RequestRefused:
+    """The 413 refusal of a request body (or its inflated form) over ``limit`` bytes."""
+    what = "Inflated request body" if inflated else "Request body"
+    return refusal(413, f"{what} too large (the limit is {limit} bytes)")
+
+
+# Unicode categories never put in a download's file name: controls, surrogates, line separators.
+_UNSAFE_IN_NAMES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+
+
+def content_disposition(filename: str) -> str:
+    """An ``attachment`` Content-Disposition for ``filename``, safe for any name (RFC 6266).
+
+    The plain ``filename`` is an ASCII stand-in (no control characters, quotes or backslashes);
+    ``filename*`` carries the name UTF-8 and percent-encoded, so ``模型.tar.gz`` arrives intact.
+    Control characters (CR, LF, ESC...) become ``_`` in both: a header never holds a CR/LF (no
+    header injection) and no client is handed one to write as a file name.
+    """
+    name = "".join("_" if unicodedata.category(c) in _UNSAFE_IN_NAMES else c for c in filename)
+    fallback = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in name)
+    encoded = urllib.parse.quote(name, safe="!#$&+-.^_`|~")
+    if encoded == name:
+        return f'attachment; filename="{fallback}"'
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
 def json_object(body: bytes) -> dict[str, Any]:

@@ -14,12 +14,15 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from tinker_lite import types
-from tinker_lite.local._errors import NotFound
+from tinker_lite.local._checkpoints import KINDS as CHECKPOINT_KINDS
+from tinker_lite.local._checkpoints import untyped_checkpoint_id
+from tinker_lite.local._errors import InvalidRequest, NotFound
 from tinker_lite.local._ledger import AUDIT_EVENT_TYPES
 from tinker_lite.local._responses import (
     API,
     Response,
     as_json,
+    content_disposition,
     cursor,
     json_object,
     no_content,
@@ -67,6 +70,10 @@ class RestRoutes:
             return _page(query, 100, "checkpoints", store.list_all(), views.checkpoint_view)
         if len(parts) >= 2 and parts[0] == "training_runs":
             run_id = parts[1]
+            if len(parts) >= 4 and parts[2] == "checkpoints" and parts[3] not in CHECKPOINT_KINDS:
+                # a checkpoint id is "<kind>/<name>": an untyped one is a bad request, as the
+                # service answers it (400), whether the run exists or not
+                raise InvalidRequest(untyped_checkpoint_id(parts[3]))
             run = store.get_run(run_id)
             if run is None:
                 raise NotFound(f"Training run not found: {run_id!r}")
@@ -189,7 +196,7 @@ class RestRoutes:
         size = len(data)
         out_headers = {
             "Accept-Ranges": "bytes",
-            "Content-Disposition": f'attachment; filename="{filename}"',
+            "Content-Disposition": content_disposition(filename),
             "ETag": f'"{token}"',
         }
         status = 200

@@ -112,7 +112,7 @@ class Training:
             model_data=types.ModelData(
                 arch="tinylm",
                 model_name=model.base_model,
-                tokenizer_id=model_mod.TOKENIZER_ID,
+                tokenizer_id=self._catalog.tokenizer_id(model.base_model),
             ),
             is_lora=True,
             lora_rank=model.lora.rank,

@@ -91,7 +91,9 @@ class Views:
     def weights_info(self, req: types.WeightsInfoRequest) -> types.WeightsInfoResponse:
         """Base model and LoRA settings of a checkpoint."""
         parsed = parse_tinker_path(req.tinker_path)
-        rec = self._checkpoints.get(parsed) if parsed is not None else None
+        if parsed is None:  # untyped or malformed: a bad request, as elsewhere (400)
+            raise InvalidRequest(f"Invalid checkpoint tinker path {req.tinker_path}.")
+        rec = self._checkpoints.get(parsed)
         if rec is None:
             raise NotFound(f"Checkpoint not found: {req.tinker_path}")
         info = rec.extra

@@ -5,7 +5,8 @@ transformer over the shipped byte-level tokenizer (ids 0..255 are bytes, then ``
 ``<|eos|>``, ``<|pad|>``), with a context of 512 tokens. The base weights are a deterministic
 function of the base model name; only LoRA adapters train, with the losses of docs/service.rst §1
 and the AdamW update of docs/service.rst §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
-docs/service.rst §5 and uses a KV cache.
+docs/service.rst §5 and uses a KV cache. A model named after a real one takes that model's
+tokenizer ids, folded into the same table by its :class:`~tinker_lite.local.vocab.TokenSpace`.
 
 Architecture (pre-norm, no biases): token + learned position embeddings; per layer
 ``x += Wo·attn(RMSNorm(x))`` and ``x += W_down·gelu(W_up·RMSNorm(x))`` (tanh GELU, hidden 4·d);
@@ -40,6 +41,7 @@ training and sampling entry points that validate, lock and orchestrate those mod
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import threading
@@ -79,6 +81,7 @@ from tinker_lite.local.sampling import (
     stub_sample,
     with_prompt_options,
 )
+from tinker_lite.local.vocab import TokenSpace
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -134,6 +137,7 @@ class TinyLM:
     :param seed: the LoRA init seed (None means 0, so the default init is reproducible).
     :param train_attn, train_mlp, train_unembed: where LoRA adapters go (at least one).
     :param optimizer: the optimizer family, ``"adamw"`` (default) or ``"dimuon"``.
+    :param token_space: the token ids taken and answered (default: the byte tokenizer's).
     The keyword-only architecture arguments exist for tests (e.g. ``dtype=np.float64`` for
     finite-difference gradient checks); the server uses the defaults.
     """
@@ -154,6 +158,7 @@ class TinyLM:
         train_mlp: bool = True,
         train_unembed: bool = True,
         optimizer: str = "adamw",
+        token_space: TokenSpace | None = None,
         d_model: int = 64,
         n_layers: int = 2,
         n_heads: int = 4,
@@ -183,6 +188,7 @@ class TinyLM:
         self.train_mlp = bool(train_mlp)
         self.train_unembed = bool(train_unembed)
         self.vocab_size = VOCAB_SIZE
+        self.token_space = TokenSpace(TOKENIZER_ID) if token_space is None else token_space
         self.context_length = int(context_length)
         self._dtype = np.dtype(dtype)
         self._arch = network.Arch(
@@ -216,6 +222,7 @@ class TinyLM:
         train_mlp: bool = True,
         train_unembed: bool = True,
         optimizer: str = "adamw",
+        token_space: TokenSpace | None = None,
     ) -> TinyLM:
         """Return an instant variant for benchmarks: no network runs.
 
@@ -232,6 +239,7 @@ class TinyLM:
             train_mlp=train_mlp,
             train_unembed=train_unembed,
             optimizer=optimizer,
+            token_space=token_space,
         )
         model._stub = True
         return model
@@ -420,9 +428,17 @@ class TinyLM:
                 f"Unknown loss function {loss_fn!r}; known loss functions: {list(LOSS_FUNCTIONS)}"
             )
         config = resolve_loss_config(loss_fn, loss_fn_config)
+        space = self.token_space
         prepared = prepare_batch(
-            batch, loss_fn, vocab_size=self.vocab_size, context_length=self.context_length
+            batch, loss_fn, vocab_size=space.size, context_length=self.context_length
         )
+        if space.folded:
+            prepared = [
+                dataclasses.replace(
+                    item, tokens=space.rows(item.tokens), targets=space.rows(item.targets)
+                )
+                for item in prepared
+            ]
         outputs: list[dict[str, Array]] = [{} for _ in prepared]
         total = 0.0
         with self._lock:
@@ -624,7 +640,8 @@ class TinyLM:
         position after the first, with their logprobs) and ``target_prompt_logprobs`` (the logprob
         of chosen ids at each prompt position after the first; -1 cells get 0.0).
         """
-        prompt_arr = as_int_tokens(list(prompt), "prompt", self.vocab_size, "")
+        space = self.token_space
+        prompt_arr = as_int_tokens(list(prompt), "prompt", space.size, "")
         if prompt_arr.ndim != 1 or prompt_arr.shape[0] == 0:
             raise UserInputError("prompt must contain at least one token")
         prompt_len = int(prompt_arr.shape[0])
@@ -650,7 +667,7 @@ class TinyLM:
         if alt_k < 0:
             raise UserInputError(f"prompt_alt_tokens_k must be >= 0, got {prompt_alt_tokens_k}")
         last_n = check_last_n(prompt_logprobs_last_n, prompt_len)
-        targets = check_targets(target_prompt_logprobs, prompt_len, self.vocab_size)
+        targets = check_targets(target_prompt_logprobs, prompt_len, space.size)
         if max_tokens is None:
             if prompt_len > self.context_length:
                 raise UserInputError(
@@ -671,8 +688,8 @@ class TinyLM:
         stops_disabled = (stop_tokens is not None and len(stop_tokens) == 0) or (
             stop_strings is not None and len(stop_strings) == 0
         )
-        if not stops_disabled:
-            stop_ids.add(EOS_TOKEN_ID)
+        if not stops_disabled and not space.folded:
+            stop_ids.add(EOS_TOKEN_ID)  # vocab.py: a folded model's EOS ids are unknown
         texts = [str(s) for s in stop_strings or ()]
         if any(not s for s in texts):
             raise UserInputError("stop strings must be non-empty")
@@ -700,10 +717,17 @@ class TinyLM:
             )
 
         eff = self._effective()
+        # vocab.py: the network reads table rows; what it answers is mapped back to ids
+        prompt_rows = space.rows(prompt_arr)
+        answer_ids = None
+        if space.folded:
+            answer_ids = space.ids_for_rows(prompt_arr.tolist(), sorted(stop_ids))
+        if targets is not None and space.folded:
+            targets = np.where(targets >= 0, space.rows(np.maximum(targets, 0)), -1)
         # feed every position except the last generated token
         cache_len = prompt_len + max(new_tokens - 1, 0)
         logits, _, kv = network.forward(
-            self._arch, eff, prompt_arr[None, :], record=False, dtype=self._dtype
+            self._arch, eff, prompt_rows[None, :], record=False, dtype=self._dtype
         )
         prompt_lp: list[float | None] | None = None
         topk_lp: list[list[tuple[int, float]] | None] | None = None
@@ -712,14 +736,19 @@ class TinyLM:
             log_probs = log_softmax(logits[:-1].astype(np.float64))
         if prompt_logprobs or top_prompt:
             if prompt_logprobs:
-                picked = log_probs[np.arange(prompt_len - 1), prompt_arr[1:]]
+                picked = log_probs[np.arange(prompt_len - 1), prompt_rows[1:]]
                 prompt_lp = [None, *(float(value) for value in picked)]
             if top_prompt:
                 count = min(top_prompt, self.vocab_size)
                 order = np.argsort(-log_probs, axis=1, kind="stable")[:, :count]
                 topk_lp = [None]
                 for row in range(prompt_len - 1):
-                    topk_lp.append([(int(tok), float(log_probs[row, tok])) for tok in order[row]])
+                    topk_lp.append(
+                        [
+                            (_answer(answer_ids, tok), float(log_probs[row, tok]))
+                            for tok in order[row]
+                        ]
+                    )
         sequences = generate(
             self._arch,
             eff,
@@ -737,12 +766,15 @@ class TinyLM:
             stop_texts=texts,
             top_sample=top_sample,
             dtype=self._dtype,
-            decode=load_tokenizer().decode if texts else None,
+            decode=(space.decoder() if space.folded else load_tokenizer().decode)
+            if texts
+            else None,
+            answer_ids=answer_ids,
         )
         tempered = log_probs
         if alt_k and tau > 0:
             tempered = log_softmax(logits[:-1].astype(np.float64) / tau)
-        return with_prompt_options(
+        result = with_prompt_options(
             SampleResult(sequences, prompt_lp, topk_lp),
             log_probs,
             tempered,
@@ -753,3 +785,11 @@ class TinyLM:
             seed=seed,
             greedy=tau == 0,
         )
+        if answer_ids is not None and result.alt_tokens is not None:
+            result = dataclasses.replace(result, alt_tokens=answer_ids[result.alt_tokens])
+        return result
+
+
+def _answer(answer_ids: Array | None, row: Any) -> int:
+    """The token id a table row answers (vocab.py); the row itself when ids are not folded."""
+    return int(row) if answer_ids is None else int(answer_ids[int(row)])

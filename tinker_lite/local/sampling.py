@@ -239,11 +239,13 @@ def generate(
     top_sample: int = 0,
     dtype: np.dtype[Any],
     decode: Callable[[list[int]], str] | None,
+    answer_ids: Array | None = None,
 ) -> list[SampledSeq]:
     """Decode ``new_tokens`` steps for ``num_samples`` samples from the prompt's K/V cache.
 
     Each sample stops at a stop token, or when its decoded text (``decode``, needed only with
     ``stop_texts``) contains a stop string; finished samples are carried along, ignored.
+    ``answer_ids`` maps a drawn table row to the token id answered (vocab.py; None: the row).
     """
     heads, hd = arch.n_heads, arch.head_dim
     base_entropy = secrets.randbits(64) if seed is None else int(seed) % (1 << 64)
@@ -267,8 +269,12 @@ def generate(
     for step in range(new_tokens):
         chosen, chosen_lp, dist = choose_tokens(logits.astype(np.float64), tau, k_top, p_top, rngs)
         best = top_pairs(dist, top_sample) if top_sample else None
+        if best is not None and answer_ids is not None:
+            best = [
+                None if row is None else [(int(answer_ids[t]), lp) for t, lp in row] for row in best
+            ]
         for index in np.flatnonzero(active):
-            token = int(chosen[index])
+            token = int(chosen[index]) if answer_ids is None else int(answer_ids[chosen[index]])
             tokens[index].append(token)
             logprobs[index].append(float(chosen_lp[index]))
             if best is not None:

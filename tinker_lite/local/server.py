@@ -28,10 +28,16 @@ from typing import Any
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite.local._app import App
-from tinker_lite.local._errors import InvalidRequest, RequestRefused, refusal
+from tinker_lite.local._errors import InvalidRequest, RequestRefused
 from tinker_lite.local._faults import FaultInjector
 from tinker_lite.local._jwt import JwtIssuer
-from tinker_lite.local._responses import MAX_BODY, Response, decompress, http_error
+from tinker_lite.local._responses import (
+    MAX_BODY,
+    Response,
+    decompress,
+    http_error,
+    too_large,
+)
 from tinker_lite.local.state import ServerState
 
 __all__ = ["FAULTS_ENV", "LocalServer", "serve"]
@@ -39,6 +45,12 @@ __all__ = ["FAULTS_ENV", "LocalServer", "serve"]
 log = logging.getLogger("tinker_lite.local")
 
 FAULTS_ENV = "TINKER_LITE_LOCAL_FAULTS"
+
+# A refused request's unread body: up to this size it is read and dropped (the connection stays
+# open); past it the connection closes after a drain of at most _LINGER_S / _LINGER_BYTES.
+_DISCARD_BYTES = 1 << 20
+_LINGER_S = 2.0
+_LINGER_BYTES = 64 << 20
 
 
 def _shutdown(conn: socket.socket) -> None:
@@ -108,36 +120,105 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("local server: " + format, *args)
 
-    def _read_body(self) -> bytes:
+    def _read_body(self, limit: int) -> bytes:
+        """The request body as sent, at most ``limit`` bytes (413 before reading past it)."""
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             chunks: list[bytes] = []
             total = 0
             while True:
                 line = self.rfile.readline(65537)
-                size = int(line.split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(line.split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    raise InvalidRequest("Invalid chunk size") from None
                 if size == 0:
                     while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
                         pass
                     break
                 total += size
-                if total > MAX_BODY:
-                    raise refusal(413, "Request body too large")
+                if size < 0 or total > limit:
+                    raise too_large(limit)
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline(65537)
             return b"".join(chunks)
-        length_text = self.headers.get("Content-Length")
-        if not length_text:
+        length = self._content_length()
+        if length is None:
             return b""
-        try:
-            length = int(length_text)
-        except ValueError:
-            raise InvalidRequest("Invalid Content-Length") from None
-        if length < 0 or length > MAX_BODY:
-            raise refusal(413, "Request body too large")
+        if length < 0 or length > limit:
+            raise too_large(limit)
         body = self.rfile.read(length)
         if len(body) != length:
             raise ConnectionError("client closed the connection mid-body")
         return body
+
+    def _content_length(self) -> int | None:
+        length_text = self.headers.get("Content-Length")
+        if not length_text:
+            return None
+        try:
+            return int(length_text)
+        except ValueError:
+            raise InvalidRequest("Invalid Content-Length") from None
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue``: a request refused on its headers gets no 100 (no body)."""
+        headers: Any = self.headers  # an http.client.HTTPMessage: case-insensitive .get()
+        gate = self.server.app.refuse_before_body(
+            self.command, urllib.parse.urlsplit(self.path).path, headers
+        )
+        if gate is not None:
+            return True  # _dispatch answers the refusal without reading the body
+        return super().handle_expect_100()
+
+    def _refuse_unread(self, response: Response, path: str, started: float) -> None:
+        """Answer a request whose body was not read: discard a small body, else close.
+
+        A body of up to ``_DISCARD_BYTES`` is read into a small buffer and dropped, so the
+        connection stays usable. Past that (or chunked), the answer carries ``Connection:
+        close``; the server stops writing and drains what the client still sends for a moment,
+        never holding it, so the client reads the answer instead of a reset connection.
+        """
+        length: int | None = None
+        if not self.headers.get("Transfer-Encoding"):
+            try:
+                length = self._content_length() or 0  # no Content-Length: no body
+            except InvalidRequest:
+                length = None
+        if length is not None and 0 <= length <= _DISCARD_BYTES and self._discard(length):
+            self._send(response, path, started)
+            return
+        self.close_connection = True
+        self._send(response, path, started)
+        self._linger()
+
+    def _discard(self, length: int) -> bool:
+        remaining = length
+        try:
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, 65536))
+                if not chunk:
+                    return False
+                remaining -= len(chunk)
+        except OSError:
+            return False
+        return True
+
+    def _linger(self) -> None:
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + _LINGER_S
+            drained = 0
+            while drained < _LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.connection.settimeout(left)
+                chunk = self.connection.recv(65536)
+                if not chunk:
+                    break
+                drained += len(chunk)
+        except OSError:
+            pass
 
     def _dispatch(self) -> None:
         app = self.server.app
@@ -151,12 +232,23 @@ class _RequestHandler(http.server.BaseHTTPRequestHandler):
             app.state.count_status(_stats_key(path), 0)
             self._drop()
             return
+        refused = app.refuse_before_body(method, path, headers)
+        if refused is not None:
+            self._refuse_unread(refused, path, started)
+            return
+        limit = app.max_body_bytes
         try:
-            body = self._read_body()
-            body = decompress(body, self.headers.get("Content-Encoding"))
+            body = self._read_body(limit)
         except RequestRefused as e:
+            self._refuse_unread(http_error(e.status, e.detail), path, started)
+            return
+        except (ConnectionError, OSError, ValueError):
             self.close_connection = True
-            self._send(http_error(e.status, e.detail), path, started)
+            return
+        try:
+            body = decompress(body, self.headers.get("Content-Encoding"), limit)
+        except RequestRefused as e:
+            self._send(http_error(e.status, e.detail), path, started)  # the body was read
             return
         except (ConnectionError, OSError, ValueError):
             self.close_connection = True
@@ -247,7 +339,10 @@ class LocalServer:
         jwt_ttl_s: float = 3600.0,
         archive_ttl_s: float = 900.0,
         models: Sequence[str] = (),
+        max_body_bytes: int = MAX_BODY,
     ) -> None:
+        if max_body_bytes <= 0:
+            raise ValueError("max_body_bytes must be positive")
         if pending_status not in (200, 408):
             raise ValueError("pending_status must be 200 (try_again) or 408")
         if faults is None:
@@ -264,6 +359,7 @@ class LocalServer:
         self.jwt_ttl_s = jwt_ttl_s
         self.archive_ttl_s = archive_ttl_s
         self.models = tuple(models)
+        self.max_body_bytes = int(max_body_bytes)
         self._clock = clock or time.time
         self._faults = FaultInjector(faults)
         self._faults_enabled = faults is not None
@@ -364,6 +460,7 @@ class LocalServer:
                 config=self._client_config(),
                 archive_ttl_s=self.archive_ttl_s,
                 base_url=lambda: self.base_url,
+                max_body_bytes=self.max_body_bytes,
             )
             self._listen(self.port)
         log.info("tinker_lite local server listening on %s", self.base_url)
