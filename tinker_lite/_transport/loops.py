@@ -302,6 +302,13 @@ def http_loop(
         tries: Tries = call_of(state)
         if closing.is_set() or state.attempt_number > tries.policy.max_retries:
             return True
+        error = attempt_error(state)
+        if (
+            isinstance(error, RetryableStatus)
+            and error.response.status == 409
+            and state.attempt_number > tries.policy.conflict_retries
+        ):
+            return True  # a conflict is final after a few tries (docs/protocol.rst §6.2)
         budget = tries.budget_s
         return budget is not None and clock() - tries.started + state.upcoming_sleep >= budget
 

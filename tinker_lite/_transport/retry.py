@@ -144,7 +144,9 @@ class RetryPolicy:
     connection errors; a ``try_again`` answered in under ``pace_below_s`` is paced ``pace_initial``
     doubling to ``pace_max``. Sampling 429s (docs/protocol.rst §6.4): ``Retry-After`` when honoured,
     else ``throttle_default``. Downloads: ``min(2**n, download_max_delay)``. A session's trace
-    export is asked again every ``trace_export_interval`` while it is being built.
+    export is asked again every ``trace_export_interval`` while it is being built. A 409 (a name
+    that exists, a state already reached) is retried at most ``conflict_retries`` times and
+    never by Layer B, so ``ConflictError`` arrives within seconds.
 
     ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
     back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
@@ -169,6 +171,7 @@ class RetryPolicy:
     throttle_default: float = 1.0
     download_max_delay: float = 30.0
     trace_export_interval: float = 5.0
+    conflict_retries: int = 2
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
@@ -328,17 +331,26 @@ class RetryPolicy:
 
 # The shortest timeout an attempt made at the end of a retry budget still gets.
 MIN_ATTEMPT_TIMEOUT = 0.1
+# The shortest overall deadline (connect, headers and body) such an attempt gets.
+MIN_ATTEMPT_DEADLINE = 1.0
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
 NO_RETRIES = RetryPolicy(max_retries=0)
 
 
 def cut_timeout(timeout: Timeout, left: float) -> Timeout:
-    """``timeout`` with its connect and read parts cut to ``left`` seconds (at least a moment)."""
+    """``timeout`` with its connect and read parts cut to ``left`` seconds (at least a moment),
+    and its overall deadline to ``left`` (at least a second: a bound is overshot by at most one
+    attempt's second, docs/protocol.rst §6.6)."""
     left = max(left, MIN_ATTEMPT_TIMEOUT)
-    if timeout.connect <= left and timeout.read <= left:
+    total = max(left, MIN_ATTEMPT_DEADLINE)
+    if timeout.deadline <= total and timeout.connect <= left and timeout.read <= left:
         return timeout
-    return Timeout(connect=min(timeout.connect, left), read=min(timeout.read, left))
+    return Timeout(
+        connect=min(timeout.connect, left),
+        read=min(timeout.read, left),
+        total=min(timeout.deadline, total),
+    )
 
 
 class StallWatch:
@@ -460,11 +472,11 @@ def announce_retry(
 
 def is_retryable_error(exc: BaseException) -> bool:
     """Whether Layer B retries an error (docs/protocol.rst §6.3): connection errors,
-    408/409/429/5xx."""
+    408/429/5xx. A 409 is not: waiting does not free a name that exists."""
     if isinstance(exc, ClientClosedError):
         return False
     if isinstance(exc, APIStatusError):
-        return is_retryable_status(exc.status_code)
+        return exc.status_code != 409 and is_retryable_status(exc.status_code)
     return isinstance(exc, APIConnectionError)
 
 
