@@ -94,15 +94,17 @@ class _ConnectionTracker:
             _shut(conn)
 
 
-def _shut(conn: Any) -> None:
-    """Shut a connection's socket down, so a thread blocked reading it returns at once."""
+def _shut(conn: Any) -> bool:
+    """Shut a connection's socket down, so a thread blocked reading it returns at once; False
+    when it has no socket (yet)."""
     sock = getattr(conn, "sock", None)
     if sock is None:
-        return
+        return False
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,12 +119,13 @@ class Attempt:
     the connection's socket is shut down and the blocked read returns (:class:`Deadlines`).
     """
 
-    __slots__ = ("_conn", "_owner", "cancelled", "deadline", "expired", "seconds")
+    __slots__ = ("_conn", "_owner", "cancelled", "deadline", "expired", "outer", "seconds")
 
-    def __init__(self, owner: Deadlines, seconds: float) -> None:
+    def __init__(self, owner: Deadlines, seconds: float, outer: Attempt | None) -> None:
         self._owner = owner
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
+        self.outer = outer  # the attempt this one is nested in (a JWT refreshed after a 401)
         self._conn: Any = None
         self.cancelled = False
         self.expired = False
@@ -131,8 +134,8 @@ class Attempt:
         """The attempt now reads from ``conn`` (a redirect or a re-sent 401 moves it on)."""
         with self._owner.lock:
             self._conn = conn
-            if self.expired:
-                _shut(conn)
+            if self.expired and not _shut(conn):
+                self._owner.recheck(self)
 
     def detach(self, conn: Any) -> None:
         """``conn`` went back to its pool: it is no longer this attempt's to shut down."""
@@ -140,10 +143,10 @@ class Attempt:
             if self._conn is conn:
                 self._conn = None
 
-    def _expire(self) -> None:
+    def _expire(self) -> bool:
+        """Past the deadline: shut the connection down (False: nothing to shut down yet)."""
         self.expired = True
-        if self._conn is not None:
-            _shut(self._conn)
+        return self._conn is not None and _shut(self._conn)
 
 
 class Deadlines:
@@ -154,6 +157,7 @@ class Deadlines:
     """
 
     _LINGER_S = 1.0
+    _RETRY_S = 0.05
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -166,7 +170,7 @@ class Deadlines:
 
     def start(self, seconds: float) -> Attempt:
         """An attempt of this thread that must end within ``seconds``."""
-        attempt = Attempt(self, seconds)
+        attempt = Attempt(self, seconds, self.current())
         with self.lock:
             earliest = self._heap[0][0] if self._heap else None
             heapq.heappush(self._heap, (attempt.deadline, next(self._order), attempt))
@@ -183,7 +187,7 @@ class Deadlines:
 
     def end(self, attempt: Attempt) -> None:
         """The attempt is over (answered or failed): its connection is never shut down now."""
-        self._local.attempt = None
+        self._local.attempt = attempt.outer
         with self.lock:
             if not attempt.cancelled:
                 attempt.cancelled = True
@@ -193,6 +197,13 @@ class Deadlines:
                 if len(self._heap) > 64 and len(self._heap) > 4 * self._live:
                     self._heap = [item for item in self._heap if not item[2].cancelled]
                     heapq.heapify(self._heap)
+
+    def recheck(self, attempt: Attempt) -> None:
+        """Look at an expired attempt again shortly (its connection has no socket yet); the
+        lock is held."""
+        entry = (time.monotonic() + self._RETRY_S, next(self._order), attempt)
+        heapq.heappush(self._heap, entry)
+        self._wake.notify()
 
     def current(self) -> Attempt | None:
         """The attempt this thread is making, if any."""
@@ -214,8 +225,8 @@ class Deadlines:
             heap = self._heap
             while heap and (heap[0][2].cancelled or heap[0][0] <= now):
                 _, _, attempt = heapq.heappop(heap)
-                if not attempt.cancelled:
-                    attempt._expire()
+                if not attempt.cancelled and not attempt._expire():
+                    self.recheck(attempt)  # still connecting, or between two connections
             if self._live == 0:
                 heap.clear()  # only ended attempts are left
                 if idle_since is None:
