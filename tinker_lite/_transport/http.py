@@ -405,6 +405,7 @@ class Transport:
         if max_answer_bytes < 1:
             raise InvalidInputError("max_answer_bytes", f"must be >= 1, got {max_answer_bytes}")
         self.max_answer_bytes = max_answer_bytes
+        self._redirect_body = _RedirectBody(max_answer_bytes)
         self._json_loads = json_loads
         self._closed = False
         self._lock = threading.Lock()
@@ -616,7 +617,7 @@ class Transport:
         prepared.prepare_hooks(session.hooks)
         limit = self.max_answer_bytes
         if allow_redirects:
-            prepared.register_hook("response", _RedirectBody(limit))  # type: ignore[no-untyped-call]
+            prepared.register_hook("response", self._redirect_body)  # type: ignore[no-untyped-call]
         resolved = self._resolved
         started = time.monotonic()
         attempt = DEADLINES.start(timeout.deadline)
