@@ -38,7 +38,6 @@ __all__ = [
     "RetryableStatus",
     "ServiceWait",
     "SharedWindow",
-    "StopWhen",
     "Tries",
     "answer_headers",
     "attempt_error",
@@ -146,16 +145,6 @@ class ServiceWait(tenacity.wait.wait_base):
         return max(0.0, delay)
 
 
-class StopWhen(tenacity.stop.stop_base):
-    """Stop a retry loop when ``predicate(state)`` says so (it sees the upcoming sleep)."""
-
-    def __init__(self, predicate: Callable[[tenacity.RetryCallState], bool]) -> None:
-        self._predicate = predicate
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self._predicate(retry_state)
-
-
 def retry_loop(
     *,
     wait: ServiceWait,
@@ -181,7 +170,7 @@ def retry_loop(
         retry = retry | tenacity.retry_if_result(retry_result)
     return tenacity.Retrying(
         wait=wait,
-        stop=StopWhen(stop),
+        stop=stop,  # tenacity takes a predicate of the call state as it is
         retry=retry,
         sleep=_as_tenacity_sleep(sleep),
         before=before if before is not None else _nothing,
