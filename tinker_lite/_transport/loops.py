@@ -44,7 +44,6 @@ __all__ = [
     "call_of",
     "http_loop",
     "operation_loop",
-    "release",
     "retry_loop",
 ]
 
@@ -162,8 +161,8 @@ def retry_loop(
     was (never a tenacity error), or its last result is returned. Build a loop once and call it
     for each request, with what belongs to the request as the first argument (the callbacks
     read it as ``state.args[0]``): tenacity keeps the last iteration's steps, which refer to
-    the loop itself, so a loop built per call lives until the garbage collector frees it
-    (:func:`release` frees one at once).
+    the loop itself, so a loop built per call (a download's) lives until the garbage collector
+    frees it.
     """
     retry: tenacity.retry_base = tenacity.retry_if_exception(retry_on)
     if retry_result is not None:
@@ -184,12 +183,6 @@ class Retrier(Protocol):
     """A configured retry loop: ``retrier(fn, *args)`` calls ``fn(*args)`` until it is done."""
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
-
-
-def release(retrier: Retrier) -> None:
-    """Forget a finished loop's last steps, so a loop built for one call is freed at once."""
-    if isinstance(retrier, tenacity.Retrying):
-        retrier.iter_state.reset()
 
 
 def call_of(state: tenacity.RetryCallState) -> Any:
