@@ -39,6 +39,7 @@ __all__ = [
     "RateLimitError",
     "RequestErrorCategory",
     "RequestFailedError",
+    "ResponseTooLargeError",
     "TinkerError",
     "TokenizerUnavailableError",
     "UnprocessableEntityError",
@@ -190,6 +191,23 @@ class APIResponseValidationError(APIError):
     ) -> None:
         super().__init__(message, body=body, request_id=request_id)
         self.status_code = status_code
+
+
+class ResponseTooLargeError(APIResponseValidationError):
+    """An answer was larger than the client reads (``TINKER_LITE_MAX_ANSWER_BYTES``, after
+    decompression); it was not read further, and the request is not retried."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        body: object | None = None,
+        request_id: str | None = None,
+        status_code: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message, body=body, request_id=request_id, status_code=status_code)
+        self.limit = limit
 
 
 class APIStatusError(APIError):

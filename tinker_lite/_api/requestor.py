@@ -202,6 +202,8 @@ class Requestor:
             verify=settings.verify,
             json_loads=_wire.loads,
             session=settings.requests_session,
+            secret_headers=settings.secret_headers,
+            max_answer_bytes=settings.max_answer_bytes,
         )
         self.sample_gate = sample_gate_for(settings.base_url, settings.api_key)
         self.fetch_jwt = token_fetcher(self._post_with_key, self.credentials.exchange_credential)
