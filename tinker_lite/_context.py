@@ -38,6 +38,7 @@ from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
 from tinker_lite._journal import Journal
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.holder import FinishReason, SessionHolder
 from tinker_lite._session.settings import (
     DEFAULT_SAMPLE_WORKERS,
@@ -106,6 +107,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._shutdown = False
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"WorkerPool({self._prefix!r}, threads={len(self._threads)}, "
@@ -253,6 +255,7 @@ class ClientContext:
         if server is not None:
             server.stop()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"ClientContext(base_url={self.holder.base_url!r}, closed={self._closed})"
 

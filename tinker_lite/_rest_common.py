@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._repr import tolerant_repr
 
 if TYPE_CHECKING:
     import requests
@@ -107,6 +108,7 @@ class RestOnlyClient:
         client._rest = context.api.rest
         return client
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._context.base_url!r})"
 

@@ -39,13 +39,14 @@ from tinker_lite._errors import APIResponseValidationError, ClientClosedError, I
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
+from tinker_lite._repr import tolerant_repr
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tinker_lite._async_types import SamplingClientTwins
     from tinker_lite._futures.batch_poller import BatchPoller
     from tinker_lite._futures.pending import PendingRequest
-    from tinker_lite._session.holder import SampleGate
+    from tinker_lite._session.holder import SampleGate, SessionHolder
     from tinker_lite.tokenizer import PretrainedTokenizer
 else:
     SamplingClientTwins = object  # for type checkers only: with_async_twins sets the twins
@@ -112,11 +113,20 @@ class SamplingClient(SamplingClientTwins):
         self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"SamplingClient(sampling_session_id={self.sampling_session_id!r}, "
             f"model_path={self.model_path!r}, base_model={self.base_model!r})"
         )
+
+    @property
+    def holder(self) -> SessionHolder:
+        """The session holder of this client's connection (the official ``holder`` attribute).
+
+        For compatibility: public code calls its ``get_session_id()`` (see :doc:`as_tinker`).
+        """
+        return self._context.holder
 
     def __reduce__(self) -> tuple[Any, ...]:
         # No API key (see carry_api_key): the copy finds (or builds) a context by base URL.
@@ -698,6 +708,7 @@ class _KeyCarrier:
     def __init__(self, state: tuple[Any, ...]) -> None:
         self._state = state
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"carry_api_key(<SamplingClient {self._state[1]!r}>)"
 

@@ -45,6 +45,7 @@ from tinker_lite._errors import (
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain, combine
 from tinker_lite._loss_handle import LossHandle
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._training_args import (
     check_flag,
     check_name,
@@ -62,6 +63,7 @@ from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
     from tinker_lite._async_types import TrainingClientTwins
+    from tinker_lite._session.holder import SessionHolder
     from tinker_lite.tokenizer import PretrainedTokenizer
 else:
     TrainingClientTwins = object  # for type checkers only: with_async_twins sets the twins
@@ -110,8 +112,17 @@ class TrainingClient(TrainingClientTwins):
         self._tokenizer_lock = threading.Lock()
         self._vocab_size: int | None = None
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
+
+    @property
+    def holder(self) -> SessionHolder:
+        """The session holder of this client's connection (the official ``holder`` attribute).
+
+        For compatibility: public code calls its ``get_session_id()`` (see :doc:`as_tinker`).
+        """
+        return self._context.holder
 
     def _json_submission(
         self, request: object, result_cls: type[Any], sdk_method: str

@@ -50,6 +50,7 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._futures.poller import RETRIEVE_FUTURE_PATH, Poll
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.credentials import Credentials, token_fetcher
 from tinker_lite._session.sample_gate import sample_gate_for
 from tinker_lite._session.settings import Settings
@@ -219,6 +220,7 @@ class Requestor:
         self.sampling = SamplingRequests(self)
         self.rest = RestRequests(self)
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Requestor(base_url={self.base_url!r})"
 

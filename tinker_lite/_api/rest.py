@@ -26,6 +26,7 @@ from tinker_lite._errors import (
     APITimeoutError,
     ClientClosedError,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import HttpResponse, path_param, register_secret
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
@@ -78,6 +79,7 @@ class RestRequests:
             sleep=api.sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"RestRequests(base_url={self._api.base_url!r})"
 

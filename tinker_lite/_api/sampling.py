@@ -17,6 +17,7 @@ from tinker_lite._api.endpoints import API, ASAMPLE_PATH, SAMPLE_BACKPRESSURE_HE
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, raise_for_status
 from tinker_lite._transport.loops import (
     RetryableStatus,
@@ -68,6 +69,7 @@ class SamplingRequests:
             sleep=api.sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"SamplingRequests(base_url={self._api.base_url!r})"
 

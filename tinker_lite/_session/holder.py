@@ -46,6 +46,7 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._futures.poller import Poll, Poller
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.credentials import Credentials, jwt_expiry
 from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
 from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
@@ -254,6 +255,7 @@ class SessionHolder:
                 self._abandon()
                 raise
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"SessionHolder(base_url={self.settings.base_url!r}, session_id={self._session_id!r}, "
@@ -474,6 +476,25 @@ class SessionHolder:
             value = self._sampling_session_seq_id
             self._sampling_session_seq_id += 1
             return value
+
+    # -- the official holder's members that public code calls ---------------------------------
+
+    def get_session_id(self) -> str:
+        """The session's id, started on first use (the official holder's name for it).
+
+        Public code reads it to call ``RestClient.get_session``; see :meth:`ensure_session`.
+        """
+        return self.ensure_session()
+
+    def get_training_client_id(self) -> int:
+        """Take the next training-client number of this session (the official holder's name
+        for :meth:`next_model_seq_id`): code that sends ``create_model`` itself numbers it so."""
+        return self.next_model_seq_id()
+
+    def get_client_config(self) -> types.ClientConfigResponse:
+        """The service's client config, read on first use (the official holder's name)."""
+        self.ensure_started()
+        return self.client_config
 
     # -- shutdown ----------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
 from tinker_lite._transport.http import is_loopback_url, register_secret
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
@@ -122,6 +123,7 @@ class Settings:
         """These settings with another base URL (the local server's, once it has started)."""
         return replace(self, base_url=base_url)
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"Settings(base_url={self.base_url!r}, api_key={'***' if self.api_key else None}, "
