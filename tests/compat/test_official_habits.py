@@ -31,6 +31,11 @@ from tinker_lite import (
     types,
 )
 from tinker_lite.local import LocalServer
+from tinker_lite.tokenizer import (
+    TOKENIZER_DIR_ENV,
+    TokenizerUnavailableError,
+    clear_tokenizer_cache,
+)
 
 BASE_MODEL = "tinker-lite/tiny-64"
 
@@ -268,3 +273,41 @@ def test_invalid_request_content_is_caught_as_the_official_bad_request(
     except BadRequestError as e:
         status.append(e.status_code)
     assert status == [400]
+
+
+# -- 5. the tokenizer of a served model, offline with nothing cached ------------------------------
+
+
+def test_get_tokenizer_offline_says_where_to_put_the_files(
+    server: LocalServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # No hub (the network is blocked beyond loopback), an empty cache, no tokenizer directory.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv(TOKENIZER_DIR_ENV, raising=False)
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    clear_tokenizer_cache()
+    with ServiceClient(base_url=server.base_url, telemetry=False) as service:
+        sampler = service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
+        with pytest.raises(TokenizerUnavailableError) as info:
+            sampler.get_tokenizer()
+    message = str(info.value)
+    assert message.startswith("tokenizer 'Qwen/Qwen3-8B' is unavailable: ")
+    assert "\n" not in message  # one line, whatever the hub library said
+    assert "$TINKER_LITE_TOKENIZER_DIR/Qwen/Qwen3-8B/" in message
+    assert "TINKER_LITE_TOKENIZER_DIR/; it is not set" in message
+    assert "hf download Qwen/Qwen3-8B tokenizer.json tokenizer_config.json" in message
+    # With the directory set, the files are found there and nothing is fetched.
+    directory = tmp_path / "tokenizers" / "Qwen" / "Qwen3-8B"
+    directory.mkdir(parents=True)
+    (directory / "tokenizer.json").write_bytes(
+        (Path(tinker_lite.__file__).parent / "local" / "tokenizer.json").read_bytes()
+    )
+    monkeypatch.setenv(TOKENIZER_DIR_ENV, str(tmp_path / "tokenizers"))
+    clear_tokenizer_cache()
+    try:
+        with ServiceClient(base_url=server.base_url, telemetry=False) as service:
+            sampler = service.create_sampling_client(base_model="Qwen/Qwen3-8B").result()
+            assert sampler.get_tokenizer().decode(sampler.get_tokenizer().encode("hi")) == "hi"
+    finally:
+        clear_tokenizer_cache()
