@@ -270,14 +270,16 @@ class TrainingClient(TrainingClientTwins):
         cross-entropy as ``surrogate_loss:sum``; the metrics ``loss_fn`` returned come with them
         (and win over the service's other ones).
 
-        Without torch, ``loss_fn(data, logprobs)`` receives ``data`` and one float32 numpy
-        array per datum (shaped like its ``target_tokens``) and returns
-        ``(loss, grads, metrics)``: the loss value (a finite float), ``d loss / d logprobs``
-        (one array per datum, same shapes) and a dict of float metrics. With torch installed,
-        the official form also works: ``loss_fn`` receives torch tensors and returns
+        ``loss_fn`` is called exactly once per call. With torch installed, as in the official
+        SDK, ``loss_fn(data, logprobs)`` receives ``data`` and one float32 torch tensor per
+        datum (shaped like its ``target_tokens``, requiring grad) and returns
         ``(loss, metrics)`` where ``loss`` is a scalar tensor; the gradient comes from
-        autograd. Every datum needs ``target_tokens``; other inputs are passed to ``loss_fn``
-        but only ``target_tokens`` and ``weights`` are sent. ``loss_type_input`` is deprecated
+        autograd. Without torch it receives one float32 numpy array per datum and returns
+        ``(loss, grads, metrics)``: the loss value (a finite float), ``d loss / d logprobs``
+        (one array per datum, same shapes) and a dict of float metrics; that form is also
+        accepted with torch (gradients as tensors or arrays). Every datum needs
+        ``target_tokens``; other inputs are passed to ``loss_fn`` but only ``target_tokens``
+        and ``weights`` are sent. ``loss_type_input`` is deprecated
         (as in the official SDK): the loss always receives logprobs. ``loss_fn`` may also be a
         :class:`~tinker_lite.LossHandle` from ``ServiceClient.create_custom_loss`` of the same
         session: one the service runs (it has a ``loss_id``) is sent as one

@@ -110,8 +110,9 @@ NOTES: tuple[tuple[str, str], ...] = (
     (
         "``forward_backward_custom``",
         "Works without torch: the loss function gets numpy logprobs and returns "
-        "``(loss, grads, metrics)``; a torch loss is differentiated with autograd when torch is "
-        "installed. As in the official SDK it returns at once, with the backward pass's place "
+        "``(loss, grads, metrics)``. With torch installed it gets torch tensors, as in the "
+        "official SDK, and its loss is differentiated with autograd; either way it is called "
+        "once per call. As in the official SDK it returns at once, with the backward pass's place "
         "in the client's order taken. A loss function that fails makes the future raise and "
         "sends the backward with zero weights, so the client stays usable (the official SDK "
         "fails the client's later calls). Metrics are the official ones: ``loss:sum`` is the "
