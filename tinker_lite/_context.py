@@ -87,6 +87,22 @@ _LIVE: weakref.WeakSet[ClientContext] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
 
 
+def context_of(connection: object) -> ClientContext | None:
+    """The open connection behind what the official SDK passes as ``holder``, or ``None``.
+
+    That is a connection itself, a client that has one (a ServiceClient, ...), or the session
+    holder a client exposes as ``holder`` (public code builds ``TrainingClient(service.holder,
+    ...)`` as 0.38 allows).
+    """
+    if isinstance(connection, ClientContext):
+        return connection
+    if isinstance(connection, SessionHolder):
+        with _LIVE_LOCK:
+            return next((c for c in _LIVE if c.holder is connection), None)
+    shared = getattr(connection, "_context", None)
+    return shared if isinstance(shared, ClientContext) else None
+
+
 class WorkerPool:
     """Daemon worker threads running queued calls in order, with no future per call.
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tinker_lite._context import ClientContext, resolve_settings
+from tinker_lite._context import ClientContext, context_of, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._repr import tolerant_repr
@@ -41,8 +41,8 @@ def rest_connection(
         # until its first call.
         settings = resolve_settings(allow_local=True, **options)
         return ClientContext(settings, session=False), True
-    shared = holder if isinstance(holder, ClientContext) else getattr(holder, "_context", None)
-    if not isinstance(shared, ClientContext):
+    shared = context_of(holder)
+    if shared is None:
         # Never echo the value: in the old tinker_lite order it may be the API key.
         raise InvalidInputError(
             "_holder",

@@ -34,7 +34,7 @@ import attrs
 from tinker_lite import types
 from tinker_lite._api import decode_sample
 from tinker_lite._async import with_async_twins
-from tinker_lite._context import ClientContext, find_live_context, resolve_settings
+from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
@@ -83,21 +83,38 @@ class SamplingClient(SamplingClientTwins):
 
     Created by :meth:`ServiceClient.create_sampling_client`,
     :meth:`TrainingClient.create_sampling_client` or
-    :meth:`TrainingClient.save_weights_and_get_sampling_client`.
+    :meth:`TrainingClient.save_weights_and_get_sampling_client`. The official constructor works
+    too: ``SamplingClient(service_client.holder, sampling_session_id=..., base_model=...)``.
     """
 
     def __init__(
         self,
-        context: ClientContext,
+        holder: object,
         sampling_session_id: str,
         *,
         model_path: str | None = None,
         base_model: str | None = None,
+        shadow: bool = False,
+        retry_config: object | None = None,
         cloned_sampler_id: int | None = 0,
         record_stability_info: bool = False,
     ) -> None:
+        del retry_config  # accepted as by create_sampling_client; retries follow the policy
+        context = context_of(holder)
+        if context is None:
+            raise InvalidInputError(
+                "holder",
+                f"must be a ServiceClient's holder (or the ServiceClient), got a "
+                f"{type(holder).__name__}",
+                "create sampling clients with ServiceClient.create_sampling_client",
+            )
+        if shadow:
+            # 0.38's shadow sampler is a copy in another process: it joins the session first.
+            cloned_sampler_id = None
         self._context = context
         self._api = context.api
+        # The official attribute: public code calls holder.get_session_id() (docs/as_tinker.rst).
+        self.holder: SessionHolder = context.holder
         self.sampling_session_id = sampling_session_id
         self.model_path = model_path
         self.base_model = base_model
@@ -119,14 +136,6 @@ class SamplingClient(SamplingClientTwins):
             f"SamplingClient(sampling_session_id={self.sampling_session_id!r}, "
             f"model_path={self.model_path!r}, base_model={self.base_model!r})"
         )
-
-    @property
-    def holder(self) -> SessionHolder:
-        """The session holder of this client's connection (the official ``holder`` attribute).
-
-        For compatibility: public code calls its ``get_session_id()`` (see :doc:`as_tinker`).
-        """
-        return self._context.holder
 
     def __reduce__(self) -> tuple[Any, ...]:
         # No API key (see carry_api_key): the copy finds (or builds) a context by base URL.

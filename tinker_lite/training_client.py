@@ -25,7 +25,7 @@ from tinker_lite import types
 from tinker_lite._api import CONSOLE_URL
 from tinker_lite._async import with_async_twins
 from tinker_lite._chunking import combine_outputs
-from tinker_lite._context import ClientContext
+from tinker_lite._context import context_of
 from tinker_lite._custom_loss import (
     CustomLoss,
     CustomLossFn,
@@ -90,19 +90,37 @@ class TrainingClient(TrainingClientTwins):
 
     Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every
     training method returns an :class:`~tinker_lite.APIFuture` at once.
+
+    The official constructor works too, for a model a program created itself:
+    ``TrainingClient(service_client.holder, model_seq_id=n, model_id=...)``, where ``n`` came
+    from ``holder.get_training_client_id()`` (it numbered the ``create_model`` already sent).
     """
 
     def __init__(
         self,
-        context: ClientContext,
-        model_id: str,
+        holder: object,
+        model_seq_id: int | None = None,
+        model_id: str | None = None,
         *,
+        info: types.GetInfoResponse | None = None,
         base_model: str | None = None,
         lora_config: types.LoraConfig | None = None,
-        info: types.GetInfoResponse | None = None,
     ) -> None:
+        del model_seq_id  # taken by the caller with get_training_client_id(); nothing to send
+        context = context_of(holder)
+        if context is None:
+            raise InvalidInputError(
+                "holder",
+                f"must be a ServiceClient's holder (or the ServiceClient), got a "
+                f"{type(holder).__name__}",
+                "create training clients with ServiceClient.create_lora_training_client",
+            )
+        if not isinstance(model_id, str) or not model_id:
+            raise InvalidInputError("model_id", f"must be a non-empty string, got {model_id!r}")
         self._context = context
         self._api = context.api
+        # The official attribute: public code calls holder.get_session_id() (docs/as_tinker.rst).
+        self.holder: SessionHolder = context.holder
         self.model_id = model_id
         self._info = info
         self._base_model = base_model
@@ -115,14 +133,6 @@ class TrainingClient(TrainingClientTwins):
     @tolerant_repr
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
-
-    @property
-    def holder(self) -> SessionHolder:
-        """The session holder of this client's connection (the official ``holder`` attribute).
-
-        For compatibility: public code calls its ``get_session_id()`` (see :doc:`as_tinker`).
-        """
-        return self._context.holder
 
     def _json_submission(
         self, request: object, result_cls: type[Any], sdk_method: str
