@@ -61,8 +61,10 @@ ALLOWED: dict[str, tuple[str, str]] = {
     "SamplingClient.__init__": (
         "Client constructors",
         "Training and sampling clients are made by ``ServiceClient`` (or "
-        "``SamplingClient.from_sampler_handle``), not by calling the class with an internal "
-        "holder object.",
+        "``SamplingClient.from_sampler_handle``). The official calls over a holder work "
+        "(``TrainingClient(service_client.holder, model_seq_id=..., model_id=...)``, "
+        "``SamplingClient(service_client.holder, sampling_session_id=..., base_model=...)``); "
+        "the signatures differ in defaults and in tinker_lite's own keywords.",
     ),
     "TrainingClient.__init__": ("Client constructors", "As above."),
     "BackcompatTrainingClientFuture.get_telemetry": ("Telemetry object", "As above."),
