@@ -9,6 +9,7 @@ service's ``BadRequestError``.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import pickle
@@ -152,6 +153,26 @@ def test_holder_gives_the_session_id_and_training_client_numbers(server: LocalSe
         assert sampler.holder.get_session_id() == session_id
         run = RestClient(service).get_session(session_id).result(timeout=30)
         assert run.training_run_ids == [training.model_id]
+
+
+def test_holder_runs_a_coroutine_of_awaited_calls_from_sync_code(server: LocalServer) -> None:
+    with ServiceClient(base_url=server.base_url, telemetry=False) as service:
+        sampler = service.create_sampling_client(base_model=BASE_MODEL).result()
+        params = types.SamplingParams(max_tokens=2, seed=3)
+
+        async def window() -> list[Any]:
+            prompts = [types.ModelInput.from_ints([1, n]) for n in (2, 3, 4)]
+            calls = [sampler.sample(prompt, 1, params) for prompt in prompts]
+            return list(await asyncio.gather(*calls))
+
+        done = sampler.holder.run_coroutine_threadsafe(window()).result(timeout=60)
+        assert [len(response.sequences) for response in done] == [1, 1, 1]
+
+        async def failing() -> None:
+            raise KeyError("inside the coroutine")
+
+        with pytest.raises(KeyError, match="inside the coroutine"):
+            service.holder.run_coroutine_threadsafe(failing()).result(timeout=60)
 
 
 def test_holder_close_ends_the_session(server: LocalServer) -> None:

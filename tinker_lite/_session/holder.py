@@ -34,9 +34,9 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from tinker_lite import types
 from tinker_lite._errors import (
@@ -45,6 +45,7 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
+from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.credentials import Credentials, jwt_expiry
@@ -81,6 +82,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tinker_lite.session")
+
+T = TypeVar("T")
 
 FinishReason = Literal["success", "errored", "interrupted"]
 
@@ -495,6 +498,28 @@ class SessionHolder:
         """The service's client config, read on first use (the official holder's name)."""
         self.ensure_started()
         return self.client_config
+
+    def run_coroutine_threadsafe(self, coro: Coroutine[Any, Any, T]) -> APIFuture[T]:
+        """Run ``coro`` to completion on a thread of its own; the future of its result.
+
+        The official holder's member, which public code calls to run a batch of ``*_async``
+        calls from sync code. 0.38 runs it on the SDK's event loop; tinker_lite has none, so the
+        coroutine gets an event loop of its own (asyncio is imported only here).
+        """
+        import asyncio
+
+        if not asyncio.iscoroutine(coro):
+            raise InvalidInputError("coro", f"must be a coroutine, got {type(coro).__name__}")
+        out: APIFuture[T] = APIFuture(request_type="Coroutine")
+
+        def run() -> None:
+            try:
+                out.try_set_result(asyncio.run(coro))
+            except BaseException as e:  # delivered to the caller through the future
+                out.try_set_exception(e)
+
+        threading.Thread(target=run, name="tinker-lite-coroutine", daemon=True).start()
+        return out
 
     # -- shutdown ----------------------------------------------------------------------------
 
