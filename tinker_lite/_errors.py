@@ -259,9 +259,6 @@ class InvalidInputError(BadRequestError, ValueError):
         if hint:
             message += f" ({hint})"
         super().__init__(message, status_code=400)
-        # BaseException keeps the constructor's arguments: (field, problem, hint) would read
-        # as a tuple; the message alone reads as ValueError's did.
-        self.args = (message,)
 
 
 _STATUS_CLASSES: dict[int, type[APIStatusError]] = {
@@ -464,14 +461,14 @@ def describe_error(exc: BaseException) -> str:
     status, the service's message, the request id); other errors carry their own sentence, to
     which the status, the request id and what to try are added when they are not said yet.
     """
+    if isinstance(exc, InvalidInputError):
+        # Refused before sending: no HTTP status to report, and the message says the fix.
+        return redact(" ".join(str(exc).split()))
     if isinstance(exc, APIStatusError) and (exc.request is not None or not exc.message.strip()):
         return format_status_error(
             exc.status_code, exc.body, request=exc.request, request_id=exc.request_id
         )
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if isinstance(exc, InvalidInputError):
-        # Refused before sending: no HTTP status to report, and the message says the fix.
-        return redact(text)
     if isinstance(exc, APIStatusError) and str(exc.status_code) not in text:
         text = f"{text.rstrip('.')} (HTTP {status_phrase(exc.status_code)})."
     request_id = getattr(exc, "request_id", None)
