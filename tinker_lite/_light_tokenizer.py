@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, overload
 
 from tinker_lite import _chat_template
+from tinker_lite._repr import tolerant_repr
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -467,6 +468,7 @@ class LightTokenizer:
         encoded = self(rendered if batched else rendered[0], add_special_tokens=False)
         return encoded if return_dict else encoded["input_ids"]
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"LightTokenizer(name_or_path={self.name_or_path!r}, vocab_size={self.vocab_size}, "

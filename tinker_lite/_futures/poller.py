@@ -72,6 +72,7 @@ from tinker_lite._futures.answers import (
 )
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.tasks import Poll, PollTask
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import (
     JSON,
     RETRIEVE_FUTURE_TIMEOUT,
@@ -176,6 +177,7 @@ class Poller:
             before_sleep=self._before_sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"Poller(pending={len(self._live)}, threads={len(self._threads)}, "

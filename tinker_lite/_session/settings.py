@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
 from tinker_lite._transport.http import (
@@ -137,6 +138,7 @@ class Settings:
         """These settings with another base URL (the local server's, once it has started)."""
         return replace(self, base_url=base_url)
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"Settings(base_url={redact_url(self.base_url)!r}, "

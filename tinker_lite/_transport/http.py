@@ -73,6 +73,7 @@ from tinker_lite._errors import (
     format_status_error,
     status_error_class,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact, redact_url, register_secret
 from tinker_lite._transport.adapters import (
     CREDENTIAL_HEADERS,
@@ -241,6 +242,7 @@ class HttpResponse:
         data = self.body if limit is None else self.body[:limit]
         return data.decode("utf-8", errors="replace")
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"HttpResponse(status={self.status}, content_type={self.content_type!r}, "
@@ -501,6 +503,7 @@ class Transport:
                 "pip install pysocks, or unset the variable",
             ) from e
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Transport(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
 
