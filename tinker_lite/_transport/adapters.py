@@ -30,6 +30,7 @@ import urllib3.connectionpool
 from requests.models import PreparedRequest
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._repr import tolerant_repr
 
 __all__ = [
     "CREDENTIAL_HEADERS",
@@ -397,6 +398,7 @@ class ServiceAuth(requests.auth.AuthBase):
         self.secrets = dict(secrets or {})
         self.stripped = CREDENTIAL_HEADERS | {name.lower() for name in self.secrets}
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"ServiceAuth(headers={sorted(self.secrets)!r})"
 
