@@ -42,7 +42,7 @@ from tinker_lite import (
 )
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite.local import LocalServer
-from tinker_lite.local._jwt import LOCAL_ORG_ID, LOCAL_USER_URN
+from tinker_lite.local.service.identity import LOCAL_ORG_ID, LOCAL_USER_URN
 
 MODEL = "tinker-lite/tiny-64"
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -281,7 +281,8 @@ def test_copy_weights_keeps_its_idempotency_key_across_operation_retries(
         rest.close()
     keys = {r.header("X-Idempotency-Key") for r in server.requests(path)}
     assert len(server.requests(path)) == 3
-    assert len(keys) == 1 and None not in keys
+    assert len(keys) == 1
+    assert None not in keys
     assert sleeps  # the re-sends were the operation layer's
 
 
