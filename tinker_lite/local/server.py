@@ -1,8 +1,8 @@
 """The local server's HTTP layer: the listening socket, connections, and the server's lifecycle.
 
 A stdlib ``ThreadingHTTPServer`` (one daemon thread per connection, HTTP/1.1 keep-alive, every
-response with a Content-Length) in front of :class:`~tinker_lite.local._app.App` (routing, auth,
-fault injection, long-polls) and :class:`~tinker_lite.local.state.ServerState`.
+response with a Content-Length) in front of :class:`~tinker_lite.local.http.app.App` (routing, auth,
+fault injection, long-polls) and :class:`~tinker_lite.local.service.state.ServerState`.
 :class:`LocalServer` runs it in a background thread; :func:`serve` runs it in the foreground
 until SIGINT/SIGTERM.
 """
@@ -27,18 +27,18 @@ from typing import Any
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
-from tinker_lite.local._app import App
-from tinker_lite.local._errors import InvalidRequest, RequestRefused
-from tinker_lite.local._faults import FaultInjector
-from tinker_lite.local._jwt import JwtIssuer
-from tinker_lite.local._responses import (
+from tinker_lite.local.http.app import App
+from tinker_lite.local.http.faults import FaultInjector
+from tinker_lite.local.http.responses import (
     MAX_BODY,
     Response,
     decompress,
     http_error,
     too_large,
 )
-from tinker_lite.local.state import ServerState
+from tinker_lite.local.refusals import InvalidRequest, RequestRefused
+from tinker_lite.local.service.identity import JwtIssuer
+from tinker_lite.local.service.state import ServerState
 
 __all__ = ["FAULTS_ENV", "LocalServer", "serve"]
 

@@ -16,7 +16,7 @@ from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
 from tinker_lite._codec import zstd as _zstd_codec
 from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 # ---------------------------------------------------------------------------------------------
 # Primitives

@@ -21,7 +21,7 @@ from hypothesis.extra import numpy as hnp
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 ROUND_TRIP = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

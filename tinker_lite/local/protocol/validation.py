@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite.local._errors import InvalidField, InvalidRequest, RequestRefused, UserInputError
+from tinker_lite.local.refusals import InvalidField, InvalidRequest, RequestRefused, UserInputError
 
 __all__ = [
     "DimuonStepRequest",

@@ -12,7 +12,7 @@ Layout under the data dir (docs/service.rst §7)::
     archives/<token>.json                             what a download URL serves, until when
 
 ``adapter_model.safetensors`` is written by hand in the safetensors format
-(:mod:`~tinker_lite.local._safetensors`).
+(:mod:`~tinker_lite.local.storage.safetensors`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from tinker_lite.local._errors import CheckpointError
-from tinker_lite.local._safetensors import (
+from tinker_lite.local.refusals import CheckpointError
+from tinker_lite.local.storage.safetensors import (
     flatten_state,
     read_safetensors,
     unflatten_state,

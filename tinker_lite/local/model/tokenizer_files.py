@@ -1,7 +1,7 @@
 """Regenerate ``tokenizer.json`` and ``tokenizer_config.json``, the local model's tokenizer files.
 
-Run ``python -m tinker_lite.local._build_tokenizer`` after changing the layout below; the output is
-deterministic, so an unchanged layout rewrites identical files.
+Run ``python -m tinker_lite.local.model.tokenizer_files`` after changing the layout below; the
+output is deterministic, so an unchanged layout rewrites identical files.
 
 Layout: ids 0..255 are the 256 byte values (id == byte value), followed by the special tokens
 ``<|bos|>`` (256), ``<|eos|>`` (257) and ``<|pad|>`` (258). The model is a BPE without merges over
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 SPECIAL_TOKENS = ("<|bos|>", "<|eos|>", "<|pad|>")
-TOKENIZER_FILE = Path(__file__).with_name("tokenizer.json")
-CONFIG_FILE = Path(__file__).with_name("tokenizer_config.json")
+TOKENIZER_FILE = Path(__file__).parent.with_name("tokenizer.json")
+CONFIG_FILE = Path(__file__).parent.with_name("tokenizer_config.json")
 # One line per message: <|bos|>role, newline, content, <|eos|>, newline.
 CHAT_TEMPLATE = (
     "{% for message in messages %}"

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tinker_lite.local import model as model_mod
+from tinker_lite.local.model import tiny_lm as model_mod
 
 __all__ = [
     "LOST_IN_RESTART",

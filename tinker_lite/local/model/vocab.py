@@ -46,7 +46,7 @@ Array = npt.NDArray[Any]
 log = logging.getLogger("tinker_lite.local")
 
 BYTE_TOKENIZER_ID: Final = "tinker-lite/byte-tokenizer"
-# The tiny model's table: 256 bytes, <|bos|>, <|eos|>, <|pad|> (tinker_lite.local.model).
+# The tiny model's table: 256 bytes, <|bos|>, <|eos|>, <|pad|> (tinker_lite.local.model.tiny_lm).
 TABLE_SIZE: Final = 259
 # Knuth's multiplicative constant: consecutive ids land far apart.
 _FOLD_MULTIPLIER: Final = 2654435761

@@ -11,16 +11,20 @@ from typing import Any
 import numpy as np
 
 from tinker_lite import types
-from tinker_lite.local import model as model_mod
-from tinker_lite.local._catalog import SUPPORTED_MODELS, Catalog, LoraSpec
-from tinker_lite.local._checkpoints import CheckpointError, CheckpointStore, parse_tinker_path
-from tinker_lite.local._codecs import SampleOutcome
-from tinker_lite.local._completions import CompletionLog, Target
-from tinker_lite.local._durable import DataDir, npz_bytes, npz_read
-from tinker_lite.local._errors import InvalidRequest, NotFound, Unavailable, UserInputError
-from tinker_lite.local._futures import FutureEntry, FutureStore
-from tinker_lite.local._sessions import SessionStore
-from tinker_lite.local._validation import text_tokens
+from tinker_lite.local.model import tiny_lm as model_mod
+from tinker_lite.local.protocol.codecs import SampleOutcome
+from tinker_lite.local.protocol.validation import text_tokens
+from tinker_lite.local.refusals import InvalidRequest, NotFound, Unavailable, UserInputError
+from tinker_lite.local.service.catalog import SUPPORTED_MODELS, Catalog, LoraSpec
+from tinker_lite.local.service.futures import FutureEntry, FutureStore
+from tinker_lite.local.service.sample_log import CompletionLog, Target
+from tinker_lite.local.service.sessions import SessionStore
+from tinker_lite.local.storage.checkpoints import (
+    CheckpointError,
+    CheckpointStore,
+    parse_tinker_path,
+)
+from tinker_lite.local.storage.durable import DataDir, npz_bytes, npz_read
 
 __all__ = ["Sampler", "SamplerStore"]
 

@@ -1,7 +1,7 @@
 """The local server's training requests: model creation, passes, optimizer steps, saves, loads.
 
 Each request is checked at once (a refusal is an HTTP error) and queued on its model's worker in
-``seq_id`` order (:mod:`tinker_lite.local._models`); the caller gets the future's id.
+``seq_id`` order (:mod:`tinker_lite.local.service.runs`); the caller gets the future's id.
 """
 
 from __future__ import annotations
@@ -13,25 +13,25 @@ from typing import Any
 import numpy as np
 
 from tinker_lite import types
-from tinker_lite.local import model as model_mod
-from tinker_lite.local._catalog import Catalog, LoraSpec
-from tinker_lite.local._checkpoints import (
-    CheckpointError,
-    CheckpointStore,
-    TinkerPath,
-    parse_tinker_path,
-)
-from tinker_lite.local._errors import InvalidRequest, UserInputError, refusal
-from tinker_lite.local._ledger import Ledger
-from tinker_lite.local._models import ModelState, ModelStore, optimizer_config
-from tinker_lite.local._samplers import Sampler, SamplerStore
-from tinker_lite.local._sessions import SessionStore
-from tinker_lite.local._validation import (
+from tinker_lite.local.model import tiny_lm as model_mod
+from tinker_lite.local.protocol.validation import (
     DimuonStepRequest,
     check_optimizer_config,
     field_error,
     text_tokens,
     user_metadata,
+)
+from tinker_lite.local.refusals import InvalidRequest, UserInputError, refusal
+from tinker_lite.local.service.catalog import Catalog, LoraSpec
+from tinker_lite.local.service.ledger import Ledger
+from tinker_lite.local.service.runs import ModelState, ModelStore, optimizer_config
+from tinker_lite.local.service.sampling import Sampler, SamplerStore
+from tinker_lite.local.service.sessions import SessionStore
+from tinker_lite.local.storage.checkpoints import (
+    CheckpointError,
+    CheckpointStore,
+    TinkerPath,
+    parse_tinker_path,
 )
 
 __all__ = ["Training"]

@@ -6,7 +6,7 @@ transformer over the shipped byte-level tokenizer (ids 0..255 are bytes, then ``
 function of the base model name; only LoRA adapters train, with the losses of docs/service.rst §1
 and the AdamW update of docs/service.rst §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
 docs/service.rst §5 and uses a KV cache. A model named after a real one takes that model's
-tokenizer ids, folded into the same table by its :class:`~tinker_lite.local.vocab.TokenSpace`.
+tokenizer ids, folded into the same table by its :class:`~tinker_lite.local.model.vocab.TokenSpace`.
 
 Architecture (pre-norm, no biases): token + learned position embeddings; per layer
 ``x += Wo·attn(RMSNorm(x))`` and ``x += W_down·gelu(W_up·RMSNorm(x))`` (tanh GELU, hidden 4·d);
@@ -31,10 +31,11 @@ Thread safety: mutating calls (forward_backward, optim_step, load_*, reset_optim
 an internal lock; :meth:`TinyLM.sample` reads a snapshot of the weights and may run concurrently.
 All compute stays on one core per call (see ``mm``), so concurrent calls scale across cores.
 
-Around it: the arithmetic is in :mod:`~tinker_lite.local.network` (over
-:mod:`~tinker_lite.local.kernels`), the losses in :mod:`~tinker_lite.local.losses`, batch checks
-in :mod:`~tinker_lite.local.inputs`, the optimizers in :mod:`~tinker_lite.local.optimizer` and the
-decoding loop in :mod:`~tinker_lite.local.sampling`. Size: about 700 lines, because
+Around it: the arithmetic is in :mod:`~tinker_lite.local.model.network` (over
+:mod:`~tinker_lite.local.model.kernels`), the losses in
+:mod:`~tinker_lite.local.model.losses`, batch checks in :mod:`~tinker_lite.local.model.inputs`,
+the optimizers in :mod:`~tinker_lite.local.model.optimizer` and the decoding loop in
+:mod:`~tinker_lite.local.model.decoding`. Size: about 700 lines, because
 :class:`TinyLM` is the model's one stateful object (parameters, gradients, the lock and the
 training and sampling entry points that validate, lock and orchestrate those modules).
 """
@@ -52,27 +53,8 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite.local import network
-from tinker_lite.local._errors import UserInputError
-from tinker_lite.local.inputs import (
-    DatumArrays,
-    Prepared,
-    as_int_tokens,
-    length_groups,
-    prepare_batch,
-)
-from tinker_lite.local.kernels import log_softmax, mm
-from tinker_lite.local.losses import (
-    DEFAULT_DRO_BETA,
-    LOSS_FUNCTIONS,
-    LOSS_INPUTS,
-    REFUSED_LOSSES,
-    check_number,
-    resolve_loss_config,
-    token_losses,
-)
-from tinker_lite.local.optimizer import OPTIMIZERS, AdamW, Dimuon, read_step, state_family
-from tinker_lite.local.sampling import (
+from tinker_lite.local.model import network
+from tinker_lite.local.model.decoding import (
     SampledSeq,
     SampleResult,
     check_last_n,
@@ -81,7 +63,26 @@ from tinker_lite.local.sampling import (
     stub_sample,
     with_prompt_options,
 )
-from tinker_lite.local.vocab import TokenSpace
+from tinker_lite.local.model.inputs import (
+    DatumArrays,
+    Prepared,
+    as_int_tokens,
+    length_groups,
+    prepare_batch,
+)
+from tinker_lite.local.model.kernels import log_softmax, mm
+from tinker_lite.local.model.losses import (
+    DEFAULT_DRO_BETA,
+    LOSS_FUNCTIONS,
+    LOSS_INPUTS,
+    REFUSED_LOSSES,
+    check_number,
+    resolve_loss_config,
+    token_losses,
+)
+from tinker_lite.local.model.optimizer import OPTIMIZERS, AdamW, Dimuon, read_step, state_family
+from tinker_lite.local.model.vocab import TokenSpace
+from tinker_lite.local.refusals import UserInputError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -118,7 +119,7 @@ LORA_ALPHA: Final = 32
 
 def tokenizer_path() -> Path:
     """Return the path of the shipped ``tokenizer.json``."""
-    return Path(__file__).with_name("tokenizer.json")
+    return Path(__file__).parent.with_name("tokenizer.json")
 
 
 @functools.lru_cache(maxsize=1)
@@ -549,7 +550,7 @@ class TinyLM:
         weight_decay: float = 0.0,
         grad_clip_norm: float = 0.0,
     ) -> dict[str, float] | None:
-        """Apply one AdamW step (:mod:`~tinker_lite.local.optimizer`), then zero the grads.
+        """Apply one AdamW step (:mod:`~tinker_lite.local.model.optimizer`), then zero the grads.
 
         Returns ``{"unclipped_grad_l2:mean": norm}`` when ``grad_clip_norm > 0``, else None.
         """
@@ -573,7 +574,7 @@ class TinyLM:
     def dimuon_step(
         self, *, learning_rate: float, beta1: float, grad_clip_norm: float = 0.0
     ) -> dict[str, float] | None:
-        """Apply one Dimuon step (:class:`~tinker_lite.local.optimizer.Dimuon`), zero the grads.
+        """Apply one Dimuon step (:class:`~.optimizer.Dimuon`), zero the grads.
 
         Returns ``{"unclipped_grad_l2:mean": norm}`` when ``grad_clip_norm > 0``, else None.
         """

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinker_lite._errors import TinkerError
-from tinker_lite.local._errors import CheckpointError
+from tinker_lite.local.refusals import CheckpointError
 
 __all__ = ["FutureEntry", "FutureStore", "failure_of"]
 

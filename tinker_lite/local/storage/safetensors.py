@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinker_lite.local._errors import CheckpointError
+from tinker_lite.local.refusals import CheckpointError
 
 __all__ = ["flatten_state", "read_safetensors", "unflatten_state", "write_safetensors"]
 

@@ -1,6 +1,6 @@
 """The local server's domain errors: bad user input, and requests it refuses.
 
-The state and the model raise these; only the HTTP layer (``_app.py``) turns a refusal into a
+The state and the model raise these; only the HTTP layer (``http/app.py``) turns a refusal into a
 status code and a ``{"detail": ...}`` body, and the worker threads turn a :class:`UserInputError`
 into a failed future of category "user".
 """

@@ -9,20 +9,20 @@ from typing import Any
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
-from tinker_lite.local._catalog import LoraSpec
-from tinker_lite.local._checkpoints import (
+from tinker_lite.local.protocol.validation import field_error
+from tinker_lite.local.refusals import InvalidRequest, NotFound, refusal
+from tinker_lite.local.service.catalog import LoraSpec
+from tinker_lite.local.service.identity import LOCAL_USER_URN
+from tinker_lite.local.service.ledger import Ledger
+from tinker_lite.local.service.runs import ModelStore
+from tinker_lite.local.service.sessions import SessionStore, utc
+from tinker_lite.local.storage.checkpoints import (
     CheckpointError,
     CheckpointRecord,
     CheckpointStore,
     RunRecord,
     parse_tinker_path,
 )
-from tinker_lite.local._errors import InvalidRequest, NotFound, refusal
-from tinker_lite.local._jwt import LOCAL_USER_URN
-from tinker_lite.local._ledger import Ledger
-from tinker_lite.local._models import ModelStore
-from tinker_lite.local._sessions import SessionStore, utc
-from tinker_lite.local._validation import field_error
 
 __all__ = ["Views"]
 

@@ -12,12 +12,12 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tinker_lite import types
-from tinker_lite.local._checkpoints import CheckpointStore
-from tinker_lite.local._durable import DataDir
-from tinker_lite.local._errors import NotFound, SessionFinished
-from tinker_lite.local._jwt import LOCAL_USER_URN
-from tinker_lite.local._ledger import Ledger
-from tinker_lite.local._validation import field_error
+from tinker_lite.local.protocol.validation import field_error
+from tinker_lite.local.refusals import NotFound, SessionFinished
+from tinker_lite.local.service.identity import LOCAL_USER_URN
+from tinker_lite.local.service.ledger import Ledger
+from tinker_lite.local.storage.checkpoints import CheckpointStore
+from tinker_lite.local.storage.durable import DataDir
 
 __all__ = ["Session", "SessionStore", "utc"]
 

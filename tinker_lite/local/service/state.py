@@ -1,21 +1,23 @@
 """Server-side state of the local Tinker service: the per-resource stores and the server counters.
 
-Everything here is transport-free: the HTTP layer (:mod:`tinker_lite.local.server`) parses and
+Everything here is transport-free: the HTTP layer (:mod:`tinker_lite.local.http`) parses and
 validates a request into a ``types`` object, calls one method of a store of :class:`ServerState`,
 and encodes what it returns. Submits return at once with an ``UntypedAPIFuture``; the work runs on
 a worker thread (one per training model, executing its requests strictly in ``seq_id`` order,
 docs/service.rst §8) or on the sampling pool, and completes a
-:class:`~tinker_lite.local._futures.FutureEntry`.
+:class:`~tinker_lite.local.service.futures.FutureEntry`.
 
 With ``durable`` (a data dir given by the user), the stores write their state through to it and
-a new ServerState on the same dir restores it (:mod:`~tinker_lite.local._durable`).
+a new ServerState on the same dir restores it (:mod:`~tinker_lite.local.storage.durable`).
 
-The stores, one per resource: ``sessions`` (:mod:`~tinker_lite.local._sessions`), ``models`` and
-their queues (:mod:`~tinker_lite.local._models`), ``training`` requests
-(:mod:`~tinker_lite.local._training`), ``samplers`` (:mod:`~tinker_lite.local._samplers`),
-``checkpoints`` on disk (:mod:`~tinker_lite.local._checkpoints`), REST ``views``
-(:mod:`~tinker_lite.local._views`), ``futures`` (:mod:`~tinker_lite.local._futures`) and the
-usage and audit ``ledger`` (:mod:`~tinker_lite.local._ledger`).
+The stores, one per resource: ``sessions`` (:mod:`~tinker_lite.local.service.sessions`),
+``models`` and their queues (:mod:`~tinker_lite.local.service.runs`), ``training`` requests
+(:mod:`~tinker_lite.local.service.training`), ``samplers``
+(:mod:`~tinker_lite.local.service.sampling`), ``checkpoints`` on disk
+(:mod:`~tinker_lite.local.storage.checkpoints`), REST ``views``
+(:mod:`~tinker_lite.local.protocol.views`), ``futures``
+(:mod:`~tinker_lite.local.service.futures`) and the usage and audit ``ledger``
+(:mod:`~tinker_lite.local.service.ledger`).
 """
 
 from __future__ import annotations
@@ -27,17 +29,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tinker_lite.local._catalog import MODELS_ENV, SUPPORTED_MODELS, Catalog, registered_models
-from tinker_lite.local._checkpoints import CheckpointStore
-from tinker_lite.local._durable import DataDir
-from tinker_lite.local._futures import FutureStore
-from tinker_lite.local._jwt import LOCAL_USER_URN
-from tinker_lite.local._ledger import Ledger
-from tinker_lite.local._models import ModelStore
-from tinker_lite.local._samplers import SamplerStore
-from tinker_lite.local._sessions import SessionStore
-from tinker_lite.local._training import Training
-from tinker_lite.local._views import Views
+from tinker_lite.local.protocol.views import Views
+from tinker_lite.local.service.catalog import (
+    MODELS_ENV,
+    SUPPORTED_MODELS,
+    Catalog,
+    registered_models,
+)
+from tinker_lite.local.service.futures import FutureStore
+from tinker_lite.local.service.identity import LOCAL_USER_URN
+from tinker_lite.local.service.ledger import Ledger
+from tinker_lite.local.service.runs import ModelStore
+from tinker_lite.local.service.sampling import SamplerStore
+from tinker_lite.local.service.sessions import SessionStore
+from tinker_lite.local.service.training import Training
+from tinker_lite.local.storage.checkpoints import CheckpointStore
+from tinker_lite.local.storage.durable import DataDir
 
 __all__ = ["MAX_CLIENT_TAGS", "MODELS_ENV", "SUPPORTED_MODELS", "ServerState", "registered_models"]
 

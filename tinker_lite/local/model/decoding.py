@@ -15,9 +15,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite.local import network
-from tinker_lite.local._errors import UserInputError
-from tinker_lite.local.kernels import log_softmax
+from tinker_lite.local.model import network
+from tinker_lite.local.model.kernels import log_softmax
+from tinker_lite.local.refusals import UserInputError
 
 __all__ = [
     "STUB_TOKEN_ID",

@@ -2,8 +2,8 @@
 
 :class:`App` applies fault rules and auth, then routes ``/api/v1`` operations (the tables at the
 end: endpoints that structure a body and call one store, and the ones with handlers here),
-``/_local`` control endpoints and, through :class:`~tinker_lite.local._rest.RestRoutes`, the REST
-views.
+``/_local`` control endpoints and, through :class:`~tinker_lite.local.http.rest.RestRoutes`, the
+REST views.
 """
 
 from __future__ import annotations
@@ -19,14 +19,8 @@ from typing import TYPE_CHECKING, Any
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import TinkerError
-from tinker_lite.local import _codecs
-from tinker_lite.local import model as model_mod
-from tinker_lite.local._checkpoints import CheckpointError
-from tinker_lite.local._errors import InvalidRequest, NotFound, RequestRefused
-from tinker_lite.local._faults import FaultDecision, FaultInjector, FaultSpecError
-from tinker_lite.local._futures import FutureEntry
-from tinker_lite.local._jwt import LOCAL_EMAIL, LOCAL_ORG_ID, JwtIssuer
-from tinker_lite.local._responses import (
+from tinker_lite.local.http.faults import FaultDecision, FaultInjector, FaultSpecError
+from tinker_lite.local.http.responses import (
     API,
     JSON,
     MAX_BODY,
@@ -37,18 +31,24 @@ from tinker_lite.local._responses import (
     is_protobuf,
     prefers_protobuf,
 )
-from tinker_lite.local._rest import RestRoutes
-from tinker_lite.local._validation import (
+from tinker_lite.local.http.rest import RestRoutes
+from tinker_lite.local.model import tiny_lm as model_mod
+from tinker_lite.local.protocol import codecs as _codecs
+from tinker_lite.local.protocol.validation import (
     check_empty_object,
     field_error,
     optim_step_request,
     parse_json,
     structure_request,
 )
-from tinker_lite.local.state import ServerState
+from tinker_lite.local.refusals import InvalidRequest, NotFound, RequestRefused
+from tinker_lite.local.service.futures import FutureEntry
+from tinker_lite.local.service.identity import LOCAL_EMAIL, LOCAL_ORG_ID, JwtIssuer
+from tinker_lite.local.service.state import ServerState
+from tinker_lite.local.storage.checkpoints import CheckpointError
 
 if TYPE_CHECKING:
-    from tinker_lite.local._codecs import ProtoForwardBackwardRequest
+    from tinker_lite.local.protocol.codecs import ProtoForwardBackwardRequest
 
 __all__ = ["App"]
 

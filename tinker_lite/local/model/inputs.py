@@ -1,6 +1,6 @@
 """A training batch for the tiny model, checked against its loss's inputs and grouped by length.
 
-Every problem is a :class:`~tinker_lite.local._errors.UserInputError` naming the datum and the
+Every problem is a :class:`~tinker_lite.local.refusals.UserInputError` naming the datum and the
 key, raised before the model is touched.
 """
 
@@ -13,8 +13,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite.local._errors import UserInputError
-from tinker_lite.local.losses import LOSS_INPUTS
+from tinker_lite.local.model.losses import LOSS_INPUTS
+from tinker_lite.local.refusals import UserInputError
 
 __all__ = ["DatumArrays", "Prepared", "as_int_tokens", "length_groups", "prepare_batch"]
 

@@ -4,7 +4,7 @@ docs/service.rst §8: a model's training requests run strictly in ``seq_id`` ord
 arriving early is held until every lower seq_id has arrived; a resend of a seq_id is the same
 request, applied once; a request refused before it was queued still consumes its seq_id (as failed).
 With a data dir, each model's requests and state are written through
-(:mod:`~tinker_lite.local._durable`) and :meth:`ModelStore.restore` brings them back.
+(:mod:`~tinker_lite.local.storage.durable`) and :meth:`ModelStore.restore` brings them back.
 """
 
 from __future__ import annotations
@@ -20,18 +20,8 @@ from typing import Any
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
-from tinker_lite.local import model as model_mod
-from tinker_lite.local._catalog import Catalog, LoraSpec
-from tinker_lite.local._checkpoints import CheckpointStore, RunRecord
-from tinker_lite.local._durable import (
-    LOST_IN_RESTART,
-    MUTATING_KINDS,
-    DataDir,
-    ModelJournal,
-    RestoredModel,
-    load_lm_state,
-)
-from tinker_lite.local._errors import (
+from tinker_lite.local.model import tiny_lm as model_mod
+from tinker_lite.local.refusals import (
     Conflict,
     InvalidRequest,
     NotFound,
@@ -40,8 +30,18 @@ from tinker_lite.local._errors import (
     UserInputError,
     refusal,
 )
-from tinker_lite.local._futures import FutureEntry, FutureStore, failure_of
-from tinker_lite.local._sessions import Session, SessionStore
+from tinker_lite.local.service.catalog import Catalog, LoraSpec
+from tinker_lite.local.service.futures import FutureEntry, FutureStore, failure_of
+from tinker_lite.local.service.sessions import Session, SessionStore
+from tinker_lite.local.storage.checkpoints import CheckpointStore, RunRecord
+from tinker_lite.local.storage.durable import (
+    LOST_IN_RESTART,
+    MUTATING_KINDS,
+    DataDir,
+    ModelJournal,
+    RestoredModel,
+    load_lm_state,
+)
 
 __all__ = ["ModelState", "ModelStore", "optimizer_config"]
 

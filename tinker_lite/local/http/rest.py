@@ -14,11 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from tinker_lite import types
-from tinker_lite.local._checkpoints import KINDS as CHECKPOINT_KINDS
-from tinker_lite.local._checkpoints import untyped_checkpoint_id
-from tinker_lite.local._errors import InvalidRequest, NotFound
-from tinker_lite.local._ledger import AUDIT_EVENT_TYPES
-from tinker_lite.local._responses import (
+from tinker_lite.local.http.responses import (
     API,
     Response,
     as_json,
@@ -31,8 +27,12 @@ from tinker_lite.local._responses import (
     query_opt,
     query_time,
 )
-from tinker_lite.local._validation import field_error, parse_json, structure_request
-from tinker_lite.local.state import ServerState
+from tinker_lite.local.protocol.validation import field_error, parse_json, structure_request
+from tinker_lite.local.refusals import InvalidRequest, NotFound
+from tinker_lite.local.service.ledger import AUDIT_EVENT_TYPES
+from tinker_lite.local.service.state import ServerState
+from tinker_lite.local.storage.checkpoints import KINDS as CHECKPOINT_KINDS
+from tinker_lite.local.storage.checkpoints import untyped_checkpoint_id
 
 __all__ = ["RestRoutes"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tinker_lite.local._durable import DataDir
+from tinker_lite.local.storage.durable import DataDir
 
 __all__ = ["AUDIT_EVENT_TYPES", "Ledger"]
 

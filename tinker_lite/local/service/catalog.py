@@ -1,7 +1,7 @@
 """The base models the local server serves, their LoRA settings, and how their tiny LM is built.
 
-Every listed name maps to :class:`~tinker_lite.local.model.TinyLM`; any other name is refused the
-way the service refuses it, with the list (docs/service.rst §6).
+Every listed name maps to :class:`~tinker_lite.local.model.tiny_lm.TinyLM`; any other name is
+refused the way the service refuses it, with the list (docs/service.rst §6).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tinker_lite.local import model as model_mod
-from tinker_lite.local._errors import InvalidRequest
-from tinker_lite.local.vocab import token_space
+from tinker_lite.local.model import tiny_lm as model_mod
+from tinker_lite.local.model.vocab import token_space
+from tinker_lite.local.refusals import InvalidRequest
 
 __all__ = ["MODELS_ENV", "SUPPORTED_MODELS", "Catalog", "LoraSpec", "registered_models"]
 

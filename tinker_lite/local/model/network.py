@@ -1,7 +1,7 @@
 """The tiny transformer's arithmetic: frozen base weights, forward and backward passes, decoding.
 
 Pure functions over :class:`Effective` weights (the base with the LoRA deltas merged in); the
-model (:class:`~tinker_lite.local.model.TinyLM`) owns the parameters, the locking and the
+model (:class:`~tinker_lite.local.model.tiny_lm.TinyLM`) owns the parameters, the locking and the
 projection of the full-weight gradients computed here onto its LoRA adapters.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite.local.kernels import (
+from tinker_lite.local.model.kernels import (
     bmm,
     gelu,
     gelu_with_derivative,
