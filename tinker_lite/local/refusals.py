@@ -2,16 +2,21 @@
 
 The state and the model raise these; only the HTTP layer (``http/app.py``) turns a refusal into a
 status code and a ``{"detail": ...}`` body, and the worker threads turn a :class:`UserInputError`
-into a failed future of category "user".
+into a failed future of category "user". Checkpoint errors name no status: the store raises them
+and :func:`checkpoint_refusal` says how they are refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from tinker_lite.local.model.errors import UserInputError
+
 __all__ = [
+    "CheckpointConflict",
     "CheckpointError",
+    "CheckpointNotFound",
     "Conflict",
     "InvalidField",
     "InvalidRequest",
@@ -20,12 +25,10 @@ __all__ = [
     "SessionFinished",
     "Unavailable",
     "UserInputError",
+    "checkpoint_refusal",
+    "field_error",
     "refusal",
 ]
-
-
-class UserInputError(ValueError):
-    """Bad user input; the server reports it as a failed future with category "user"."""
 
 
 class RequestRefused(Exception):
@@ -91,11 +94,31 @@ def refusal(status: int, detail: Any) -> RequestRefused:
     return error
 
 
-class CheckpointError(Exception):
-    """A checkpoint operation failed; ``status`` is the HTTP status it maps to."""
+def field_error(loc: Sequence[str | int], msg: str, kind: str) -> RequestRefused:
+    """A 422 whose pydantic-style body names the offending field by its ``loc``."""
+    return InvalidField([{"loc": list(loc), "msg": msg, "type": kind}])
 
-    status = 400
+
+class CheckpointError(Exception):
+    """A checkpoint operation failed (a bad name, path or file): refused as invalid."""
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+
+class CheckpointNotFound(CheckpointError):
+    """No such checkpoint (or it expired or was deleted)."""
+
+
+class CheckpointConflict(CheckpointError):
+    """The checkpoint already exists, or is already public / private."""
+
+
+def checkpoint_refusal(error: CheckpointError) -> RequestRefused:
+    """The refusal a failed checkpoint operation is answered with (404, 409, else 400)."""
+    if isinstance(error, CheckpointNotFound):
+        return NotFound(error.detail)
+    if isinstance(error, CheckpointConflict):
+        return Conflict(error.detail)
+    return InvalidRequest(error.detail)

@@ -36,14 +36,20 @@ from tinker_lite.local.model import tiny_lm as model_mod
 from tinker_lite.local.protocol import codecs as _codecs
 from tinker_lite.local.protocol.validation import (
     check_empty_object,
-    field_error,
     optim_step_request,
     parse_json,
     structure_request,
 )
-from tinker_lite.local.refusals import InvalidRequest, NotFound, RequestRefused
+from tinker_lite.local.refusals import (
+    InvalidRequest,
+    NotFound,
+    RequestRefused,
+    checkpoint_refusal,
+    field_error,
+)
 from tinker_lite.local.service.futures import FutureEntry
 from tinker_lite.local.service.identity import LOCAL_EMAIL, LOCAL_ORG_ID, JwtIssuer
+from tinker_lite.local.service.sampling import SampleOutcome
 from tinker_lite.local.service.state import ServerState
 from tinker_lite.local.storage.checkpoints import CheckpointError
 
@@ -152,7 +158,8 @@ class App:
             if method == "POST" and e.status in _REJECTED_STATUSES:
                 self._consume_rejected_seq(path, headers, body, e)
         except CheckpointError as e:
-            response = http_error(e.status, e.detail)
+            refused = checkpoint_refusal(e)
+            response = http_error(refused.status, refused.detail)
         except Exception:
             log.exception("local server: %s %s failed", method, path)
             response = http_error(500, "Internal error in the local server")
@@ -421,7 +428,7 @@ class App:
             return Response(200, entry.encoded("json", lambda: _wire.dumps(failed)), JSON, extra)
         result = entry.result
         if prefers_protobuf(headers.get("Accept")) and isinstance(
-            result, types.ForwardBackwardOutput | _codecs.SampleOutcome
+            result, types.ForwardBackwardOutput | SampleOutcome
         ):
 
             def encode_proto() -> bytes:
@@ -430,8 +437,8 @@ class App:
                 return _codecs.encode_sample_outcome(result)
 
             return Response(200, entry.encoded("proto", encode_proto), PROTOBUF, extra)
-        if isinstance(result, _codecs.SampleOutcome):
-            result = result.to_json()
+        if isinstance(result, SampleOutcome):
+            result = _codecs.sample_outcome_json(result)
         try:
             data = entry.encoded("json", lambda: _wire.dumps(result))
         except (TinkerError, ValueError) as e:

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tinker_lite._codec import wire as _wire
-from tinker_lite.local.protocol.validation import field_error, parse_json
-from tinker_lite.local.refusals import InvalidRequest, RequestRefused, refusal
+from tinker_lite.local.protocol.validation import parse_json
+from tinker_lite.local.refusals import InvalidRequest, RequestRefused, field_error, refusal
 
 __all__ = [
     "API",

@@ -27,8 +27,8 @@ from tinker_lite.local.http.responses import (
     query_opt,
     query_time,
 )
-from tinker_lite.local.protocol.validation import field_error, parse_json, structure_request
-from tinker_lite.local.refusals import InvalidRequest, NotFound
+from tinker_lite.local.protocol.validation import parse_json, structure_request
+from tinker_lite.local.refusals import InvalidRequest, NotFound, field_error
 from tinker_lite.local.service.ledger import AUDIT_EVENT_TYPES
 from tinker_lite.local.service.state import ServerState
 from tinker_lite.local.storage.checkpoints import KINDS as CHECKPOINT_KINDS

@@ -16,8 +16,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tinker_lite.local.model import network
+from tinker_lite.local.model.errors import UserInputError
 from tinker_lite.local.model.kernels import log_softmax
-from tinker_lite.local.refusals import UserInputError
 
 __all__ = [
     "STUB_TOKEN_ID",

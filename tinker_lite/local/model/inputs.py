@@ -13,8 +13,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from tinker_lite.local.model.errors import UserInputError
 from tinker_lite.local.model.losses import LOSS_INPUTS
-from tinker_lite.local.refusals import UserInputError
 
 __all__ = ["DatumArrays", "Prepared", "as_int_tokens", "length_groups", "prepare_batch"]
 

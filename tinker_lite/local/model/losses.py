@@ -10,7 +10,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite.local.refusals import UserInputError
+from tinker_lite.local.model.errors import UserInputError
 
 __all__ = [
     "DEFAULT_DRO_BETA",

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tinker_lite.local.model.errors import UserInputError
 from tinker_lite.local.model.losses import check_number
-from tinker_lite.local.refusals import UserInputError
 
 __all__ = ["OPTIMIZERS", "AdamW", "Dimuon", "orthogonalise", "state_family"]
 

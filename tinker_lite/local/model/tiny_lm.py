@@ -63,6 +63,7 @@ from tinker_lite.local.model.decoding import (
     stub_sample,
     with_prompt_options,
 )
+from tinker_lite.local.model.errors import UserInputError
 from tinker_lite.local.model.inputs import (
     DatumArrays,
     Prepared,
@@ -82,7 +83,6 @@ from tinker_lite.local.model.losses import (
 )
 from tinker_lite.local.model.optimizer import OPTIMIZERS, AdamW, Dimuon, read_step, state_family
 from tinker_lite.local.model.vocab import TokenSpace
-from tinker_lite.local.refusals import UserInputError
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

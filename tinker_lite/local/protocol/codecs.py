@@ -13,7 +13,7 @@ import dataclasses
 import math
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -61,14 +61,17 @@ from tinker_lite._codec.protowire import (
 )
 from tinker_lite._errors import WireFormatError
 
+if TYPE_CHECKING:
+    from tinker_lite.local.service.sampling import SampleOutcome
+
 __all__ = [
     "ProtoForwardBackwardRequest",
-    "SampleOutcome",
     "decode_forward_backward_request",
     "encode_forward_backward_output",
     "encode_sample_outcome",
     "encode_sample_response",
     "peek_model_and_seq",
+    "sample_outcome_json",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -275,42 +278,25 @@ def _encode_array_record(
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class SampleOutcome:
-    """A sample result with the 0.38 fields the shared response model may not hold (yet).
-
-    ``sequence_topk[i]``: ``topk_sample_logprobs`` rows of sequence i (None when not asked for);
-    the arrays answer ``target_prompt_logprobs`` (float32) and ``prompt_alt_tokens_k`` (int64 ids,
-    float32 logprobs), each ``(len(prompt) - 1, k)``.
-    """
-
-    response: types.SampleResponse
-    sequence_ids: list[str]
-    sequence_topk: list[list[list[tuple[int, float]] | None] | None]
-    target_prompt_logprobs: npt.NDArray[Any] | None = None
-    alt_tokens: npt.NDArray[Any] | None = None
-    alt_logprobs: npt.NDArray[Any] | None = None
-    prompt_cache_hit_tokens: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON answer: the response model's keys plus the 0.38 ones."""
-        body: dict[str, Any] = _wire.to_builtins(self.response)
-        for index, sequence in enumerate(body["sequences"]):
-            sequence["sequence_id"] = self.sequence_ids[index]
-            topk = self.sequence_topk[index]
-            if topk is not None:
-                sequence["topk_logprobs"] = [
-                    None if row is None else [[t, lp] for t, lp in row] for row in topk
-                ]
-        body["prompt_cache_hit_tokens"] = self.prompt_cache_hit_tokens
-        if self.target_prompt_logprobs is not None:
-            body["target_prompt_logprobs"] = _tensor_json(self.target_prompt_logprobs, "float32")
-        if self.alt_tokens is not None and self.alt_logprobs is not None:
-            body["prompt_alt_tokens"] = {
-                "tokens": _tensor_json(self.alt_tokens, "int64"),
-                "logprobs": _tensor_json(self.alt_logprobs, "float32"),
-            }
-        return body
+def sample_outcome_json(outcome: SampleOutcome) -> dict[str, Any]:
+    """The JSON answer of a sample: the response model's keys plus the 0.38 ones."""
+    body: dict[str, Any] = _wire.to_builtins(outcome.response)
+    for index, sequence in enumerate(body["sequences"]):
+        sequence["sequence_id"] = outcome.sequence_ids[index]
+        topk = outcome.sequence_topk[index]
+        if topk is not None:
+            sequence["topk_logprobs"] = [
+                None if row is None else [[t, lp] for t, lp in row] for row in topk
+            ]
+    body["prompt_cache_hit_tokens"] = outcome.prompt_cache_hit_tokens
+    if outcome.target_prompt_logprobs is not None:
+        body["target_prompt_logprobs"] = _tensor_json(outcome.target_prompt_logprobs, "float32")
+    if outcome.alt_tokens is not None and outcome.alt_logprobs is not None:
+        body["prompt_alt_tokens"] = {
+            "tokens": _tensor_json(outcome.alt_tokens, "int64"),
+            "logprobs": _tensor_json(outcome.alt_logprobs, "float32"),
+        }
+    return body
 
 
 def _tensor_json(array: npt.NDArray[Any], dtype: str) -> dict[str, Any]:

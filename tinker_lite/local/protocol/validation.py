@@ -9,26 +9,21 @@ from __future__ import annotations
 import math
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite.local.refusals import InvalidField, InvalidRequest, RequestRefused, UserInputError
+from tinker_lite.local.refusals import InvalidRequest, RequestRefused, field_error
+from tinker_lite.local.service.checks import DimuonStepRequest
 
 __all__ = [
-    "DimuonStepRequest",
     "check_empty_object",
-    "check_optimizer_config",
-    "field_error",
     "optim_step_request",
     "parse_json",
     "schema_error",
     "structure_request",
-    "text_tokens",
-    "user_metadata",
 ]
 
 T = TypeVar("T")
@@ -55,11 +50,6 @@ def parse_json(body: bytes) -> Any:
         return _wire.loads(body)
     except (WireFormatError, ValueError) as e:
         raise InvalidRequest(f"Request body is not valid JSON: {e}") from e
-
-
-def field_error(loc: Sequence[str | int], msg: str, kind: str) -> RequestRefused:
-    """A 422 whose pydantic-style body names the offending field by its ``loc``."""
-    return InvalidField([{"loc": list(loc), "msg": msg, "type": kind}])
 
 
 def structure_request(data: Any, cls: type[T], *, where: str = "body") -> T:
@@ -130,65 +120,6 @@ def check_empty_object(data: Any, where: str = "body") -> None:
         raise field_error(
             [where, str(key)], f"{key}: Extra inputs are not permitted", "extra_forbidden"
         )
-
-
-def user_metadata(extras: Mapping[str, Any] | None) -> dict[str, str] | None:
-    """The ``user_metadata`` of a save request (string keys and values), or None."""
-    metadata = (extras or {}).get("user_metadata")
-    if metadata is None:
-        return None
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise field_error(
-            ["body", "user_metadata"], "user_metadata: must map strings to strings", "dict_type"
-        )
-    return dict(metadata)
-
-
-def check_optimizer_config(config: Any, where: str) -> str | None:
-    """The optimizer family of an ``optimizer_config`` ("adamw" or "dimuon"), None when absent.
-
-    0.38 sends ``{"type": "adamw"}`` or ``{"type": "dimuon", "version": 1}``; another type is a
-    400 naming the supported ones, a bad Dimuon version or key a 422 naming the field.
-    """
-    if config is None:
-        return None
-    if not isinstance(config, Mapping):
-        raise field_error(["body", where], f"{where}: must be an object", "dict_type")
-    kind = config.get("type", "adamw")
-    if kind == "adamw":
-        return "adamw"
-    if kind != "dimuon":
-        raise InvalidRequest(
-            f"{where}.type: unsupported optimizer {kind!r} (supported: 'adamw', 'dimuon')"
-        )
-    for key in config:
-        if key not in ("type", "version"):
-            raise field_error(
-                ["body", where, str(key)],
-                f"{where}.{key}: Extra inputs are not permitted",
-                "extra_forbidden",
-            )
-    version = config.get("version", 1)
-    if version != 1 or isinstance(version, bool):
-        raise field_error(
-            ["body", where, "version"],
-            f"{where}.version: Dimuon version {version!r} is not served (only 1)",
-            "literal_error",
-        )
-    return "dimuon"
-
-
-@dataclass(frozen=True)
-class DimuonStepRequest:
-    """An optim_step carrying 0.38's ``optimizer_params`` of type "dimuon" (checked)."""
-
-    model_id: str
-    seq_id: int | None
-    learning_rate: float
-    grad_clip_norm: float
-    beta1: float
 
 
 _OPTIM_STEP_KEYS = ("model_id", "seq_id", "type", "optimizer_params")
@@ -274,18 +205,3 @@ def _finite(params: Mapping[str, Any], key: str, default: float | None) -> float
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise _bad_dimuon(key, f"must be a finite number, got {value!r}")
     return float(value)
-
-
-def text_tokens(chunks: Sequence[Any], where: str) -> list[int]:
-    """The token ids of a model input's chunks; a user error for any non-text chunk."""
-    tokens: list[int] = []
-    for index, chunk in enumerate(chunks):
-        if not isinstance(chunk, types.EncodedTextChunk):
-            kind = getattr(chunk, "type", type(chunk).__name__)
-            # docs/service.rst §2: tinker_lite's model takes text chunks only
-            raise UserInputError(
-                f"{where}.chunks[{index}]: {kind} chunks are not supported by the local server's "
-                "text-only model; send encoded_text chunks"
-            )
-        tokens.extend(chunk.tokens)
-    return tokens

@@ -9,8 +9,12 @@ from typing import Any
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
-from tinker_lite.local.protocol.validation import field_error
-from tinker_lite.local.refusals import InvalidRequest, NotFound, refusal
+from tinker_lite.local.refusals import (
+    InvalidRequest,
+    NotFound,
+    checkpoint_refusal,
+    field_error,
+)
 from tinker_lite.local.service.catalog import LoraSpec
 from tinker_lite.local.service.identity import LOCAL_USER_URN
 from tinker_lite.local.service.ledger import Ledger
@@ -151,7 +155,7 @@ class Views:
         try:
             copied = self._checkpoints.copy(parsed, copy_run, ttl)
         except CheckpointError as e:
-            raise refusal(e.status, e.detail) from e
+            raise checkpoint_refusal(e) from e
         project = body.get("destination_project_id")
         self._ledger.audit(
             now,

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from tinker_lite import types
 from tinker_lite.local.model import tiny_lm as model_mod
-from tinker_lite.local.protocol.codecs import SampleOutcome
-from tinker_lite.local.protocol.validation import text_tokens
 from tinker_lite.local.refusals import InvalidRequest, NotFound, Unavailable, UserInputError
 from tinker_lite.local.service.catalog import SUPPORTED_MODELS, Catalog, LoraSpec
+from tinker_lite.local.service.checks import text_tokens
 from tinker_lite.local.service.futures import FutureEntry, FutureStore
 from tinker_lite.local.service.sample_log import CompletionLog, Target
 from tinker_lite.local.service.sessions import SessionStore
@@ -26,7 +26,25 @@ from tinker_lite.local.storage.checkpoints import (
 )
 from tinker_lite.local.storage.durable import DataDir, npz_bytes, npz_read
 
-__all__ = ["Sampler", "SamplerStore"]
+__all__ = ["SampleOutcome", "Sampler", "SamplerStore"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleOutcome:
+    """A sample result with the 0.38 fields the shared response model may not hold (yet).
+
+    ``sequence_topk[i]``: ``topk_sample_logprobs`` rows of sequence i (None when not asked for);
+    the arrays answer ``target_prompt_logprobs`` (float32) and ``prompt_alt_tokens_k`` (int64 ids,
+    float32 logprobs), each ``(len(prompt) - 1, k)``.
+    """
+
+    response: types.SampleResponse
+    sequence_ids: list[str]
+    sequence_topk: list[list[list[tuple[int, float]] | None] | None]
+    target_prompt_logprobs: npt.NDArray[Any] | None = None
+    alt_tokens: npt.NDArray[Any] | None = None
+    alt_logprobs: npt.NDArray[Any] | None = None
+    prompt_cache_hit_tokens: int = 0
 
 
 class Sampler:

@@ -12,8 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tinker_lite import types
-from tinker_lite.local.protocol.validation import field_error
-from tinker_lite.local.refusals import NotFound, SessionFinished
+from tinker_lite.local.refusals import NotFound, SessionFinished, field_error
 from tinker_lite.local.service.identity import LOCAL_USER_URN
 from tinker_lite.local.service.ledger import Ledger
 from tinker_lite.local.storage.checkpoints import CheckpointStore

@@ -14,15 +14,19 @@ import numpy as np
 
 from tinker_lite import types
 from tinker_lite.local.model import tiny_lm as model_mod
-from tinker_lite.local.protocol.validation import (
+from tinker_lite.local.refusals import (
+    InvalidRequest,
+    UserInputError,
+    checkpoint_refusal,
+    field_error,
+)
+from tinker_lite.local.service.catalog import Catalog, LoraSpec
+from tinker_lite.local.service.checks import (
     DimuonStepRequest,
     check_optimizer_config,
-    field_error,
     text_tokens,
     user_metadata,
 )
-from tinker_lite.local.refusals import InvalidRequest, UserInputError, refusal
-from tinker_lite.local.service.catalog import Catalog, LoraSpec
 from tinker_lite.local.service.ledger import Ledger
 from tinker_lite.local.service.runs import ModelState, ModelStore, optimizer_config
 from tinker_lite.local.service.sampling import Sampler, SamplerStore
@@ -207,7 +211,7 @@ class Training:
         try:
             return self._checkpoints.reserve(model.model_id, kind, name, overwrite=overwrite)
         except CheckpointError as e:
-            raise refusal(e.status, e.detail) from e
+            raise checkpoint_refusal(e) from e
 
     def _saved(self, model: ModelState, tinker_path: str) -> None:
         self._sessions.record_use(model.session_id, model.base_model, "checkpoint", 1)

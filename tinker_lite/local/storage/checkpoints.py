@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tinker_lite.local.refusals import CheckpointError
+from tinker_lite.local.refusals import CheckpointConflict, CheckpointError, CheckpointNotFound
 from tinker_lite.local.storage.safetensors import (
     flatten_state,
     read_safetensors,
@@ -62,18 +62,6 @@ STATE_FILE = "state.json"
 ADAPTER_CONFIG_FILE = "adapter_config.json"
 COMPLETE_FILE = "checkpoint_complete"
 PEFT_PREFIX = "base_model.model."
-
-
-class CheckpointNotFound(CheckpointError):
-    """No such checkpoint (or it expired or was deleted)."""
-
-    status = 404
-
-
-class CheckpointConflict(CheckpointError):
-    """The checkpoint already exists, or is already public / private."""
-
-    status = 409
 
 
 @dataclass(frozen=True)
