@@ -1,1 +1,1 @@
-"""The wire formats of the local server: request codecs, request validation, JSON views."""
+"""The wire formats of the local server: request codecs and strict request validation."""

@@ -1,1 +1,1 @@
-"""What the local server does: sessions, training runs, sampling, futures, catalog, ledger."""
+"""What the local server does: sessions, training runs, sampling, futures, REST views, ledger."""

@@ -15,7 +15,7 @@ The stores, one per resource: ``sessions`` (:mod:`~tinker_lite.local.service.ses
 (:mod:`~tinker_lite.local.service.training`), ``samplers``
 (:mod:`~tinker_lite.local.service.sampling`), ``checkpoints`` on disk
 (:mod:`~tinker_lite.local.storage.checkpoints`), REST ``views``
-(:mod:`~tinker_lite.local.protocol.views`), ``futures``
+(:mod:`~tinker_lite.local.service.views`), ``futures``
 (:mod:`~tinker_lite.local.service.futures`) and the usage and audit ``ledger``
 (:mod:`~tinker_lite.local.service.ledger`).
 """
@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tinker_lite.local.protocol.views import Views
 from tinker_lite.local.service.catalog import (
     MODELS_ENV,
     SUPPORTED_MODELS,
@@ -43,6 +42,7 @@ from tinker_lite.local.service.runs import ModelStore
 from tinker_lite.local.service.sampling import SamplerStore
 from tinker_lite.local.service.sessions import SessionStore
 from tinker_lite.local.service.training import Training
+from tinker_lite.local.service.views import Views
 from tinker_lite.local.storage.checkpoints import CheckpointStore
 from tinker_lite.local.storage.durable import DataDir
 
