@@ -18,12 +18,15 @@ import numpy.typing as npt
 from tinker_lite.local.model import network
 from tinker_lite.local.model.errors import UserInputError
 from tinker_lite.local.model.kernels import log_softmax
+from tinker_lite.local.model.losses import check_number
 
 __all__ = [
     "STUB_TOKEN_ID",
+    "SampleOptions",
     "SampleResult",
     "SampledSeq",
     "check_last_n",
+    "check_options",
     "check_targets",
     "choose_tokens",
     "generate",
@@ -88,6 +91,92 @@ def check_targets(targets: Array | None, prompt_len: int, vocab_size: int) -> Ar
             f"target_prompt_logprobs holds token ids outside [0, {vocab_size}) (or -1 for none)"
         )
     return ids.astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SampleOptions:
+    """The checked options of a sample request (names as the decoding loop reads them)."""
+
+    num_samples: int
+    tau: float
+    p_top: float
+    k_top: int
+    top_prompt: int
+    top_sample: int
+    alt_k: int
+    last_n: int | None
+    targets: Array | None
+    new_tokens: int
+
+
+def check_options(
+    prompt_len: int,
+    context_length: int,
+    vocab_size: int,
+    *,
+    num_samples: int,
+    max_tokens: int | None,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    topk_prompt_logprobs: int,
+    topk_sample_logprobs: int,
+    prompt_logprobs_last_n: int | None,
+    prompt_alt_tokens_k: int,
+    target_prompt_logprobs: Array | None,
+) -> SampleOptions:
+    """Check a sample request's options against the prompt and the context (a user error)."""
+    if isinstance(num_samples, bool) or int(num_samples) < 1:
+        raise UserInputError(f"num_samples must be >= 1, got {num_samples}")
+    num_samples = int(num_samples)
+    tau = check_number("temperature", temperature)
+    p_top = check_number("top_p", top_p)
+    if tau < 0:
+        raise UserInputError(f"temperature must be >= 0, got {tau}")
+    if not 0.0 < p_top <= 1.0:
+        raise UserInputError(f"top_p must be in (0, 1], got {p_top}")
+    if int(top_k) < -1:
+        raise UserInputError(f"top_k must be -1 (no limit) or positive, got {top_k}")
+    k_top = int(top_k) if int(top_k) > 0 else 0
+    top_prompt = int(topk_prompt_logprobs)
+    if top_prompt < 0:
+        raise UserInputError(f"topk_prompt_logprobs must be >= 0, got {topk_prompt_logprobs}")
+    top_sample = int(topk_sample_logprobs)
+    if top_sample < 0:
+        raise UserInputError(f"topk_sample_logprobs must be >= 0, got {topk_sample_logprobs}")
+    alt_k = int(prompt_alt_tokens_k)
+    if alt_k < 0:
+        raise UserInputError(f"prompt_alt_tokens_k must be >= 0, got {prompt_alt_tokens_k}")
+    last_n = check_last_n(prompt_logprobs_last_n, prompt_len)
+    targets = check_targets(target_prompt_logprobs, prompt_len, vocab_size)
+    if max_tokens is None:
+        if prompt_len > context_length:
+            raise UserInputError(
+                f"PromptTooLong: prompt length {prompt_len} exceeds the model's context "
+                f"window {context_length}"
+            )
+        new_tokens = context_length - prompt_len
+    else:
+        new_tokens = int(max_tokens)
+        if new_tokens < 0:
+            raise UserInputError(f"max_tokens must be >= 0, got {max_tokens}")
+        if prompt_len + new_tokens > context_length:
+            raise UserInputError(
+                "Prompt length plus max_tokens exceeds the model's context window: "
+                f"{prompt_len} + {new_tokens} > {context_length}"
+            )
+    return SampleOptions(
+        num_samples=num_samples,
+        tau=tau,
+        p_top=p_top,
+        k_top=k_top,
+        top_prompt=top_prompt,
+        top_sample=top_sample,
+        alt_k=alt_k,
+        last_n=last_n,
+        targets=targets,
+        new_tokens=new_tokens,
+    )
 
 
 def top_pairs(log_probs: Array, k: int) -> list[list[tuple[int, float]] | None]:

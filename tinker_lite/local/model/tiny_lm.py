@@ -32,10 +32,12 @@ an internal lock; :meth:`TinyLM.sample` reads a snapshot of the weights and may 
 All compute stays on one core per call (see ``mm``), so concurrent calls scale across cores.
 
 Around it: the arithmetic is in :mod:`~tinker_lite.local.model.network` (over
-:mod:`~tinker_lite.local.model.kernels`), the losses in
-:mod:`~tinker_lite.local.model.losses`, batch checks in :mod:`~tinker_lite.local.model.inputs`,
-the optimizers in :mod:`~tinker_lite.local.model.optimizer` and the decoding loop in
-:mod:`~tinker_lite.local.model.decoding`. Size: about 700 lines, because
+:mod:`~tinker_lite.local.model.kernels`), the adapters in :mod:`~tinker_lite.local.model.lora`,
+the losses in :mod:`~tinker_lite.local.model.losses`, batch checks in
+:mod:`~tinker_lite.local.model.inputs`, the optimizers in
+:mod:`~tinker_lite.local.model.optimizer`, the sampling options and decoding loop in
+:mod:`~tinker_lite.local.model.decoding` and the tokenizer in
+:mod:`~tinker_lite.local.model.vocab`. Size: about 700 lines, because
 :class:`TinyLM` is the model's one stateful object (parameters, gradients, the lock and the
 training and sampling entry points that validate, lock and orchestrate those modules).
 """
@@ -43,22 +45,18 @@ training and sampling entry points that validate, lock and orchestrate those mod
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 import threading
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from tinker_lite.local.model import network
+from tinker_lite.local.model import lora, network
 from tinker_lite.local.model.decoding import (
     SampledSeq,
     SampleResult,
-    check_last_n,
-    check_targets,
+    check_options,
     generate,
     stub_sample,
     with_prompt_options,
@@ -71,21 +69,17 @@ from tinker_lite.local.model.inputs import (
     length_groups,
     prepare_batch,
 )
-from tinker_lite.local.model.kernels import log_softmax, mm
+from tinker_lite.local.model.kernels import log_softmax
 from tinker_lite.local.model.losses import (
     DEFAULT_DRO_BETA,
     LOSS_FUNCTIONS,
     LOSS_INPUTS,
     REFUSED_LOSSES,
-    check_number,
     resolve_loss_config,
     token_losses,
 )
 from tinker_lite.local.model.optimizer import OPTIMIZERS, AdamW, Dimuon, read_step, state_family
-from tinker_lite.local.model.vocab import TokenSpace
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+from tinker_lite.local.model.vocab import TokenSpace, load_tokenizer, tokenizer_path
 
 __all__ = [
     "BOS_TOKEN_ID",
@@ -114,20 +108,7 @@ BOS_TOKEN_ID: Final = 256
 EOS_TOKEN_ID: Final = 257
 PAD_TOKEN_ID: Final = 258
 CONTEXT_LENGTH: Final = 512
-LORA_ALPHA: Final = 32
-
-
-def tokenizer_path() -> Path:
-    """Return the path of the shipped ``tokenizer.json``."""
-    return Path(__file__).parent.with_name("tokenizer.json")
-
-
-@functools.lru_cache(maxsize=1)
-def load_tokenizer() -> Tokenizer:
-    """Load the shipped byte-level tokenizer (offline, cached)."""
-    from tokenizers import Tokenizer
-
-    return Tokenizer.from_file(str(tokenizer_path()))
+LORA_ALPHA: Final = lora.LORA_ALPHA
 
 
 class TinyLM:
@@ -248,51 +229,29 @@ class TinyLM:
     # -- configuration -------------------------------------------------------------------------
 
     def _target_modules(self) -> list[str]:
-        modules: list[str] = []
-        for layer in range(self._arch.n_layers):
-            if self.train_attn:
-                modules += [f"model.layers.{layer}.self_attn.{p}_proj" for p in "qkvo"]
-            if self.train_mlp:
-                modules += [f"model.layers.{layer}.mlp.{p}_proj" for p in ("up", "down")]
-        if self.train_unembed:
-            modules.append("lm_head")
-        return modules
+        return lora.target_modules(
+            self._arch,
+            train_attn=self.train_attn,
+            train_mlp=self.train_mlp,
+            train_unembed=self.train_unembed,
+        )
 
     def _init_lora(self) -> dict[str, Array]:
-        lora_seed = 0 if self.seed is None else int(self.seed) % (1 << 64)
-        rng = np.random.default_rng(np.random.SeedSequence([lora_seed, 0x4C6F5241]))
-        params: dict[str, Array] = {}
-        for module in self._modules:
-            d_in, d_out = self._base[network.module_base_key(module)].shape
-            bound = 1.0 / math.sqrt(d_in)
-            params[network.lora_key(module, "A")] = rng.uniform(
-                -bound, bound, (self.rank, d_in)
-            ).astype(self._dtype)
-            params[network.lora_key(module, "B")] = np.zeros((d_out, self.rank), dtype=self._dtype)
-        return params
+        return lora.init_lora(
+            self._modules, self._base, rank=self.rank, seed=self.seed, dtype=self._dtype
+        )
 
     def lora_config(self) -> dict[str, object]:
         """Describe the adapter for ``adapter_config.json`` (PEFT keys plus Tinker's flags)."""
-        short_names = []
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "up_proj", "down_proj", "lm_head"):
-            if any(module.endswith(name) for module in self._modules):
-                short_names.append(name)
-        return {
-            "base_model_name_or_path": self.base_model,
-            "peft_type": "LORA",
-            "task_type": "CAUSAL_LM",
-            "r": self.rank,
-            "lora_alpha": LORA_ALPHA,
-            "lora_dropout": 0.0,
-            "bias": "none",
-            "fan_in_fan_out": False,
-            "target_modules": short_names,
-            "rank": self.rank,
-            "seed": self.seed,
-            "train_attn": self.train_attn,
-            "train_mlp": self.train_mlp,
-            "train_unembed": self.train_unembed,
-        }
+        return lora.lora_config(
+            self._modules,
+            base_model=self.base_model,
+            rank=self.rank,
+            seed=self.seed,
+            train_attn=self.train_attn,
+            train_mlp=self.train_mlp,
+            train_unembed=self.train_unembed,
+        )
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -346,54 +305,15 @@ class TinyLM:
     def _check_state(
         self, what: str, state: Mapping[str, Array], expected: Mapping[str, Array]
     ) -> dict[str, Array]:
-        missing = sorted(set(expected) - set(state))
-        extra = sorted(set(state) - set(expected))
-        if missing or extra:
-            raise UserInputError(
-                f"{what} state does not match this model's LoRA config "
-                f"(rank {self.rank}): missing {missing[:3]}, unexpected {extra[:3]}"
-            )
-        loaded: dict[str, Array] = {}
-        for key, reference in expected.items():
-            arr = np.asarray(state[key])
-            if arr.shape != reference.shape:
-                raise UserInputError(
-                    f"{what} state {key!r} has shape {arr.shape}, expected {reference.shape}"
-                )
-            if arr.dtype.kind not in "iuf" or not np.all(np.isfinite(arr)):
-                raise UserInputError(f"NonFiniteInTensor: {what} state {key!r} is not finite")
-            loaded[key] = np.array(arr, dtype=self._dtype)
-        return loaded
+        return lora.check_state(what, state, expected, rank=self.rank, dtype=self._dtype)
 
     def _effective(self) -> network.Effective:
         with self._lock:
-            if self._effective_cache is not None:
-                return self._effective_cache
-            base, params, scale = self._base, self._params, self._scale
-
-            def merged(module: str) -> Array:
-                weight = base[network.module_base_key(module)]
-                a_key = network.lora_key(module, "A")
-                if a_key not in params:
-                    return weight
-                delta = mm(params[a_key].T, params[network.lora_key(module, "B")].T)
-                return np.ascontiguousarray(weight + scale * delta)
-
-            n = self._arch.n_layers
-            attn = [
-                [merged(f"model.layers.{i}.self_attn.{p}_proj") for p in "qkvo"] for i in range(n)
-            ]
-            eff = network.Effective(
-                embed=base["embed"],
-                pos=base["pos"],
-                qkv=[np.ascontiguousarray(np.concatenate(a[:3], axis=1)) for a in attn],
-                o=[a[3] for a in attn],
-                up=[merged(f"model.layers.{i}.mlp.up_proj") for i in range(n)],
-                down=[merged(f"model.layers.{i}.mlp.down_proj") for i in range(n)],
-                unembed=merged("lm_head"),
-            )
-            self._effective_cache = eff
-            return eff
+            if self._effective_cache is None:
+                self._effective_cache = lora.merged_weights(
+                    self._arch, self._base, self._params, self._scale
+                )
+            return self._effective_cache
 
     # -- network -------------------------------------------------------------------------------
 
@@ -401,10 +321,7 @@ class TinyLM:
         self, weight_grads: Mapping[str, Array], grads: dict[str, Array]
     ) -> None:
         """Project full-weight gradients G onto LoRA: dB = s·G·Aᵀ, dA = s·Bᵀ·G."""
-        for module, weight_grad in weight_grads.items():
-            a_key, b_key = network.lora_key(module, "A"), network.lora_key(module, "B")
-            grads[b_key] += self._scale * mm(weight_grad, self._params[a_key].T)
-            grads[a_key] += self._scale * mm(self._params[b_key].T, weight_grad)
+        lora.project_grads(weight_grads, self._params, grads, self._scale)
 
     # -- training ------------------------------------------------------------------------------
 
@@ -646,45 +563,29 @@ class TinyLM:
         if prompt_arr.ndim != 1 or prompt_arr.shape[0] == 0:
             raise UserInputError("prompt must contain at least one token")
         prompt_len = int(prompt_arr.shape[0])
-        if isinstance(num_samples, bool) or int(num_samples) < 1:
-            raise UserInputError(f"num_samples must be >= 1, got {num_samples}")
-        num_samples = int(num_samples)
-        tau = check_number("temperature", temperature)
-        p_top = check_number("top_p", top_p)
-        if tau < 0:
-            raise UserInputError(f"temperature must be >= 0, got {tau}")
-        if not 0.0 < p_top <= 1.0:
-            raise UserInputError(f"top_p must be in (0, 1], got {p_top}")
-        if int(top_k) < -1:
-            raise UserInputError(f"top_k must be -1 (no limit) or positive, got {top_k}")
-        k_top = int(top_k) if int(top_k) > 0 else 0
-        top_prompt = int(topk_prompt_logprobs)
-        if top_prompt < 0:
-            raise UserInputError(f"topk_prompt_logprobs must be >= 0, got {topk_prompt_logprobs}")
-        top_sample = int(topk_sample_logprobs)
-        if top_sample < 0:
-            raise UserInputError(f"topk_sample_logprobs must be >= 0, got {topk_sample_logprobs}")
-        alt_k = int(prompt_alt_tokens_k)
-        if alt_k < 0:
-            raise UserInputError(f"prompt_alt_tokens_k must be >= 0, got {prompt_alt_tokens_k}")
-        last_n = check_last_n(prompt_logprobs_last_n, prompt_len)
-        targets = check_targets(target_prompt_logprobs, prompt_len, space.size)
-        if max_tokens is None:
-            if prompt_len > self.context_length:
-                raise UserInputError(
-                    f"PromptTooLong: prompt length {prompt_len} exceeds the model's context "
-                    f"window {self.context_length}"
-                )
-            new_tokens = self.context_length - prompt_len
-        else:
-            new_tokens = int(max_tokens)
-            if new_tokens < 0:
-                raise UserInputError(f"max_tokens must be >= 0, got {max_tokens}")
-            if prompt_len + new_tokens > self.context_length:
-                raise UserInputError(
-                    "Prompt length plus max_tokens exceeds the model's context window: "
-                    f"{prompt_len} + {new_tokens} > {self.context_length}"
-                )
+        checked = check_options(
+            prompt_len,
+            self.context_length,
+            space.size,
+            num_samples=num_samples,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            topk_prompt_logprobs=topk_prompt_logprobs,
+            topk_sample_logprobs=topk_sample_logprobs,
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
+            prompt_alt_tokens_k=prompt_alt_tokens_k,
+            target_prompt_logprobs=target_prompt_logprobs,
+        )
+        num_samples, tau, p_top, k_top = (
+            checked.num_samples,
+            checked.tau,
+            checked.p_top,
+            checked.k_top,
+        )
+        top_prompt, top_sample, alt_k = checked.top_prompt, checked.top_sample, checked.alt_k
+        last_n, targets, new_tokens = checked.last_n, checked.targets, checked.new_tokens
         stop_ids = {int(token) for token in stop_tokens or ()}
         stops_disabled = (stop_tokens is not None and len(stop_tokens) == 0) or (
             stop_strings is not None and len(stop_strings) == 0

@@ -28,17 +28,22 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = [
     "BYTE_TOKENIZER_ID",
     "TABLE_SIZE",
     "TokenSpace",
     "find_tokenizer_file",
+    "load_tokenizer",
     "token_space",
+    "tokenizer_path",
 ]
 
 Array = npt.NDArray[Any]
@@ -68,6 +73,19 @@ _VOCABULARY_SIZES: Final = (
     ("nvidia/NVIDIA-Nemotron-3", 131_072),
     ("openai/gpt-oss-", 201_088),
 )
+
+
+def tokenizer_path() -> Path:
+    """Return the path of the shipped byte tokenizer's ``tokenizer.json``."""
+    return Path(__file__).parent.with_name("tokenizer.json")
+
+
+@functools.lru_cache(maxsize=1)
+def load_tokenizer() -> Tokenizer:
+    """Load the shipped byte-level tokenizer (offline, cached)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(tokenizer_path()))
 
 
 @dataclass(frozen=True)
