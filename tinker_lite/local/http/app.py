@@ -34,7 +34,7 @@ from tinker_lite.local.http.responses import (
 from tinker_lite.local.http.rest import RestRoutes
 from tinker_lite.local.model import tiny_lm as model_mod
 from tinker_lite.local.protocol import codecs as _codecs
-from tinker_lite.local.protocol.validation import (
+from tinker_lite.local.protocol.parsing import (
     check_empty_object,
     optim_step_request,
     parse_json,

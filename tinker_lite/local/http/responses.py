@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tinker_lite._codec import wire as _wire
-from tinker_lite.local.protocol.validation import parse_json
+from tinker_lite.local.protocol.parsing import parse_json
 from tinker_lite.local.refusals import InvalidRequest, RequestRefused, field_error, refusal
 
 __all__ = [

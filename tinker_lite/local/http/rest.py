@@ -27,7 +27,7 @@ from tinker_lite.local.http.responses import (
     query_opt,
     query_time,
 )
-from tinker_lite.local.protocol.validation import parse_json, structure_request
+from tinker_lite.local.protocol.parsing import parse_json, structure_request
 from tinker_lite.local.refusals import InvalidRequest, NotFound, field_error
 from tinker_lite.local.service.ledger import AUDIT_EVENT_TYPES
 from tinker_lite.local.service.state import ServerState
