@@ -26,7 +26,8 @@ modules are read from the tree (``_api/``, ``_transport/``, ``_futures/``, ``_se
 * inside ``tinker_lite/local`` imports run one way, ``http`` -> ``protocol`` -> ``service`` ->
   ``storage`` -> ``model`` (annotations included); the layers import of the top modules only
   ``refusals`` (the domain errors); the model imports numpy and the standard library only
-  (``tokenizers`` lazily, for stop strings); at most 8 modules sit at local's top.
+  (``tokenizers`` lazily, for stop strings); at most 8 modules sit at local's top, and none of
+  local's modules is over 700 lines.
 """
 
 from __future__ import annotations
@@ -505,3 +506,11 @@ def test_local_keeps_few_modules_at_its_top() -> None:
     top = sorted(path.name for path in (PACKAGE / "local").glob("*.py"))
     assert len(top) <= 8, top
     assert {"__init__.py", "__main__.py", "server.py"} <= set(top)
+
+
+def test_no_local_module_is_over_700_lines() -> None:
+    sizes = {
+        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (PACKAGE / "local").rglob("*.py")
+    }
+    assert {name: lines for name, lines in sizes.items() if lines > 700} == {}
