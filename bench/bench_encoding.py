@@ -72,7 +72,7 @@ def make_result_payloads(directory: Path) -> dict[str, str]:
 
     from tinker_lite import types
     from tinker_lite._codec import wire as _wire
-    from tinker_lite.local import _codecs
+    from tinker_lite.local.protocol import codecs as _codecs
 
     rng = np.random.default_rng(1)
     outputs = [

@@ -1,4 +1,4 @@
-"""Speed of the local server's tiny numpy model (tinker_lite.local.model), in-process.
+"""Speed of the local server's tiny numpy model (tinker_lite.local.model.tiny_lm), in-process.
 
 * forward_backward (cross_entropy, gradients accumulated) of 128 datums x 128 tokens; goal < 1 s;
   the same batch forward-only; 128 datums of mixed lengths (16..256 tokens); one optim_step.
@@ -30,7 +30,7 @@ REPO_DIR = Path(__file__).resolve().parents[1]
 if str(REPO_DIR) not in sys.path:
     sys.path.insert(0, str(REPO_DIR))
 
-from tinker_lite.local.model import DatumArrays, TinyLM  # noqa: E402
+from tinker_lite.local.model.tiny_lm import DatumArrays, TinyLM  # noqa: E402
 
 FB_GOAL_S = 1.0
 SAMPLE_GOAL_S = 0.2

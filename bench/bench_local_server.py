@@ -157,7 +157,7 @@ def bench_model_only(repeat: int) -> dict[str, Any]:
     """The same forward_backward in-process, without HTTP (what the server adds is the rest)."""
     import numpy as np
 
-    from tinker_lite.local.model import DatumArrays, TinyLM
+    from tinker_lite.local.model.tiny_lm import DatumArrays, TinyLM
 
     lm = TinyLM(MODEL)
     rows = [np.array(_tokens(i, 128), dtype=np.int64) for i in range(128)]

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 N_DATUMS = 128
 TOKENS_PER_DATUM = 500_000 // (3 * N_DATUMS)  # 1,302

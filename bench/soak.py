@@ -90,7 +90,7 @@ c.ensure_worktree_importable()
 import numpy as np  # noqa: E402 (after the work tree is made importable)
 
 import tinker_lite as tinker  # noqa: E402
-from tinker_lite.local._faults import fault_plan  # noqa: E402
+from tinker_lite.local.http.faults import fault_plan  # noqa: E402
 
 API_KEY = "tml-soak-local"
 BASE_MODEL = "tinker-lite/tiny-64"

@@ -42,7 +42,7 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(tinker_lite\.\w+\.)?T"),
     # Names imported only for type checking, and the local server's internals.
     (r"py:class", r"Journal|SessionHolder|PretrainedTokenizer|Tokenizer"),
-    (r"py:class", r"tinker_lite\.local\.state\.ServerState"),
+    (r"py:.*", r"tinker_lite\.local\.(http|protocol|service|storage|model)(\..*)?"),
 ]
 
 exclude_patterns = ["_build"]

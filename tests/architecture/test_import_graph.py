@@ -22,7 +22,12 @@ modules are read from the tree (``_api/``, ``_transport/``, ``_futures/``, ``_se
   ``tinker_lite/local`` (the server and its numpy model);
 * ``import tinker_lite`` does not load torch, transformers, pydantic, httpx or asyncio, and
   neither it nor the codecs load numpy;
-* no module imports ray (an optional extra, for examples/rl_ray.py).
+* no module imports ray (an optional extra, for examples/rl_ray.py);
+* inside ``tinker_lite/local`` imports run one way, ``http`` -> ``protocol`` -> ``service`` ->
+  ``storage`` -> ``model`` (annotations included); the layers import of the top modules only
+  ``refusals`` (the domain errors); the model imports numpy and the standard library only
+  (``tokenizers`` lazily, for stop strings); at most 8 modules sit at local's top, and none of
+  local's modules is over 700 lines.
 """
 
 from __future__ import annotations
@@ -435,3 +440,77 @@ def test_import_does_not_load_heavy_modules() -> None:
     assert result.returncode == 0, result.stderr
     loaded = dict(line.split("|") for line in result.stdout.strip().splitlines())
     assert loaded == dict.fromkeys(statements, "")
+
+
+LOCAL = "tinker_lite.local"
+# docs/architecture.rst, "The local server": each layer imports only the layers after it.
+LOCAL_LAYERS = ("http", "protocol", "service", "storage", "model")
+# The top modules the layers may import: the domain errors (a leaf above the model).
+LOCAL_SHARED = frozenset({f"{LOCAL}.refusals"})
+
+
+def _local_layer(module: str) -> int | None:
+    """The rank of ``module``'s layer in LOCAL_LAYERS; None for local's top modules."""
+    parts = module.split(".")
+    if parts[:2] != ["tinker_lite", "local"] or len(parts) < 3 or parts[2] not in LOCAL_LAYERS:
+        return None
+    return LOCAL_LAYERS.index(parts[2])
+
+
+def _local_modules() -> dict[str, Imports]:
+    return {m: i for m, i in _graph().items() if m == LOCAL or m.startswith(LOCAL + ".")}
+
+
+def test_local_layers_import_one_way() -> None:
+    modules = _local_modules()
+    assert {_local_layer(m) for m in modules} >= set(range(len(LOCAL_LAYERS)))
+    for module, imports in modules.items():
+        targets = {
+            name
+            for name in _internal(imports.every)
+            if name.startswith(LOCAL + ".") and name != module and name in modules
+        }
+        rank = _local_layer(module)
+        if rank is None:
+            if module in LOCAL_SHARED:
+                # The domain errors are a leaf: they build on the model's error alone.
+                bad = sorted(t for t in targets if _local_layer(t) != LOCAL_LAYERS.index("model"))
+                assert not bad, f"{module} imports {bad}"
+            continue
+        bad = sorted(
+            target
+            for target in targets
+            if target not in LOCAL_SHARED
+            and ((layer := _local_layer(target)) is None or layer < rank)
+        )
+        assert not bad, f"{module} ({LOCAL_LAYERS[rank]}) imports {bad}"
+
+
+def test_the_local_model_imports_only_numpy_and_the_standard_library() -> None:
+    for module, imports in _local_modules().items():
+        if _local_layer(module) != LOCAL_LAYERS.index("model"):
+            continue
+        bad = sorted(
+            name
+            for name in imports.every
+            if not _is_stdlib(name)
+            and _top(name) != "numpy"
+            and not name.startswith(f"{LOCAL}.model")
+            # The tokenizer (stop strings, the shipped files) is loaded where it is used.
+            and not (_top(name) == "tokenizers" and name not in imports.top_level)
+        )
+        assert not bad, f"{module} imports {bad}"
+
+
+def test_local_keeps_few_modules_at_its_top() -> None:
+    top = sorted(path.name for path in (PACKAGE / "local").glob("*.py"))
+    assert len(top) <= 8, top
+    assert {"__init__.py", "__main__.py", "server.py"} <= set(top)
+
+
+def test_no_local_module_is_over_700_lines() -> None:
+    sizes = {
+        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (PACKAGE / "local").rglob("*.py")
+    }
+    assert {name: lines for name, lines in sizes.items() if lines > 700} == {}

@@ -27,7 +27,7 @@ from tests.support.proto import (
 )
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 GOLDEN = golden_proto_fixtures()
 IDS = [name for name, _ in GOLDEN]

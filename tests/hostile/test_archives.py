@@ -29,7 +29,7 @@ from tinker_lite._transport import download as download_module
 from tinker_lite._transport.download import download, extract_archive, part_path
 from tinker_lite.cli import main
 from tinker_lite.local import LocalServer
-from tinker_lite.local._checkpoints import CheckpointStore
+from tinker_lite.local.storage.checkpoints import CheckpointStore
 
 BASE_MODEL = "tinker-lite/tiny-64"
 

@@ -12,7 +12,7 @@ from tests.support.local_server import Api, datum, fb_body
 from tinker_lite import ServiceClient, TrainingClient, types
 from tinker_lite._errors import BadRequestError, RequestFailedError
 from tinker_lite.local import LocalServer
-from tinker_lite.local.optimizer import Dimuon, orthogonalise
+from tinker_lite.local.model.optimizer import Dimuon, orthogonalise
 
 BASE_MODEL = "tinker-lite/tiny-64"
 TOKENS = list(b"the cat sat on the mat. the cat sat on the mat.")

@@ -13,7 +13,12 @@ import requests
 
 from tests.support.local_server import Api
 from tinker_lite.local import LocalServer
-from tinker_lite.local._faults import FaultInjector, FaultSpecError, fault_plan, parse_fault_spec
+from tinker_lite.local.http.faults import (
+    FaultInjector,
+    FaultSpecError,
+    fault_plan,
+    parse_fault_spec,
+)
 
 SAMPLE = {
     "prompt": {"chunks": [{"tokens": [1, 2, 3]}]},

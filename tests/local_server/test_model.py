@@ -1,4 +1,4 @@
-"""Tests for the local server's tiny numpy language model (tinker_lite.local.model)."""
+"""Tests for the local server's tiny numpy language model (tinker_lite.local.model.tiny_lm)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from tinker_lite.local import kernels
-from tinker_lite.local import model as lm
-from tinker_lite.local._build_tokenizer import CONFIG_FILE, build_config_json, build_tokenizer_json
-from tinker_lite.local.model import DatumArrays, TinyLM, UserInputError
+from tinker_lite.local.model import kernels
+from tinker_lite.local.model import tiny_lm as lm
+from tinker_lite.local.model.tiny_lm import DatumArrays, TinyLM, UserInputError
+from tinker_lite.local.model.tokenizer_files import (
+    CONFIG_FILE,
+    build_config_json,
+    build_tokenizer_json,
+)
 
 Array = npt.NDArray[Any]
 ADAM = {"learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8}

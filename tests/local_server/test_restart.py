@@ -20,7 +20,7 @@ import requests
 from tests.support.local_server import Api, datum
 from tests.support.served import start_served
 from tinker_lite.local import LocalServer
-from tinker_lite.local._durable import LOST_IN_RESTART, DataDir, ModelJournal
+from tinker_lite.local.storage.durable import LOST_IN_RESTART, DataDir, ModelJournal
 
 TOKENS = list(range(5, 29))
 USAGE = (

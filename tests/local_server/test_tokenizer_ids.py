@@ -2,7 +2,7 @@
 
 The service names a model's own tokenizer in ``get_info`` (docs/service.rst §6); code written
 for it tokenizes with that tokenizer, so ids reach 150k-250k. The local server folds them into
-its tiny table (``tinker_lite/local/vocab.py``) and answers ids of the same vocabulary.
+its tiny table (``tinker_lite/local/model/vocab.py``) and answers ids of the same vocabulary.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import requests
 from tests.support.local_server import Api
 from tinker_lite import BadRequestError, ServiceClient, TinkerError, types
 from tinker_lite.local import LocalServer
-from tinker_lite.local._catalog import SUPPORTED_MODELS
-from tinker_lite.local.vocab import BYTE_TOKENIZER_ID, find_tokenizer_file, token_space
+from tinker_lite.local.model.vocab import BYTE_TOKENIZER_ID, find_tokenizer_file, token_space
+from tinker_lite.local.service.catalog import SUPPORTED_MODELS
 
 LLAMA3_TOKENIZER = "thinkingmachineslabinc/meta-llama-3-instruct-tokenizer"
 QWEN3_VOCABULARY = 151_936
@@ -151,8 +151,8 @@ def test_the_byte_model_still_refuses_ids_past_its_table() -> None:
 def test_stop_strings_use_the_tokenizer_file_when_the_server_finds_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tinker_lite.local import model as model_mod
-    from tinker_lite.local import vocab
+    from tinker_lite.local.model import tiny_lm as model_mod
+    from tinker_lite.local.model import vocab
 
     folder = tmp_path / "Qwen" / "Qwen3-8B"
     folder.mkdir(parents=True)

@@ -21,7 +21,7 @@ from tests.support.scripted_server import Recorded, Reply, Respond, ScriptedServ
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._context import ClientContext, resolve_settings
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 from tinker_lite.service_client import ServiceClient
 
 __all__ = [

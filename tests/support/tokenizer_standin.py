@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from tinker_lite.local import model as local_model
+from tinker_lite.local.model import tiny_lm as local_model
 
 __all__ = ["LLAMA3_TOKENIZER", "stand_in_hub_cache"]
 
@@ -20,7 +20,7 @@ LLAMA3_TOKENIZER = "thinkingmachineslabinc/meta-llama-3-instruct-tokenizer"
 
 def stand_in_hub_cache(root: Path, tokenizer_ids: Iterable[str]) -> Path:
     """Fill ``root`` as a hub cache (``HF_HUB_CACHE``) with a snapshot per tokenizer id."""
-    shipped = Path(local_model.__file__).parent
+    shipped = local_model.tokenizer_path().parent
     for tokenizer_id in tokenizer_ids:
         repo = root / ("models--" + tokenizer_id.replace("/", "--"))
         snapshot = repo / "snapshots" / "0"

@@ -6,7 +6,8 @@ protobuf runtime is needed. Numeric arrays travel as little-endian bytes inside 
 fields; they are copied in and out in one piece (numpy arrays, or the stdlib arrays of values
 built from lists), never element by element, so a 500,000-number request encodes in a few
 milliseconds. Sampling results and list-built requests are read and written without importing
-numpy. The local server's codecs (the other direction) live in ``tinker_lite.local._codecs``.
+numpy. The local server's codecs (the other direction) live in
+``tinker_lite.local.protocol.codecs``.
 Every decoder raises :class:`~tinker_lite._errors.WireFormatError` for malformed bytes and
 skips fields it does not know (a newer service may add some).
 """

@@ -4,8 +4,9 @@ Varints, field keys, the field scanner, the :class:`Writer` (docs/protocol.rst Â
 the one reader of every message: :func:`read_message` walks a message's fields once and decodes
 each through the message's table (field number -> name, wire type, decoder), so a message is
 declared, not read by a loop of its own. The ``Tensor`` and ``SparseCsr`` tables live here (both
-sides read tensors); :mod:`tinker_lite._codec.proto` (client) and ``tinker_lite.local._codecs``
-(server) declare the others; zstd bodies are :mod:`tinker_lite._codec.zstd`.
+sides read tensors); :mod:`tinker_lite._codec.proto` (client) and
+``tinker_lite.local.protocol.codecs`` (server) declare the others; zstd bodies are
+:mod:`tinker_lite._codec.zstd`.
 
 numpy is imported only by the readers and writers of numpy arrays; the dense tensors and the
 sampling results a client reads are decoded into stdlib ``array.array`` stores without it.

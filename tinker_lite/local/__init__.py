@@ -98,8 +98,8 @@ Restarts
 --------
 With a data dir given (``data_dir=``, ``--data-dir``), the server writes its state through to it
 before answering, so a server stopped, or killed at any moment (``kill -9``), and started again
-on the same directory (and port) carries on (:mod:`tinker_lite.local._durable`). Kept: sessions
-(heartbeats are accepted again), training models with their weights, optimizer state and
+on the same directory (and port) carries on (:mod:`tinker_lite.local.storage.durable`). Kept:
+sessions (heartbeats are accepted again), training models with their weights, optimizer state and
 accumulated gradients, their ``seq_id`` ledger (a resend of an applied request gets its answer,
 never a second application) and the results of applied requests (for ``result_ttl``),
 checkpoints, download links, sampling sessions (an unsaved ``save_weights_for_sampler`` snapshot

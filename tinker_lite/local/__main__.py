@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tinker_lite.local._faults import FaultSpecError, parse_fault_spec
-from tinker_lite.local._responses import MAX_BODY
+from tinker_lite.local.http.faults import FaultSpecError, parse_fault_spec
+from tinker_lite.local.http.responses import MAX_BODY
 from tinker_lite.local.server import FAULTS_ENV, serve
 
 __all__ = ["EXIT_PORT_IN_USE", "EXIT_START_FAILED", "PROG", "build_parser", "main"]

@@ -42,7 +42,7 @@ from tinker_lite import (
 )
 from tinker_lite._context import ClientContext, resolve_settings
 from tinker_lite.local import LocalServer
-from tinker_lite.local._jwt import LOCAL_ORG_ID, LOCAL_USER_URN
+from tinker_lite.local.service.identity import LOCAL_ORG_ID, LOCAL_USER_URN
 
 MODEL = "tinker-lite/tiny-64"
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -28,7 +28,8 @@ from tinker_lite import (
     TrainingClient,
     types,
 )
-from tinker_lite.local import LocalServer, _codecs
+from tinker_lite.local import LocalServer
+from tinker_lite.local.protocol import codecs as _codecs
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
 from tinker_lite._codec import zstd as _zstd_codec
 from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
+from tinker_lite.local.service.sampling import SampleOutcome
 
 # ---------------------------------------------------------------------------------------------
 # Primitives
@@ -700,7 +701,7 @@ def test_sample_outcome_round_trips_the_038_fields() -> None:
         ],
         prompt_logprobs=[None, -1.5, -2.5],
     )
-    outcome = _codecs.SampleOutcome(
+    outcome = SampleOutcome(
         response,
         sequence_ids=["r:0", "r:1"],
         sequence_topk=[[[(5, -1.0), (9, -1.25)], [(6, -2.0)]], None],
@@ -720,7 +721,7 @@ def test_sample_outcome_round_trips_the_038_fields() -> None:
     assert alt.tokens.dtype == "int64"
     assert alt.tokens.to_numpy().tolist() == [[1, 2], [3, 4]]
     assert alt.logprobs.to_numpy().tolist() == [[-0.25, -0.5], [-0.75, -1.0]]
-    as_json = outcome.to_json()
+    as_json = _codecs.sample_outcome_json(outcome)
     assert as_json["sequences"][0]["topk_logprobs"] == [[[5, -1.0], [9, -1.25]], [[6, -2.0]]]
     assert as_json["prompt_alt_tokens"]["tokens"] == {
         "data": [1, 2, 3, 4],

@@ -21,7 +21,7 @@ from tests.unit.codec.test_proto_roundtrip import DECODERS, tables
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 PNG = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"

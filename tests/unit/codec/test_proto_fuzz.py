@@ -18,7 +18,7 @@ from tests.support.proto import encode_decoded
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._errors import WireFormatError
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 FUZZ = settings(
     max_examples=50,

@@ -21,7 +21,8 @@ from hypothesis.extra import numpy as hnp
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
+from tinker_lite.local.service.sampling import SampleOutcome
 
 ROUND_TRIP = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -141,7 +142,7 @@ TOPK = st.lists(st.none() | st.lists(CELL, min_size=1, max_size=3), max_size=4)
 
 
 @st.composite
-def outcomes(draw: st.DrawFn) -> _codecs.SampleOutcome:
+def outcomes(draw: st.DrawFn) -> SampleOutcome:
     sequences = []
     sequence_topk = []
     for _ in range(draw(st.integers(0, 3))):
@@ -157,7 +158,7 @@ def outcomes(draw: st.DrawFn) -> _codecs.SampleOutcome:
         sequence_topk.append(draw(st.none() | TOPK))
     length = draw(st.integers(0, 3))
     alt = draw(st.booleans())
-    return _codecs.SampleOutcome(
+    return SampleOutcome(
         response=types.SampleResponse(
             sequences=sequences,
             prompt_logprobs=draw(st.none() | st.lists(st.none() | FLOAT32, max_size=4)),
@@ -172,7 +173,7 @@ def outcomes(draw: st.DrawFn) -> _codecs.SampleOutcome:
     )
 
 
-def _expected(outcome: _codecs.SampleOutcome) -> types.SampleResponse:
+def _expected(outcome: SampleOutcome) -> types.SampleResponse:
     sent = outcome.response
     alt = None
     if outcome.alt_tokens is not None and outcome.alt_logprobs is not None:
@@ -201,7 +202,7 @@ def _expected(outcome: _codecs.SampleOutcome) -> types.SampleResponse:
 
 @ROUND_TRIP
 @given(outcome=outcomes())
-def test_sample_response(outcome: _codecs.SampleOutcome) -> None:
+def test_sample_response(outcome: SampleOutcome) -> None:
     decoded = _proto.decode_sample_response(_codecs.encode_sample_outcome(outcome))
     assert decoded == _expected(outcome)
 
@@ -264,7 +265,7 @@ def test_the_round_trips_read_every_table(monkeypatch: pytest.MonkeyPatch) -> No
     )
     sequence = types.SampledSequence(stop_reason="length", tokens=[3], logprobs=[-0.5])
     test_sample_response.hypothesis.inner_test(  # type: ignore[attr-defined]
-        _codecs.SampleOutcome(
+        SampleOutcome(
             response=types.SampleResponse(
                 sequences=[sequence], prompt_logprobs=[None], topk_prompt_logprobs=[[(1, -1.0)]]
             ),

@@ -15,7 +15,7 @@ from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
-from tinker_lite.local import _codecs
+from tinker_lite.local.protocol import codecs as _codecs
 
 
 def test_data_is_a_flat_list_and_tolist_keeps_the_shape() -> None:

@@ -1,0 +1,1 @@
+"""The local server's HTTP layer: the router, the REST routes, reading requests, answers, faults."""

@@ -1,0 +1,1 @@
+"""The wire formats of the local server: request codecs and strict parsing of request bodies."""
