@@ -54,11 +54,11 @@ CLIENT_MODULES = frozenset(
         "tinker_lite.sampling_client",
         "tinker_lite.rest_client",
         "tinker_lite.admin_client",
-        "tinker_lite._rest_common",
+        "tinker_lite._rest.base",
         "tinker_lite.auth",
         "tinker_lite.tokenizer",
         # Batch validation checks what a client is given: it belongs to the client layer.
-        "tinker_lite._validate",
+        "tinker_lite._training.validate",
     }
 )
 

@@ -28,8 +28,8 @@ from tinker_lite._api.endpoints import (
     WEIGHTS_INFO,
     Endpoint,
 )
-from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._secrets import redact_url

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
+from tinker_lite._session.journal import ENV_VAR as ENV_JOURNAL
 from tinker_lite._transport.http import is_loopback_url, register_secret
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 from tinker_lite._version import WIRE_SDK_VERSION
@@ -34,7 +34,7 @@ from tinker_lite.telemetry import is_telemetry_enabled
 if TYPE_CHECKING:
     import requests
 
-    from tinker_lite._journal import Journal
+    from tinker_lite._session.journal import Journal
 
 __all__ = [
     "DEFAULT_BASE_URL",
