@@ -36,7 +36,7 @@ from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
-    from tinker_lite._api.requestor import Requestor
+    from tinker_lite._api.sender import Sender
 
 __all__ = [
     "TrainingRequest",
@@ -115,7 +115,7 @@ _TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
 class TrainingRequests:
     """The model and training operations of one requestor (``requestor.training``)."""
 
-    def __init__(self, api: Requestor) -> None:
+    def __init__(self, api: Sender) -> None:
         self._api = api
 
     def __repr__(self) -> str:
