@@ -91,7 +91,6 @@ LONG_MODULES_LEFT = frozenset(
     {
         "tinker_lite/training_client.py",
         "tinker_lite/rest_client.py",
-        "tinker_lite/_codec/wire.py",
         "tinker_lite/_futures/poller.py",
     }
 )
