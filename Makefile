@@ -38,12 +38,12 @@ test: $(DEV_STAMP)
 # tools, runs the whole suite. PYTHON_LOWEST is that interpreter: found on PATH or under pyenv.
 LOWEST_VENV ?= .venv-lowest
 LOWEST_STAMP := $(LOWEST_VENV)/.installed
-LOWEST_VERSION := $(shell sed -n 's/^python_requires *= *>= *//p' setup.cfg)
-ifndef PYTHON_LOWEST
-PYTHON_LOWEST := $(shell for p in python$(LOWEST_VERSION) \
+LOWEST_VERSION = $(shell sed -n 's/^python_requires *= *>= *//p' setup.cfg)
+find_lowest = $(shell for p in python$(LOWEST_VERSION) \
 	$${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(LOWEST_VERSION).*/bin/python$(LOWEST_VERSION); do \
-	$$p -c '' 2>/dev/null && { command -v $$p; break; }; done)
-endif
+	$$p -c '' >/dev/null 2>&1 && { command -v $$p; break; }; done)
+# Looked for once, by the targets that use it (a pyenv shim that cannot run it is passed over).
+PYTHON_LOWEST ?= $(eval PYTHON_LOWEST := $(find_lowest))$(PYTHON_LOWEST)
 
 lowest-python:
 	@test -n "$(PYTHON_LOWEST)" || { echo "no python$(LOWEST_VERSION) on PATH or under pyenv:" \

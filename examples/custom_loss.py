@@ -7,7 +7,9 @@ loss, its gradient with respect to those log-probabilities, and metrics::
 
     def loss_fn(data, logprobs) -> (loss, grads, metrics)
 
-No torch is needed. ``forward_backward_custom`` then trains with cross-entropy weights equal to
+No torch is needed. Where torch is installed the loss function receives torch tensors instead,
+as in the official SDK; this one reads them as numpy arrays (``as_numpy``) and still returns
+numpy gradients. ``forward_backward_custom`` then trains with cross-entropy weights equal to
 minus that gradient, which gives the model exactly the custom loss's gradient. To show it, the
 script trains a second, identically initialised model with the built-in ``cross_entropy`` and
 weights divided by each answer's length (the same objective written as a weighted sum) and
@@ -48,8 +50,15 @@ def make_datum(tokenizer: Any, question: str, answer: str) -> types.Datum:
     )
 
 
+def as_numpy(values: Any) -> np.ndarray:
+    """Log-probabilities as a numpy array (a torch tensor, given where torch is installed, is
+    detached from its graph first)."""
+    detach = getattr(values, "detach", None)
+    return np.asarray(detach() if detach is not None else values)
+
+
 def mean_nll(
-    data: list[types.Datum], logprobs: list[np.ndarray]
+    data: list[types.Datum], logprobs: list[Any]
 ) -> tuple[float, list[np.ndarray], dict[str, float]]:
     """Sum over sequences of the mean NLL of the answer tokens; gradient by hand.
 
@@ -58,7 +67,8 @@ def mean_nll(
     """
     loss = 0.0
     grads: list[np.ndarray] = []
-    for datum, lp in zip(data, logprobs, strict=True):
+    for datum, values in zip(data, logprobs, strict=True):
+        lp = as_numpy(values)
         weights = datum.loss_fn_inputs["weights"].to_numpy().astype(np.float64)
         count = max(float(weights.sum()), 1.0)
         loss += float(-(weights * lp).sum() / count)

@@ -6,6 +6,7 @@ import errno
 import ipaddress
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TINKER_TELEMETRY", "0")
     return folder
+
+
+@pytest.fixture
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import torch`` fails, as on a machine without it (for the numpy form of custom losses:
+    with torch installed ``forward_backward_custom`` hands the loss torch tensors, as 0.38 does).
+    """
+    monkeypatch.setitem(sys.modules, "torch", None)

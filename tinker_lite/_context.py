@@ -35,6 +35,7 @@ from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.holder import FinishReason, SessionHolder
 from tinker_lite._session.journal import Journal
@@ -82,6 +83,22 @@ _WORKER_THREAD_PREFIXES = (
 # Live contexts of this process, so an unpickled SamplingClient finds its connection.
 _LIVE: weakref.WeakSet[ClientContext] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
+
+
+def context_of(connection: object) -> ClientContext | None:
+    """The open connection behind what the official SDK passes as ``holder``, or ``None``.
+
+    That is a connection itself, a client that has one (a ServiceClient, ...), or the session
+    holder a client exposes as ``holder`` (public code builds ``TrainingClient(service.holder,
+    ...)`` as 0.38 allows).
+    """
+    if isinstance(connection, ClientContext):
+        return connection
+    if isinstance(connection, SessionHolder):
+        with _LIVE_LOCK:
+            return next((c for c in _LIVE if c.holder is connection), None)
+    shared = getattr(connection, "_context", None)
+    return shared if isinstance(shared, ClientContext) else None
 
 
 # Options of a connection's requestor; the others are its session holder's (some are both's).
@@ -183,6 +200,7 @@ class ClientContext:
         if server is not None:
             server.stop()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"ClientContext(base_url={redact_url(self.holder.base_url)!r}, closed={self._closed})"

@@ -8,6 +8,7 @@ reads is a row (``python -m tests.architecture.test_reference_tables --write`` r
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 __all__ = ["VARIABLES", "Variable", "rst_table"]
@@ -68,7 +69,20 @@ VARIABLES: tuple[Variable, ...] = (
     ),
     Variable(
         ("CLOUDFLARE_ACCESS_CLIENT_ID", "CLOUDFLARE_ACCESS_CLIENT_SECRET"),
-        "Cloudflare Access headers.",
+        "Cloudflare Access headers: credentials, so never sent across origins.",
+        "configuration",
+    ),
+    Variable(
+        ("TINKER_LITE_SECRET_HEADERS",),
+        "Names of ``default_headers`` that hold credentials, comma-separated (e.g. "
+        "``X-Gateway-Token``): sent like the API key, never across origins, redacted from "
+        "messages.",
+        "configuration",
+    ),
+    Variable(
+        ("TINKER_LITE_MAX_ANSWER_BYTES",),
+        "The largest answer read, in bytes after decompression (default 268435456, 256 MiB).",
+        "configuration",
     ),
     Variable(("TINKER_TELEMETRY",), "``0`` disables telemetry."),
     Variable(
@@ -138,14 +152,11 @@ def rst_table(*, sphinx: bool) -> str:
 
 def _wrapped(text: str, *, first: str, rest: str, width: int = 100) -> list[str]:
     """``text`` in lines of at most ``width`` characters (words are never split)."""
-    lines: list[str] = []
-    words = text.split()
-    line = first + words[0]
-    for word in words[1:]:
-        if len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = rest + word
-        else:
-            line = f"{line} {word}"
-    lines.append(line)
-    return lines
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )

@@ -39,6 +39,7 @@ __all__ = [
     "RateLimitError",
     "RequestErrorCategory",
     "RequestFailedError",
+    "ResponseTooLargeError",
     "TinkerError",
     "TokenizerUnavailableError",
     "UnprocessableEntityError",
@@ -99,24 +100,6 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
     return err
 
 
-class InvalidInputError(TinkerError, ValueError):
-    """An argument is invalid; raised before anything is sent.
-
-    ``field`` names the offending field (with a datum index where it applies) and ``hint`` says
-    how to fix it. It subclasses :class:`ValueError` so code written for the official SDK, which
-    raises ``ValueError`` for bad input, keeps working.
-    """
-
-    def __init__(self, field: str, problem: str, hint: str = "") -> None:
-        self.field = field
-        self.problem = redact(problem)
-        self.hint = redact(hint)
-        message = f"{field}: {problem}"
-        if hint:
-            message += f" ({hint})"
-        super().__init__(message)
-
-
 class WireFormatError(TinkerError, ValueError):
     """A body could not be encoded or decoded as the wire format requires."""
 
@@ -140,7 +123,8 @@ class APIError(TinkerError):
         self.request_id = request_id
 
     def __str__(self) -> str:
-        return self.message
+        # getattr: a half-built error (its __init__ not run) reads as Exception's own str.
+        return getattr(self, "message", None) or super().__str__()
 
 
 class APIConnectionError(APIError):
@@ -190,6 +174,23 @@ class APIResponseValidationError(APIError):
     ) -> None:
         super().__init__(message, body=body, request_id=request_id)
         self.status_code = status_code
+
+
+class ResponseTooLargeError(APIResponseValidationError):
+    """An answer was larger than the client reads (``TINKER_LITE_MAX_ANSWER_BYTES``, after
+    decompression); it was not read further, and the request is not retried."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        body: object | None = None,
+        request_id: str | None = None,
+        status_code: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        super().__init__(message, body=body, request_id=request_id, status_code=status_code)
+        self.limit = limit
 
 
 class APIStatusError(APIError):
@@ -268,6 +269,26 @@ class PromiseExpiredError(APIStatusError):
     retryable = True
 
 
+class InvalidInputError(BadRequestError, ValueError):
+    """An argument is invalid; raised before anything is sent.
+
+    ``field`` names the offending field (with a datum index where it applies) and ``hint`` says
+    how to fix it. It is caught as what the service's answer to the request would raise, a
+    :class:`BadRequestError` with ``status_code`` 400 (no response: nothing was sent, so
+    ``body``, ``request_id`` and ``headers`` are empty), and as a :class:`ValueError`, which
+    the official SDK raises for bad input it checks itself.
+    """
+
+    def __init__(self, field: str, problem: str, hint: str = "") -> None:
+        self.field = field
+        self.problem = redact(problem)
+        self.hint = redact(hint)
+        message = f"{field}: {problem}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message, status_code=400)
+
+
 _STATUS_CLASSES: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
     401: AuthenticationError,
@@ -309,7 +330,8 @@ class RequestFailedError(TinkerError):
         self.details = redact_value(details)
 
     def __str__(self) -> str:
-        return self.message
+        # getattr: a half-built error (its __init__ not run) reads as Exception's own str.
+        return getattr(self, "message", None) or super().__str__()
 
 
 class ClientClosedError(APIConnectionError):
@@ -467,6 +489,9 @@ def describe_error(exc: BaseException) -> str:
     status, the service's message, the request id); other errors carry their own sentence, to
     which the status, the request id and what to try are added when they are not said yet.
     """
+    if isinstance(exc, InvalidInputError):
+        # Refused before sending: no HTTP status to report, and the message says the fix.
+        return redact(" ".join(str(exc).split()))
     if isinstance(exc, APIStatusError) and (exc.request is not None or not exc.message.strip()):
         return format_status_error(
             exc.status_code, exc.body, request=exc.request, request_id=exc.request_id

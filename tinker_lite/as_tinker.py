@@ -101,7 +101,10 @@ class _StandIn(ModuleType):
         self.__path__: list[str] = []  # a package: its official submodules import through it
 
     def __getattr__(self, attr: str) -> object:
-        return getattr(self.__stand_in_for__, attr)
+        target = self.__dict__.get("__stand_in_for__")
+        if target is None:  # half-built: nothing to forward to (repr must not recurse)
+            raise AttributeError(attr)
+        return getattr(target, attr)
 
     def __dir__(self) -> list[str]:
         return sorted(set(dir(self.__stand_in_for__)) | set(self.__dict__))

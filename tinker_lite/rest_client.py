@@ -40,6 +40,7 @@ from tinker_lite._errors import (
 )
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._rest.base import RestOnlyClient
 from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
@@ -699,6 +700,7 @@ class CheckpointListing:
         self.reason = reason
         """Why the listing is incomplete (empty when complete)."""
 
+    @tolerant_repr
     def __repr__(self) -> str:
         state = "complete" if self.complete else f"incomplete: {self.reason}"
         return f"CheckpointListing({len(self.checkpoints)} checkpoints, {state})"

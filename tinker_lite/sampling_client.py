@@ -31,16 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
-from tinker_lite._context import ClientContext, find_live_context, resolve_settings
+from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._sampling import SampleJob, SampleSender, deliver
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
+    from tinker_lite._session.holder import SessionHolder
     from tinker_lite.tokenizer import PretrainedTokenizer
 
 __all__ = [
@@ -72,21 +74,38 @@ class SamplingClient:
 
     Created by :meth:`ServiceClient.create_sampling_client`,
     :meth:`TrainingClient.create_sampling_client` or
-    :meth:`TrainingClient.save_weights_and_get_sampling_client`.
+    :meth:`TrainingClient.save_weights_and_get_sampling_client`. The official constructor works
+    too: ``SamplingClient(service_client.holder, sampling_session_id=..., base_model=...)``.
     """
 
     def __init__(
         self,
-        context: ClientContext,
+        holder: object,
         sampling_session_id: str,
         *,
         model_path: str | None = None,
         base_model: str | None = None,
+        shadow: bool = False,
+        retry_config: object | None = None,
         cloned_sampler_id: int | None = 0,
         record_stability_info: bool = False,
     ) -> None:
+        del retry_config  # accepted as by create_sampling_client; retries follow the policy
+        context = context_of(holder)
+        if context is None:
+            raise InvalidInputError(
+                "holder",
+                f"must be a ServiceClient's holder (or the ServiceClient), got a "
+                f"{type(holder).__name__}",
+                "create sampling clients with ServiceClient.create_sampling_client",
+            )
+        if shadow:
+            # 0.38's shadow sampler is a copy in another process: it joins the session first.
+            cloned_sampler_id = None
         self._context = context
         self._api = context.api
+        # The official attribute: public code calls holder.get_session_id() (docs/as_tinker.rst).
+        self.holder: SessionHolder = context.holder
         self.sampling_session_id = sampling_session_id
         self.model_path = model_path
         self.base_model = base_model
@@ -102,6 +121,7 @@ class SamplingClient:
         self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"SamplingClient(sampling_session_id={self.sampling_session_id!r}, "
@@ -541,6 +561,7 @@ class _KeyCarrier:
     def __init__(self, state: tuple[Any, ...]) -> None:
         self._state = state
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"carry_api_key(<SamplingClient {self._state[1]!r}>)"
 

@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -42,6 +43,7 @@ from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture, flatten
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.journal import Journal
 from tinker_lite._training import create as _training_create
@@ -104,7 +106,8 @@ class ServiceClient:
     ``requests.Session`` of your own, e.g. with a corporate proxy, a client certificate or a
     mounted adapter: every request goes through it, with its settings and adapters; size its
     adapters' ``pool_maxsize`` to the sampling concurrency, 400 by default; it is not closed
-    with the client). Any other keyword raises :class:`TypeError` naming it.
+    with the client). Any other keyword is ignored with the official ``FutureWarning``
+    ("ServiceClient ignores unsupported arguments: ..."), as in 0.38.
 
     ``journal`` (a file path; default ``TINKER_LITE_JOURNAL``, unset: no journal) turns on
     the run journal: every completed operation of the clients created here (``create_model``,
@@ -136,8 +139,14 @@ class ServiceClient:
         **kwargs: Any,
     ) -> None:
         if kwargs:
-            unknown = ", ".join(sorted(kwargs))
-            raise TypeError(f"ServiceClient() got an unexpected keyword argument: {unknown}")
+            # As 0.38 does: unknown keywords (public code passes timeout=) are ignored, with
+            # the official warning, word for word.
+            warnings.warn(
+                f"ServiceClient ignores unsupported arguments: {', '.join(sorted(kwargs))}. "
+                "Passing them will be an error in a future version of the Tinker SDK.",
+                FutureWarning,
+                stacklevel=2,
+            )
         if isinstance(user_metadata, str):
             # The value may be an API key passed in the old tinker_lite order: never echo it.
             raise InvalidInputError(
@@ -176,6 +185,7 @@ class ServiceClient:
         service._context = context
         return service
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"ServiceClient(base_url={redact_url(self._context.base_url)!r}, closed={self.closed})"

@@ -43,6 +43,7 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import redact
 
 __all__ = [
@@ -165,6 +166,7 @@ class Telemetry:
             )
             self._thread.start()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Telemetry(enabled={self.enabled}, session_id={self._session_id!r})"
 
@@ -248,7 +250,8 @@ class Telemetry:
             if message:
                 data["message"] = message
             status = getattr(exc, "status_code", None)
-            if isinstance(status, int):
+            # A refusal before sending has no status of the service's to report.
+            if isinstance(status, int) and not isinstance(exc, InvalidInputError):
                 data["status_code"] = status
             if isinstance(exc, APIStatusError) and exc.body:
                 data["body"] = exc.body

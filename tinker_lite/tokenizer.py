@@ -139,7 +139,8 @@ def _load_uncached(tokenizer_id: str) -> PretrainedTokenizer:
         if _env_flag("HF_HUB_OFFLINE"):
             raise TokenizerUnavailableError(
                 tokenizer_id,
-                "not found locally and HF_HUB_OFFLINE is set; " + _offline_hint(tokenizer_id),
+                "it is not on this machine and HF_HUB_OFFLINE is set; "
+                + _offline_hint(tokenizer_id),
             )
         if with_transformers:
             # What the official SDK does: transformers fetches the files itself.
@@ -174,8 +175,8 @@ def _with_transformers(source: str, tokenizer_id: str) -> Any:
     except Exception as e:
         raise TokenizerUnavailableError(
             tokenizer_id,
-            f"transformers could not load it from {source} ({type(e).__name__}: {e}); "
-            + _offline_hint(tokenizer_id),
+            f"transformers could not load it from {source} ({type(e).__name__}: "
+            f"{_root_cause(e)}); " + _offline_hint(tokenizer_id),
         ) from e
     # The id, not where the files happened to be found, as the official SDK's tokenizer says.
     tokenizer.name_or_path = tokenizer_id
@@ -186,13 +187,19 @@ def _download(tokenizer_id: str) -> Path:
     """Fetch the tokenizer files of a hub repository into the hub cache; their directory."""
     try:
         from huggingface_hub import snapshot_download
-
+    except ImportError as e:
+        raise TokenizerUnavailableError(
+            tokenizer_id,
+            "it is not on this machine and huggingface_hub, which downloads it, is not "
+            "installed (pip install huggingface_hub); " + _offline_hint(tokenizer_id),
+        ) from e
+    try:
         directory = Path(snapshot_download(tokenizer_id, allow_patterns=list(_TOKENIZER_FILES)))
     except Exception as e:
         raise TokenizerUnavailableError(
             tokenizer_id,
-            f"could not fetch it from the Hugging Face hub ({type(e).__name__}: {e}); "
-            + _offline_hint(tokenizer_id),
+            f"it is not on this machine and could not be fetched from the Hugging Face hub "
+            f"({_root_cause(e)}); " + _offline_hint(tokenizer_id),
         ) from e
     if not (directory / "tokenizer.json").is_file():
         raise TokenizerUnavailableError(
@@ -202,11 +209,32 @@ def _download(tokenizer_id: str) -> Path:
     return directory
 
 
+def _root_cause(error: BaseException) -> str:
+    """The innermost cause of a failed fetch, in one short line (hub errors span paragraphs)."""
+    root, seen = error, {id(error)}
+    while root.__cause__ is not None and id(root.__cause__) not in seen:
+        root = root.__cause__
+        seen.add(id(root))
+    first_line = str(root).strip().split("\n", 1)[0]
+    text = " ".join(first_line.split()) or type(root).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _offline_hint(tokenizer_id: str) -> str:
-    return (
-        f"to use it offline put its tokenizer.json (and tokenizer_config.json) in "
-        f"${TOKENIZER_DIR_ENV}/{tokenizer_id}/ (or ${TOKENIZER_DIR_ENV}/)"
+    """Where to put the files, and how to get them, for a machine without the hub."""
+    configured = os.environ.get(TOKENIZER_DIR_ENV)
+    where = f"it is {configured}" if configured else "it is not set"
+    hint = (
+        f"to use it offline put its tokenizer.json (and tokenizer_config.json, for the special "
+        f"tokens and chat template) in ${TOKENIZER_DIR_ENV}/{tokenizer_id}/ (or "
+        f"${TOKENIZER_DIR_ENV}/; {where})"
     )
+    if _looks_like_repo(tokenizer_id):
+        hint += (
+            f", or fetch them once where the hub is reachable with `hf download {tokenizer_id} "
+            "tokenizer.json tokenizer_config.json` (the Hugging Face cache is searched too)"
+        )
+    return hint + f"; the local server's {_LOCAL_PREFIX}* models need no download"
 
 
 def _find_local_file(tokenizer_id: str) -> Path | None:

@@ -24,7 +24,7 @@ import attrs
 from tinker_lite import types
 from tinker_lite._api import CONSOLE_URL
 from tinker_lite._codec.chunking import combine_outputs
-from tinker_lite._context import ClientContext
+from tinker_lite._context import context_of
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIResponseValidationError,
@@ -33,6 +33,7 @@ from tinker_lite._errors import (
 from tinker_lite._futures.async_twins import async_future_twin, async_twin
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain, combine
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._training.args import (
     check_flag,
     check_name,
@@ -61,6 +62,7 @@ from tinker_lite.sampling_client import (
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
+    from tinker_lite._session.holder import SessionHolder
     from tinker_lite.tokenizer import PretrainedTokenizer
 
 __all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
@@ -84,19 +86,37 @@ class TrainingClient:
 
     Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every
     training method returns an :class:`~tinker_lite.APIFuture` at once.
+
+    The official constructor works too, for a model a program created itself:
+    ``TrainingClient(service_client.holder, model_seq_id=n, model_id=...)``, where ``n`` came
+    from ``holder.get_training_client_id()`` (it numbered the ``create_model`` already sent).
     """
 
     def __init__(
         self,
-        context: ClientContext,
-        model_id: str,
+        holder: object,
+        model_seq_id: int | None = None,
+        model_id: str | None = None,
         *,
+        info: types.GetInfoResponse | None = None,
         base_model: str | None = None,
         lora_config: types.LoraConfig | None = None,
-        info: types.GetInfoResponse | None = None,
     ) -> None:
+        del model_seq_id  # taken by the caller with get_training_client_id(); nothing to send
+        context = context_of(holder)
+        if context is None:
+            raise InvalidInputError(
+                "holder",
+                f"must be a ServiceClient's holder (or the ServiceClient), got a "
+                f"{type(holder).__name__}",
+                "create training clients with ServiceClient.create_lora_training_client",
+            )
+        if not isinstance(model_id, str) or not model_id:
+            raise InvalidInputError("model_id", f"must be a non-empty string, got {model_id!r}")
         self._context = context
         self._api = context.api
+        # The official attribute: public code calls holder.get_session_id() (docs/as_tinker.rst).
+        self.holder: SessionHolder = context.holder
         self.model_id = model_id
         self._info = info
         self._base_model = base_model
@@ -106,6 +126,7 @@ class TrainingClient:
         self._tokenizer_lock = threading.Lock()
         self._vocab_size: int | None = None
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
@@ -255,14 +276,16 @@ class TrainingClient:
         cross-entropy as ``surrogate_loss:sum``; the metrics ``loss_fn`` returned come with them
         (and win over the service's other ones).
 
-        Without torch, ``loss_fn(data, logprobs)`` receives ``data`` and one float32 numpy
-        array per datum (shaped like its ``target_tokens``) and returns
-        ``(loss, grads, metrics)``: the loss value (a finite float), ``d loss / d logprobs``
-        (one array per datum, same shapes) and a dict of float metrics. With torch installed,
-        the official form also works: ``loss_fn`` receives torch tensors and returns
+        ``loss_fn`` is called exactly once per call. With torch installed, as in the official
+        SDK, ``loss_fn(data, logprobs)`` receives ``data`` and one float32 torch tensor per
+        datum (shaped like its ``target_tokens``, requiring grad) and returns
         ``(loss, metrics)`` where ``loss`` is a scalar tensor; the gradient comes from
-        autograd. Every datum needs ``target_tokens``; other inputs are passed to ``loss_fn``
-        but only ``target_tokens`` and ``weights`` are sent. ``loss_type_input`` is deprecated
+        autograd. Without torch it receives one float32 numpy array per datum and returns
+        ``(loss, grads, metrics)``: the loss value (a finite float), ``d loss / d logprobs``
+        (one array per datum, same shapes) and a dict of float metrics; that form is also
+        accepted with torch (gradients as tensors or arrays). Every datum needs
+        ``target_tokens``; other inputs are passed to ``loss_fn`` but only ``target_tokens``
+        and ``weights`` are sent. ``loss_type_input`` is deprecated
         (as in the official SDK): the loss always receives logprobs. ``loss_fn`` may also be a
         :class:`~tinker_lite.LossHandle` from ``ServiceClient.create_custom_loss`` of the same
         session: one the service runs (it has a ``loss_id``) is sent as one

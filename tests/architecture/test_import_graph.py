@@ -19,7 +19,7 @@ lives.
   name nothing of the transport;
 * the transport knows no codec (no ``_codec``, no ``types``); the codec imports only ``types``,
   ``_errors`` and ``_secrets`` of the package, and no HTTP library; tenacity is imported by one
-  module (``_transport.loops``); the light tokenizer imports nothing of the package;
+  module (``_transport.loops``); the light tokenizer imports only ``_errors`` and ``_repr``;
 * ``types`` imports only the standard library, attrs, numpy and ``tinker_lite._errors``;
   ``tinker_lite/local`` imports nothing of the client side but ``types`` and the codec;
 * numpy is imported inside the functions that need it, never at module level, outside
@@ -83,6 +83,8 @@ LAYER_MODULES = _modules_under(
 TRANSPORT_MODULES = LAYER_MODULES | {"tinker_lite.telemetry"}
 CODEC_MODULES = _modules_under("tinker_lite._codec")
 TOKENIZER_MODULES = _modules_under("tinker_lite._tokenizer")
+# What the light tokenizer may import of the package: leaves that import nothing of it.
+TOKENIZER_LEAVES = frozenset({"tinker_lite._errors", "tinker_lite._repr"})
 # At most this many private modules at the package's top (``tinker_lite/_*.py``).
 MAX_PRIVATE_TOP_LEVEL = 10
 # No module outside local/ is longer than this, but those others are reworking (issue 30).
@@ -91,6 +93,7 @@ LONG_MODULES_LEFT = frozenset(
     {
         "tinker_lite/training_client.py",
         "tinker_lite/rest_client.py",
+        "tinker_lite/_transport/http.py",
     }
 )
 # The one circle left, in files being reworked (issue 30, item 2): http names failures' errors
@@ -251,9 +254,9 @@ def test_no_module_is_too_long() -> None:
     assert set(long) <= LONG_MODULES_LEFT, long
 
 
-def test_the_light_tokenizer_imports_nothing_of_the_package() -> None:
+def test_the_light_tokenizer_imports_only_leaves_of_the_package() -> None:
     for module in TOKENIZER_MODULES:
-        bad = sorted(_internal(_graph()[module].every) - TOKENIZER_MODULES)
+        bad = sorted(_internal(_graph()[module].every) - TOKENIZER_MODULES - TOKENIZER_LEAVES)
         assert not bad, f"{module} imports {bad}"
 
 

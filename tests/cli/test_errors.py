@@ -7,7 +7,7 @@ import inspect
 import pickle
 import socket
 import time
-from typing import Any
+from typing import Any, TypeGuard
 
 import pytest
 
@@ -15,6 +15,7 @@ import tinker_lite
 from tinker_lite import _errors
 from tinker_lite._errors import (
     APIStatusError,
+    InvalidInputError,
     RequestErrorCategory,
     describe_error,
     format_status_error,
@@ -67,9 +68,15 @@ def _build(cls: type[BaseException]) -> BaseException:
         else:
             args.append(value)
     error = cls(*args, **kwargs)
-    if isinstance(error, APIStatusError):
+    if _answered(error):
         error.request = f"GET {PATH}"
     return error
+
+
+def _answered(error: BaseException) -> TypeGuard[APIStatusError]:
+    """Whether ``error`` stands for an answer of the service (an InvalidInputError is also a
+    BadRequestError, but one refused before sending: there is no request or status to tell)."""
+    return isinstance(error, APIStatusError) and not isinstance(error, InvalidInputError)
 
 
 ERROR_CLASSES = _exported_error_classes()
@@ -92,9 +99,9 @@ def test_every_error_class_renders_through_the_formatter(cls: type[BaseException
     if getattr(error, "request_id", None):
         assert f"request id {REQUEST_ID}" in text
         assert text.count(REQUEST_ID) == 1
-    if PATH in str(error) or isinstance(error, APIStatusError):
+    if PATH in str(error) or _answered(error):
         assert text.count(PATH) == 1, text
-    if isinstance(error, APIStatusError):
+    if _answered(error):
         assert "Training run not found: run-42" in text
         assert str(error.status_code) in text
     # The CLI prints the same sentence (exit codes and hints aside).

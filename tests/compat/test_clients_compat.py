@@ -410,3 +410,50 @@ def test_the_warnings_are_the_official_sdks() -> None:
     # tinker_lite has no get_telemetry (no telemetry object): every other member matches.
     assert {k for k in official if k[1] != "get_telemetry"} == set(ours)
     assert {k: official[k] for k in ours} == ours
+
+
+# Run in both SDKs: a ServiceClient with keywords neither knows (it sends nothing until used).
+CONSTRUCTOR_PROBE = textwrap.dedent(
+    """
+    import json, warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        client = ServiceClient(base_url="http://127.0.0.1:9", api_key="tml-probe", timeout=120,
+                               request_timeout=5)
+    print(json.dumps([[w.category.__name__, str(w.message), w.filename] for w in caught]))
+    """
+)
+
+
+@pytest.mark.skipif(
+    os.environ.get("TINKER_LITE_OFFICIAL") != "1" or not (OFFICIAL_VENV / "bin/python").exists(),
+    reason="opt-in: make test-official (needs the official SDK 0.38 venv)",
+)
+def test_unknown_service_client_keywords_warn_as_the_official_sdk() -> None:
+    def probe(python: str, setup: str) -> list[list[str]]:
+        done = subprocess.run(
+            [python, "-c", setup + CONSTRUCTOR_PROBE],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            cwd=REPO,
+        )
+        seen: list[list[str]] = json.loads(done.stdout)
+        return seen
+
+    official = probe(str(OFFICIAL_VENV / "bin/python"), "from tinker import ServiceClient\n")
+    ours = probe(sys.executable, "from tinker_lite import ServiceClient\n")
+    assert (
+        official
+        == ours
+        == [
+            [
+                "FutureWarning",
+                "ServiceClient ignores unsupported arguments: request_timeout, timeout. "
+                "Passing them will be an error in a future version of the Tinker SDK.",
+                "<string>",  # the caller's line, in both
+            ]
+        ]
+    )

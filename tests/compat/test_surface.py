@@ -61,8 +61,10 @@ ALLOWED: dict[str, tuple[str, str]] = {
     "SamplingClient.__init__": (
         "Client constructors",
         "Training and sampling clients are made by ``ServiceClient`` (or "
-        "``SamplingClient.from_sampler_handle``), not by calling the class with an internal "
-        "holder object.",
+        "``SamplingClient.from_sampler_handle``). The official calls over a holder work "
+        "(``TrainingClient(service_client.holder, model_seq_id=..., model_id=...)``, "
+        "``SamplingClient(service_client.holder, sampling_session_id=..., base_model=...)``); "
+        "the signatures differ in defaults and in tinker_lite's own keywords.",
     ),
     "TrainingClient.__init__": ("Client constructors", "As above."),
     "BackcompatTrainingClientFuture.get_telemetry": ("Telemetry object", "As above."),
@@ -110,8 +112,9 @@ NOTES: tuple[tuple[str, str], ...] = (
     (
         "``forward_backward_custom``",
         "Works without torch: the loss function gets numpy logprobs and returns "
-        "``(loss, grads, metrics)``; a torch loss is differentiated with autograd when torch is "
-        "installed. As in the official SDK it returns at once, with the backward pass's place "
+        "``(loss, grads, metrics)``. With torch installed it gets torch tensors, as in the "
+        "official SDK, and its loss is differentiated with autograd; either way it is called "
+        "once per call. As in the official SDK it returns at once, with the backward pass's place "
         "in the client's order taken. A loss function that fails makes the future raise and "
         "sends the backward with zero weights, so the client stays usable (the official SDK "
         "fails the client's later calls). Metrics are the official ones: ``loss:sum`` is the "

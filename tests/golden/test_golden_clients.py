@@ -30,7 +30,10 @@ from tests.support.scripted_server import (  # noqa: F401 - fixtures used by nam
 from tinker_lite import ServiceClient, types
 from tinker_lite.rest_client import RestClient
 
-pytestmark = pytest.mark.skipif(not GOLDEN_DIR.is_dir(), reason="golden fixtures not present")
+pytestmark = [
+    pytest.mark.skipif(not GOLDEN_DIR.is_dir(), reason="golden fixtures not present"),
+    pytest.mark.usefixtures("without_torch"),  # the custom loss below is in the numpy form
+]
 
 # Requests tinker_lite sends that 0.4.1 did not (docs/protocol.rst §1.1, §8.5, §4.5).
 EXTRA_PATHS = frozenset(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._repr import tolerant_repr
 
 __all__ = ["RequestOptions", "Timeout"]
 
@@ -95,6 +96,7 @@ class Timeout:
     def __hash__(self) -> int:
         return hash(tuple(self.as_dict().values()))
 
+    @tolerant_repr
     def __repr__(self) -> str:
         values = set(self.as_dict().values())
         if len(values) == 1:

@@ -55,6 +55,7 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._futures.poller import Poll
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import Credentials, token_fetcher
 from tinker_lite._session.sample_gate import sample_gate_for
@@ -202,6 +203,8 @@ class Requestor:
             verify=settings.verify,
             json_loads=_wire.loads,
             session=settings.requests_session,
+            secret_headers=settings.secret_headers,
+            max_answer_bytes=settings.max_answer_bytes,
         )
         self.sample_gate = sample_gate_for(settings.base_url, settings.api_key)
         self.fetch_jwt = token_fetcher(self._post_with_key, self.credentials.exchange_credential)
@@ -223,6 +226,7 @@ class Requestor:
         self.sampling = SamplingRequests(self)
         self.trace_exports = TraceExports(self)
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Requestor(base_url={redact_url(self.base_url)!r})"
 

@@ -26,6 +26,7 @@ from tinker_lite._errors import (
     APITimeoutError,
     ClientClosedError,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import HttpResponse
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
@@ -87,6 +88,7 @@ class TraceExports:
             sleep=api.sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"TraceExports(base_url={redact_url(self._api.base_url)!r})"
 

@@ -22,6 +22,7 @@ from tinker_lite._api.endpoints import (
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, raise_for_status
 from tinker_lite._transport.loops import (
@@ -74,6 +75,7 @@ class SamplingRequests:
             sleep=api.sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"SamplingRequests(base_url={redact_url(self._api.base_url)!r})"
 

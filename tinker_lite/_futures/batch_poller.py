@@ -39,6 +39,7 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import (
     ClientClosedError,
     HttpResponse,
@@ -144,6 +145,7 @@ class BatchPoller:
             sleep=self._sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"BatchPoller(sessions={len(self._sessions)}, closed={self._closing.is_set()})"
 

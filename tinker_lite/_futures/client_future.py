@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._repr import tolerant_repr
 
 __all__ = ["ATTRIBUTE_WARNING", "METHOD_WARNING", "ClientFuture", "forwarding_to"]
 
@@ -50,6 +51,7 @@ class ClientFuture(APIFuture[C]):
         )
         self.forward_from(future)
 
+    @tolerant_repr
     def __repr__(self) -> str:
         if self.cancelled():
             state = "cancelled"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tinker_lite._errors import FutureTimeoutError
 from tinker_lite._futures.async_twins import AwaitableFuture
+from tinker_lite._repr import tolerant_repr
 
 __all__ = [
     "APIFuture",
@@ -281,6 +282,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         if self.cancelled():
             source.cancel()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         if self.cancelled():
             state = "cancelled"

@@ -22,6 +22,7 @@ from typing import Any
 
 from tinker_lite._errors import ClientClosedError
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._repr import tolerant_repr
 
 __all__ = ["PROGRESS_LOG_INTERVAL", "PendingRegistry", "PendingRequest", "describe_requests"]
 
@@ -65,6 +66,7 @@ class PendingRequest:
         self.seq_id = seq_id
         self.state = _QUEUED
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"PendingRequest({self.label()!r}, state={self.state!r})"
 

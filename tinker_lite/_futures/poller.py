@@ -72,6 +72,7 @@ from tinker_lite._futures.answers import (
 )
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.tasks import Poll, PollTask
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import (
     JSON,
     RETRIEVE_FUTURE_TIMEOUT,
@@ -91,6 +92,7 @@ from tinker_lite._transport.loops import (
 )
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
+    MIN_ATTEMPT_DEADLINE,
     RetryPolicy,
     StallWatch,
     announce_retry,
@@ -175,6 +177,7 @@ class Poller:
             before_sleep=self._before_sleep,
         )
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"Poller(pending={len(self._live)}, threads={len(self._threads)}, "
@@ -477,6 +480,9 @@ class Poller:
         except (APIConnectionError, RetryableStatus) as e:
             self._finish(task, error=self._stalled(task, e))
             return
+        except APIError as e:  # e.g. an answer larger than the client reads
+            self._finish(task, error=e)
+            return
         if answer is _AGAIN:  # parked, or the poller is closing
             self._requeue(task)
             return
@@ -508,7 +514,12 @@ class Poller:
             iteration=iteration,
             accept=task.accept,
             metadata_only=task.metadata_only,
-            timeout=Timeout(connect=min(self._poll_timeout.connect, read), read=read),
+            # One deadline for the whole poll: a trickled answer cannot hold it past the bound.
+            timeout=Timeout(
+                connect=min(self._poll_timeout.connect, read),
+                read=read,
+                total=max(read, MIN_ATTEMPT_DEADLINE),
+            ),
             sdk_method=task.sdk_method,
             # docs/protocol.rst §2.3: seconds from the caller's start to the creation of the future.
             roundtrip_s=max(0.0, task.registered_at - task.created_at) if iteration == 0 else None,

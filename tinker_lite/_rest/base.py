@@ -13,9 +13,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._api.endpoints import Endpoint
-from tinker_lite._context import ClientContext, resolve_settings
+from tinker_lite._context import ClientContext, context_of, resolve_settings
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 
 if TYPE_CHECKING:
@@ -42,8 +43,8 @@ def rest_connection(
         # until its first call.
         settings = resolve_settings(allow_local=True, **options)
         return ClientContext(settings, session=False), True
-    shared = holder if isinstance(holder, ClientContext) else getattr(holder, "_context", None)
-    if not isinstance(shared, ClientContext):
+    shared = context_of(holder)
+    if shared is None:
         # Never echo the value: in the old tinker_lite order it may be the API key.
         raise InvalidInputError(
             "_holder",
@@ -107,6 +108,7 @@ class RestOnlyClient:
         client._api = context.api
         return client
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={redact_url(self._context.base_url)!r})"
 

@@ -35,6 +35,7 @@ from tinker_lite._errors import (
     TinkerError,
     WireFormatError,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.credentials_file import CredentialsFile
 from tinker_lite._transport.http import HttpResponse, redact, register_secret
 
@@ -223,6 +224,7 @@ class Credentials:
         self._next_attempt = 0.0
         self._fetching = threading.local()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Credentials(jwt={'***' if self._jwt else None})"
 

@@ -31,6 +31,7 @@ import attrs
 
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import register_secret
 
 __all__ = [
@@ -109,6 +110,7 @@ class CredentialsFile:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_credentials_path()
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"CredentialsFile({str(self.path)!r})"
 

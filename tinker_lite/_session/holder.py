@@ -34,9 +34,9 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from tinker_lite import types
 from tinker_lite._errors import (
@@ -45,7 +45,9 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
+from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poll, Poller
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.credentials import Credentials, jwt_expiry
 from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
@@ -81,6 +83,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tinker_lite.session")
+
+T = TypeVar("T")
 
 FinishReason = Literal["success", "errored", "interrupted"]
 
@@ -255,6 +259,7 @@ class SessionHolder:
                 self._abandon()
                 raise
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"SessionHolder(base_url={redact_url(self.settings.base_url)!r}, "
@@ -476,6 +481,47 @@ class SessionHolder:
             value = self._sampling_session_seq_id
             self._sampling_session_seq_id += 1
             return value
+
+    # -- the official holder's members that public code calls ---------------------------------
+
+    def get_session_id(self) -> str:
+        """The session's id, started on first use (the official holder's name for it).
+
+        Public code reads it to call ``RestClient.get_session``; see :meth:`ensure_session`.
+        """
+        return self.ensure_session()
+
+    def get_training_client_id(self) -> int:
+        """Take the next training-client number of this session (the official holder's name
+        for :meth:`next_model_seq_id`): code that sends ``create_model`` itself numbers it so."""
+        return self.next_model_seq_id()
+
+    def get_client_config(self) -> types.ClientConfigResponse:
+        """The service's client config, read on first use (the official holder's name)."""
+        self.ensure_started()
+        return self.client_config
+
+    def run_coroutine_threadsafe(self, coro: Coroutine[Any, Any, T]) -> APIFuture[T]:
+        """Run ``coro`` to completion on a thread of its own; the future of its result.
+
+        The official holder's member, which public code calls to run a batch of ``*_async``
+        calls from sync code. 0.38 runs it on the SDK's event loop; tinker_lite has none, so the
+        coroutine gets an event loop of its own (asyncio is imported only here).
+        """
+        import asyncio
+
+        if not asyncio.iscoroutine(coro):
+            raise InvalidInputError("coro", f"must be a coroutine, got {type(coro).__name__}")
+        out: APIFuture[T] = APIFuture(request_type="Coroutine")
+
+        def run() -> None:
+            try:
+                out.try_set_result(asyncio.run(coro))
+            except BaseException as e:  # delivered to the caller through the future
+                out.try_set_exception(e)
+
+        threading.Thread(target=run, name="tinker-lite-coroutine", daemon=True).start()
+        return out
 
     # -- shutdown ----------------------------------------------------------------------------
 

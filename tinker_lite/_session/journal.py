@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tinker_lite._repr import tolerant_repr
+
 __all__ = [
     "ENV_VAR",
     "JOURNAL_KEYS",
@@ -99,6 +101,7 @@ class Journal:
         self._lock = threading.Lock()
         self._warned = False
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Journal({str(self.path)!r})"
 

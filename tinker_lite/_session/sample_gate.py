@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._repr import tolerant_repr
 
 __all__ = ["THROTTLE_WARNING_INTERVAL_S", "SampleGate", "sample_gate_for"]
 
@@ -44,6 +45,7 @@ class SampleGate:
         self._throttled_since: float | None = None
         self._last_throttle_warning: float | None = None
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"SampleGate(limit={self._limit}, in_flight={self._in_flight})"
 

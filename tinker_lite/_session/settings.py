@@ -18,15 +18,20 @@ import math
 import os
 import threading
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
 from tinker_lite._session.journal import ENV_VAR as ENV_JOURNAL
-from tinker_lite._transport.http import is_loopback_url, register_secret
+from tinker_lite._transport.http import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    is_loopback_url,
+    register_secret,
+)
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.telemetry import is_telemetry_enabled
@@ -44,6 +49,8 @@ __all__ = [
     "ENV_API_KEY",
     "ENV_BASE_URL",
     "ENV_JOURNAL",
+    "ENV_MAX_ANSWER_BYTES",
+    "ENV_SECRET_HEADERS",
     "ENV_STALL_TIMEOUT",
     "ENV_STARTUP_TIMEOUT",
     "LOCAL_BASE_URL",
@@ -67,6 +74,8 @@ ENV_PROJECT_ID = "TINKER_PROJECT_ID"
 ENV_SDK_VERSION = "TINKER_LITE_SDK_VERSION"
 ENV_STALL_TIMEOUT = "TINKER_LITE_STALL_TIMEOUT"
 ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
+ENV_MAX_ANSWER_BYTES = "TINKER_LITE_MAX_ANSWER_BYTES"
+ENV_SECRET_HEADERS = "TINKER_LITE_SECRET_HEADERS"
 
 DEFAULT_STALL_TIMEOUT = 300.0
 DEFAULT_STARTUP_TIMEOUT = 30.0
@@ -114,6 +123,11 @@ class Settings:
     credential_source: CredentialSource | None = None
     """Where ``api_key`` came from (or ``"command"`` when only the command is set)."""
     requests_session: requests.Session | None = None
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    """The largest answer read, after decompression (``TINKER_LITE_MAX_ANSWER_BYTES``)."""
+    secret_headers: frozenset[str] = frozenset()
+    """Names of ``default_headers`` that hold a credential (``TINKER_LITE_SECRET_HEADERS``):
+    never sent across origins, redacted from messages."""
 
     @property
     def is_local(self) -> bool:
@@ -124,6 +138,7 @@ class Settings:
         """These settings with another base URL (the local server's, once it has started)."""
         return replace(self, base_url=base_url)
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"Settings(base_url={redact_url(self.base_url)!r}, "
@@ -136,7 +151,9 @@ class Settings:
             f"verify={self.verify!r}, display_name={self.display_name!r}, "
             f"default_headers={sorted(self.default_headers)!r}, "
             f"sample_workers={self.sample_workers!r}, max_retries={self.max_retries!r}, "
-            f"journal={self.journal!r}, requests_session={self._session_name()})"
+            f"journal={self.journal!r}, requests_session={self._session_name()}, "
+            f"max_answer_bytes={self.max_answer_bytes!r}, "
+            f"secret_headers={sorted(self.secret_headers)!r})"
         )
 
     def _session_name(self) -> str | None:
@@ -174,6 +191,36 @@ def _seconds(
     return default
 
 
+def _answer_cap(value: int | None, env: Mapping[str, str]) -> int:
+    """The answer size cap: the argument, else ``TINKER_LITE_MAX_ANSWER_BYTES``, else the
+    default."""
+    source = "max_answer_bytes"
+    if value is None:
+        raw = _nonempty(env.get(ENV_MAX_ANSWER_BYTES, "").strip())
+        if raw is None:
+            return DEFAULT_MAX_ANSWER_BYTES
+        source = ENV_MAX_ANSWER_BYTES
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InvalidInputError(
+                source, f"must be a whole number of bytes, got {raw!r}", "e.g. 536870912"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(source, f"must be a positive number of bytes, got {value!r}")
+    return value
+
+
+def _secret_names(value: Collection[str] | None, env: Mapping[str, str]) -> frozenset[str]:
+    """Header names marked secret: the argument, else ``TINKER_LITE_SECRET_HEADERS``
+    (comma-separated)."""
+    if value is None:
+        value = [name.strip() for name in env.get(ENV_SECRET_HEADERS, "").split(",")]
+    elif isinstance(value, str):
+        raise InvalidInputError("secret_headers", "must be a list of header names, not a string")
+    return frozenset(name for name in value if name)
+
+
 def _parse_tags(raw: str) -> tuple[str, ...]:
     # docs/protocol.rst §2.2: comma-separated and de-duplicated (kept in first-seen order; empty
     # dropped).
@@ -204,6 +251,8 @@ def resolve_settings(
     max_retries: int | None = None,
     journal: str | os.PathLike[str] | Journal | None = None,
     requests_session: requests.Session | None = None,
+    max_answer_bytes: int | None = None,
+    secret_headers: Collection[str] | None = None,
     allow_local: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
@@ -269,6 +318,11 @@ def resolve_settings(
     if cf_secret:
         register_secret(cf_secret)
         cf_headers["CF-Access-Client-Secret"] = cf_secret
+    secret_names = _secret_names(secret_headers, env)
+    lowered = {name.lower() for name in secret_names}
+    for name, value in (default_headers or {}).items():
+        if isinstance(name, str) and name.lower() in lowered and isinstance(value, str) and value:
+            register_secret(value)
 
     stall = _seconds(stall_timeout, "stall_timeout", env, ENV_STALL_TIMEOUT, DEFAULT_STALL_TIMEOUT)
     startup = _seconds(
@@ -342,4 +396,6 @@ def resolve_settings(
         credential_command=credential.command,
         credential_source=credential.source,
         requests_session=requests_session,
+        max_answer_bytes=_answer_cap(max_answer_bytes, env),
+        secret_headers=secret_names,
     )

@@ -32,6 +32,7 @@ from tinker_lite._errors import (
     NotFoundError,
     TinkerError,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.failures import is_certificate_error, is_connect_timeout
 from tinker_lite._transport.http import HttpResponse, Timeout, redact
 
@@ -115,6 +116,7 @@ class DynamicConfig:
         self.current = types.ClientDynamicConfigResponse()
         self.refreshes = 0
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"DynamicConfig(current={self.current!r})"
 

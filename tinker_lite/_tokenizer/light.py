@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, overload
 
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._tokenizer import chat_template as _chat_template
 
 if TYPE_CHECKING:
@@ -467,6 +468,7 @@ class LightTokenizer:
         encoded = self(rendered if batched else rendered[0], add_special_tokens=False)
         return encoded if return_dict else encoded["input_ids"]
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"LightTokenizer(name_or_path={self.name_or_path!r}, vocab_size={self.vocab_size}, "

@@ -122,7 +122,7 @@ def from_state_steps(
         model_id = f"{context.holder.ensure_session()}:train:{model_seq_id}"
         info = _info(context, model_id, sdk_method)
         base = info.model_data.model_name or info.model_name
-        return cls(context, model_id, base_model=base, lora_config=None, info=info)
+        return cls(context, model_id=model_id, base_model=base, lora_config=None, info=info)
 
     return send, finish
 
@@ -172,7 +172,7 @@ def _made(
 ) -> TrainingClient:
     """The client of a model the service has just created (0.38 reads its info once)."""
     info = _info(context, model_id, sdk_method)
-    return cls(context, model_id, base_model=base_model, lora_config=lora, info=info)
+    return cls(context, model_id=model_id, base_model=base_model, lora_config=lora, info=info)
 
 
 def _info(context: ClientContext, model_id: str, sdk_method: str) -> types.GetInfoResponse:

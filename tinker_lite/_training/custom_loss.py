@@ -1,9 +1,10 @@
 """The client side of ``forward_backward_custom``: the gradient of a user's loss
 (docs/protocol.rst §7.6).
 
-Without torch the loss function returns ``(loss, grads, metrics)`` with numpy gradients; with
-torch installed the official form ``(loss_tensor, metrics)`` works too and autograd gives the
-gradients. torch is imported only when the numpy form is not what the loss function returned.
+The loss function is called once per call. With torch installed it receives torch tensors, as in
+0.38, and returns the official ``(loss_tensor, metrics)`` (autograd gives the gradients) or
+``(loss, grads, metrics)``; without torch it receives numpy arrays and returns
+``(loss, grads, metrics)`` with numpy gradients. torch is imported on the first call only.
 """
 
 from __future__ import annotations
@@ -93,30 +94,24 @@ def logprobs_of(out: Mapping[str, types.TensorData], index: int) -> npt.NDArray[
 def custom_gradients(
     loss_fn: CustomLossFn, data: list[types.Datum], logprobs: list[npt.NDArray[np.float32]]
 ) -> CustomLoss:
-    """Call ``loss_fn`` and return d loss / d logprobs per datum, its metrics and its value."""
-    first_error: BaseException | None = None
-    result: Any = None
-    try:
-        result = loss_fn(data, [lp.copy() for lp in logprobs])
-    except Exception as e:
-        first_error = e
-    if first_error is None and isinstance(result, tuple) and len(result) == 3:
-        return _numpy_form(result, logprobs)
+    """Call ``loss_fn`` once and return d loss / d logprobs per datum, its metrics and its value.
+
+    With torch installed it receives torch tensors that require grad, as in 0.38; without torch,
+    numpy arrays. Which form runs is decided before the call: a loss with side effects (a
+    counter, logging, random draws) sees exactly one call per ``forward_backward_custom``.
+    """
     torch = _torch()
-    if torch is None:
-        if first_error is not None:
-            raise first_error
-        raise InvalidInputError(
-            "loss_fn",
-            f"returned {_describe(result)}; without torch it must return (loss, grads, metrics)",
-            "return the loss, one gradient array per datum (d loss / d logprobs) and a dict",
-        )
-    try:
+    if torch is not None:
         return _torch_form(torch, loss_fn, data, logprobs)
-    except Exception as e:
-        if first_error is not None:
-            raise e from first_error
-        raise
+    result = loss_fn(data, [lp.copy() for lp in logprobs])
+    if isinstance(result, tuple) and len(result) == 3:
+        return _numpy_form(result, logprobs)
+    raise InvalidInputError(
+        "loss_fn",
+        f"returned {_describe(result)}; without torch it must return (loss, grads, metrics)",
+        "return the loss, one gradient array per datum (d loss / d logprobs) and a dict, "
+        "or install torch to return (loss_tensor, metrics)",
+    )
 
 
 def _describe(value: object) -> str:
@@ -195,9 +190,12 @@ def _torch_form(
     tensors = [torch.tensor(lp, dtype=torch.float32, requires_grad=True) for lp in logprobs]
     result = loss_fn(data, tensors)
     if isinstance(result, tuple) and len(result) == 3:
-        given = [g.detach().cpu().numpy() if isinstance(g, torch.Tensor) else g for g in result[1]]
-        value = result[0].item() if isinstance(result[0], torch.Tensor) else result[0]
-        return _numpy_form((value, given, result[2]), logprobs)
+        value, given, extra = result
+        if isinstance(given, Sequence) and not isinstance(given, (str, bytes)):
+            given = [g.detach().cpu().numpy() if isinstance(g, torch.Tensor) else g for g in given]
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        return _numpy_form((value, given, extra), logprobs)
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.Tensor)):
         raise InvalidInputError(
             "loss_fn",

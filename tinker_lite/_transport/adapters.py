@@ -1,18 +1,23 @@
-"""requests' extension points, as tinker_lite uses them: the pool adapter and the credential.
+"""requests' extension points, as tinker_lite uses them: the pool adapter and the credentials.
 
 :class:`PoolAdapter` is requests' ``HTTPAdapter`` sized to one pool kind, whose connections
-``close()`` can abort; :class:`ServiceAuth` is a requests auth handler that sends the service
-credential (``X-API-Key``), re-sends once after a 401 it could refresh (as requests' digest
-auth does) and keeps the credential off a redirect to another host.
+``close()`` can abort and whose attempts a :class:`Deadlines` watch can end; :class:`ServiceAuth`
+is a requests auth handler that sends every credential (``X-API-Key``, the Cloudflare Access
+pair, the headers a user marks secret), re-sends once after a 401 it could refresh (as requests'
+digest auth does) and keeps every credential, ``Authorization`` included, off a redirect to
+another origin.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import socket
 import threading
+import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import requests
@@ -25,9 +30,14 @@ import urllib3.connectionpool
 from requests.models import PreparedRequest
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._repr import tolerant_repr
 
 __all__ = [
+    "CREDENTIAL_HEADERS",
+    "DEADLINES",
     "MAX_KEPT_URLS",
+    "Attempt",
+    "Deadlines",
     "PoolAdapter",
     "ServiceAuth",
     "check_header",
@@ -84,17 +94,163 @@ class _ConnectionTracker:
         with self._lock:
             connections = list(self._connections)
         for conn in connections:
-            sock = getattr(conn, "sock", None)
-            if sock is None:
-                continue
+            _shut(conn)
+
+
+def _shut(conn: Any) -> bool:
+    """Shut a connection's socket down, so a thread blocked reading it returns at once; False
+    when it has no socket (yet)."""
+    sock = getattr(conn, "sock", None)
+    if sock is None:
+        return False
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# The overall deadline of one attempt
+
+
+class Attempt:
+    """One HTTP attempt under a deadline: the connection it uses, and whether time ran out.
+
+    The read timeout bounds each read, so a server trickling a byte a second never trips it;
+    the attempt's deadline bounds connect, headers and the whole body together: when it passes,
+    the connection's socket is shut down and the blocked read returns (:class:`Deadlines`).
+    """
+
+    __slots__ = ("_conn", "_owner", "cancelled", "deadline", "expired", "outer", "seconds")
+
+    def __init__(self, owner: Deadlines, seconds: float, outer: Attempt | None) -> None:
+        self._owner = owner
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.outer = outer  # the attempt this one is nested in (a JWT refreshed after a 401)
+        self._conn: Any = None
+        self.cancelled = False
+        self.expired = False
+
+    def attach(self, conn: Any) -> None:
+        """The attempt now reads from ``conn`` (a redirect or a re-sent 401 moves it on)."""
+        with self._owner.lock:
+            self._conn = conn
+            if self.expired and not _shut(conn):
+                self._owner.recheck(self)
+
+    def detach(self, conn: Any) -> None:
+        """``conn`` went back to its pool: it is no longer this attempt's to shut down."""
+        with self._owner.lock:
+            if self._conn is conn:
+                self._conn = None
+
+    def _expire(self) -> bool:
+        """Past the deadline: shut the connection down (False: nothing to shut down yet)."""
+        self.expired = True
+        return self._conn is not None and _shut(self._conn)
+
+
+class Deadlines:
+    """One thread that ends attempts past their deadline, shared by every transport.
+
+    The thread runs only while attempts are in flight (and a second or two more), so a closed
+    client leaves no thread behind.
+    """
+
+    _LINGER_S = 1.0
+    _RETRY_S = 0.05
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._wake = threading.Condition(self.lock)
+        self._heap: list[tuple[float, int, Attempt]] = []
+        self._order = itertools.count()
+        self._live = 0
+        self._thread: threading.Thread | None = None
+        self._local = threading.local()
+
+    def start(self, seconds: float) -> Attempt:
+        """An attempt of this thread that must end within ``seconds``."""
+        attempt = Attempt(self, seconds, self.current())
+        with self.lock:
+            earliest = self._heap[0][0] if self._heap else None
+            heapq.heappush(self._heap, (attempt.deadline, next(self._order), attempt))
+            self._live += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="tinker-lite-deadline", daemon=True
+                )
+                self._thread.start()
+            elif earliest is None or attempt.deadline < earliest:
+                self._wake.notify()
+        self._local.attempt = attempt
+        return attempt
+
+    def end(self, attempt: Attempt) -> None:
+        """The attempt is over (answered or failed): its connection is never shut down now."""
+        self._local.attempt = attempt.outer
+        with self.lock:
+            if not attempt.cancelled:
+                attempt.cancelled = True
+                attempt._conn = None
+                self._live -= 1
+                # Keep the heap small when attempts end long before their deadlines.
+                if len(self._heap) > 64 and len(self._heap) > 4 * self._live:
+                    self._heap = [item for item in self._heap if not item[2].cancelled]
+                    heapq.heapify(self._heap)
+
+    def recheck(self, attempt: Attempt) -> None:
+        """Look at an expired attempt again shortly (its connection has no socket yet); the
+        lock is held."""
+        entry = (time.monotonic() + self._RETRY_S, next(self._order), attempt)
+        heapq.heappush(self._heap, entry)
+        self._wake.notify()
+
+    def current(self) -> Attempt | None:
+        """The attempt this thread is making, if any."""
+        attempt: Attempt | None = getattr(self._local, "attempt", None)
+        return attempt
+
+    def _run(self) -> None:
+        with self.lock:
             try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+                self._watch()
+            finally:
+                self._thread = None
+
+    def _watch(self) -> None:
+        """Expire attempts as their deadlines pass; return a second after the last one ended."""
+        idle_since: float | None = None
+        while True:
+            now = time.monotonic()
+            heap = self._heap
+            while heap and (heap[0][2].cancelled or heap[0][0] <= now):
+                _, _, attempt = heapq.heappop(heap)
+                if not attempt.cancelled and not attempt._expire():
+                    self.recheck(attempt)  # still connecting, or between two connections
+            if self._live == 0:
+                heap.clear()  # only ended attempts are left
+                if idle_since is None:
+                    idle_since = now
+                elif now - idle_since >= self._LINGER_S:
+                    return
+                self._wake.wait(self._LINGER_S)
+                continue
+            idle_since = None
+            # Looked at again every second at least: it ends soon after the last attempt.
+            until = heap[0][0] - now if heap else self._LINGER_S  # expired ones still live
+            self._wake.wait(min(max(0.0, until), self._LINGER_S))
+
+
+DEADLINES = Deadlines()
+"""The deadlines of every attempt of this process."""
 
 
 def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
-    """Make ``manager``'s pools register every connection they open with ``tracker``."""
+    """Make ``manager``'s pools register every connection they open with ``tracker``, and give
+    each connection an attempt uses to that attempt's deadline."""
 
     class TrackedHTTPConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
         def _new_conn(self) -> Any:
@@ -102,11 +258,37 @@ def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker
             tracker.add(conn)
             return conn
 
+        def _get_conn(self, timeout: float | None = None) -> Any:
+            conn = super()._get_conn(timeout)
+            attempt = DEADLINES.current()
+            if attempt is not None:
+                attempt.attach(conn)
+            return conn
+
+        def _put_conn(self, conn: Any) -> None:
+            attempt = DEADLINES.current()
+            if attempt is not None:
+                attempt.detach(conn)
+            super()._put_conn(conn)
+
     class TrackedHTTPSConnectionPool(urllib3.connectionpool.HTTPSConnectionPool):
         def _new_conn(self) -> Any:
             conn = super()._new_conn()
             tracker.add(conn)
             return conn
+
+        def _get_conn(self, timeout: float | None = None) -> Any:
+            conn = super()._get_conn(timeout)
+            attempt = DEADLINES.current()
+            if attempt is not None:
+                attempt.attach(conn)
+            return conn
+
+        def _put_conn(self, conn: Any) -> None:
+            attempt = DEADLINES.current()
+            if attempt is not None:
+                attempt.detach(conn)
+            super()._put_conn(conn)
 
     # A SOCKS manager has pool classes of its own (its connections are not tracked).
     if type(manager) in (urllib3.PoolManager, urllib3.ProxyManager):
@@ -180,17 +362,25 @@ class PoolAdapter(requests.adapters.HTTPAdapter):
 
 _API_KEY_HEADER = "X-API-Key"
 
+# Headers that always hold a credential: sent by the auth handler, never across origins.
+CREDENTIAL_HEADERS: frozenset[str] = frozenset(
+    {"x-api-key", "authorization", "cf-access-client-id", "cf-access-client-secret"}
+)
+
 
 class ServiceAuth(requests.auth.AuthBase):
-    """The service credential as a requests auth handler (``X-API-Key``).
+    """Every credential of the connection as one requests auth handler.
 
-    ``current()`` gives the credential of each request (none: the header is left off); a request
-    that names its own ``X-API-Key`` keeps it. After a 401 to a request it authenticated,
-    ``reauth(rejected)`` may refresh the credential: the request is then sent once more with the
-    new one (docs/protocol.rst §8.3, JWT refresh), as requests' own digest auth re-sends after a
-    401. A redirect to another host never carries the credential (requests drops ``Authorization``
-    there; this does the same for ``X-API-Key``, by the session's ``should_strip_auth``).
-    ``inner`` (the session's auth or netrc's Basic credentials) is applied first.
+    ``current()`` gives the ``X-API-Key`` of each request (none: the header is left off); a
+    request that names its own ``X-API-Key`` keeps it. ``secrets`` are the other credential
+    headers sent on every request (the Cloudflare Access pair, ``Authorization`` or any header
+    a user marks secret), unless the request names its own. After a 401 to a request it
+    authenticated, ``reauth(rejected)`` may refresh the credential: the request is then sent once
+    more with the new one (docs/protocol.rst §8.3, JWT refresh), as requests' own digest auth
+    re-sends after a 401. A redirect to another origin (the session's ``should_strip_auth``: another
+    host, port or scheme but an upgrade to https) carries none of them, nor any of
+    :data:`CREDENTIAL_HEADERS`. ``inner`` (the session's auth or netrc's Basic credentials) is
+    applied first.
     """
 
     def __init__(
@@ -199,15 +389,29 @@ class ServiceAuth(requests.auth.AuthBase):
         reauth: Callable[[str], bool] | None,
         inner: Callable[[PreparedRequest], PreparedRequest] | None,
         strips: Callable[[str, str], bool],
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         self._current = current
         self._reauth = reauth
         self._inner = inner
         self.strips = strips
+        self.secrets = dict(secrets or {})
+        self.stripped = CREDENTIAL_HEADERS | {name.lower() for name in self.secrets}
+
+    @tolerant_repr
+    def __repr__(self) -> str:
+        return f"ServiceAuth(headers={sorted(self.secrets)!r})"
+
+    def strip(self, headers: Mapping[str, str]) -> Iterator[str]:
+        """The names in ``headers`` that hold a credential."""
+        return iter([name for name in headers if name.lower() in self.stripped])
 
     def __call__(self, r: PreparedRequest) -> PreparedRequest:
         if self._inner is not None:
             r = self._inner(r)
+        for name, value in self.secrets.items():
+            if name not in r.headers:
+                r.headers[name] = value
         if _API_KEY_HEADER in r.headers:
             credential = None  # the caller's own (e.g. auth/token is sent with the API key)
         else:
@@ -243,7 +447,8 @@ class _AnswerHook:
             sent = r.request
             target = urllib.parse.urljoin(str(r.url), r.headers["location"])
             if self.auth.strips(str(sent.url), target):
-                sent.headers.pop(_API_KEY_HEADER, None)
+                for name in self.auth.strip(sent.headers):
+                    del sent.headers[name]
             return r
         if (
             r.status_code != 401

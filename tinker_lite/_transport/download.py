@@ -34,7 +34,7 @@ from tinker_lite._errors import (
     status_error_class,
 )
 from tinker_lite._transport.failures import classify_failure
-from tinker_lite._transport.loops import ServiceWait, attempt_error, release, retry_loop
+from tinker_lite._transport.loops import ServiceWait, attempt_error, retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
@@ -203,7 +203,6 @@ def download(
     try:
         retrier(state.attempt)
     finally:
-        release(retrier)
         if session is None:
             state.http.close()
 

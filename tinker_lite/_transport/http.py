@@ -7,16 +7,23 @@ raises a ``requests``, ``urllib3``, ``http.client`` or socket exception: those b
 original kept as ``__cause__``. Statuses are not raised by ``send``; :func:`raise_for_status` is
 the one mapping from a response to its exception (docs/protocol.rst §2.6).
 
-requests does what requests does: cookies, redirects (a POST answered 301/302/303 becomes a GET;
-``Authorization`` is dropped for another host), proxies and ``NO_PROXY``, the CA bundle
+requests does what requests does: cookies, redirects (a POST answered 301/302/303 becomes a GET),
+proxies and ``NO_PROXY``, the CA bundle
 (``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), netrc, ``Content-Length``, gzip. What it reads
 from the environment is resolved once per session with its own
 ``Session.merge_environment_settings`` and ``get_netrc_auth`` (docs/protocol.rst §2.5), not on every
-request: each request is prepared from settings merged once and handed to ``Session.send``. The
-credential (``X-API-Key``) is a requests auth handler: it re-sends a request once after a 401
-when the credential could be refreshed (docs/protocol.rst §8.3), and leaves it off a redirect to
-another host. A caller may hand in its own ``requests.Session``: its headers, auth, cookies,
-proxies, certificates and mounted adapters are used, and it is not closed with the transport.
+request: each request is prepared from settings merged once and handed to ``Session.send``. Every
+credential (``X-API-Key``, ``Authorization``, the Cloudflare Access pair, headers marked secret)
+is sent by one requests auth handler: it re-sends a request once after a 401 when the credential
+could be refreshed (docs/protocol.rst §8.3), and leaves them all off a redirect to another
+origin. A caller may hand in its own ``requests.Session``: its headers, auth, cookies, proxies,
+certificates and mounted adapters are used, and it is not closed with the transport.
+
+Safe by default (docs/configuration.rst, "Limits"): an answer larger than ``max_answer_bytes``
+(its ``Content-Length``, or what has been read, or what gzip / deflate / zstd inflate it to)
+raises :class:`~tinker_lite.ResponseTooLargeError` without being read further, and every attempt
+has one deadline for connect, headers and the whole body (:attr:`Timeout.deadline`), so a
+server trickling a byte a second ends in :class:`~tinker_lite.APITimeoutError`.
 
 Threading: a :class:`Transport` is shared by every thread of one connection. Each pool kind has
 its own session whose adapter keeps up to ``pool_sizes[kind]`` connections per host, so a burst
@@ -58,14 +65,19 @@ from requests.structures import CaseInsensitiveDict
 
 from tinker_lite._errors import (
     APIConnectionError,
+    APITimeoutError,
     ClientClosedError,
     InvalidInputError,
+    ResponseTooLargeError,
     WireFormatError,
     format_status_error,
     status_error_class,
 )
+from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact, redact_url, register_secret
 from tinker_lite._transport.adapters import (
+    CREDENTIAL_HEADERS,
+    DEADLINES,
     MAX_KEPT_URLS,
     PoolAdapter,
     ServiceAuth,
@@ -78,6 +90,7 @@ from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure
 from tinker_lite._version import __version__
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_POOL_SIZES",
     "DEFAULT_TIMEOUT",
     "HEARTBEAT_TIMEOUT",
@@ -105,6 +118,14 @@ PROTOBUF = "application/x-protobuf"
 # Longest excerpt of a response body copied into an exception message.
 _MAX_BODY_IN_MESSAGE = 2000
 
+DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024
+"""The largest answer read, after decompression (``TINKER_LITE_MAX_ANSWER_BYTES``): ten times
+the JSON result of the largest forward_backward chunk (500,000 numbers, docs/protocol.rst §7.4)."""
+# A redirect's own body is never used: only this much of it is read.
+_MAX_REDIRECT_BODY = 64 * 1024
+# Bytes asked of urllib3 per read of an answer of unknown or compressed size.
+_READ_CHUNK = 1024 * 1024
+
 
 class PoolKind(enum.Enum):
     """Which connection pool a request uses (docs/protocol.rst §2.5)."""
@@ -129,18 +150,27 @@ DEFAULT_POOL_SIZES: Mapping[PoolKind, int] = {
 
 @dataclass(frozen=True)
 class Timeout:
-    """Connect and read timeouts of one HTTP attempt, in seconds (never ``None``)."""
+    """Connect and read timeouts of one HTTP attempt, in seconds (never ``None``), and its
+    overall deadline ``total`` (connect, headers and the whole body; default: connect + read)."""
 
     connect: float = 5.0
     read: float = 60.0
+    total: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("connect", "read"):
+        for name in ("connect", "read", "total"):
             value = getattr(self, name)
+            if name == "total" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise InvalidInputError(
                     f"Timeout.{name}", f"must be a positive number of seconds, got {value!r}"
                 )
+
+    @property
+    def deadline(self) -> float:
+        """Seconds one attempt may take in all: a read timeout bounds each read only."""
+        return self.connect + self.read if self.total is None else self.total
 
 
 # docs/protocol.rst §2.4: default 60 s (connect 5 s); retrieve_future 45 s; heartbeat 10 s;
@@ -212,6 +242,7 @@ class HttpResponse:
         data = self.body if limit is None else self.body[:limit]
         return data.decode("utf-8", errors="replace")
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return (
             f"HttpResponse(status={self.status}, content_type={self.content_type!r}, "
@@ -342,7 +373,10 @@ class Transport:
     ``True`` (the session's, else certifi's bundle or ``REQUESTS_CA_BUNDLE`` /
     ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``. ``session`` is a caller's own
     ``requests.Session``, used for every pool kind (its adapters decide the pool sizes); without
-    one, each pool kind gets a session of its own sized by ``pool_sizes``.
+    one, each pool kind gets a session of its own sized by ``pool_sizes``. ``secret_headers``
+    names headers (besides ``X-API-Key``, ``Authorization`` and the Cloudflare Access pair) that
+    hold a credential: they never follow a redirect to another origin. ``max_answer_bytes`` caps
+    every answer read (after decompression).
     """
 
     def __init__(
@@ -356,8 +390,18 @@ class Transport:
         reauth: Callable[[str], bool] | None = None,
         json_loads: Callable[[bytes], Any] | None = None,
         session: requests.Session | None = None,
+        secret_headers: Collection[str] = (),
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = _validate_base_url(base_url)
+        if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int):
+            raise InvalidInputError(
+                "max_answer_bytes", f"must be a number of bytes, got {max_answer_bytes!r}"
+            )
+        if max_answer_bytes < 1:
+            raise InvalidInputError("max_answer_bytes", f"must be >= 1, got {max_answer_bytes}")
+        self.max_answer_bytes = max_answer_bytes
+        self._redirect_body = _RedirectBody(max_answer_bytes)
         self._json_loads = json_loads
         self._closed = False
         self._lock = threading.Lock()
@@ -407,10 +451,15 @@ class Transport:
                 merged.pop(name, None)
             else:
                 merged[name] = value
-        self._base_headers = merged
         self._base_header_problem = next(
             (p for n, v in merged.items() if (p := check_header(n, v))), None
         )
+        # Credentials are the auth handler's: it keeps them off a redirect to another origin.
+        secret_names = CREDENTIAL_HEADERS | {name.lower() for name in secret_headers}
+        secrets = {n: v for n, v in merged.items() if n.lower() in secret_names}
+        for name in secrets:
+            del merged[name]
+        self._base_headers = merged
 
         # docs/protocol.rst §2.5: what requests reads from the environment (proxies, NO_PROXY,
         # the CA bundle; netrc below) is resolved once, with requests' own function, for the
@@ -431,7 +480,7 @@ class Transport:
             netrc = requests.utils.get_netrc_auth(self.base_url)
             if netrc is not None:
                 inner = requests.auth.HTTPBasicAuth(*netrc)
-        self._auth = ServiceAuth(auth, reauth, inner, first.should_strip_auth)
+        self._auth = ServiceAuth(auth, reauth, inner, first.should_strip_auth, secrets)
         self._check_proxy()
 
     def _check_proxy(self) -> None:
@@ -454,6 +503,7 @@ class Transport:
                 "pip install pysocks, or unset the variable",
             ) from e
 
+    @tolerant_repr
     def __repr__(self) -> str:
         return f"Transport(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
 
@@ -576,8 +626,13 @@ class Transport:
         prepared.prepare_cookies(jar)
         prepared.prepare_auth(self._auth)
         prepared.prepare_hooks(session.hooks)
+        limit = self.max_answer_bytes
+        if allow_redirects:
+            prepared.register_hook("response", self._redirect_body)  # type: ignore[no-untyped-call]
         resolved = self._resolved
         started = time.monotonic()
+        attempt = DEADLINES.start(timeout.deadline)
+        answer: requests.Response | None = None
         try:
             answer = session.send(
                 prepared,
@@ -588,7 +643,10 @@ class Transport:
                 cert=resolved.cert,
                 stream=True,
             )
-            content = _body_of(answer)
+            attempt.attach(answer.raw.connection if _is_urllib3(answer.raw) else None)
+            content = read_capped(answer, limit, what)
+            if attempt.expired:  # a body without a length ends when its socket is shut down
+                raise _deadline_error(what, timeout, time.monotonic() - started)
         except requests.exceptions.TooManyRedirects as e:
             raise APIConnectionError(
                 f"Connection error on {what}: more than {session.max_redirects} redirects"
@@ -599,9 +657,20 @@ class Transport:
             ) from e
         except UnicodeEncodeError as e:
             raise header_error("latin-1", what) from e
+        except ResponseTooLargeError:
+            if answer is not None:
+                answer.close()
+            raise
         except TRANSPORT_ERRORS as e:
-            error = self._failure(e, what, timeout, time.monotonic() - started)
+            if attempt.expired and not self._closed:
+                error: APIConnectionError = _deadline_error(
+                    what, timeout, time.monotonic() - started
+                )
+            else:
+                error = self._failure(e, what, timeout, time.monotonic() - started)
             raise error from low_level_cause(e)
+        finally:
+            DEADLINES.end(attempt)
         elapsed = time.monotonic() - started
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("%s -> %s in %.1f ms", what, answer.status_code, elapsed * 1000)
@@ -652,10 +721,89 @@ class Transport:
         return dict(self._base_headers)
 
 
-def _body_of(answer: requests.Response) -> bytes:
-    """The whole (decoded) body of a streamed answer, read at once from urllib3's response when
-    that is what the adapter gave (requests' chunked ``content`` reading costs more)."""
+def _is_urllib3(raw: object) -> bool:
+    return isinstance(raw, urllib3.response.BaseHTTPResponse)
+
+
+def _deadline_error(what: str, timeout: Timeout, elapsed: float) -> APITimeoutError:
+    return APITimeoutError(
+        f"Request timed out after {elapsed:.1f}s: {what} did not get its whole answer within "
+        f"the attempt's deadline of {timeout.deadline:g}s (connect, headers and body).",
+        elapsed=elapsed,
+    )
+
+
+def _declared_length(answer: requests.Response) -> int | None:
+    value = answer.headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        length = int(value.split(",")[0].strip())
+    except ValueError:
+        return None
+    return length if length >= 0 else None
+
+
+def _too_large(
+    answer: requests.Response, limit: int, what: str, size: str
+) -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        f"The answer to {what} is larger than the client reads ({size}; the cap is {limit} "
+        "bytes): it was not read. Raise TINKER_LITE_MAX_ANSWER_BYTES if this answer is "
+        "legitimate.",
+        status_code=answer.status_code,
+        limit=limit,
+    )
+
+
+def read_capped(answer: requests.Response, limit: int, what: str) -> bytes:
+    """The whole (decoded) body of a streamed answer, at most ``limit`` bytes.
+
+    Refused from ``Content-Length`` before anything is read; otherwise read in chunks, so an
+    endless or inflating body (gzip, deflate, zstd) stops at the cap with
+    :class:`~tinker_lite.ResponseTooLargeError`. A plain body of known length is read at once
+    from urllib3's response when that is what the adapter gave (requests' chunked ``content``
+    reading costs more).
+    """
+    length = _declared_length(answer)
+    if length is not None and length > limit:
+        raise _too_large(answer, limit, what, f"Content-Length: {length}")
     raw = answer.raw
-    if isinstance(raw, urllib3.response.BaseHTTPResponse):
-        return raw.read(decode_content=True)
-    return answer.content
+    if not _is_urllib3(raw):
+        chunks = answer.iter_content(_READ_CHUNK)
+    else:
+        encoded = answer.headers.get("content-encoding", "identity").strip().lower()
+        if length is not None and encoded in ("", "identity"):
+            data: bytes = raw.read(decode_content=True)
+            return data
+        chunks = iter(lambda: raw.read(_READ_CHUNK, decode_content=True), b"")
+    parts: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(answer, limit, what, f"over {limit} bytes read")
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class _RedirectBody:
+    """A response hook: a redirect's body (which requests reads before following it) is read
+    here under a small cap, so an endless one ends at once."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        self.limit = min(limit, _MAX_REDIRECT_BODY)
+
+    def __call__(self, r: requests.Response, **kwargs: Any) -> requests.Response:
+        if r.is_redirect and not r._content_consumed:  # type: ignore[attr-defined]
+            try:
+                content = read_capped(r, self.limit, f"{r.request.method} {r.url}")
+            except ResponseTooLargeError:
+                r.close()
+                raise
+            # What requests' own ``content`` property stores once it has read a body.
+            r._content = content
+            r._content_consumed = True  # type: ignore[attr-defined]
+        return r

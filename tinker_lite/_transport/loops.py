@@ -38,14 +38,12 @@ __all__ = [
     "RetryableStatus",
     "ServiceWait",
     "SharedWindow",
-    "StopWhen",
     "Tries",
     "answer_headers",
     "attempt_error",
     "call_of",
     "http_loop",
     "operation_loop",
-    "release",
     "retry_loop",
 ]
 
@@ -146,16 +144,6 @@ class ServiceWait(tenacity.wait.wait_base):
         return max(0.0, delay)
 
 
-class StopWhen(tenacity.stop.stop_base):
-    """Stop a retry loop when ``predicate(state)`` says so (it sees the upcoming sleep)."""
-
-    def __init__(self, predicate: Callable[[tenacity.RetryCallState], bool]) -> None:
-        self._predicate = predicate
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        return self._predicate(retry_state)
-
-
 def retry_loop(
     *,
     wait: ServiceWait,
@@ -173,15 +161,15 @@ def retry_loop(
     was (never a tenacity error), or its last result is returned. Build a loop once and call it
     for each request, with what belongs to the request as the first argument (the callbacks
     read it as ``state.args[0]``): tenacity keeps the last iteration's steps, which refer to
-    the loop itself, so a loop built per call lives until the garbage collector frees it
-    (:func:`release` frees one at once).
+    the loop itself, so a loop built per call (a download's) lives until the garbage collector
+    frees it.
     """
     retry: tenacity.retry_base = tenacity.retry_if_exception(retry_on)
     if retry_result is not None:
         retry = retry | tenacity.retry_if_result(retry_result)
     return tenacity.Retrying(
         wait=wait,
-        stop=StopWhen(stop),
+        stop=stop,  # tenacity takes a predicate of the call state as it is
         retry=retry,
         sleep=_as_tenacity_sleep(sleep),
         before=before if before is not None else _nothing,
@@ -195,12 +183,6 @@ class Retrier(Protocol):
     """A configured retry loop: ``retrier(fn, *args)`` calls ``fn(*args)`` until it is done."""
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
-
-
-def release(retrier: Retrier) -> None:
-    """Forget a finished loop's last steps, so a loop built for one call is freed at once."""
-    if isinstance(retrier, tenacity.Retrying):
-        retrier.iter_state.reset()
 
 
 def call_of(state: tenacity.RetryCallState) -> Any:
@@ -302,6 +284,13 @@ def http_loop(
         tries: Tries = call_of(state)
         if closing.is_set() or state.attempt_number > tries.policy.max_retries:
             return True
+        error = attempt_error(state)
+        if (
+            isinstance(error, RetryableStatus)
+            and error.response.status == 409
+            and state.attempt_number > tries.policy.conflict_retries
+        ):
+            return True  # a conflict is final after a few tries (docs/protocol.rst §6.2)
         budget = tries.budget_s
         return budget is not None and clock() - tries.started + state.upcoming_sleep >= budget
 

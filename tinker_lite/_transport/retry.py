@@ -24,7 +24,9 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+from requests.structures import CaseInsensitiveDict
 
 from tinker_lite._errors import APIConnectionError, APIStatusError, InvalidInputError
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
@@ -45,7 +47,6 @@ __all__ = [
     "is_invisible_failure",
     "is_retryable_error",
     "is_retryable_status",
-    "operation_delay",
     "parse_retry_after",
 ]
 
@@ -56,16 +57,13 @@ RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429})
 
 
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
+    """A header by case-insensitive name (an answer's headers are requests' own such dict)."""
     if not headers:
         return None
-    value = headers.get(name)
-    if value is not None:
-        return value
-    lowered = name.lower()
-    for key, item in headers.items():
-        if key.lower() == lowered:
-            return item
-    return None
+    if not isinstance(headers, CaseInsensitiveDict):
+        headers = CaseInsensitiveDict(headers)
+    value: str | None = headers.get(name)
+    return value
 
 
 def is_retryable_status(status: int) -> bool:
@@ -144,7 +142,9 @@ class RetryPolicy:
     connection errors; a ``try_again`` answered in under ``pace_below_s`` is paced ``pace_initial``
     doubling to ``pace_max``. Sampling 429s (docs/protocol.rst §6.4): ``Retry-After`` when honoured,
     else ``throttle_default``. Downloads: ``min(2**n, download_max_delay)``. A session's trace
-    export is asked again every ``trace_export_interval`` while it is being built.
+    export is asked again every ``trace_export_interval`` while it is being built. A 409 (a name
+    that exists, a state already reached) is retried at most ``conflict_retries`` times and
+    never by Layer B, so ``ConflictError`` arrives within seconds.
 
     ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
     back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
@@ -169,6 +169,7 @@ class RetryPolicy:
     throttle_default: float = 1.0
     download_max_delay: float = 30.0
     trace_export_interval: float = 5.0
+    conflict_retries: int = 2
 
     def __post_init__(self) -> None:
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
@@ -225,19 +226,6 @@ class RetryPolicy:
         """A session's trace export, while the service builds it: every 5 s."""
         return Backoff(self.trace_export_interval, self.trace_export_interval)
 
-    def within(self, remaining_s: float) -> RetryPolicy:
-        """This policy with its budget cut to ``remaining_s`` seconds (at least a moment)."""
-        budget = max(remaining_s, MIN_ATTEMPT_TIMEOUT)
-        if self.budget_s is not None:
-            budget = min(budget, self.budget_s)
-        return replace(self, budget_s=budget)
-
-    def attempt_timeout(self, timeout: Timeout, elapsed_s: float) -> Timeout:
-        """``timeout`` cut to what is left of the budget after ``elapsed_s`` seconds."""
-        if self.budget_s is None:
-            return timeout
-        return cut_timeout(timeout, self.budget_s - elapsed_s)
-
     def should_retry(self, status: int, headers: Mapping[str, str] | None = None) -> bool:
         """Whether an error answer is retried (``x-should-retry`` first, then the status)."""
         # docs/protocol.rst §6.2: the header is checked first, exact lower-case comparison.
@@ -261,41 +249,10 @@ class RetryPolicy:
             return asked
         return None
 
-    def delay(
-        self,
-        retries_taken: int,
-        headers: Mapping[str, str] | None = None,
-        *,
-        rand: float,
-        now: float,
-    ) -> float:
-        """Layer A: seconds to sleep before HTTP retry number ``retries_taken`` (0-based).
-
-        ``rand`` is a uniform draw in [0, 1) and ``now`` the wall clock in epoch seconds.
-        """
-        asked = self.honoured_retry_after(headers, now=now)
-        return self.http_backoff.delay(retries_taken, rand) if asked is None else asked
-
     def max_total_delay(self, retries_taken: int = 0) -> float:
         """Layer A: the longest back-off left after ``retries_taken`` retries (no Retry-After)."""
         backoff = self.http_backoff
         return sum(backoff.delay(n) for n in range(retries_taken, self.max_retries))
-
-    def operation_delay(self, retries_taken: int, *, remaining: float) -> float:
-        """Layer B: the sleep before operation retry ``retries_taken`` (0-based), within budget."""
-        return max(0.0, min(self.operation_backoff.delay(retries_taken), remaining))
-
-    def poll_delay(
-        self,
-        failures: int,
-        headers: Mapping[str, str] | None = None,
-        *,
-        rand: float,
-        now: float,
-    ) -> float:
-        """Polls: the back-off after ``failures`` failed polls in a row (docs/protocol.rst §5.2)."""
-        asked = self.honoured_retry_after(headers, now=now)
-        return self.poll_backoff.delay(failures - 1, rand) if asked is None else asked
 
     def pace_delay(self, answered_in: float, fast_answers: int) -> float:
         """Polls: the pause before the next poll after a ``try_again`` or 408.
@@ -308,18 +265,6 @@ class RetryPolicy:
             return 0.0
         return self.pace_backoff.delay(fast_answers - 1)
 
-    def throttle_delay(self, headers: Mapping[str, str] | None, *, now: float) -> float:
-        """Sampling 429: the length of the shared back-off window (docs/protocol.rst §6.4)."""
-        asked = self.honoured_retry_after(headers, now=now)
-        return self.throttle_backoff.delay(0) if asked is None else asked
-
-    def download_delay(
-        self, failures: int, headers: Mapping[str, str] | None = None, *, now: float
-    ) -> float:
-        """Downloads: the wait after the ``failures``-th failure in a row (1-based)."""
-        asked = self.honoured_retry_after(headers, now=now)
-        return self.download_backoff.delay(failures - 1) if asked is None else asked
-
     @staticmethod
     def time_left(silent_for: float, stall_timeout: float) -> float:
         """Seconds left before a request silent for ``silent_for`` s stalls (may be <= 0)."""
@@ -328,17 +273,26 @@ class RetryPolicy:
 
 # The shortest timeout an attempt made at the end of a retry budget still gets.
 MIN_ATTEMPT_TIMEOUT = 0.1
+# The shortest overall deadline (connect, headers and body) such an attempt gets.
+MIN_ATTEMPT_DEADLINE = 1.0
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
 NO_RETRIES = RetryPolicy(max_retries=0)
 
 
 def cut_timeout(timeout: Timeout, left: float) -> Timeout:
-    """``timeout`` with its connect and read parts cut to ``left`` seconds (at least a moment)."""
+    """``timeout`` with its connect and read parts cut to ``left`` seconds (at least a moment),
+    and its overall deadline to ``left`` (at least a second: a bound is overshot by at most one
+    attempt's second, docs/protocol.rst §6.6)."""
     left = max(left, MIN_ATTEMPT_TIMEOUT)
-    if timeout.connect <= left and timeout.read <= left:
+    total = max(left, MIN_ATTEMPT_DEADLINE)
+    if timeout.deadline <= total and timeout.connect <= left and timeout.read <= left:
         return timeout
-    return Timeout(connect=min(timeout.connect, left), read=min(timeout.read, left))
+    return Timeout(
+        connect=min(timeout.connect, left),
+        read=min(timeout.read, left),
+        total=min(timeout.deadline, total),
+    )
 
 
 class StallWatch:
@@ -462,17 +416,12 @@ def announce_retry(
 
 def is_retryable_error(exc: BaseException) -> bool:
     """Whether Layer B retries an error (docs/protocol.rst §6.3): connection errors,
-    408/409/429/5xx."""
+    408/429/5xx. A 409 is not: waiting does not free a name that exists."""
     if isinstance(exc, ClientClosedError):
         return False
     if isinstance(exc, APIStatusError):
-        return is_retryable_status(exc.status_code)
+        return exc.status_code != 409 and is_retryable_status(exc.status_code)
     return isinstance(exc, APIConnectionError)
-
-
-def operation_delay(retries_taken: int, *, remaining: float) -> float:
-    """Layer-B sleep of the default policy (see :meth:`RetryPolicy.operation_delay`)."""
-    return DEFAULT_RETRY_POLICY.operation_delay(retries_taken, remaining=remaining)
 
 
 def describe_error(error: BaseException | None) -> str:

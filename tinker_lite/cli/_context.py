@@ -94,7 +94,7 @@ class Context:
         """Run ``fn`` (a wait on the service); note whether the service answered it."""
         try:
             result = fn()
-        except APIConnectionError:
+        except (APIConnectionError, InvalidInputError):
             raise
         except APIError:
             self._note_answer()

@@ -179,8 +179,8 @@ def _report_change(ctx: Context, doc: dict[str, Any], message: str) -> None:
 
 
 def _set_public(ctx: Context, public: bool) -> int:
-    # docs/protocol.rst §4.7: a redundant (un)publish answers 409, which the client retries for
-    # minutes (docs/protocol.rst §6); the listing says at once whether there is anything to do.
+    # docs/protocol.rst §4.7: a redundant (un)publish answers 409, which the client retries
+    # twice (docs/protocol.rst §6.2); the listing says at once whether there is anything to do.
     checkpoint = _find_checkpoint(ctx, ctx.args.path)
     path = checkpoint.tinker_path
     if checkpoint.public == public:

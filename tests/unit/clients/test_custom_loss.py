@@ -1,5 +1,8 @@
 """forward_backward_custom (docs/protocol.rst §7.6): the numpy contract, its checks, and a gradient
-check."""
+check.
+
+The numpy contract is the one of a machine without torch: those tests hide torch (with torch
+installed the loss function gets torch tensors, as in 0.38)."""
 
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ def _data() -> list[types.Datum]:
     ]
 
 
+@pytest.mark.usefixtures("without_torch")
 def test_numpy_loss_sends_minus_the_gradient(fake: FakeTinker, trainer: TrainingClient) -> None:
     seen: list[Arrays] = []
 
@@ -79,6 +83,7 @@ def test_numpy_loss_sends_minus_the_gradient(fake: FakeTinker, trainer: Training
     assert out.metrics == {"loss:sum": 4.75, "custom_metric": 7.0, "surrogate_loss:sum": 2.0}
 
 
+@pytest.mark.usefixtures("without_torch")
 @pytest.mark.parametrize(
     ("result", "match"),
     [
@@ -107,6 +112,7 @@ def test_bad_loss_results_are_reported(
     assert [r.json()["seq_id"] for r in fake.submits("forward_backward")] == [2, 3]
 
 
+@pytest.mark.usefixtures("without_torch")
 def test_a_later_call_is_ordered_after_the_backward_pass(
     fake: FakeTinker, trainer: TrainingClient
 ) -> None:
@@ -165,6 +171,7 @@ def _loss_at(trainer: TrainingClient, data: list[types.Datum]) -> float:
     return _quadratic(data, logprobs)[0]
 
 
+@pytest.mark.usefixtures("without_torch")
 def test_gradient_matches_finite_differences_on_the_local_server() -> None:
     """One plain gradient step on the custom loss changes it by -eta * |grad|**2 (first order).
 

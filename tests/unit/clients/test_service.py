@@ -220,10 +220,24 @@ def test_a_positional_string_is_not_taken_for_the_api_key(server: ScriptedServer
     assert server.requests() == []
 
 
-@pytest.mark.parametrize("name", ["_session_options", "stall_timout"])
-def test_an_unknown_keyword_is_a_type_error_naming_it(server: ScriptedServer, name: str) -> None:
-    with pytest.raises(TypeError, match=name):
-        ServiceClient(base_url=server.url, api_key=API_KEY, **{name: {}})  # type: ignore[arg-type]
+def test_unknown_keywords_warn_as_0_38_does_and_are_ignored(server: ScriptedServer) -> None:
+    FakeTinker(server)
+    with pytest.warns(FutureWarning) as caught:
+        client = ServiceClient(
+            base_url=server.url,
+            api_key=API_KEY,
+            timeout=120,
+            stall_timout=5,  # a misspelt option is named too
+        )
+    (warning,) = caught
+    assert str(warning.message) == (
+        "ServiceClient ignores unsupported arguments: stall_timout, timeout. Passing them "
+        "will be an error in a future version of the Tinker SDK."
+    )
+    assert warning.filename == __file__  # reported where the caller passed them
+    with client:
+        assert client.holder.stall_timeout != 5
+        RestClient(client).get_server_capabilities().result(timeout=60)
 
 
 def test_default_headers_overrides_reach_every_request(server: ScriptedServer) -> None:

@@ -247,6 +247,7 @@ def test_load_state_names_a_flag_given_as_the_token(trainer: TrainingClient) -> 
     assert "load_state_with_optimizer" in str(info.value)
 
 
+@pytest.mark.usefixtures("without_torch")
 def test_custom_loss_forward_sends_zero_weights_when_none_given(
     fake: FakeTinker, trainer: TrainingClient
 ) -> None:
@@ -265,6 +266,7 @@ def test_custom_loss_forward_sends_zero_weights_when_none_given(
     assert out.metrics == {"loss:sum": -3.0, "surrogate_loss:sum": 1.0}
 
 
+@pytest.mark.usefixtures("without_torch")
 def test_loss_type_input_is_deprecated_and_checked(trainer: TrainingClient) -> None:
     def loss_fn(
         data: list[types.Datum], logprobs: Arrays
@@ -345,6 +347,7 @@ def test_console_url_names_the_training_run(local: ServiceClient) -> None:
     )
 
 
+@pytest.mark.usefixtures("without_torch")
 def test_custom_loss_metrics_report_the_custom_loss_and_the_surrogate(
     local: ServiceClient,
 ) -> None:

@@ -21,7 +21,10 @@ from tinker_lite._codec import wire as _wire
 
 ID = st.text(string.ascii_letters + string.digits + "-:_", min_size=1, max_size=12)
 TEXT = st.text(max_size=12)
-NAME = st.text(string.ascii_letters + string.digits + "-_.", min_size=1, max_size=10)
+# "." and ".." are refused as path segments (they would address another resource).
+NAME = st.text(string.ascii_letters + string.digits + "-_.", min_size=1, max_size=10).filter(
+    lambda name: name not in {".", ".."}
+)
 SEQ = st.integers(0, 2**40)
 FLOAT = st.floats(allow_nan=False, allow_infinity=False)
 PROB = st.floats(0.0, 1.0, exclude_min=True)

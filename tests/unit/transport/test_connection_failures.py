@@ -24,7 +24,7 @@ from tests.support.scripted_server import (  # noqa: F401 - fixtures used by nam
 from tinker_lite import APIConnectionError, APITimeoutError, InternalServerError
 from tinker_lite._transport.failures import classify_failure
 from tinker_lite._transport.http import PoolKind, Timeout, Transport
-from tinker_lite._transport.retry import RetryPolicy
+from tinker_lite._transport.retry import RetryPolicy, cut_timeout
 from tinker_lite.cli import EXIT_CONNECTION
 from tinker_lite.cli import main as cli_main
 
@@ -125,12 +125,12 @@ def test_a_retry_budget_stops_before_a_back_off_would_overrun_it(server: Scripte
 
 
 def test_attempt_timeouts_are_cut_to_the_budget_left() -> None:
-    policy = RetryPolicy(budget_s=3.0)
-    assert policy.attempt_timeout(Timeout(5.0, 60.0), 0.5) == Timeout(2.5, 2.5)
-    assert policy.attempt_timeout(Timeout(1.0, 2.0), 0.5) == Timeout(1.0, 2.0)
-    assert RetryPolicy().attempt_timeout(Timeout(5.0, 60.0), 100.0) == Timeout(5.0, 60.0)
-    assert policy.within(10.0).budget_s == 3.0
-    assert policy.within(1.0).budget_s == 1.0
+    # The attempt's overall deadline (connect, headers and body) is cut too, to a second at least.
+    assert cut_timeout(Timeout(5.0, 60.0), 2.5) == Timeout(2.5, 2.5, total=2.5)
+    assert cut_timeout(Timeout(1.0, 2.0), 2.5) == Timeout(1.0, 2.0, total=2.5)
+    assert cut_timeout(Timeout(1.0, 1.0), 2.5) == Timeout(1.0, 1.0)
+    assert cut_timeout(Timeout(5.0, 60.0), 0.25) == Timeout(0.25, 0.25, total=1.0)
+    assert cut_timeout(Timeout(5.0, 60.0), 100.0) == Timeout(5.0, 60.0)
     with pytest.raises(ValueError, match="budget_s"):
         RetryPolicy(budget_s=0)
     with pytest.raises(ValueError, match="max_retries"):

@@ -30,6 +30,8 @@ from tinker_lite._transport.download import (
     extract_archive,
     part_path,
 )
+from tinker_lite._transport.http import HttpResponse
+from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 
 
@@ -196,12 +198,27 @@ def test_retry_after_http_date_and_bounds() -> None:
     # back-off.
     now = 1_000_000.0
     date = email.utils.formatdate(now + 12, usegmt=True)
-    delay = DEFAULT_RETRY_POLICY.download_delay
-    assert delay(1, {"Retry-After": date}, now=now) == pytest.approx(12.0)
-    assert delay(3, {"Retry-After": "3600"}, now=now) == 4.0
-    assert delay(1, {"Retry-After": "-4"}, now=now) == 1.0
-    assert delay(2, {"Retry-After": "soon"}, now=now) == 2.0
-    assert delay(9, None, now=now) == 30.0
+    policy = DEFAULT_RETRY_POLICY
+    wait = ServiceWait(policy, policy.download_backoff, wall_clock=lambda: now)
+    asked = [{"Retry-After": date}, {"Retry-After": "3600"}, {"Retry-After": "-4"}]
+    asked += [{"Retry-After": "soon"}, {}, {}, {}]
+    left = [HttpResponse(503, headers, b"") for headers in asked]
+    sleeps: list[float] = []
+
+    def attempt() -> str:
+        if left:
+            raise RetryableStatus(left.pop(0))
+        return "done"
+
+    loop = retry_loop(
+        wait=wait,
+        stop=lambda state: False,
+        retry_on=lambda e: isinstance(e, RetryableStatus),
+        sleep=sleeps.append,
+    )
+    assert loop(attempt) == "done"
+    # The date is honoured (12 s); the rest fall back to min(2**n, 30) at their own turn.
+    assert sleeps == [pytest.approx(12.0), 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 
 
 def test_gives_up_before_the_stall_timeout_without_progress(

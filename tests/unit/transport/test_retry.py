@@ -42,7 +42,6 @@ from tinker_lite._transport.retry import (
     StallWatch,
     exponential_backoff,
     is_retryable_error,
-    operation_delay,
     parse_retry_after,
 )
 
@@ -107,22 +106,16 @@ def test_parse_retry_after(headers: Mapping[str, str], expected: float | None) -
     assert parse_retry_after(headers, now=WALL) == expected
 
 
-def test_delay_formula_and_retry_after_bounds() -> None:
-    policy = RetryPolicy()
-    bases = [0.5, 1, 2, 4, 8, 10, 10, 10]
-    assert [policy.delay(k, None, rand=0.0, now=WALL) for k in range(8)] == bases
-    assert policy.delay(2, None, rand=1.0, now=WALL) == pytest.approx(1.5)
-    assert policy.delay(0, {"retry-after": "60"}, rand=0.5, now=WALL) == 60.0
-    # Outside 0 < delay <= 60 the header is ignored and the jittered formula applies.
-    assert policy.delay(0, {"retry-after": "61"}, rand=0.0, now=WALL) == 0.5
-    assert policy.delay(1, {"retry-after": "0"}, rand=0.0, now=WALL) == 1.0
-    assert policy.delay(1, {"retry-after": _imf(-5)}, rand=0.0, now=WALL) == 1.0
+def test_http_backoff_formula() -> None:
+    # Retry-After and its bounds: test_every_loop_waits_what_the_service_asks and the next test.
+    backoff = RetryPolicy().http_backoff
+    assert [backoff.delay(k, 0.0) for k in range(8)] == [0.5, 1, 2, 4, 8, 10, 10, 10]
+    assert backoff.delay(2, 1.0) == pytest.approx(1.5)
 
 
-def test_operation_delay() -> None:
-    assert [operation_delay(n, remaining=1e9) for n in range(8)] == [1, 2, 4, 8, 16, 30, 30, 30]
-    assert operation_delay(5, remaining=3.5) == 3.5
-    assert operation_delay(0, remaining=-1) == 0.0
+def test_operation_backoff() -> None:
+    backoff = RetryPolicy().operation_backoff
+    assert [backoff.delay(n) for n in range(8)] == [1, 2, 4, 8, 16, 30, 30, 30]
 
 
 def test_one_backoff_formula_serves_every_loop() -> None:
@@ -137,20 +130,10 @@ def test_one_backoff_formula_serves_every_loop() -> None:
     ]
     assert exponential_backoff(2, initial=1.0, cap=30.0, jitter=0.25, rand=0.5) == 3.5
     assert exponential_backoff(10_000, initial=1.0, cap=30.0) == 30.0  # no overflow
-    # Polls (docs/protocol.rst §5.2): min(2**n, 30) with jitter, or Retry-After when honoured.
-    assert [policy.poll_delay(k, rand=0.0, now=WALL) for k in range(1, 8)] == [
-        1,
-        2,
-        4,
-        8,
-        16,
-        30,
-        30,
-    ]
-    assert policy.poll_delay(1, {"Retry-After": "7"}, rand=0.9, now=WALL) == 7.0
-    assert policy.poll_delay(1, {"Retry-After": "600"}, rand=0.0, now=WALL) == 1.0
-    # Downloads: min(2**n, 30), the same Retry-After rule.
-    assert [policy.download_delay(k, now=WALL) for k in (1, 2, 3, 6, 9)] == [1, 2, 4, 30, 30]
+    # Polls (docs/protocol.rst §5.2): min(2**n, 30) with jitter (Retry-After: ServiceWait's).
+    assert [policy.poll_backoff.delay(k, 0.0) for k in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    # Downloads: min(2**n, 30).
+    assert [policy.download_backoff.delay(k) for k in (0, 1, 2, 5, 8)] == [1, 2, 4, 30, 30]
     assert policy.max_total_delay() == 65.5  # 0.5+1+2+4+8 + 10*5
 
 
@@ -169,10 +152,10 @@ def test_try_again_pacing_and_the_429_window() -> None:
         1.0,
     ]
     # docs/protocol.rst §6.4: Retry-After when 0 < delay <= 60 s, else 1 s.
-    assert policy.throttle_delay({"Retry-After": "2.5"}, now=WALL) == 2.5
-    assert policy.throttle_delay({"Retry-After": "61"}, now=WALL) == 1.0
-    assert policy.throttle_delay(None, now=WALL) == 1.0
-    assert RetryPolicy(throttle_default=0.25).throttle_delay({}, now=WALL) == 0.25
+    assert policy.honoured_retry_after({"Retry-After": "2.5"}, now=WALL) == 2.5
+    assert policy.honoured_retry_after({"Retry-After": "61"}, now=WALL) is None
+    assert policy.throttle_backoff.delay(0) == 1.0
+    assert RetryPolicy(throttle_default=0.25).throttle_backoff.delay(0) == 0.25
 
 
 def test_stall_watch_measures_silence_and_leaves_out_parked_time() -> None:
