@@ -45,12 +45,12 @@ from tinker_lite._version import __version__
 
 if TYPE_CHECKING:
     from tinker_lite import auth, types
-    from tinker_lite._chunking import ChunkLimits
+    from tinker_lite._api.request_options import RequestOptions, Timeout
+    from tinker_lite._codec.chunking import ChunkLimits
     from tinker_lite._futures.future import APIFuture
-    from tinker_lite._loss_handle import LossHandle, PerDatumLossFn
     from tinker_lite._progress import Progress, gather
-    from tinker_lite._request_options import RequestOptions, Timeout
-    from tinker_lite._validate import ValidationReport, validate
+    from tinker_lite._training.loss_handle import LossHandle, PerDatumLossFn
+    from tinker_lite._training.validate import ValidationReport, validate
     from tinker_lite.admin_client import AdminClient
     from tinker_lite.rest_client import RestClient
     from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
@@ -183,10 +183,10 @@ _LAZY: dict[str, str] = {
     # Defined with APIFuture for now; every other exception class lives in _errors.
     "RestClient": "tinker_lite.rest_client",
     "AdminClient": "tinker_lite.admin_client",
-    "LossHandle": "tinker_lite._loss_handle",
-    "PerDatumLossFn": "tinker_lite._loss_handle",
-    "RequestOptions": "tinker_lite._request_options",
-    "Timeout": "tinker_lite._request_options",
+    "LossHandle": "tinker_lite._training.loss_handle",
+    "PerDatumLossFn": "tinker_lite._training.loss_handle",
+    "RequestOptions": "tinker_lite._api.request_options",
+    "Timeout": "tinker_lite._api.request_options",
     "SamplingClient": "tinker_lite.sampling_client",
     "ServiceClient": "tinker_lite.service_client",
     "TrainingClient": "tinker_lite.training_client",
@@ -194,9 +194,9 @@ _LAZY: dict[str, str] = {
     "BackcompatTrainingClientFuture": "tinker_lite.training_client",
     "Progress": "tinker_lite._progress",
     "gather": "tinker_lite._progress",
-    "ChunkLimits": "tinker_lite._chunking",
-    "ValidationReport": "tinker_lite._validate",
-    "validate": "tinker_lite._validate",
+    "ChunkLimits": "tinker_lite._codec.chunking",
+    "ValidationReport": "tinker_lite._training.validate",
+    "validate": "tinker_lite._training.validate",
     **dict.fromkeys(
         (
             "AdamOptimizerConfig",

@@ -35,10 +35,10 @@ from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
-from tinker_lite._journal import Journal
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.holder import FinishReason, SessionHolder
+from tinker_lite._session.journal import Journal
 from tinker_lite._session.settings import (
     DEFAULT_SAMPLE_WORKERS,
     LOCAL_BASE_URL,

@@ -15,11 +15,11 @@ from typing import Literal
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
-from tinker_lite._async import async_twin
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._rest_common import RestOnlyClient
+from tinker_lite._rest.base import RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
 

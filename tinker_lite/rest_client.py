@@ -31,7 +31,6 @@ from tinker_lite._api.checkpoint_download import (
 )
 from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint
 from tinker_lite._api.rest import checkpoint_archive
-from tinker_lite._async import async_twin
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIError,
@@ -39,9 +38,10 @@ from tinker_lite._errors import (
     ExperimentalWarning,
     InvalidInputError,
 )
+from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._rest_common import RestOnlyClient
+from tinker_lite._rest.base import RestOnlyClient
 from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
 

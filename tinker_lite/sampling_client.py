@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
-from tinker_lite._async import async_twin
 from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
 from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
+from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite._repr import tolerant_repr

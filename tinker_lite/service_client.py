@@ -28,10 +28,9 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-from tinker_lite import _training_create, types
+from tinker_lite import types
 from tinker_lite._api import CONSOLE_URL, endpoints
-from tinker_lite._async import async_twin
-from tinker_lite._chunking import ChunkLimits
+from tinker_lite._codec.chunking import ChunkLimits
 from tinker_lite._context import (
     DEFAULT_SAMPLE_WORKERS,
     FINISH_REASONS,
@@ -42,17 +41,19 @@ from tinker_lite._context import (
 )
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
+from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture, flatten
-from tinker_lite._journal import Journal
-from tinker_lite._loss_handle import (
+from tinker_lite._repr import tolerant_repr
+from tinker_lite._secrets import redact_url
+from tinker_lite._session.journal import Journal
+from tinker_lite._training import create as _training_create
+from tinker_lite._training.loss_handle import (
     LossHandle,
     PerDatumLossFn,
     encode_graph,
     loss_inputs,
     trace_loss,
 )
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite.rest_client import RestClient
 from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
 from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient

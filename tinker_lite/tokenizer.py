@@ -3,7 +3,7 @@
 
 With ``transformers`` installed, the result is the tokenizer ``transformers`` builds from the
 model's tokenizer files (``AutoTokenizer.from_pretrained``), as the official SDK returns; without
-it, a :class:`~tinker_lite._light_tokenizer.LightTokenizer` built from the same files, with the
+it, a :class:`~tinker_lite._tokenizer.light.LightTokenizer` built from the same files, with the
 same ids and the calls scripts use (``encode`` gives ``list[int]``). Either way the raw
 ``tokenizers.Tokenizer`` is its ``backend_tokenizer``.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinker_lite._errors import TokenizerUnavailableError
-from tinker_lite._light_tokenizer import BatchEncoding, LightTokenizer
+from tinker_lite._tokenizer.light import BatchEncoding, LightTokenizer
 
 if TYPE_CHECKING:
     from typing import TypeAlias

@@ -2,7 +2,7 @@
 
 Sequencing follows docs/protocol.rst §7.2: every training request reserves its ``seq_id`` at
 call time, in call order, and one single-thread executor per client sends the submits strictly
-in that order (:mod:`tinker_lite._training_queue`). Results are polled elsewhere, so
+in that order (:mod:`tinker_lite._training.queue`). Results are polled elsewhere, so
 ``forward_backward(...)`` followed by ``optim_step(...)`` is pipelined: both return futures at
 once and both requests reach the service back to back.
 
@@ -23,10 +23,24 @@ import attrs
 
 from tinker_lite import types
 from tinker_lite._api import CONSOLE_URL
-from tinker_lite._async import async_future_twin, async_twin
-from tinker_lite._chunking import combine_outputs
+from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._context import context_of
-from tinker_lite._custom_loss import (
+from tinker_lite._deprecation import deprecated
+from tinker_lite._errors import (
+    APIResponseValidationError,
+    InvalidInputError,
+)
+from tinker_lite._futures.async_twins import async_future_twin, async_twin
+from tinker_lite._futures.client_future import ClientFuture, forwarding_to
+from tinker_lite._futures.future import APIFuture, chain, combine
+from tinker_lite._repr import tolerant_repr
+from tinker_lite._training.args import (
+    check_flag,
+    check_name,
+    check_recipients,
+    check_user_metadata,
+)
+from tinker_lite._training.custom_loss import (
     CustomLoss,
     CustomLossFn,
     check_loss_type_input,
@@ -37,23 +51,9 @@ from tinker_lite._custom_loss import (
     with_weights,
     zero_weights,
 )
-from tinker_lite._deprecation import deprecated
-from tinker_lite._errors import (
-    APIResponseValidationError,
-    InvalidInputError,
-)
-from tinker_lite._futures.client_future import ClientFuture, forwarding_to
-from tinker_lite._futures.future import APIFuture, chain, combine
-from tinker_lite._loss_handle import LossHandle
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._training_args import (
-    check_flag,
-    check_name,
-    check_recipients,
-    check_user_metadata,
-)
-from tinker_lite._training_queue import Deferred, Submission, TrainingQueue
-from tinker_lite._validate import validate
+from tinker_lite._training.loss_handle import LossHandle
+from tinker_lite._training.queue import Deferred, Submission, TrainingQueue
+from tinker_lite._training.validate import validate
 from tinker_lite.sampling_client import (
     BackcompatSamplingClientFuture,
     SamplingClient,

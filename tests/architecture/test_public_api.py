@@ -83,7 +83,7 @@ def test_progress_gather_and_validation_report_are_public_and_lazy() -> None:
     from tinker_lite import Progress, ValidationReport, gather
     from tinker_lite._progress import Progress as RealProgress
     from tinker_lite._progress import gather as real_gather
-    from tinker_lite._validate import ValidationReport as RealReport
+    from tinker_lite._training.validate import ValidationReport as RealReport
 
     assert Progress is RealProgress
     assert gather is real_gather
@@ -94,7 +94,7 @@ def test_progress_gather_and_validation_report_are_public_and_lazy() -> None:
     assert tinker_lite.__all__ == sorted(tinker_lite.__all__)
     code = (
         "import sys, tinker_lite; "
-        "print(sorted(m for m in ('tinker_lite._progress', 'tinker_lite._validate') "
+        "print(sorted(m for m in ('tinker_lite._progress', 'tinker_lite._training.validate') "
         "if m in sys.modules))"
     )
     out = subprocess.run(
@@ -124,4 +124,4 @@ def test_service_client_signature_hides_private_options() -> None:
 def test_api_docs_name_validation_report_publicly() -> None:
     api = (REPO / "docs" / "api.rst").read_text(encoding="utf-8")
     assert ".. autoclass:: tinker_lite.ValidationReport" in api
-    assert "tinker_lite._validate" not in api
+    assert "tinker_lite._training.validate" not in api

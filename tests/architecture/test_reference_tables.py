@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.paths import REPO
 from tinker_lite import _environment
-from tinker_lite._journal import JOURNAL_KEYS, JOURNAL_OPTIONAL_KEYS
+from tinker_lite._session.journal import JOURNAL_KEYS, JOURNAL_OPTIONAL_KEYS
 from tinker_lite.cli import build_parser
 
 README = REPO / "README.rst"

@@ -81,7 +81,7 @@ def test_a_forward_backward_reaches_the_socket_through_few_frames_each_module_on
     # The seams, in order: the client's ordered queue, its operation, the requestor's send,
     # the transport.
     assert entries == [
-        "_training_queue.py",
+        "_training/queue.py",
         "_api/training.py",
         "_api/requestor.py",
         "_transport/http.py",

@@ -17,7 +17,7 @@ import pytest
 
 import tinker_lite as tinker
 from tests.support.paths import REPO
-from tinker_lite._journal import JOURNAL_KEYS
+from tinker_lite._session.journal import JOURNAL_KEYS
 from tinker_lite.local import LocalServer
 
 EXAMPLES_DIR = REPO / "examples"

@@ -33,7 +33,7 @@ from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, r
 from tinker_lite._transport.retry import StallWatch
 
 if TYPE_CHECKING:
-    from tinker_lite._api.requestor import Requestor
+    from tinker_lite._api.sender import Sender
 
 __all__ = [
     "TraceExportStatus",
@@ -50,7 +50,7 @@ ARCHIVE_VALIDITY = timedelta(minutes=15)
 
 
 def checkpoint_archive(
-    api: Requestor, path: str, *, sdk_method: str
+    api: Sender, path: str, *, sdk_method: str
 ) -> types.CheckpointArchiveUrlResponse:
     """A checkpoint's signed download URL and its expiry (docs/protocol.rst §4.6).
 
@@ -76,7 +76,7 @@ class TraceExports:
     """A session trace's export, asked again while the service builds it
     (``requestor.trace_exports``)."""
 
-    def __init__(self, api: Requestor) -> None:
+    def __init__(self, api: Sender) -> None:
         self._api = api
         policy = api.policy
         # The trace export is asked again while the service builds it (one loop for all calls).

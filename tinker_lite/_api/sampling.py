@@ -35,7 +35,7 @@ from tinker_lite._transport.loops import (
 from tinker_lite._transport.retry import StallWatch
 
 if TYPE_CHECKING:
-    from tinker_lite._api.requestor import Requestor
+    from tinker_lite._api.sender import Sender
 
 __all__ = ["SamplingRequests", "decode_sample"]
 
@@ -54,7 +54,7 @@ def decode_sample(resp: HttpResponse) -> types.SampleResponse:
 class SamplingRequests:
     """The sampling operations of one requestor (``requestor.sampling``)."""
 
-    def __init__(self, api: Requestor) -> None:
+    def __init__(self, api: Sender) -> None:
         self._api = api
         policy = api.policy
         # The sample submit loop, built once for every sample of the connection.

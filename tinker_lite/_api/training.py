@@ -28,8 +28,8 @@ from tinker_lite._api.endpoints import (
     WEIGHTS_INFO,
     Endpoint,
 )
-from tinker_lite._chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._repr import tolerant_repr
@@ -37,7 +37,7 @@ from tinker_lite._secrets import redact_url
 from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
-    from tinker_lite._api.requestor import Requestor
+    from tinker_lite._api.sender import Sender
 
 __all__ = [
     "TrainingRequest",
@@ -116,7 +116,7 @@ _TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
 class TrainingRequests:
     """The model and training operations of one requestor (``requestor.training``)."""
 
-    def __init__(self, api: Requestor) -> None:
+    def __init__(self, api: Sender) -> None:
         self._api = api
 
     @tolerant_repr

@@ -49,6 +49,8 @@ from cattrs.gen import (
 from cattrs.preconf.json import make_converter
 
 from tinker_lite import types
+from tinker_lite._codec.float32_text import float32_values
+from tinker_lite._codec.wire_errors import wire_error
 from tinker_lite._errors import InvalidInputError, RequestErrorCategory, WireFormatError
 
 if TYPE_CHECKING:
@@ -125,7 +127,7 @@ def _check_finite(arr: npt.NDArray[Any]) -> None:
 
 def _unstructure_tensor(tensor: types.TensorData) -> dict[str, Any]:
     # Hook: the values live in a stdlib or numpy store, not in an attribute cattrs could read;
-    # float32 values go to the encoder as an array (orjson writes it, or _float32_values).
+    # float32 values go to the encoder as an array (orjson writes it, or float32_values).
     data: Any = tensor._values
     if tensor.dtype == "float32":
         data = tensor._numpy
@@ -421,10 +423,6 @@ def _models_union_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any
 _CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk"})
 
 
-def _is_literal(tp: Any) -> bool:
-    return typing.get_origin(tp) is typing.Literal
-
-
 def _passed_to_model(value: Any, _: Any) -> Any:
     return value
 
@@ -528,60 +526,6 @@ def _checking_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
 
 
 # ---------------------------------------------------------------------------------------------
-# Errors: cattrs' exception groups -> a WireFormatError naming the path
-# ---------------------------------------------------------------------------------------------
-
-
-def _first_problem(
-    exc: BaseException, path: str = "", tp: Any = None
-) -> tuple[str, str, BaseException]:
-    """The path, description and exception of the first error in a cattrs exception group."""
-    if isinstance(exc, cattrs.BaseValidationError):
-        for inner in exc.exceptions:
-            for note in getattr(inner, "__notes__", ()):
-                if isinstance(note, cattrs.AttributeValidationNote):
-                    if isinstance(inner, KeyError) and inner.args == (note.name,):
-                        return path, f"missing required key {note.name!r}", inner
-                    return _first_problem(inner, f"{path}.{note.name}", note.type)
-                if isinstance(note, cattrs.IterableValidationNote):
-                    return _first_problem(inner, f"{path}[{note.index!r}]", note.type)
-        return _first_problem(exc.exceptions[0], path, tp)
-    return path, _describe_error(exc, tp), exc
-
-
-def _describe_error(exc: BaseException, tp: Any) -> str:
-    if isinstance(exc, (WireFormatError, InvalidInputError)):
-        return str(exc)
-    if isinstance(exc, cattrs.ForbiddenExtraKeysError):
-        return f"unknown keys {sorted(exc.extra_fields)} for {exc.cl.__name__}"
-    if isinstance(exc, KeyError):
-        return f"missing required key {exc.args[0]!r}"
-    if isinstance(exc, AttributeError):
-        return "expected an object"
-    if _is_literal(tp):
-        return f"expected one of {list(typing.get_args(tp))}"
-    return f"expected {_type_name(tp)}: {exc}" if tp is not None else str(exc)
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or repr(tp)
-
-
-def _wire_error(data: Any, cls: Any, strict: bool, fast_error: Exception) -> WireFormatError:
-    """Read ``data`` again with detailed validation and name where and why it fails."""
-    try:
-        _checking_converter(strict=strict, detailed=True).structure(data, cls)
-    except Exception as exc:  # cattrs' exception group, or an error before any field
-        path, problem, cause = _first_problem(exc)
-    else:  # pragma: no cover - both modes run the same hooks
-        path, problem, cause = "", _describe_error(fast_error, None), fast_error
-    where = f" at {path.lstrip('.')}" if path else ""
-    error = WireFormatError(f"cannot read {_type_name(cls)}{where}: {problem}")
-    error.__cause__ = cause
-    return error
-
-
-# ---------------------------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------------------------
 
@@ -616,56 +560,11 @@ def _refused_at(value: Any) -> str:
     return ""
 
 
-# Exact powers of ten: float(10**i) is exact for i <= 22.
-_POW10 = [float(10**i) for i in range(23)]
-
-
-def _float32_values(arr: npt.NDArray[Any]) -> list[float]:
-    """Return float32 values as Python floats whose repr is a short decimal for that float32.
-
-    docs/protocol.rst §3.2: the text must parse back to the same float32; `0.1` is preferred
-    over the widened `0.10000000149011612`. Each value is rounded to the fewest significant
-    digits (1-9) that still read back as the same float32; a value that cannot be shortened this way
-    (very large or very small magnitudes) keeps its exact widened value.
-    """
-    import numpy as np
-
-    pow10 = np.array(_POW10)
-    wide = arr.astype(np.float64)
-    result = wide.copy()
-    index = np.flatnonzero(np.isfinite(wide) & (wide != 0))
-    if index.size:
-        values = wide[index]
-        target = arr[index]
-        magnitude = np.floor(np.log10(np.abs(values))).astype(np.int64)
-        pending = np.ones(index.size, dtype=bool)
-        for digits in range(1, 10):
-            shift = digits - 1 - magnitude
-            usable = pending & (np.abs(shift) <= 22)
-            if not usable.any():
-                break
-            scale = pow10[np.clip(np.abs(shift), 0, 22)]
-            up = shift >= 0
-            # q / 10**k and q * 10**k are correctly rounded, so the double is the nearest one
-            # to the decimal and its repr is that decimal.
-            with np.errstate(over="ignore", invalid="ignore"):
-                candidate = np.where(
-                    up, np.round(values * scale) / scale, np.round(values / scale) * scale
-                )
-                good = usable & (candidate.astype(np.float32) == target)
-            result[index[good]] = candidate[good]
-            pending &= ~good
-            if not pending.any():
-                break
-    values_list: list[float] = result.tolist()
-    return values_list
-
-
 def _json_default(value: Any) -> Any:
     np = sys.modules.get("numpy")
     if np is not None and isinstance(value, np.ndarray):
         if value.dtype == np.float32:
-            return _float32_values(value)
+            return float32_values(value)
         return value.tolist()
     raise TypeError(f"cannot encode {type(value).__name__}")
 
@@ -739,7 +638,7 @@ def structure(data: Any, cls: type[T], *, strict: bool = False) -> T:
     try:
         result: T = conv.structure(data, cls)
     except Exception as exc:  # any failure is read again, for its path (cattrs never escapes)
-        error = _wire_error(data, cls, strict, exc)
+        error = wire_error(_checking_converter(strict=strict, detailed=True), data, cls, exc)
         raise error from error.__cause__
     return result
 

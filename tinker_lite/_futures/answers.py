@@ -1,4 +1,5 @@
-"""What a poll's answer says: its queue state, a failed request, a result that cannot be read.
+"""What a poll's answer says: its queue state, a failed request, a result that cannot be read,
+an expired promise, a stall.
 
 The queue state of a paused request is logged at most once a minute (docs/protocol.rst §5.6); a
 ``{"error", "category"}`` answer becomes :class:`~tinker_lite.RequestFailedError`; a result
@@ -10,25 +11,39 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
+    APIError,
     APIResponseValidationError,
+    APITimeoutError,
+    PromiseExpiredError,
     RequestErrorCategory,
     RequestFailedError,
+    TinkerError,
 )
 from tinker_lite._transport.http import HttpResponse, redact
+from tinker_lite._transport.loops import RetryableStatus
+from tinker_lite._transport.retry import describe_error
+
+if TYPE_CHECKING:
+    from tinker_lite._futures.tasks import PollTask
 
 __all__ = [
     "QueueKind",
     "QueueStateLogger",
     "default_queue_reason",
+    "expired_error",
     "json_decoder",
     "json_object",
+    "note_queue_state",
     "request_failed",
+    "result_of",
+    "stall_error",
+    "unexpected_error",
     "validation_error",
 ]
 
@@ -143,4 +158,97 @@ def validation_error(
         status_code=resp.status,
     )
     error.__cause__ = cause
+    return error
+
+
+# ---------------------------------------------------------------------------------------------
+# What one poll of a PollTask ends with
+
+
+def note_queue_state(task: PollTask, data: Mapping[str, Any] | None) -> None:
+    """Record the queue state an answer reports on ``task``'s future and tell its callback."""
+    if not data:
+        return
+    state = data.get("queue_state")
+    if not isinstance(state, str) or not state:
+        return
+    reason = data.get("queue_state_reason")
+    task.future._queue_state = state
+    try:
+        task.on_queue_state(state, reason if isinstance(reason, str) and reason else None)
+    except Exception:
+        logger.debug("on_queue_state callback failed", exc_info=True)
+
+
+def result_of(task: PollTask, resp: HttpResponse) -> tuple[Any, BaseException | None]:
+    """A final 2xx answer's ``(value, None)``, or ``(None, error)`` when it says the request
+    failed or cannot be read."""
+    if not resp.is_protobuf:
+        try:
+            data = resp.json()
+        except Exception as e:
+            return None, validation_error(
+                task.describe(),
+                task.request_id,
+                resp,
+                f"the body is not valid JSON ({e})",
+                e,
+            )
+        if isinstance(data, dict) and "error" in data:
+            return None, request_failed(task.describe(), task.request_id, data)
+    try:
+        return task.decode(resp), None
+    except (APIError, RequestFailedError) as e:
+        return None, e
+    except Exception as e:
+        return None, validation_error(task.describe(), task.request_id, resp, str(e), e)
+
+
+def expired_error(task: PollTask, resp: HttpResponse) -> PromiseExpiredError:
+    """The error of a 410 that is not (or no longer) re-submitted (docs/protocol.rst §5.3)."""
+    body: object = json_object(resp) or resp.text(2000)
+    more = (
+        f" after {task.resubmits} re-submissions"
+        if task.resubmit is not None
+        else ". It is not re-sent automatically (its seq_id may already have been "
+        "applied); retry the call if that is safe"
+    )
+    return PromiseExpiredError(
+        f"Promise expired for {task.describe()}: the service no longer holds its "
+        f"result (HTTP 410){more}.",
+        status_code=410,
+        body=body,
+        request_id=task.request_id,
+        headers=dict(resp.headers),
+    )
+
+
+def stall_error(task: PollTask, error: BaseException, *, elapsed: float) -> APITimeoutError:
+    """The error of a poll loop that stopped on ``error`` past the stall timeout
+    (docs/protocol.rst §6.6)."""
+    resp = error.response if isinstance(error, RetryableStatus) else None
+    problem = f"HTTP {resp.status}" if resp is not None else describe_error(error)
+    state = task.future._queue_state
+    timeout_error = APITimeoutError(
+        f"No answer from the service for {task.stall.silent_for():.0f}s while waiting for "
+        f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
+        f"{redact(problem)}; last queue state: {state or 'not reported'}).",
+        request_id=task.request_id,
+        queue_state=state,
+        elapsed=elapsed,
+    )
+    if resp is None:
+        timeout_error.__cause__ = error
+    return timeout_error
+
+
+def unexpected_error(task: PollTask, exc: Exception) -> BaseException:
+    """What a poll that failed outside the protocol resolves ``task``'s future with."""
+    if isinstance(exc, TinkerError):
+        return exc
+    logger.error("Polling %s failed unexpectedly", task.describe(), exc_info=exc)
+    error = TinkerError(
+        f"Polling {task.describe()} failed: {type(exc).__name__}: {redact(str(exc))}"
+    )
+    error.__cause__ = exc
     return error

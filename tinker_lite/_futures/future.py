@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from tinker_lite._async import AwaitableFuture
 from tinker_lite._errors import FutureTimeoutError
+from tinker_lite._futures.async_twins import AwaitableFuture
 from tinker_lite._repr import tolerant_repr
 
 __all__ = [

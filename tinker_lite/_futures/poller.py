@@ -51,24 +51,24 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from tinker_lite._errors import (
     APIConnectionError,
     APIError,
-    APITimeoutError,
     InvalidInputError,
-    PromiseExpiredError,
-    RequestFailedError,
     TinkerError,
 )
 from tinker_lite._futures.answers import (
     QueueKind,
     QueueStateLogger,
+    expired_error,
     json_object,
-    request_failed,
-    validation_error,
+    note_queue_state,
+    result_of,
+    stall_error,
+    unexpected_error,
 )
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.tasks import Poll, PollTask
@@ -419,7 +419,7 @@ class Poller:
                 try:
                     self._step(task)
                 except Exception as e:
-                    self._finish(task, error=_unexpected(task, e))
+                    self._finish(task, error=unexpected_error(task, e))
                 task = None
         except BaseException as e:
             # docs/protocol.rst §6.6: a dying thread resolves the future it was working on.
@@ -541,13 +541,13 @@ class Poller:
         if status == 408:
             # docs/protocol.rst §5.2: the service's long poll ended; its body may carry the queue
             # state.
-            self._note_queue_state(task, json_object(resp))
+            note_queue_state(task, json_object(resp))
             self._paced(task, self._clock() - sent_at)
             return _AGAIN
         if 200 <= status < 300 and not resp.is_protobuf:
             data = json_object(resp)
             if data is not None and data.get("type") == "try_again":
-                self._note_queue_state(task, data)
+                note_queue_state(task, data)
                 self._paced(task, self._clock() - sent_at)
                 return _AGAIN
             if data is not None and data.get("status") == "complete_metadata":
@@ -613,84 +613,15 @@ class Poller:
             return error
         if self._closing.is_set():
             return ClientClosedError(f"The client was closed before {task.describe()} completed.")
-        resp = error.response if isinstance(error, RetryableStatus) else None
-        problem = f"HTTP {resp.status}" if resp is not None else describe_error(error)
-        state = task.future._queue_state
-        timeout_error = APITimeoutError(
-            f"No answer from the service for {task.stall.silent_for():.0f}s while waiting for "
-            f"{task.describe()} (stall timeout {task.stall.stall_timeout:g}s; last problem: "
-            f"{redact(problem)}; last queue state: {state or 'not reported'}).",
-            request_id=task.request_id,
-            queue_state=state,
-            elapsed=self._clock() - task.registered_at,
-        )
-        if resp is None:
-            timeout_error.__cause__ = error
-        return timeout_error
+        return stall_error(task, error, elapsed=self._clock() - task.registered_at)
 
     def _handle_ok(self, task: PollTask, resp: HttpResponse) -> None:
-        if not resp.is_protobuf:
-            try:
-                data = resp.json()
-            except Exception as e:
-                self._finish(
-                    task,
-                    error=validation_error(
-                        task.describe(),
-                        task.request_id,
-                        resp,
-                        f"the body is not valid JSON ({e})",
-                        e,
-                    ),
-                )
-                return
-            if isinstance(data, dict) and "error" in data:
-                self._finish(task, error=request_failed(task.describe(), task.request_id, data))
-                return
-        try:
-            value = task.decode(resp)
-        except (APIError, RequestFailedError) as e:
-            self._finish(task, error=e)
-        except Exception as e:
-            self._finish(
-                task, error=validation_error(task.describe(), task.request_id, resp, str(e), e)
-            )
-        else:
-            self._finish(task, value=value)
-
-    def _note_queue_state(self, task: PollTask, data: Mapping[str, Any] | None) -> None:
-        if not data:
-            return
-        state = data.get("queue_state")
-        if not isinstance(state, str) or not state:
-            return
-        reason = data.get("queue_state_reason")
-        task.future._queue_state = state
-        try:
-            task.on_queue_state(state, reason if isinstance(reason, str) and reason else None)
-        except Exception:
-            logger.debug("on_queue_state callback failed", exc_info=True)
+        value, error = result_of(task, resp)
+        self._finish(task, value=value, error=error)
 
     def _handle_expired(self, task: PollTask, resp: HttpResponse) -> None:
         if task.resubmit is None or task.resubmits >= self._max_resubmits:
-            body: object = json_object(resp) or resp.text(2000)
-            more = (
-                f" after {task.resubmits} re-submissions"
-                if task.resubmit is not None
-                else ". It is not re-sent automatically (its seq_id may already have been "
-                "applied); retry the call if that is safe"
-            )
-            self._finish(
-                task,
-                error=PromiseExpiredError(
-                    f"Promise expired for {task.describe()}: the service no longer holds its "
-                    f"result (HTTP 410){more}.",
-                    status_code=410,
-                    body=body,
-                    request_id=task.request_id,
-                    headers=dict(resp.headers),
-                ),
-            )
+            self._finish(task, error=expired_error(task, resp))
             return
         # docs/protocol.rst §5.3: sampling re-runs the request (a new request id, a new seq_id).
         logger.info("%s expired on the service (HTTP 410); re-submitting it", task.describe())
@@ -751,14 +682,3 @@ def _transient(error: BaseException) -> bool:
     return isinstance(error, RetryableStatus) or (
         isinstance(error, APIConnectionError) and not isinstance(error, ClientClosedError)
     )
-
-
-def _unexpected(task: PollTask, exc: Exception) -> BaseException:
-    if isinstance(exc, TinkerError):
-        return exc
-    logger.error("Polling %s failed unexpectedly", task.describe(), exc_info=exc)
-    error = TinkerError(
-        f"Polling {task.describe()} failed: {type(exc).__name__}: {redact(str(exc))}"
-    )
-    error.__cause__ = exc
-    return error

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._journal import ENV_VAR as ENV_JOURNAL
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
+from tinker_lite._session.journal import ENV_VAR as ENV_JOURNAL
 from tinker_lite._transport.http import (
     DEFAULT_MAX_ANSWER_BYTES,
     is_loopback_url,
@@ -39,7 +39,7 @@ from tinker_lite.telemetry import is_telemetry_enabled
 if TYPE_CHECKING:
     import requests
 
-    from tinker_lite._journal import Journal
+    from tinker_lite._session.journal import Journal
 
 __all__ = [
     "DEFAULT_BASE_URL",

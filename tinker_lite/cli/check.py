@@ -50,8 +50,8 @@ def _env_flag(name: str, default: str) -> str:
 
 def cmd_check(ctx: Context) -> int:
     """Report the configuration, the service's reachability and its client-config flags."""
-    from tinker_lite._journal import ENV_VAR as JOURNAL_ENV
     from tinker_lite._progress import ENV_VAR as PROGRESS_ENV
+    from tinker_lite._session.journal import ENV_VAR as JOURNAL_ENV
 
     base_url, source = ctx.service_url()
     try:

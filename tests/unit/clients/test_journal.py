@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tinker_lite._journal import JOURNAL_KEYS, Journal, read_journal
+from tinker_lite._session.journal import JOURNAL_KEYS, Journal, read_journal
 
 
 def test_record_writes_one_json_line_with_documented_keys(tmp_path: Path) -> None:

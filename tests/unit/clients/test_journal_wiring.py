@@ -19,7 +19,7 @@ from tests.support.scripted_server import (  # noqa: F401 - fixtures used by nam
     server_fixture,
 )
 from tinker_lite import BadRequestError, ServiceClient, types
-from tinker_lite._journal import JOURNAL_KEYS, Journal, SeqOrder, read_journal
+from tinker_lite._session.journal import JOURNAL_KEYS, Journal, SeqOrder, read_journal
 
 
 @pytest.fixture

@@ -453,7 +453,7 @@ def test_no_template_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_without_jinja2_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinker_lite import _chat_template
+    from tinker_lite._tokenizer import chat_template as _chat_template
 
     _chat_template._compile.cache_clear()
     monkeypatch.setitem(sys.modules, "jinja2", None)

@@ -9,7 +9,7 @@ import pytest
 import tinker_lite
 from tests.support.paths import REPO
 from tinker_lite import types
-from tinker_lite._chunking import (
+from tinker_lite._codec.chunking import (
     DEFAULT_LIMITS,
     ChunkLimits,
     combine_outputs,
@@ -18,7 +18,7 @@ from tinker_lite._chunking import (
     plan_chunks,
 )
 from tinker_lite._errors import InvalidInputError, WireFormatError
-from tinker_lite._validate import validate
+from tinker_lite._training.validate import validate
 
 
 def _datum(n: int = 3, **extra: object) -> types.Datum:
@@ -177,7 +177,7 @@ def test_chunk_limits_are_public_and_documented_by_their_public_name() -> None:
     assert "ChunkLimits" in tinker_lite.__all__
     api = (REPO / "docs" / "api.rst").read_text(encoding="utf-8")
     assert ".. autoclass:: tinker_lite.ChunkLimits" in api
-    assert "tinker_lite._chunking" not in api
+    assert "tinker_lite._codec.chunking" not in api
     by_bytes = ChunkLimits(max_datums=4, max_bytes=100)
     assert (by_bytes.max_size, by_bytes.unit) == (100, "estimated bytes")
     assert (DEFAULT_LIMITS.max_size, DEFAULT_LIMITS.unit) == (500_000, "numbers")

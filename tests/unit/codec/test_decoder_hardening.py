@@ -32,9 +32,9 @@ from tinker_lite._api import decode_forward_backward as _decode_forward_backward
 from tinker_lite._api import decode_sample as _decode_sample
 from tinker_lite._api import json_result
 from tinker_lite._api.rest import archive_url
-from tinker_lite._chunking import combine_outputs
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import TinkerError
 from tinker_lite._futures.answers import json_decoder as _json_decoder

@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
+from tinker_lite._codec.float32_text import float32_values
 from tinker_lite._errors import InvalidInputError, WireFormatError
 
 
@@ -426,7 +427,7 @@ def test_try_again_and_metadata_responses() -> None:
     )
 )
 def test_stdlib_float32_text_reads_back_bit_exact(values: Any) -> None:
-    text = json.dumps(_wire._float32_values(values))
+    text = json.dumps(float32_values(values))
     back = np.asarray(json.loads(text), dtype=np.float32).reshape(values.shape)
     np.testing.assert_array_equal(back.view(np.int32), values.view(np.int32))
 

@@ -17,7 +17,7 @@ import pytest
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._errors import InvalidInputError
-from tinker_lite._validate import validate
+from tinker_lite._training.validate import validate
 
 
 def _datum(tokens: list[int] | np.ndarray, weights: np.ndarray | None = None) -> types.Datum:

@@ -26,7 +26,7 @@ from tinker_lite._context import ClientContext
 from tinker_lite._errors import APIConnectionError, APIError, APIStatusError, ClientClosedError
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._journal import SeqOrder
+from tinker_lite._session.journal import SeqOrder
 
 if TYPE_CHECKING:
     from tinker_lite._futures.pending import PendingRequest

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, overload
 
-from tinker_lite import _chat_template
 from tinker_lite._repr import tolerant_repr
+from tinker_lite._tokenizer import chat_template as _chat_template
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

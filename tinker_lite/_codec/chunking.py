@@ -105,7 +105,7 @@ def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:
 
     ``sizes`` are the datums' sizes in ``limits``' unit. An empty batch gives no chunk; a datum
     larger than the size limit becomes a chunk of its own (callers that must refuse it check
-    first, see :mod:`tinker_lite._validate`).
+    first, see :mod:`tinker_lite._training.validate`).
     """
     chunks: list[range] = []
     start = 0

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from tinker_lite import types
-from tinker_lite._chunking import (
+from tinker_lite._codec.chunking import (
     DEFAULT_LIMITS,
     ChunkLimits,
     datum_sizes,

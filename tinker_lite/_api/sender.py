@@ -1,0 +1,63 @@
+"""What the requestor's subjects (training, sampling, trace exports) use of the requestor.
+
+:class:`~tinker_lite._api.requestor.Requestor` builds its subjects and hands itself to them;
+they know it through this protocol, so the subjects and the requestor import one way only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import threading
+
+    from tinker_lite._session.holder import SessionHolder
+    from tinker_lite._session.sample_gate import SampleGate
+    from tinker_lite._transport.http import HttpResponse, PoolKind
+    from tinker_lite._transport.retry import RetryPolicy, StallWatch
+
+__all__ = ["Sender"]
+
+
+class Sender(Protocol):
+    """The requestor as its subjects see it: its one send, clocks, policy and session."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    @property
+    def policy(self) -> RetryPolicy: ...
+
+    @property
+    def closing(self) -> threading.Event: ...
+
+    @property
+    def sleep(self) -> Callable[[float], object]: ...
+
+    @property
+    def wall_clock(self) -> Callable[[], float]: ...
+
+    @property
+    def sample_gate(self) -> SampleGate: ...
+
+    def session_holder(self) -> SessionHolder: ...
+
+    def stall_watch(self) -> StallWatch: ...
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        sdk_method: str | None = ...,
+        pool: PoolKind = ...,
+        body_obj: object | None = ...,
+        body: bytes | None = ...,
+        content_type: str | None = ...,
+        headers: Mapping[str, str] | None = ...,
+        accept_status: Collection[int] = ...,
+        allow_redirects: bool = ...,
+        deadline: StallWatch | None = ...,
+        operation_retries: bool = ...,
+    ) -> HttpResponse: ...

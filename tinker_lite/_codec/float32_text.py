@@ -1,0 +1,55 @@
+"""float32 values as the shortest decimals that read back as the same float32
+(docs/protocol.rst §3.2), for JSON bodies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+__all__ = ["float32_values"]
+
+# Exact powers of ten: float(10**i) is exact for i <= 22.
+_POW10 = [float(10**i) for i in range(23)]
+
+
+def float32_values(arr: npt.NDArray[Any]) -> list[float]:
+    """Return float32 values as Python floats whose repr is a short decimal for that float32.
+
+    docs/protocol.rst §3.2: the text must parse back to the same float32; `0.1` is preferred
+    over the widened `0.10000000149011612`. Each value is rounded to the fewest significant
+    digits (1-9) that still read back as the same float32; a value that cannot be shortened this way
+    (very large or very small magnitudes) keeps its exact widened value.
+    """
+    import numpy as np
+
+    pow10 = np.array(_POW10)
+    wide = arr.astype(np.float64)
+    result = wide.copy()
+    index = np.flatnonzero(np.isfinite(wide) & (wide != 0))
+    if index.size:
+        values = wide[index]
+        target = arr[index]
+        magnitude = np.floor(np.log10(np.abs(values))).astype(np.int64)
+        pending = np.ones(index.size, dtype=bool)
+        for digits in range(1, 10):
+            shift = digits - 1 - magnitude
+            usable = pending & (np.abs(shift) <= 22)
+            if not usable.any():
+                break
+            scale = pow10[np.clip(np.abs(shift), 0, 22)]
+            up = shift >= 0
+            # q / 10**k and q * 10**k are correctly rounded, so the double is the nearest one
+            # to the decimal and its repr is that decimal.
+            with np.errstate(over="ignore", invalid="ignore"):
+                candidate = np.where(
+                    up, np.round(values * scale) / scale, np.round(values / scale) * scale
+                )
+                good = usable & (candidate.astype(np.float32) == target)
+            result[index[good]] = candidate[good]
+            pending &= ~good
+            if not pending.any():
+                break
+    values_list: list[float] = result.tolist()
+    return values_list

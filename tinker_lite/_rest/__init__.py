@@ -1,0 +1,1 @@
+"""What the REST-only clients (RestClient, AdminClient) share: their connection and base."""

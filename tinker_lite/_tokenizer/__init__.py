@@ -1,0 +1,1 @@
+"""The light tokenizer (``tokenizer.json`` without transformers) and its chat templates."""
