@@ -67,13 +67,17 @@ def check_header(name: object, value: object) -> Literal["form", "latin-1"] | No
     return None
 
 
-def header_error(problem: Literal["form", "latin-1"], request: str) -> InvalidInputError:
+def header_error(
+    problem: Literal["form", "latin-1"], request: str, name: object = None
+) -> InvalidInputError:
+    """The error for a header that cannot be sent, naming the header (never its value)."""
+    header = f"the header {name!r}" if isinstance(name, str) else "a header"
     if problem == "latin-1":
-        return InvalidInputError("headers", f"{request}: a header value is not latin-1 text")
+        return InvalidInputError("headers", f"{request}: {header}'s value is not latin-1 text")
     return InvalidInputError(
         "headers",
-        f"{request}: a header name or value is not a string or holds a line break, "
-        "leading whitespace or a reserved character",
+        f"{request}: {header} is not a string or holds a line break, leading whitespace or a "
+        "reserved character",
         "check default_headers and the CLOUDFLARE_ACCESS_* variables for a stray newline",
     )
 
@@ -417,7 +421,7 @@ class ServiceAuth(requests.auth.AuthBase):
             if credential:
                 problem = check_header(_API_KEY_HEADER, credential)
                 if problem is not None:
-                    raise header_error(problem, f"{r.method} {r.path_url}")
+                    raise header_error(problem, f"{r.method} {r.path_url}", _API_KEY_HEADER)
                 r.headers[_API_KEY_HEADER] = credential
         r.register_hook("response", _AnswerHook(self, credential))  # type: ignore[no-untyped-call]
         return r
@@ -461,7 +465,7 @@ class _AnswerHook:
             return r
         problem = check_header(_API_KEY_HEADER, fresh)
         if problem is not None:
-            raise header_error(problem, f"{r.request.method} {r.request.path_url}")
+            raise header_error(problem, f"{r.request.method} {r.request.path_url}", _API_KEY_HEADER)
         r.content  # noqa: B018 - read the answer so its connection goes back to the pool
         r.close()
         again = r.request.copy()
