@@ -430,7 +430,6 @@ class Transport:
         self._lock = threading.Lock()
         # requests' preparation of each URL, made once (bench/README.rst, "Preparing a request").
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        self._sent_paths: dict[str, str] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
         for kind in PoolKind:
@@ -562,25 +561,18 @@ class Transport:
     def sent_path(self, path: str) -> str:
         """``path`` as it is sent, below the base URL's path: requests' preparation quotes it
         and removes ``.``/``..`` segments, and a message names the path that was sent."""
-        sent = self._sent_paths.get(path)
-        if sent is None:
-            full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
-            base = urllib.parse.urlsplit(self.base_url).path
-            sent = "/" + full[len(base) :] if full.startswith(base) else full
-            if len(self._sent_paths) >= MAX_KEPT_URLS:
-                self._sent_paths.clear()
-            self._sent_paths[path] = sent
-        return sent
+        full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
+        base = urllib.parse.urlsplit(self.base_url).path
+        return "/" + full[len(base) :] if full.startswith(base) else full
 
     def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
         """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
-        params = tuple(query.items()) if query else ()
-        key = (path, params)
+        key = (path, tuple(query.items()) if query else ())
         url = self._urls.get(key)
         if url is None:
             prepared = PreparedRequest()
             try:
-                prepared.prepare_url(self.url(path), dict(params) if params else None)
+                prepared.prepare_url(self.url(path), query)
             except (requests.exceptions.RequestException, ValueError) as e:
                 raise InvalidInputError("path", f"{path!r} is not a valid URL path") from e
             url = str(prepared.url)
