@@ -504,3 +504,20 @@ def test_request_targets_are_the_ones_urllib3_sends(server: ScriptedServer) -> N
     recorded = [(r.path, r.query) for r in server.requests()]
     assert recorded[: len(paths)] == recorded[len(paths) : 2 * len(paths)]
     assert recorded[: len(paths)] == recorded[2 * len(paths) :]
+
+
+def test_cookies_are_read_from_the_session_on_every_request(server: ScriptedServer) -> None:
+    # The template never keeps the cookies its session held when it was made.
+    server.default("GET", "/p", Reply(204))
+    session = requests.Session()
+    session.cookies.set("early", "1")
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY, session=session)
+    try:
+        t.send(PoolKind.TRAIN, "GET", "/p")
+        session.cookies.clear()
+        t.send(PoolKind.TRAIN, "GET", "/p")
+        session.cookies.set("late", "2")
+        t.send(PoolKind.TRAIN, "GET", "/p")
+    finally:
+        t.close()
+    assert [r.header("Cookie") for r in server.requests()] == ["early=1", None, "late=2"]
