@@ -500,14 +500,12 @@ class Transport:
             if netrc is not None:
                 inner = requests.auth.HTTPBasicAuth(*netrc)
         self._auth = ServiceAuth(auth, reauth, inner, first.should_strip_auth, secrets)
-        self._templates: dict[PoolKind, PreparedRequest] = {}
-        if self._base_header_problem is None:  # else every send names the bad header
-            made: dict[int, PreparedRequest] = {}
-            for kind, kind_session in self._sessions.items():
-                key = id(kind_session)
-                if key not in made:
-                    made[key] = _template(kind_session, self.base_url, merged)
-                self._templates[kind] = made[key]
+        # With a bad header, there is no template: every send names that header.
+        self._templates = {
+            kind: _template(kind_session, self.base_url, merged)
+            for kind, kind_session in self._sessions.items()
+            if self._base_header_problem is None
+        }
         self._check_proxy()
 
     def _check_proxy(self) -> None:
