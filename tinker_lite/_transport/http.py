@@ -12,7 +12,9 @@ proxies and ``NO_PROXY``, the CA bundle
 (``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), netrc, ``Content-Length``, gzip. What it reads
 from the environment is resolved once per session with its own
 ``Session.merge_environment_settings`` and ``get_netrc_auth`` (docs/protocol.rst §2.5), not on every
-request: each request is prepared from settings merged once and handed to ``Session.send``. Every
+request. Each session's headers and hooks are prepared once, by ``Session.prepare_request``, into a
+template; a request is a ``PreparedRequest.copy()`` of it with its own method, URL, headers, body,
+cookies and auth, handed to ``Session.send`` (docs/architecture.rst, "The send path"). Every
 credential (``X-API-Key``, ``Authorization``, the Cloudflare Access pair, headers marked secret)
 is sent by one requests auth handler: it re-sends a request once after a 401 when the credential
 could be refreshed (docs/protocol.rst §8.3), and leaves them all off a redirect to another
@@ -48,7 +50,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import requests
 import requests.adapters
@@ -343,10 +345,6 @@ def _validate_base_url(base_url: str) -> str:
 # The transport
 
 
-# How many checked header pairs a transport keeps (emptied when full: per-request values such
-# as idempotency keys pass through it).
-_MAX_CHECKED_HEADERS = 1024
-
 _Headers = CaseInsensitiveDict[str]
 
 
@@ -357,6 +355,31 @@ class _Resolved:
     proxies: dict[str, str]
     verify: bool | str
     cert: str | tuple[str, str] | None
+
+
+def _as_is(r: PreparedRequest) -> PreparedRequest:
+    return r
+
+
+def _template(session: requests.Session, base_url: str, headers: _Headers) -> PreparedRequest:
+    """What every request of ``session`` starts from, prepared once by ``Session.prepare_request``:
+    ``headers`` (a header of the session they leave out is not sent) and the session's hooks.
+
+    Cookies and auth are each request's own (:meth:`Transport.prepare`), so the template takes
+    neither: its auth is a no-op, which keeps requests from adding the session's or netrc's.
+    """
+    wanted: CaseInsensitiveDict[str | None] = CaseInsensitiveDict()
+    wanted.update(dict.fromkeys(list(session.headers)))  # requests' merge drops a None
+    wanted.update(headers)
+    template = session.prepare_request(
+        requests.Request("GET", base_url, headers=wanted, auth=_as_is)
+    )
+    # The session's cookies at this moment are not the template's: each request's own jar,
+    # matched to its URL, replaces them (and copy() then has no jar to copy).
+    template._cookies = None  # type: ignore[attr-defined]
+    if "Cookie" not in headers:
+        template.headers.pop("Cookie", None)
+    return template
 
 
 class Transport:
@@ -405,12 +428,8 @@ class Transport:
         self._json_loads = json_loads
         self._closed = False
         self._lock = threading.Lock()
+        # requests' preparation of each URL, made once (bench/README.rst, "Preparing a request").
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
-        self._sent_paths: dict[str, str] = {}
-        self._timeouts: dict[Timeout, urllib3.Timeout] = {}
-        # Per-request headers found fit for the wire: most repeat on every request (x-sdk-*,
-        # Accept, the request type), so each distinct pair is checked once.
-        self._checked_headers: set[tuple[str, str]] = set()
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
         for kind in PoolKind:
@@ -452,7 +471,7 @@ class Transport:
             else:
                 merged[name] = value
         self._base_header_problem = next(
-            (p for n, v in merged.items() if (p := check_header(n, v))), None
+            ((p, n) for n, v in merged.items() if (p := check_header(n, v))), None
         )
         # Credentials are the auth handler's: it keeps them off a redirect to another origin.
         secret_names = CREDENTIAL_HEADERS | {name.lower() for name in secret_headers}
@@ -481,6 +500,12 @@ class Transport:
             if netrc is not None:
                 inner = requests.auth.HTTPBasicAuth(*netrc)
         self._auth = ServiceAuth(auth, reauth, inner, first.should_strip_auth, secrets)
+        # With a bad header, there is no template: every send names that header.
+        self._templates = {
+            kind: _template(kind_session, self.base_url, merged)
+            for kind, kind_session in self._sessions.items()
+            if self._base_header_problem is None
+        }
         self._check_proxy()
 
     def _check_proxy(self) -> None:
@@ -534,25 +559,18 @@ class Transport:
     def sent_path(self, path: str) -> str:
         """``path`` as it is sent, below the base URL's path: requests' preparation quotes it
         and removes ``.``/``..`` segments, and a message names the path that was sent."""
-        sent = self._sent_paths.get(path)
-        if sent is None:
-            full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
-            base = urllib.parse.urlsplit(self.base_url).path
-            sent = "/" + full[len(base) :] if full.startswith(base) else full
-            if len(self._sent_paths) >= MAX_KEPT_URLS:
-                self._sent_paths.clear()
-            self._sent_paths[path] = sent
-        return sent
+        full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
+        base = urllib.parse.urlsplit(self.base_url).path
+        return "/" + full[len(base) :] if full.startswith(base) else full
 
     def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
         """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
-        params = tuple(query.items()) if query else ()
-        key = (path, params)
+        key = (path, tuple(query.items()) if query else ())
         url = self._urls.get(key)
         if url is None:
             prepared = PreparedRequest()
             try:
-                prepared.prepare_url(self.url(path), dict(params) if params else None)
+                prepared.prepare_url(self.url(path), query)
             except (requests.exceptions.RequestException, ValueError) as e:
                 raise InvalidInputError("path", f"{path!r} is not a valid URL path") from e
             url = str(prepared.url)
@@ -561,28 +579,41 @@ class Transport:
             self._urls[key] = url
         return url
 
-    def _urllib3_timeout(self, timeout: Timeout) -> Any:
-        """The timeout as requests' adapter takes it (urllib3's, made once per value)."""
-        value = self._timeouts.get(timeout)
-        if value is None:
-            value = self._timeouts[timeout] = urllib3.Timeout(
-                connect=timeout.connect, read=timeout.read
-            )
-        return value
+    def prepare(
+        self,
+        pool: PoolKind,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PreparedRequest:
+        """The request :meth:`send` hands to ``Session.send``: a copy of the pool's template
+        (made by ``Session.prepare_request``) with this request's own parts.
 
-    def _extra_header_problem(self, extra: Mapping[str, str]) -> Literal["form", "latin-1"] | None:
-        """What is wrong with the first bad per-request header, or None (fit pairs remembered)."""
-        checked = self._checked_headers
-        for name, value in extra.items():
-            if type(name) is str and type(value) is str and (name, value) in checked:
-                continue
-            problem = check_header(name, value)
-            if problem is not None:
-                return problem
-            if len(checked) >= _MAX_CHECKED_HEADERS:
-                checked.clear()
-            checked.add((name, value))
-        return None
+        Raises :class:`~tinker_lite.InvalidInputError` naming a header that cannot be sent.
+        """
+        problem = self._base_header_problem
+        if problem is None and headers:
+            problem = next(((p, n) for n, v in headers.items() if (p := check_header(n, v))), None)
+        if problem is not None:
+            raise header_error(problem[0], f"{method} {self.sent_path(path)}", problem[1])
+        template = self._templates[pool]
+        prepared = template.copy()
+        # copy() shares the template's hook lists: a hook registered below must stay this
+        # request's.
+        prepared.hooks = {event: list(hooks) for event, hooks in template.hooks.items()}
+        prepared.prepare_method(method)
+        prepared.url = self._prepared_url(path, query)
+        if headers:
+            prepared.headers.update(headers)
+        prepared.prepare_body(body, None)
+        session = self._sessions[pool]
+        jar = merge_cookies(RequestsCookieJar(), session.cookies)  # type: ignore[no-untyped-call]
+        prepared.prepare_cookies(jar)
+        prepared.prepare_auth(self._auth)
+        return prepared
 
     def send(
         self,
@@ -607,25 +638,8 @@ class Transport:
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
         what = f"{method} {self.sent_path(path)}"
-        request_headers = self._base_headers.copy()
-        if headers:
-            request_headers.update(headers)
-        problem = self._base_header_problem or (
-            self._extra_header_problem(headers) if headers else None
-        )
-        if problem is not None:
-            raise header_error(problem, what)
-
         session = self._sessions[pool]
-        prepared = PreparedRequest()
-        prepared.prepare_method(method)
-        prepared.url = self._prepared_url(path, query)
-        prepared.headers = request_headers
-        prepared.prepare_body(body, None)
-        jar = merge_cookies(RequestsCookieJar(), session.cookies)  # type: ignore[no-untyped-call]
-        prepared.prepare_cookies(jar)
-        prepared.prepare_auth(self._auth)
-        prepared.prepare_hooks(session.hooks)
+        prepared = self.prepare(pool, method, path, body=body, query=query, headers=headers)
         limit = self.max_answer_bytes
         if allow_redirects:
             prepared.register_hook("response", self._redirect_body)  # type: ignore[no-untyped-call]
@@ -636,7 +650,7 @@ class Transport:
         try:
             answer = session.send(
                 prepared,
-                timeout=self._urllib3_timeout(timeout),
+                timeout=(timeout.connect, timeout.read),
                 allow_redirects=allow_redirects,
                 proxies=resolved.proxies,
                 verify=resolved.verify,
@@ -655,7 +669,7 @@ class Transport:
             raise APIConnectionError(
                 f"Connection error on {what}: a redirect led to an invalid URL"
             ) from e
-        except UnicodeEncodeError as e:
+        except UnicodeEncodeError as e:  # a header the auth handler added after the checks
             raise header_error("latin-1", what) from e
         except ResponseTooLargeError:
             if answer is not None:

@@ -442,11 +442,9 @@ def test_https_proxy_and_ca_bundle_from_the_environment_are_honoured(
     assert "/nonexistent/ca.pem" in str(info.value)
 
 
-def test_a_header_checked_once_never_lets_a_bad_value_through(
-    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Pairs found fit are remembered (emptied when full: here after 4); a bad one never is.
-    monkeypatch.setattr("tinker_lite._transport.http._MAX_CHECKED_HEADERS", 4)
+def test_every_request_header_is_checked_and_a_bad_one_is_named(server: ScriptedServer) -> None:
+    # Checked on every request (no memory of pairs found fit): a bad value is refused before
+    # anything is sent, the error names the header and never shows its value.
     server.default("POST", "/p", Reply(204))
     t = Transport(server.url, headers={}, auth=lambda: API_KEY)
     try:
@@ -458,9 +456,34 @@ def test_a_header_checked_once_never_lets_a_bad_value_through(
                 with pytest.raises(InvalidInputError) as info:
                     t.send(PoolKind.TRAIN, "POST", "/p", body=b"{}", headers={"X-Step": bad})
                 assert info.value.field == "headers", attempt
+                assert "'X-Step'" in str(info.value)
     finally:
         t.close()
     assert [r.header("X-Step") for r in server.requests()] == [str(i) for i in range(6)] * 3
+
+
+def test_a_request_copied_from_the_template_keeps_its_hooks_to_itself(
+    server: ScriptedServer,
+) -> None:
+    # PreparedRequest.copy() shares the template's hook lists: each request gets lists of its
+    # own, so the auth handler's and the redirect hooks of one request never reach the next.
+    server.default("GET", "/p", Reply(204))
+    session = requests.Session()
+    seen: list[int] = []
+    session.hooks["response"].append(lambda r, **kwargs: seen.append(r.status_code))
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY, session=session)
+    try:
+        template = t._templates[PoolKind.TRAIN]
+        before = {event: list(hooks) for event, hooks in template.hooks.items()}
+        prepared = t.prepare(PoolKind.TRAIN, "GET", "/p")
+        assert len(prepared.hooks["response"]) == 2  # the session's, then the auth handler's
+        prepared.register_hook("response", lambda r, **kwargs: r)  # type: ignore[no-untyped-call]
+        for _ in range(3):
+            assert t.send(PoolKind.TRAIN, "GET", "/p").status == 204
+        assert template.hooks == before
+    finally:
+        t.close()
+    assert seen == [204] * 3
 
 
 def test_request_targets_are_the_ones_urllib3_sends(server: ScriptedServer) -> None:
@@ -481,3 +504,20 @@ def test_request_targets_are_the_ones_urllib3_sends(server: ScriptedServer) -> N
     recorded = [(r.path, r.query) for r in server.requests()]
     assert recorded[: len(paths)] == recorded[len(paths) : 2 * len(paths)]
     assert recorded[: len(paths)] == recorded[2 * len(paths) :]
+
+
+def test_cookies_are_read_from_the_session_on_every_request(server: ScriptedServer) -> None:
+    # The template never keeps the cookies its session held when it was made.
+    server.default("GET", "/p", Reply(204))
+    session = requests.Session()
+    session.cookies.set("early", "1")
+    t = Transport(server.url, headers={}, auth=lambda: API_KEY, session=session)
+    try:
+        t.send(PoolKind.TRAIN, "GET", "/p")
+        session.cookies.clear()
+        t.send(PoolKind.TRAIN, "GET", "/p")
+        session.cookies.set("late", "2")
+        t.send(PoolKind.TRAIN, "GET", "/p")
+    finally:
+        t.close()
+    assert [r.header("Cookie") for r in server.requests()] == ["early=1", None, "late=2"]
