@@ -22,7 +22,8 @@ from tinker_lite._errors import (
     service_message,
 )
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._transport.http import HttpResponse, raise_for_status, register_secret
+from tinker_lite._transport.answers import HttpResponse, raise_for_status
+from tinker_lite._transport.http import register_secret
 from tinker_lite.cli import EXIT_CONNECTION, main
 from tinker_lite.cli._exit import error_message
 

@@ -17,7 +17,8 @@ from tests.hostile.servers import HostileServer, Request, peak_traced, reply
 from tests.support.holder import requests_over
 from tinker_lite import ResponseTooLargeError
 from tinker_lite._session.settings import resolve_settings
-from tinker_lite._transport.http import DEFAULT_MAX_ANSWER_BYTES, PoolKind, Transport
+from tinker_lite._transport.answers import DEFAULT_MAX_ANSWER_BYTES
+from tinker_lite._transport.http import PoolKind, Transport
 
 MiB = 1024 * 1024
 REST = "/api/v1/training_runs"

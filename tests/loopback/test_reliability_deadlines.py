@@ -51,7 +51,8 @@ from tinker_lite._api import Requestor
 from tinker_lite._futures.future import APIFuture, FutureTimeoutError, combine
 from tinker_lite._futures.poller import Poller
 from tinker_lite._session.holder import SessionHolder
-from tinker_lite._transport.http import DEFAULT_TIMEOUT, HttpResponse, PoolKind, Timeout, Transport
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import DEFAULT_TIMEOUT, PoolKind, Timeout, Transport
 from tinker_lite.local import LocalServer
 from tinker_lite.service_client import ServiceClient
 

@@ -37,7 +37,7 @@ from tests.support.served import served
 from tinker_lite import APIConnectionError, APITimeoutError
 from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._session.settings import DEFAULT_STARTUP_TIMEOUT, resolve_settings
-from tinker_lite._transport.http import HttpResponse
+from tinker_lite._transport.answers import HttpResponse
 from tinker_lite.telemetry import Telemetry
 
 RETRIEVE = "/api/v1/retrieve_future"

@@ -61,17 +61,15 @@ from tinker_lite._session.credentials import Credentials, token_fetcher
 from tinker_lite._session.sample_gate import sample_gate_for
 from tinker_lite._session.settings import Settings
 from tinker_lite._session.startup import DYNAMIC_CONFIG_TIMEOUT, is_connection_failure
+from tinker_lite._transport.answers import JSON, HttpResponse, raise_for_status
 from tinker_lite._transport.http import (
     DEFAULT_POOL_SIZES,
     DEFAULT_TIMEOUT,
     HEARTBEAT_TIMEOUT,
-    JSON,
     TELEMETRY_TIMEOUT,
-    HttpResponse,
     PoolKind,
     Timeout,
     Transport,
-    raise_for_status,
 )
 from tinker_lite._transport.loops import RetryableStatus, Tries, http_loop, operation_loop
 from tinker_lite._transport.retry import (

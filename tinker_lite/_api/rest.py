@@ -28,7 +28,7 @@ from tinker_lite._errors import (
 )
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
-from tinker_lite._transport.http import HttpResponse
+from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
 

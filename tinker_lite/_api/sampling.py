@@ -24,7 +24,8 @@ from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
-from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, raise_for_status
+from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse, raise_for_status
+from tinker_lite._transport.http import PoolKind
 from tinker_lite._transport.loops import (
     RetryableStatus,
     ServiceWait,

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
     from tinker_lite._session.holder import SessionHolder
     from tinker_lite._session.sample_gate import SampleGate
-    from tinker_lite._transport.http import HttpResponse, PoolKind
+    from tinker_lite._transport.answers import HttpResponse
+    from tinker_lite._transport.http import PoolKind
     from tinker_lite._transport.retry import RetryPolicy, StallWatch
 
 __all__ = ["Sender"]

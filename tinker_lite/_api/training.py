@@ -34,7 +34,7 @@ from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
-from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse
+from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
     from tinker_lite._api.sender import Sender

@@ -15,7 +15,7 @@ from tinker_lite._errors import APIResponseValidationError, TinkerError, WireFor
 from tinker_lite._secrets import redact
 
 if TYPE_CHECKING:
-    from tinker_lite._transport.http import HttpResponse
+    from tinker_lite._transport.answers import HttpResponse
 
 __all__ = ["decode_json", "parse_model"]
 

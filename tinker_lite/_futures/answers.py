@@ -25,7 +25,8 @@ from tinker_lite._errors import (
     RequestFailedError,
     TinkerError,
 )
-from tinker_lite._transport.http import HttpResponse, redact
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import redact
 from tinker_lite._transport.loops import RetryableStatus
 from tinker_lite._transport.retry import describe_error
 

@@ -40,12 +40,8 @@ from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._transport.http import (
-    ClientClosedError,
-    HttpResponse,
-    Timeout,
-    redact,
-)
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import ClientClosedError, Timeout, redact
 from tinker_lite._transport.loops import (
     RetryCallState,
     ServiceWait,

@@ -73,15 +73,8 @@ from tinker_lite._futures.answers import (
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.tasks import Poll, PollTask
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._transport.http import (
-    JSON,
-    RETRIEVE_FUTURE_TIMEOUT,
-    ClientClosedError,
-    HttpResponse,
-    Timeout,
-    raise_for_status,
-    redact,
-)
+from tinker_lite._transport.answers import JSON, HttpResponse, raise_for_status
+from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, ClientClosedError, Timeout, redact
 from tinker_lite._transport.loops import (
     RetryableStatus,
     RetryCallState,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._transport.http import HttpResponse, Timeout
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import Timeout
 from tinker_lite._transport.retry import RetryNotice, StallWatch
 
 __all__ = ["Poll", "PollTask"]

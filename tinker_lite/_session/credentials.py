@@ -37,7 +37,8 @@ from tinker_lite._errors import (
 )
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._session.credentials_file import CredentialsFile
-from tinker_lite._transport.http import HttpResponse, redact, register_secret
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import redact, register_secret
 
 __all__ = [
     "CREDENTIAL_CMD_TIMEOUT",

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 
 from tinker_lite._errors import ClientClosedError, TinkerError
-from tinker_lite._transport.http import HttpResponse, redact
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import redact
 
 __all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
 

@@ -64,7 +64,8 @@ from tinker_lite._session.startup import (
     DynamicConfig,
     read_client_config,
 )
-from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, HttpResponse, Timeout, redact
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, Timeout, redact
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from tinker_lite.telemetry import Telemetry
 

@@ -27,11 +27,8 @@ from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
 from tinker_lite._session.journal import ENV_VAR as ENV_JOURNAL
-from tinker_lite._transport.http import (
-    DEFAULT_MAX_ANSWER_BYTES,
-    is_loopback_url,
-    register_secret,
-)
+from tinker_lite._transport.answers import DEFAULT_MAX_ANSWER_BYTES
+from tinker_lite._transport.http import is_loopback_url, register_secret
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 from tinker_lite._version import WIRE_SDK_VERSION
 from tinker_lite.telemetry import is_telemetry_enabled

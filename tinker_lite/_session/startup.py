@@ -33,8 +33,9 @@ from tinker_lite._errors import (
     TinkerError,
 )
 from tinker_lite._repr import tolerant_repr
+from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.failures import is_certificate_error, is_connect_timeout
-from tinker_lite._transport.http import HttpResponse, Timeout, redact
+from tinker_lite._transport.http import Timeout, redact
 
 __all__ = [
     "DYNAMIC_CONFIG_TIMEOUT",

@@ -13,16 +13,13 @@ import socket
 import ssl
 import urllib.parse
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import requests.exceptions
 import urllib3.exceptions
 
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._secrets import redact
-
-if TYPE_CHECKING:
-    from tinker_lite._transport.http import Timeout
 
 __all__ = [
     "TRANSPORT_ERRORS",
@@ -159,17 +156,18 @@ TRANSPORT_ERRORS = (OSError, urllib3.exceptions.HTTPError, http.client.HTTPExcep
 
 
 def connection_failure(
-    exc: BaseException, *, what: str, base_url: str, timeout: Timeout, elapsed: float
+    exc: BaseException, *, what: str, base_url: str, timeouts: tuple[float, float], elapsed: float
 ) -> APIConnectionError:
     """The tinker_lite error for a failed attempt ``what`` (its cause is set by the caller):
-    :class:`~tinker_lite.APITimeoutError` for a timeout, else
-    :class:`~tinker_lite.APIConnectionError` saying what happened in a plain sentence."""
+    :class:`~tinker_lite.APITimeoutError` for a timeout (``timeouts``: the attempt's connect and
+    read timeouts), else :class:`~tinker_lite.APIConnectionError` saying what happened in a
+    plain sentence."""
     kind = classify_failure(exc)
     detail = redact(f"{type(exc).__name__}: {exc}")
     if kind == "timeout":
         return APITimeoutError(
             f"Request timed out after {elapsed:.1f}s: {what} "
-            f"(connect timeout {timeout.connect}s, read timeout {timeout.read}s). {detail}",
+            f"(connect timeout {timeouts[0]}s, read timeout {timeouts[1]}s). {detail}",
             elapsed=elapsed,
         )
     where = host_port(base_url)

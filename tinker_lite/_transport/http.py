@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-import json
 import logging
 import platform
 import threading
@@ -57,10 +56,6 @@ import requests.adapters
 import requests.auth
 import requests.exceptions
 import requests.utils
-import urllib3
-import urllib3.connectionpool
-import urllib3.exceptions
-import urllib3.response
 from requests.cookies import RequestsCookieJar, merge_cookies
 from requests.models import PreparedRequest
 from requests.structures import CaseInsensitiveDict
@@ -71,9 +66,6 @@ from tinker_lite._errors import (
     ClientClosedError,
     InvalidInputError,
     ResponseTooLargeError,
-    WireFormatError,
-    format_status_error,
-    status_error_class,
 )
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact, redact_url, register_secret
@@ -88,45 +80,34 @@ from tinker_lite._transport.adapters import (
     pool_session,
     session_auth,
 )
+from tinker_lite._transport.answers import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    JSON,
+    HttpResponse,
+    RedirectBody,
+    is_urllib3,
+    read_capped,
+)
 from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure, low_level_cause
 from tinker_lite._version import __version__
 
 __all__ = [
-    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_POOL_SIZES",
     "DEFAULT_TIMEOUT",
     "HEARTBEAT_TIMEOUT",
-    "JSON",
-    "PROTOBUF",
     "RETRIEVE_FUTURE_TIMEOUT",
     "TELEMETRY_TIMEOUT",
     "ClientClosedError",
-    "HttpResponse",
     "PoolKind",
     "Timeout",
     "Transport",
     "is_loopback_url",
-    "raise_for_status",
     "redact",
     "register_secret",
     "user_agent",
 ]
 
 logger = logging.getLogger("tinker_lite.http")
-
-JSON = "application/json"
-PROTOBUF = "application/x-protobuf"
-
-# Longest excerpt of a response body copied into an exception message.
-_MAX_BODY_IN_MESSAGE = 2000
-
-DEFAULT_MAX_ANSWER_BYTES = 256 * 1024 * 1024
-"""The largest answer read, after decompression (``TINKER_LITE_MAX_ANSWER_BYTES``): ten times
-the JSON result of the largest forward_backward chunk (500,000 numbers, docs/protocol.rst §7.4)."""
-# A redirect's own body is never used: only this much of it is read.
-_MAX_REDIRECT_BODY = 64 * 1024
-# Bytes asked of urllib3 per read of an answer of unknown or compressed size.
-_READ_CHUNK = 1024 * 1024
 
 
 class PoolKind(enum.Enum):
@@ -181,122 +162,6 @@ DEFAULT_TIMEOUT = Timeout()
 RETRIEVE_FUTURE_TIMEOUT = Timeout(connect=5.0, read=45.0)
 HEARTBEAT_TIMEOUT = Timeout(connect=5.0, read=10.0)
 TELEMETRY_TIMEOUT = Timeout(connect=5.0, read=5.0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Responses
-
-
-class HttpResponse:
-    """One HTTP answer: status, case-insensitive headers and the whole body."""
-
-    __slots__ = ("_json", "_json_error", "_json_loads", "body", "elapsed", "headers", "status")
-
-    def __init__(
-        self,
-        status: int,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        elapsed: float = 0.0,
-        json_loads: Callable[[bytes], Any] | None = None,
-    ) -> None:
-        self.status = status
-        self.headers: Mapping[str, str] = (
-            headers if isinstance(headers, CaseInsensitiveDict) else CaseInsensitiveDict(headers)
-        )
-        self.body = body
-        self.elapsed = elapsed
-        self._json: Any = _UNSET
-        self._json_error: Exception | None = None
-        self._json_loads = json_loads if json_loads is not None else _stdlib_json_loads
-
-    @property
-    def content_type(self) -> str:
-        """The media type without parameters, lower case (``""`` when absent)."""
-        value = self.headers.get("content-type") or ""
-        return value.split(";", 1)[0].strip().lower()
-
-    @property
-    def is_protobuf(self) -> bool:
-        """Whether the body is a protobuf message (docs/protocol.rst §3.5)."""
-        return self.content_type == PROTOBUF
-
-    @property
-    def request_id(self) -> str | None:
-        """The service's ``x-request-id`` header, when it sent one."""
-        return self.headers.get("x-request-id")
-
-    def json(self) -> Any:
-        """The body parsed as JSON (parsed once, then cached); WireFormatError if it is not JSON."""
-        if self._json is _UNSET:
-            if self._json_error is not None:
-                raise self._json_error
-            try:
-                self._json = self._json_loads(self.body)
-            except Exception as e:
-                self._json_error = e
-                raise
-        return self._json
-
-    def text(self, limit: int | None = None) -> str:
-        """The body decoded as UTF-8 (invalid bytes replaced), optionally cut to ``limit``."""
-        data = self.body if limit is None else self.body[:limit]
-        return data.decode("utf-8", errors="replace")
-
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return (
-            f"HttpResponse(status={self.status}, content_type={self.content_type!r}, "
-            f"length={len(self.body)})"
-        )
-
-
-_UNSET: Any = object()
-
-
-def _stdlib_json_loads(body: bytes) -> Any:
-    """Parse JSON with the standard library (a transport may be given a faster parser)."""
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as e:
-        raise WireFormatError(f"body is not valid JSON ({e}): {body[:80]!r}") from e
-
-
-def _body_for_message(resp: HttpResponse) -> object:
-    try:
-        parsed = resp.json()
-    except Exception:
-        text = resp.text(_MAX_BODY_IN_MESSAGE)
-        return redact(text)
-    return parsed
-
-
-def raise_for_status(
-    resp: HttpResponse, *, request_id: str | None = None, what: str | None = None
-) -> None:
-    """Raise the :class:`~tinker_lite.APIStatusError` subclass for a non-2xx answer
-    (docs/protocol.rst §2.6).
-
-    2xx answers return ``None``. 3xx answers (seen only when redirects are not followed) and every
-    other status raise; ``request_id`` (else the ``x-request-id`` header) is attached. ``what``
-    (e.g. ``"POST /api/v1/forward_backward"``) names the request in the message.
-    """
-    if 200 <= resp.status < 300:
-        return
-    body = _body_for_message(resp)
-    rid = request_id or resp.request_id
-    message = format_status_error(resp.status, body, request=what, request_id=rid)
-    cls = status_error_class(resp.status)
-    error = cls(
-        message,
-        status_code=resp.status,
-        body=body,
-        request_id=rid,
-        headers=dict(resp.headers),
-    )
-    error.request = what
-    raise error
 
 
 # ---------------------------------------------------------------------------------------------
@@ -424,7 +289,7 @@ class Transport:
         if max_answer_bytes < 1:
             raise InvalidInputError("max_answer_bytes", f"must be >= 1, got {max_answer_bytes}")
         self.max_answer_bytes = max_answer_bytes
-        self._redirect_body = _RedirectBody(max_answer_bytes)
+        self._redirect_body = RedirectBody(max_answer_bytes)
         self._json_loads = json_loads
         self._closed = False
         self._lock = threading.Lock()
@@ -657,7 +522,7 @@ class Transport:
                 cert=resolved.cert,
                 stream=True,
             )
-            attempt.attach(answer.raw.connection if _is_urllib3(answer.raw) else None)
+            attempt.attach(answer.raw.connection if is_urllib3(answer.raw) else None)
             content = read_capped(answer, limit, what)
             if attempt.expired:  # a body without a length ends when its socket is shut down
                 raise _deadline_error(what, timeout, time.monotonic() - started)
@@ -703,7 +568,11 @@ class Transport:
         if self._closed:
             return ClientClosedError(f"The client was closed during {what}.", body=None)
         return connection_failure(
-            e, what=what, base_url=self.base_url, timeout=timeout, elapsed=elapsed
+            e,
+            what=what,
+            base_url=self.base_url,
+            timeouts=(timeout.connect, timeout.read),
+            elapsed=elapsed,
         )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
@@ -735,89 +604,9 @@ class Transport:
         return dict(self._base_headers)
 
 
-def _is_urllib3(raw: object) -> bool:
-    return isinstance(raw, urllib3.response.BaseHTTPResponse)
-
-
 def _deadline_error(what: str, timeout: Timeout, elapsed: float) -> APITimeoutError:
     return APITimeoutError(
         f"Request timed out after {elapsed:.1f}s: {what} did not get its whole answer within "
         f"the attempt's deadline of {timeout.deadline:g}s (connect, headers and body).",
         elapsed=elapsed,
     )
-
-
-def _declared_length(answer: requests.Response) -> int | None:
-    value = answer.headers.get("content-length")
-    if value is None:
-        return None
-    try:
-        length = int(value.split(",")[0].strip())
-    except ValueError:
-        return None
-    return length if length >= 0 else None
-
-
-def _too_large(
-    answer: requests.Response, limit: int, what: str, size: str
-) -> ResponseTooLargeError:
-    return ResponseTooLargeError(
-        f"The answer to {what} is larger than the client reads ({size}; the cap is {limit} "
-        "bytes): it was not read. Raise TINKER_LITE_MAX_ANSWER_BYTES if this answer is "
-        "legitimate.",
-        status_code=answer.status_code,
-        limit=limit,
-    )
-
-
-def read_capped(answer: requests.Response, limit: int, what: str) -> bytes:
-    """The whole (decoded) body of a streamed answer, at most ``limit`` bytes.
-
-    Refused from ``Content-Length`` before anything is read; otherwise read in chunks, so an
-    endless or inflating body (gzip, deflate, zstd) stops at the cap with
-    :class:`~tinker_lite.ResponseTooLargeError`. A plain body of known length is read at once
-    from urllib3's response when that is what the adapter gave (requests' chunked ``content``
-    reading costs more).
-    """
-    length = _declared_length(answer)
-    if length is not None and length > limit:
-        raise _too_large(answer, limit, what, f"Content-Length: {length}")
-    raw = answer.raw
-    if not _is_urllib3(raw):
-        chunks = answer.iter_content(_READ_CHUNK)
-    else:
-        encoded = answer.headers.get("content-encoding", "identity").strip().lower()
-        if length is not None and encoded in ("", "identity"):
-            data: bytes = raw.read(decode_content=True)
-            return data
-        chunks = iter(lambda: raw.read(_READ_CHUNK, decode_content=True), b"")
-    parts: list[bytes] = []
-    size = 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(answer, limit, what, f"over {limit} bytes read")
-        parts.append(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-class _RedirectBody:
-    """A response hook: a redirect's body (which requests reads before following it) is read
-    here under a small cap, so an endless one ends at once."""
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int) -> None:
-        self.limit = min(limit, _MAX_REDIRECT_BODY)
-
-    def __call__(self, r: requests.Response, **kwargs: Any) -> requests.Response:
-        if r.is_redirect and not r._content_consumed:  # type: ignore[attr-defined]
-            try:
-                content = read_capped(r, self.limit, f"{r.request.method} {r.url}")
-            except ResponseTooLargeError:
-                r.close()
-                raise
-            # What requests' own ``content`` property stores once it has read a body.
-            r._content = content
-            r._content_consumed = True  # type: ignore[attr-defined]
-        return r

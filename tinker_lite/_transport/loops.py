@@ -21,7 +21,8 @@ from typing import Any, Protocol, TypeVar
 import tenacity
 
 from tinker_lite._errors import APIConnectionError, APIStatusError
-from tinker_lite._transport.http import ClientClosedError, HttpResponse
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import ClientClosedError
 from tinker_lite._transport.retry import (
     Backoff,
     RetryNotice,

@@ -79,7 +79,8 @@ def _api_key_request(ctx: Context, key: str, method: str) -> Any:
     """Send ``method`` ``/api/v1/auth/apikey/me`` authenticated by ``key``; the parsed answer."""
     from tinker_lite._codec import wire as _wire
     from tinker_lite._session.settings import resolve_settings
-    from tinker_lite._transport.http import PoolKind, Timeout, Transport, raise_for_status
+    from tinker_lite._transport.answers import raise_for_status
+    from tinker_lite._transport.http import PoolKind, Timeout, Transport
 
     settings = resolve_settings(base_url=ctx.base_url, api_key=key)
     transport = Transport(

@@ -40,7 +40,8 @@ from tinker_lite._errors import TinkerError
 from tinker_lite._futures.answers import json_decoder as _json_decoder
 from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._session.holder import SessionHolder, jwt_expiry
-from tinker_lite._transport.http import JSON, PROTOBUF, HttpResponse, PoolKind, Timeout
+from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse
+from tinker_lite._transport.http import PoolKind, Timeout
 from tinker_lite._transport.retry import parse_retry_after
 
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])

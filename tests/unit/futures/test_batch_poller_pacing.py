@@ -15,7 +15,7 @@ from typing import Any, cast
 from tinker_lite._futures.batch_poller import BatchPoller
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
-from tinker_lite._transport.http import HttpResponse
+from tinker_lite._transport.answers import HttpResponse
 
 
 class ScriptedService:

@@ -40,7 +40,8 @@ from tinker_lite._errors import (
 from tinker_lite._futures.answers import QueueStateLogger, default_queue_reason
 from tinker_lite._futures.future import APIFuture, FutureTimeoutError, chain, combine
 from tinker_lite._futures.poller import Poller
-from tinker_lite._transport.http import ClientClosedError, HttpResponse, Timeout
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import ClientClosedError, Timeout
 
 RETRIEVE = "/api/v1/retrieve_future"
 WALL = 1_700_000_000.0

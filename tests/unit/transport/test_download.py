@@ -23,6 +23,7 @@ from tinker_lite import (
 )
 from tinker_lite._progress import Progress
 from tinker_lite._transport import download as _download
+from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.download import (
     DownloadError,
     UnsafeArchiveError,
@@ -30,7 +31,6 @@ from tinker_lite._transport.download import (
     extract_archive,
     part_path,
 )
-from tinker_lite._transport.http import HttpResponse
 from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 

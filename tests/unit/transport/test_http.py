@@ -46,18 +46,17 @@ from tinker_lite._errors import (
     UnprocessableEntityError,
     WireFormatError,
 )
+from tinker_lite._transport.answers import HttpResponse, raise_for_status
 from tinker_lite._transport.http import (
     DEFAULT_TIMEOUT,
     HEARTBEAT_TIMEOUT,
     RETRIEVE_FUTURE_TIMEOUT,
     TELEMETRY_TIMEOUT,
     ClientClosedError,
-    HttpResponse,
     PoolKind,
     Timeout,
     Transport,
     is_loopback_url,
-    raise_for_status,
     redact,
     register_secret,
     user_agent,

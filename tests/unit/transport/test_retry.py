@@ -29,11 +29,8 @@ from tinker_lite._errors import (
     RateLimitError,
 )
 from tinker_lite._session.sample_gate import SampleGate
-from tinker_lite._transport.http import (
-    ClientClosedError,
-    HttpResponse,
-    Timeout,
-)
+from tinker_lite._transport.answers import HttpResponse
+from tinker_lite._transport.http import ClientClosedError, Timeout
 from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
