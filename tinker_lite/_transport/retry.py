@@ -36,14 +36,12 @@ __all__ = [
     "MIN_ATTEMPT_TIMEOUT",
     "NO_RETRIES",
     "RETRYABLE_STATUSES",
-    "Backoff",
     "RetryNotice",
     "RetryPolicy",
     "StallWatch",
     "announce_retry",
     "cut_timeout",
     "describe_error",
-    "exponential_backoff",
     "is_invisible_failure",
     "is_retryable_error",
     "is_retryable_status",
@@ -101,33 +99,6 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float
         except (OverflowError, ValueError):
             return None
     return value if math.isfinite(value) else None
-
-
-def exponential_backoff(
-    retries_taken: int, *, initial: float, cap: float, jitter: float = 0.0, rand: float = 0.0
-) -> float:
-    """``min(initial * 2**n, cap)`` less up to ``jitter`` of it (``rand`` in [0, 1)).
-
-    The one back-off formula of the client: HTTP retries, operation retries, polls, try_again
-    pacing and downloads differ only in their arguments.
-    """
-    base = min(initial * 2.0 ** min(max(retries_taken, 0), 1000), cap)
-    return max(0.0, base * (1.0 - jitter * rand))
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """One loop's back-off: ``min(initial * 2**n, cap)`` less up to ``jitter`` of it."""
-
-    initial: float
-    cap: float
-    jitter: float = 0.0
-
-    def delay(self, retries_taken: int, rand: float = 0.0) -> float:
-        """The wait before retry number ``retries_taken`` (0-based); ``rand`` in [0, 1)."""
-        return exponential_backoff(
-            retries_taken, initial=self.initial, cap=self.cap, jitter=self.jitter, rand=rand
-        )
 
 
 @dataclass(frozen=True)
@@ -189,43 +160,6 @@ class RetryPolicy:
                 "budget_s", f"must be a positive number of seconds, got {budget!r}"
             )
 
-    @property
-    def http_backoff(self) -> Backoff:
-        """Layer A: ``min(0.5 * 2**n, 10)`` s with 25 % jitter (docs/protocol.rst §6.2)."""
-        return Backoff(self.initial_delay, self.max_delay, self.jitter)
-
-    @property
-    def operation_backoff(self) -> Backoff:
-        """Layer B: ``min(2**n, 30)`` s (docs/protocol.rst §6.3)."""
-        return Backoff(1.0, self.operation_max_delay)
-
-    @property
-    def poll_backoff(self) -> Backoff:
-        """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s with jitter
-        (docs/protocol.rst §5.2)."""
-        return Backoff(1.0, self.poll_max_delay, self.jitter)
-
-    @property
-    def pace_backoff(self) -> Backoff:
-        """Polls answered ``try_again`` in under a second: 0.1 s doubling to 1 s
-        (docs/protocol.rst §5.2)."""
-        return Backoff(self.pace_initial, self.pace_max)
-
-    @property
-    def throttle_backoff(self) -> Backoff:
-        """The sampling 429 window without ``Retry-After``: 1 s (docs/protocol.rst §6.4)."""
-        return Backoff(self.throttle_default, self.throttle_default)
-
-    @property
-    def download_backoff(self) -> Backoff:
-        """Downloads: ``min(2**n, 30)`` s."""
-        return Backoff(1.0, self.download_max_delay)
-
-    @property
-    def trace_export_backoff(self) -> Backoff:
-        """A session's trace export, while the service builds it: every 5 s."""
-        return Backoff(self.trace_export_interval, self.trace_export_interval)
-
     def should_retry(self, status: int, headers: Mapping[str, str] | None = None) -> bool:
         """Whether an error answer is retried (``x-should-retry`` first, then the status)."""
         # docs/protocol.rst §6.2: the header is checked first, exact lower-case comparison.
@@ -249,11 +183,6 @@ class RetryPolicy:
             return asked
         return None
 
-    def max_total_delay(self, retries_taken: int = 0) -> float:
-        """Layer A: the longest back-off left after ``retries_taken`` retries (no Retry-After)."""
-        backoff = self.http_backoff
-        return sum(backoff.delay(n) for n in range(retries_taken, self.max_retries))
-
     def pace_delay(self, answered_in: float, fast_answers: int) -> float:
         """Polls: the pause before the next poll after a ``try_again`` or 408.
 
@@ -263,12 +192,7 @@ class RetryPolicy:
         """
         if answered_in >= self.pace_below_s or fast_answers < 1:
             return 0.0
-        return self.pace_backoff.delay(fast_answers - 1)
-
-    @staticmethod
-    def time_left(silent_for: float, stall_timeout: float) -> float:
-        """Seconds left before a request silent for ``silent_for`` s stalls (may be <= 0)."""
-        return stall_timeout - silent_for
+        return min(self.pace_initial * 2.0 ** min(fast_answers - 1, 64), self.pace_max)
 
 
 # The shortest timeout an attempt made at the end of a retry budget still gets.
@@ -330,7 +254,7 @@ class StallWatch:
 
     def remaining(self) -> float:
         """Seconds left before the request stalls (<= 0: it has)."""
-        return RetryPolicy.time_left(self.silent_for(), self.stall_timeout)
+        return self.stall_timeout - self.silent_for()
 
     def expired(self) -> bool:
         """Whether the stall timeout has passed."""
