@@ -20,6 +20,7 @@ transport and the sampling gate.
 from __future__ import annotations
 
 import base64
+import functools
 import random
 import threading
 import time
@@ -220,8 +221,16 @@ class Requestor:
         self.fetch_jwt = token_fetcher(self._post_with_key, self.credentials.exchange_credential)
         self._session_ref: Callable[[], SessionHolder | None] = lambda: None
         # The two layers of the one retrying send, built once (Layer A once per policy).
-        self._rand = rand
-        self._http_loops: dict[RetryPolicy, Retrier] = {}
+        self._http_loop: Callable[[RetryPolicy], Retrier] = functools.cache(
+            lambda policy: http_loop(
+                policy,
+                closing=self.closing,
+                sleep=self.sleep,
+                rand=rand,
+                wall_clock=wall_clock,
+                clock=clock,
+            )
+        )
         self._operations = operation_loop(
             retry_policy, closing=self.closing, sleep=self.sleep, wall_clock=wall_clock, clock=clock
         )
@@ -428,23 +437,6 @@ class Requestor:
         except TinkerError as e:
             failure = e
         raise failure.with_traceback(None)
-
-    def _http_loop(self, policy: RetryPolicy) -> Retrier:
-        """The HTTP layer of ``policy``, built at its first use."""
-        loop = self._http_loops.get(policy)
-        if loop is None:
-            loop = self._http_loops.setdefault(
-                policy,
-                http_loop(
-                    policy,
-                    closing=self.closing,
-                    sleep=self.sleep,
-                    rand=self._rand,
-                    wall_clock=self.wall_clock,
-                    clock=self.clock,
-                ),
-            )
-        return loop
 
     def _operation_try(self, tries: Tries, call: _Call) -> HttpResponse:
         """One try of the operation: a new idempotency key, then the HTTP layer's attempts."""

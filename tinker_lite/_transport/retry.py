@@ -1,20 +1,9 @@
 """The one retry and deadline policy of tinker_lite: a frozen value of pure decisions.
 
-:class:`RetryPolicy` decides every wait of the client: HTTP retries (Layer A,
-docs/protocol.rst §6.2 as fixed by docs/protocol.rst §6.1: 408/409/429/5xx and connection errors,
-``x-should-retry`` obeyed, ``min(0.5 * 2**n, 10)`` s with jitter, at most 10 retries), operation
-retries of submits (Layer B, docs/protocol.rst §6.3: ``min(2**n, 30)`` s for up to 5 minutes, the
-same request re-sent), poll back-off and ``try_again`` pacing (docs/protocol.rst §5.2), the sampling
-429 window (docs/protocol.rst §6.4), downloads and the trace export. Its numbers live here and
-nowhere else; :mod:`tinker_lite._transport.loops` runs them in tenacity, with the service's
-``Retry-After`` honoured when 0 < delay <= 60 s. :class:`StallWatch` measures the one deadline of a
-request's life (docs/protocol.rst §6.6): the time since the service last answered anything useful,
-from the submit through its retries, back-off sleeps and polls.
-
-The first retry the caller cannot see (connection refused, DNS failure, 5xx) of a logical
-request is logged at WARNING, naming what is retried and until when (docs/protocol.rst §6.6); later
-ones at DEBUG (:func:`announce_retry`). Sleeping, randomness and clocks are injected so tests run
-instantly.
+:class:`RetryPolicy` holds every number of docs/protocol.rst §6 (the loops of
+:mod:`tinker_lite._transport.loops` run them in tenacity); :class:`StallWatch` measures a
+request's one deadline (§6.6); :func:`announce_retry` logs the first retry the caller cannot see
+at WARNING, later ones at DEBUG.
 """
 
 from __future__ import annotations
@@ -24,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from requests.structures import CaseInsensitiveDict
 
@@ -35,7 +24,6 @@ __all__ = [
     "DEFAULT_RETRY_POLICY",
     "MIN_ATTEMPT_TIMEOUT",
     "NO_RETRIES",
-    "RETRYABLE_STATUSES",
     "RetryNotice",
     "RetryPolicy",
     "StallWatch",
@@ -44,14 +32,10 @@ __all__ = [
     "describe_error",
     "is_invisible_failure",
     "is_retryable_error",
-    "is_retryable_status",
     "parse_retry_after",
 ]
 
 logger = logging.getLogger("tinker_lite.retry")
-
-# docs/protocol.rst §6.2 / §6.3: statuses retried besides every 5xx.
-RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429})
 
 
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
@@ -62,11 +46,6 @@ def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
         headers = CaseInsensitiveDict(headers)
     value: str | None = headers.get(name)
     return value
-
-
-def is_retryable_status(status: int) -> bool:
-    """Whether an error status is retried when the service gives no ``x-should-retry``."""
-    return status in RETRYABLE_STATUSES or status >= 500
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float | None:
@@ -129,7 +108,8 @@ class RetryPolicy:
     max_delay: float = 10.0
     jitter: float = 0.25
     max_retry_after: float = 60.0
-    retry_statuses: frozenset[int] = field(default=RETRYABLE_STATUSES)
+    # docs/protocol.rst §6.2 / §6.3: statuses retried besides every 5xx.
+    retry_statuses: frozenset[int] = frozenset({408, 409, 429})
     budget_s: float | None = None
     operation_budget_s: float = 300.0
     operation_max_delay: float = 30.0
@@ -344,7 +324,7 @@ def is_retryable_error(exc: BaseException) -> bool:
     if isinstance(exc, ClientClosedError):
         return False
     if isinstance(exc, APIStatusError):
-        return exc.status_code != 409 and is_retryable_status(exc.status_code)
+        return exc.status_code != 409 and DEFAULT_RETRY_POLICY.should_retry(exc.status_code)
     return isinstance(exc, APIConnectionError)
 
 
