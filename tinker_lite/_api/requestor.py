@@ -74,13 +74,7 @@ from tinker_lite._transport.http import (
     Transport,
     raise_for_status,
 )
-from tinker_lite._transport.loops import (
-    Retrier,
-    RetryableStatus,
-    Tries,
-    http_loop,
-    operation_loop,
-)
+from tinker_lite._transport.loops import RetryableStatus, Tries, http_loop, operation_loop
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     MIN_ATTEMPT_TIMEOUT,
@@ -221,7 +215,7 @@ class Requestor:
         self.fetch_jwt = token_fetcher(self._post_with_key, self.credentials.exchange_credential)
         self._session_ref: Callable[[], SessionHolder | None] = lambda: None
         # The two layers of the one retrying send, built once (Layer A once per policy).
-        self._http_loop: Callable[[RetryPolicy], Retrier] = functools.cache(
+        self._http_loop = functools.cache(
             lambda policy: http_loop(
                 policy,
                 closing=self.closing,
