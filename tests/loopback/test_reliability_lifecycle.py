@@ -320,7 +320,7 @@ def test_an_uncaught_connection_error_prints_a_short_traceback() -> None:
     assert len(lines) <= 40, done.stderr
     assert lines[-1].startswith("tinker_lite._errors.APIConnectionError: Connection refused")
     assert "never answered within the start-up budget of 1 s" in lines[-1]
-    assert "tenacity" not in done.stderr
+    assert f"{os.sep}tenacity{os.sep}" not in done.stderr  # its frames (a checkout may be named so)
     # The low-level cause is kept, on its own.
     assert "Connection refused" in done.stderr
     assert done.stderr.count("Traceback (most recent call last)") == 1
@@ -353,4 +353,4 @@ def test_a_failed_request_keeps_the_low_level_cause_not_the_retries(clean_env: N
     while tb is not None:
         frames.append(tb.tb_frame.f_code.co_filename)
         tb = tb.tb_next
-    assert not any("tenacity" in f for f in frames), frames
+    assert not any(f"{os.sep}tenacity{os.sep}" in f for f in frames), frames

@@ -20,6 +20,7 @@ transport and the sampling gate.
 from __future__ import annotations
 
 import base64
+import functools
 import random
 import threading
 import time
@@ -79,6 +80,7 @@ from tinker_lite._transport.retry import (
     RetryPolicy,
     StallWatch,
     cut_timeout,
+    is_retryable_error,
 )
 
 if TYPE_CHECKING:
@@ -106,8 +108,8 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-class _Call(Tries):
-    """One logical request: what is sent (built once) and its retry bookkeeping."""
+class _Call:
+    """One logical request: what is sent, built once for all of its attempts."""
 
     __slots__ = (
         "accept_status",
@@ -117,12 +119,14 @@ class _Call(Tries):
         "idempotency_key",
         "method",
         "path",
+        "policy",
         "pool",
         "query",
         "raw",
         "retries",
         "timeout",
         "timeout_header",
+        "what",
     )
 
     def __init__(
@@ -142,7 +146,8 @@ class _Call(Tries):
         idempotency_key: str | None = None,
         sent_path: str | None = None,
     ) -> None:
-        super().__init__(f"{method} {sent_path or path}", policy)
+        self.what = f"{method} {sent_path or path}"
+        self.policy = policy
         self.method = method
         self.path = path
         self.pool = pool
@@ -207,14 +212,16 @@ class Requestor:
         self.sample_gate = sample_gate_for(settings.base_url, settings.api_key)
         self.fetch_jwt = token_fetcher(self._post_with_key, self.credentials.exchange_credential)
         self._session_ref: Callable[[], SessionHolder | None] = lambda: None
-        # The two layers of the one retrying send, built once.
-        self._http = http_loop(
-            retry_policy,
-            closing=self.closing,
-            sleep=self.sleep,
-            rand=rand,
-            wall_clock=wall_clock,
-            clock=clock,
+        # The two layers of the one retrying send, built once (Layer A once per policy).
+        self._http_loop = functools.cache(
+            lambda policy: http_loop(
+                policy,
+                closing=self.closing,
+                sleep=self.sleep,
+                rand=rand,
+                wall_clock=wall_clock,
+                clock=clock,
+            )
         )
         self._operations = operation_loop(
             retry_policy, closing=self.closing, sleep=self.sleep, wall_clock=wall_clock, clock=clock
@@ -310,17 +317,16 @@ class Requestor:
             allow_redirects=allow_redirects,
             idempotency_key=idempotency_key,
         )
-        if operation_retries and retry:
-            # docs/protocol.rst §6.6: the stall timeout bounds the whole life of a request.
-            total = min(
-                OPERATION_BUDGET_S,
-                self.settings.stall_timeout if deadline is None else deadline.remaining(),
-            )
-            if self.policy.budget_s is not None:
-                total = min(total, self.policy.budget_s)
-            call.operation_budget_s = total
-            call.operation_started = started
-        return self._send(call)
+        if not (operation_retries and retry):
+            return self._send(call)
+        # docs/protocol.rst §6.6: the stall timeout bounds the whole life of a request.
+        total = min(
+            OPERATION_BUDGET_S,
+            self.settings.stall_timeout if deadline is None else deadline.remaining(),
+        )
+        if self.policy.budget_s is not None:
+            total = min(total, self.policy.budget_s)
+        return self._send(call, operation_deadline=started + total)
 
     def request(
         self,
@@ -401,49 +407,56 @@ class Requestor:
             sent_path=self.transport.sent_path(path),
         )
 
-    def _send(self, call: _Call) -> HttpResponse:
-        """The one retrying send: the operation layer (when the call has a budget for it)
-        around the HTTP layer around one transport attempt.
+    def _send(
+        self,
+        call: _Call,
+        *,
+        operation_deadline: float | None = None,
+        retryable: Callable[[BaseException], bool] = is_retryable_error,
+    ) -> HttpResponse:
+        """The one retrying send: the operation layer (until ``operation_deadline``, for the
+        errors ``retryable`` accepts) around the HTTP layer around one transport attempt.
 
         A failure is raised with a traceback that starts here, its low-level cause kept: an
         uncaught one prints the caller's frames and the cause, not every retry
         (docs/protocol.rst §6.6).
         """
+        tries = Tries(call.what, operation_deadline=operation_deadline, retryable=retryable)
         try:
-            if call.operation_budget_s is None:
-                return self._operation_try(call)
-            return self._operations(self._operation_try, call)
+            if operation_deadline is None:
+                return self._operation_try(tries, call)
+            return self._operations(self._operation_try, tries, call)
         except TinkerError as e:
             failure = e
         raise failure.with_traceback(None)
 
-    def _operation_try(self, call: _Call) -> HttpResponse:
+    def _operation_try(self, tries: Tries, call: _Call) -> HttpResponse:
         """One try of the operation: a new idempotency key, then the HTTP layer's attempts."""
         if call.method not in _BODYLESS:
             call.headers["X-Idempotency-Key"] = call.idempotency_key or new_idempotency_key()
-        call.started = now = self.clock()
+        now = self.clock()
         call.retries = 0
-        if call.operation_budget_s is not None:
-            left = max(
-                call.operation_budget_s - (now - call.operation_started), MIN_ATTEMPT_TIMEOUT
-            )
-            budget = call.policy.budget_s
-            call.budget_s = left if budget is None else min(left, budget)
+        budget = call.policy.budget_s
+        deadline = None if budget is None else now + budget
+        if tries.operation_deadline is not None:
+            left = max(tries.operation_deadline - now, MIN_ATTEMPT_TIMEOUT)
+            deadline = now + (left if budget is None else min(left, budget))
+        tries = replace(tries, deadline=deadline)
         try:
             if call.policy.max_retries == 0:
-                return self._attempt(call)
-            return self._http(self._attempt, call)
+                return self._attempt(tries, call)
+            return self._http_loop(call.policy)(self._attempt, tries, call)
         except RetryableStatus as e:
             refused = e.response
         # Raised here, not in the handler: the error's cause is the service's answer alone.
         raise_for_status(refused, what=call.what)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _attempt(self, call: _Call) -> HttpResponse:
+    def _attempt(self, tries: Tries, call: _Call) -> HttpResponse:
         """One attempt: its retry count and read timeout, then the transport's one send."""
         timeout = call.timeout
-        if call.budget_s is not None:
-            timeout = cut_timeout(timeout, call.budget_s - (self.clock() - call.started))
+        if tries.deadline is not None:
+            timeout = cut_timeout(timeout, tries.deadline - self.clock())
         headers = call.headers
         # docs/protocol.rst §2.3: sent for parity with the official SDK.
         headers["x-stainless-retry-count"] = str(call.retries)
@@ -498,11 +511,10 @@ class Requestor:
             policy=self._startup_policy(budget),
         )
         call.what = f"POST {CLIENT_CONFIG_PATH} (start-up)"
-        call.operation_budget_s = budget
-        call.operation_started = self.clock()
-        call.retryable = is_connection_failure
         try:
-            return self._send(call)
+            return self._send(
+                call, operation_deadline=self.clock() + budget, retryable=is_connection_failure
+            )
         except APIConnectionError as e:
             if reached or not is_connection_failure(e):
                 raise

@@ -81,7 +81,9 @@ class TraceExports:
         policy = api.policy
         # The trace export is asked again while the service builds it (one loop for all calls).
         self._trace_exports = retry_loop(
-            wait=ServiceWait(policy, policy.trace_export_backoff, wall_clock=api.wall_clock),
+            wait=ServiceWait(
+                policy, lambda state: policy.trace_export_interval, wall_clock=api.wall_clock
+            ),
             stop=self._export_stops,
             retry_on=lambda error: False,
             retry_result=lambda answer: answer is None,

@@ -63,9 +63,7 @@ class SamplingRequests:
             wait=ServiceWait(
                 policy,
                 fallback=lambda state: (
-                    0.0
-                    if isinstance(attempt_error(state), _HeldBack)
-                    else policy.throttle_backoff.delay(0)
+                    0.0 if isinstance(attempt_error(state), _HeldBack) else policy.throttle_default
                 ),
                 wall_clock=api.wall_clock,
                 at_most=lambda state: call_of(state).life.remaining(),

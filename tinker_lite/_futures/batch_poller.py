@@ -45,8 +45,10 @@ from tinker_lite._transport.http import ClientClosedError, Timeout, redact
 from tinker_lite._transport.loops import (
     RetryCallState,
     ServiceWait,
+    at_attempt,
     attempt_error,
     call_of,
+    poll_backoff,
     retry_loop,
 )
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
@@ -123,7 +125,7 @@ class BatchPoller:
         self._stall_timeout = stall_timeout
         self._policy = policy
         self._clock = clock
-        self._rand = rand
+        self._backoff = poll_backoff(policy, rand)
         self._idle_timeout = idle_timeout
         self._cond = threading.Condition()
         self._closing = threading.Event()
@@ -288,7 +290,7 @@ class BatchPoller:
         """The back-off after a failed poll, or the pause after an answer."""
         turn: _Turn = call_of(state)
         if attempt_error(state) is not None:
-            return self._policy.poll_backoff.delay(turn.failures - 1, self._rand())
+            return self._backoff(at_attempt(state, turn.failures))
         return turn.pause
 
     def _poll_once(

@@ -79,8 +79,10 @@ from tinker_lite._transport.loops import (
     RetryableStatus,
     RetryCallState,
     ServiceWait,
+    at_attempt,
     attempt_error,
     call_of,
+    poll_backoff,
     retry_loop,
 )
 from tinker_lite._transport.retry import (
@@ -140,7 +142,7 @@ class Poller:
         self._clock = clock
         self._closing = threading.Event()
         self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
-        self._rand = rand
+        self._backoff = poll_backoff(policy, rand)
         self._wall_clock = wall_clock
         self._policy = policy
         self._idle_timeout = idle_timeout
@@ -567,7 +569,7 @@ class Poller:
         """The back-off after a failed poll, or the pause after an answer asking to poll again."""
         task: PollTask = call_of(state)
         if attempt_error(state) is not None:
-            return self._policy.poll_backoff.delay(task.failures - 1, self._rand())
+            return self._backoff(at_attempt(state, task.failures))
         return task.pause
 
     def _stops(self, state: RetryCallState) -> bool:

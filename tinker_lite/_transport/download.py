@@ -34,7 +34,13 @@ from tinker_lite._errors import (
     status_error_class,
 )
 from tinker_lite._transport.failures import classify_failure
-from tinker_lite._transport.loops import ServiceWait, attempt_error, retry_loop
+from tinker_lite._transport.loops import (
+    ServiceWait,
+    at_attempt,
+    attempt_error,
+    download_backoff,
+    retry_loop,
+)
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
@@ -184,13 +190,14 @@ def download(
         max_bytes=max_bytes,
     )
     resumed_from = _size(part)
+    backoff = download_backoff(policy)
     retrier = retry_loop(
         wait=ServiceWait(
             policy,
             fallback=lambda retry: (
                 0.0
                 if isinstance(attempt_error(retry), _Restart)
-                else policy.download_backoff.delay(state.failures - 1)
+                else backoff(at_attempt(retry, state.failures))
             ),
             wall_clock=now,
         ),

@@ -6,16 +6,19 @@ trace export and downloads (:func:`retry_loop`). Every wait is :class:`ServiceWa
 service's ``retry-after-ms``, ``retry-after`` in seconds or as an HTTP date when 0 < delay <=
 60 s, else the loop's back-off from the :class:`~tinker_lite._transport.retry.RetryPolicy`. A
 loop is built once by its owner and runs each request with what belongs to it as first argument
-(:class:`Tries` for the send path). This is the only module that imports tenacity; no tenacity
+(:class:`Tries` for the send path); per-attempt state is tenacity's :class:`RetryCallState`.
+This is the only module that imports tenacity; no tenacity
 exception leaves it.
 """
 
 from __future__ import annotations
 
+import copy
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import tenacity
@@ -24,7 +27,6 @@ from tinker_lite._errors import APIConnectionError, APIStatusError
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError
 from tinker_lite._transport.retry import (
-    Backoff,
     RetryNotice,
     RetryPolicy,
     announce_retry,
@@ -39,12 +41,18 @@ __all__ = [
     "RetryableStatus",
     "ServiceWait",
     "SharedWindow",
+    "ShortenedWait",
     "Tries",
     "answer_headers",
+    "at_attempt",
     "attempt_error",
     "call_of",
+    "download_backoff",
+    "http_backoff",
     "http_loop",
+    "operation_backoff",
     "operation_loop",
+    "poll_backoff",
     "retry_loop",
 ]
 
@@ -90,37 +98,83 @@ class SharedWindow(Protocol):
         """Seconds left in the window (0 when it is closed)."""
 
 
+class ShortenedWait(tenacity.wait.wait_base):
+    """``wait`` less up to ``fraction`` of it at random: ``wait * (1 - fraction * rand())``.
+
+    A jitter that only shortens (tenacity's ``wait_random`` only lengthens, and
+    ``wait_exponential_jitter`` adds seconds rather than a fraction).
+    """
+
+    def __init__(
+        self,
+        wait: tenacity.wait.wait_base,
+        fraction: float,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.wait = wait
+        self.fraction = fraction
+        self.rand = rand
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> float:
+        return self.wait(retry_state) * (1.0 - self.fraction * self.rand())
+
+
+def http_backoff(
+    policy: RetryPolicy, rand: Callable[[], float] = random.random
+) -> tenacity.wait.wait_base:
+    """Layer A: ``min(0.5 * 2**n, 10)`` s less up to 25 % (docs/protocol.rst §6.2)."""
+    exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
+    return ShortenedWait(exponential, policy.jitter, rand)
+
+
+def operation_backoff(policy: RetryPolicy) -> tenacity.wait.wait_base:
+    """Layer B: ``min(2**n, 30)`` s (docs/protocol.rst §6.3)."""
+    return tenacity.wait_exponential(1.0, policy.operation_max_delay)
+
+
+def poll_backoff(
+    policy: RetryPolicy, rand: Callable[[], float] = random.random
+) -> tenacity.wait.wait_base:
+    """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s less up to 25 %
+    (docs/protocol.rst §5.2)."""
+    exponential = tenacity.wait_exponential(1.0, policy.poll_max_delay)
+    return ShortenedWait(exponential, policy.jitter, rand)
+
+
+def download_backoff(policy: RetryPolicy) -> tenacity.wait.wait_base:
+    """Downloads: ``min(2**n, 30)`` s."""
+    return tenacity.wait_exponential(1.0, policy.download_max_delay)
+
+
+def at_attempt(state: tenacity.RetryCallState, attempt_number: int) -> tenacity.RetryCallState:
+    """``state`` as after attempt ``attempt_number``: for a loop that counts its own failures
+    (a poll's in a row, a download's without progress) rather than its attempts."""
+    counted = copy.copy(state)
+    counted.attempt_number = attempt_number
+    return counted
+
+
 class ServiceWait(tenacity.wait.wait_base):
     """The one wait of tinker_lite's retry loops: what the service asks, else the back-off.
 
     ``retry-after-ms``, else ``retry-after`` in seconds, else ``retry-after`` as an HTTP date,
     honoured when 0 < delay <= 60 s (docs/protocol.rst §6.1, the policy's ``max_retry_after``);
-    otherwise ``fallback(state)``, a back-off of the policy (by default ``backoff`` at the attempt's
-    number, jittered with ``rand``). With a shared ``window``, the wait opens (or extends) it and
-    lasts until it closes, so every loop sharing it waits too. ``at_most(state)`` (e.g. what is left
-    of a deadline) caps the result. A loop built once serves many calls: what belongs to one
-    call is its first argument, ``state.args[0]``, which ``fallback`` and ``at_most`` may read.
+    otherwise ``fallback(state)``, the loop's back-off (a tenacity wait, e.g.
+    :func:`http_backoff`). With a shared ``window``, the wait opens (or extends) it and lasts until
+    it closes, so every loop sharing it waits too. ``at_most(state)`` (e.g. what is left of a
+    deadline) caps the result. A loop built once serves many calls: what belongs to one call is
+    its first argument, ``state.args[0]``, which ``fallback`` and ``at_most`` may read.
     """
 
     def __init__(
         self,
         policy: RetryPolicy,
-        backoff: Backoff | None = None,
+        fallback: Callable[[tenacity.RetryCallState], float],
         *,
-        fallback: Callable[[tenacity.RetryCallState], float] | None = None,
-        rand: Callable[[], float] = random.random,
         wall_clock: Callable[[], float] = time.time,
         at_most: Callable[[tenacity.RetryCallState], float] | None = None,
         window: SharedWindow | None = None,
     ) -> None:
-        if fallback is None:
-            if backoff is None:
-                raise ValueError("ServiceWait needs a backoff or a fallback")
-            steps = backoff
-
-            def fallback(state: tenacity.RetryCallState) -> float:
-                return steps.delay(state.attempt_number - 1, rand())
-
         self._policy = policy
         self._fallback = fallback
         self._wall_clock = wall_clock
@@ -149,7 +203,7 @@ def retry_loop(
     *,
     wait: ServiceWait,
     stop: Callable[[tenacity.RetryCallState], bool],
-    retry_on: Callable[[BaseException], bool],
+    retry_on: Callable[[BaseException], bool] | tenacity.retry_base,
     retry_result: Callable[[object], bool] | None = None,
     sleep: Callable[[float], object],
     before: Callable[[tenacity.RetryCallState], None] | None = None,
@@ -157,7 +211,8 @@ def retry_loop(
 ) -> Retrier:
     """A tenacity loop: call, wait (:class:`ServiceWait`), call again until done or ``stop``.
 
-    ``retry_on`` chooses the errors retried, ``retry_result`` the results asked again (e.g. a
+    ``retry_on`` chooses the errors retried (a predicate, or a tenacity ``retry_*`` that sees
+    the whole state), ``retry_result`` the results asked again (e.g. a
     poll answered ``try_again``). When ``stop`` ends the loop, its last error is raised as it
     was (never a tenacity error), or its last result is returned. Build a loop once and call it
     for each request, with what belongs to the request as the first argument (the callbacks
@@ -165,7 +220,11 @@ def retry_loop(
     the loop itself, so a loop built per call (a download's) lives until the garbage collector
     frees it.
     """
-    retry: tenacity.retry_base = tenacity.retry_if_exception(retry_on)
+    retry = (
+        retry_on
+        if isinstance(retry_on, tenacity.retry_base)
+        else tenacity.retry_if_exception(retry_on)
+    )
     if retry_result is not None:
         retry = retry | tenacity.retry_if_result(retry_result)
     return tenacity.Retrying(
@@ -173,7 +232,7 @@ def retry_loop(
         stop=stop,  # tenacity takes a predicate of the call state as it is
         retry=retry,
         sleep=_as_tenacity_sleep(sleep),
-        before=before if before is not None else _nothing,
+        before=before or tenacity.before_nothing,
         before_sleep=before_sleep,
         retry_error_callback=_last_outcome,
         reraise=True,
@@ -189,10 +248,6 @@ class Retrier(Protocol):
 def call_of(state: tenacity.RetryCallState) -> Any:
     """What belongs to the call a loop is running: its first argument."""
     return state.args[0]
-
-
-def _nothing(state: tenacity.RetryCallState) -> None:
-    return None
 
 
 def _last_outcome(state: tenacity.RetryCallState) -> object:
@@ -215,51 +270,64 @@ def attempt_error(state: tenacity.RetryCallState) -> BaseException | None:
     return outcome.exception() if outcome is not None and outcome.failed else None
 
 
+@dataclass(frozen=True)
 class Tries:
-    """One logical request's retry bookkeeping, read by the loops' callbacks (its first argument).
+    """One logical request as its retry loops see it: their first argument (``state.args[0]``).
 
-    ``what`` names it in logs. Its HTTP retries (Layer A) are bounded by ``policy`` (count) and
-    ``budget_s`` (time from ``started``, the start of the current HTTP loop: the policy's
-    ``budget_s``, or what is left of the operation's); with an
-    ``operation_budget_s`` its operation retries (Layer B) go on for that long from
-    ``operation_started``, for the errors ``retryable`` accepts. ``notice`` says whether its
-    first retry the caller cannot see was announced (once for both layers).
+    ``what`` names it in logs; ``notice`` says whether its first retry the caller cannot see was
+    announced (once for both layers). Its HTTP retries (Layer A) start no wait that would end
+    past ``deadline`` (the injected clock's time; ``None``: bounded by count alone); its
+    operation retries (Layer B) go on until ``operation_deadline`` for the errors ``retryable``
+    accepts. Per-attempt state is tenacity's :class:`RetryCallState`.
     """
 
-    __slots__ = (
-        "budget_s",
-        "notice",
-        "operation_budget_s",
-        "operation_started",
-        "policy",
-        "retryable",
-        "started",
-        "what",
-    )
-
-    def __init__(
-        self,
-        what: str,
-        policy: RetryPolicy,
-        *,
-        operation_budget_s: float | None = None,
-        retryable: Callable[[BaseException], bool] = is_retryable_error,
-    ) -> None:
-        self.what = what
-        self.policy = policy
-        self.budget_s = policy.budget_s
-        self.operation_budget_s = operation_budget_s
-        self.retryable = retryable
-        self.started = 0.0
-        self.operation_started = 0.0
-        self.notice = RetryNotice()
+    what: str
+    deadline: float | None = None
+    operation_deadline: float | None = None
+    retryable: Callable[[BaseException], bool] = is_retryable_error
+    notice: RetryNotice = field(default_factory=RetryNotice)
 
 
-def _transient(exc: BaseException) -> bool:
-    """An attempt's failure Layer A retries: a retryable answer or a connection error."""
-    if isinstance(exc, ClientClosedError):
-        return False
-    return isinstance(exc, (RetryableStatus, APIConnectionError))
+class DeadlineStop(tenacity.stop.stop_base):
+    """Stops when the next wait would end at or past the call's ``deadline`` (``Tries``), by the
+    injected ``clock``."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        deadline = call_of(retry_state).deadline
+        return deadline is not None and self.clock() + retry_state.upcoming_sleep >= deadline
+
+
+class ConflictStop(tenacity.stop.stop_base):
+    """Stops on a 409 after ``attempts`` attempts: a conflict is final after a few tries
+    (docs/protocol.rst §6.2)."""
+
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        error = attempt_error(retry_state)
+        return (
+            isinstance(error, RetryableStatus)
+            and error.response.status == 409
+            and retry_state.attempt_number > self.attempts
+        )
+
+
+class _RetryIfCallAccepts(tenacity.retry_base):
+    """Retries an error the call's ``retryable`` accepts (``Tries``)."""
+
+    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
+        error = attempt_error(retry_state)
+        return isinstance(error, Exception) and call_of(retry_state).retryable(error)
+
+
+# Layer A retries a retryable answer or a connection error, never a closed client's.
+_TRANSIENT = tenacity.retry_if_exception_type(
+    (RetryableStatus, APIConnectionError)
+) & tenacity.retry_if_not_exception_type(ClientClosedError)
 
 
 def http_loop(
@@ -271,43 +339,29 @@ def http_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer A (docs/protocol.rst §6.2, §6.1), built once: ``loop(attempt, tries)`` calls
-    ``attempt(tries)``.
+    """Layer A (docs/protocol.rst §6.2, §6.1) of one policy, built once:
+    ``loop(attempt, tries, *args)`` calls ``attempt(tries, *args)``.
 
     Retries retryable answers (:class:`RetryableStatus`) and connection errors up to
-    ``tries.policy.max_retries`` times, waiting :class:`ServiceWait`'s ``Retry-After`` or
-    ``min(0.5 * 2**n, 10)`` with jitter; a policy with a ``budget_s`` stops before a back-off
-    would overrun it. Once ``closing`` is set nothing more is retried (docs/protocol.rst §6.6: a
-    closing client schedules no retry and logs none). The last failure is raised as it was.
+    ``policy.max_retries`` times, waiting :class:`ServiceWait`'s ``Retry-After`` or
+    :func:`http_backoff`; it stops before a back-off would overrun ``tries.deadline``. Once
+    ``closing`` is set nothing more is retried (docs/protocol.rst §6.6: a closing client schedules
+    no retry and logs none). The last failure is raised as it was.
     """
-
-    def stop(state: tenacity.RetryCallState) -> bool:
-        tries: Tries = call_of(state)
-        if closing.is_set() or state.attempt_number > tries.policy.max_retries:
-            return True
-        error = attempt_error(state)
-        if (
-            isinstance(error, RetryableStatus)
-            and error.response.status == 409
-            and state.attempt_number > tries.policy.conflict_retries
-        ):
-            return True  # a conflict is final after a few tries (docs/protocol.rst §6.2)
-        budget = tries.budget_s
-        return budget is not None and clock() - tries.started + state.upcoming_sleep >= budget
+    exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         tries: Tries = call_of(state)
         error = attempt_error(state)
         status = error.response.status if isinstance(error, RetryableStatus) else None
         delay = state.upcoming_sleep
-        budget = tries.budget_s
-        if budget is not None:
-            until_s: float | None = budget - (clock() - tries.started)
-        else:
-            until_s = delay + tries.policy.max_total_delay(state.attempt_number)
-        if tries.operation_budget_s is not None:
-            left = tries.operation_budget_s - (clock() - tries.operation_started)
-            until_s = left if until_s is None else max(until_s, left)
+        if tries.deadline is not None:
+            until_s = tries.deadline - clock()
+        else:  # the longest back-off left, without jitter or Retry-After
+            left = range(state.attempt_number + 1, policy.max_retries + 1)
+            until_s = delay + sum(exponential(at_attempt(state, n)) for n in left)
+        if tries.operation_deadline is not None:
+            until_s = max(until_s, tries.operation_deadline - clock())
         announce_retry(
             tries.what,
             f"HTTP {status}" if status is not None else describe_error(error),
@@ -319,15 +373,14 @@ def http_loop(
         )
 
     return retry_loop(
-        wait=ServiceWait(
-            policy,
-            fallback=lambda state: call_of(state).policy.http_backoff.delay(
-                state.attempt_number - 1, rand()
-            ),
-            wall_clock=wall_clock,
+        wait=ServiceWait(policy, http_backoff(policy, rand), wall_clock=wall_clock),
+        stop=(
+            tenacity.stop_when_event_set(closing)
+            | tenacity.stop_after_attempt(policy.max_retries + 1)
+            | ConflictStop(policy.conflict_retries)
+            | DeadlineStop(clock)
         ),
-        stop=stop,
-        retry_on=_transient,
+        retry_on=_TRANSIENT,
         sleep=sleep,
         before_sleep=before_sleep,
     )
@@ -341,23 +394,18 @@ def operation_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer B (docs/protocol.rst §6.3), built once: ``loop(operation, tries)`` calls
-    ``operation(tries)``.
+    """Layer B (docs/protocol.rst §6.3), built once: ``loop(operation, tries, *args)`` calls
+    ``operation(tries, *args)``.
 
-    While the error is one ``tries.retryable`` accepts and ``tries.operation_budget_s`` has not
+    While the error is one ``tries.retryable`` accepts and ``tries.operation_deadline`` has not
     passed, waits ``min(2**n, 30)`` s (or what the service asks) and calls again: the caller
     re-sends the *same* request (docs/protocol.rst §6.1: a training request keeps its ``seq_id``).
     Nothing is retried once ``closing`` is set. The last error is raised as it was.
     """
 
-    def left(tries: Tries) -> float:
-        budget = tries.operation_budget_s or 0.0
-        return budget - (clock() - tries.operation_started)
-
-    def stop(state: tenacity.RetryCallState) -> bool:
-        tries: Tries = call_of(state)
-        error = attempt_error(state)
-        return closing.is_set() or error is None or not tries.retryable(error) or left(tries) <= 0
+    def left(state: tenacity.RetryCallState) -> float:
+        deadline: float = call_of(state).operation_deadline
+        return deadline - clock()
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         tries: Tries = call_of(state)
@@ -366,21 +414,16 @@ def operation_loop(
             tries.what,
             describe_error(error),
             delay=state.upcoming_sleep,
-            until_s=left(tries),
+            until_s=left(state),
             wall_now=wall_clock(),
             invisible=is_invisible_failure(error),
             notice=tries.notice,
         )
 
     return retry_loop(
-        wait=ServiceWait(
-            policy,
-            policy.operation_backoff,
-            wall_clock=wall_clock,
-            at_most=lambda state: left(call_of(state)),
-        ),
-        stop=stop,
-        retry_on=lambda error: isinstance(error, Exception),
+        wait=ServiceWait(policy, operation_backoff(policy), wall_clock=wall_clock, at_most=left),
+        stop=lambda state: closing.is_set() or left(state) <= 0,
+        retry_on=_RetryIfCallAccepts(),
         sleep=sleep,
         before_sleep=before_sleep,
     )

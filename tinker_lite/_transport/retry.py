@@ -1,20 +1,9 @@
 """The one retry and deadline policy of tinker_lite: a frozen value of pure decisions.
 
-:class:`RetryPolicy` decides every wait of the client: HTTP retries (Layer A,
-docs/protocol.rst §6.2 as fixed by docs/protocol.rst §6.1: 408/409/429/5xx and connection errors,
-``x-should-retry`` obeyed, ``min(0.5 * 2**n, 10)`` s with jitter, at most 10 retries), operation
-retries of submits (Layer B, docs/protocol.rst §6.3: ``min(2**n, 30)`` s for up to 5 minutes, the
-same request re-sent), poll back-off and ``try_again`` pacing (docs/protocol.rst §5.2), the sampling
-429 window (docs/protocol.rst §6.4), downloads and the trace export. Its numbers live here and
-nowhere else; :mod:`tinker_lite._transport.loops` runs them in tenacity, with the service's
-``Retry-After`` honoured when 0 < delay <= 60 s. :class:`StallWatch` measures the one deadline of a
-request's life (docs/protocol.rst §6.6): the time since the service last answered anything useful,
-from the submit through its retries, back-off sleeps and polls.
-
-The first retry the caller cannot see (connection refused, DNS failure, 5xx) of a logical
-request is logged at WARNING, naming what is retried and until when (docs/protocol.rst §6.6); later
-ones at DEBUG (:func:`announce_retry`). Sleeping, randomness and clocks are injected so tests run
-instantly.
+:class:`RetryPolicy` holds every number of docs/protocol.rst §6 (the loops of
+:mod:`tinker_lite._transport.loops` run them in tenacity); :class:`StallWatch` measures a
+request's one deadline (§6.6); :func:`announce_retry` logs the first retry the caller cannot see
+at WARNING, later ones at DEBUG.
 """
 
 from __future__ import annotations
@@ -24,7 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from requests.structures import CaseInsensitiveDict
 
@@ -35,25 +24,18 @@ __all__ = [
     "DEFAULT_RETRY_POLICY",
     "MIN_ATTEMPT_TIMEOUT",
     "NO_RETRIES",
-    "RETRYABLE_STATUSES",
-    "Backoff",
     "RetryNotice",
     "RetryPolicy",
     "StallWatch",
     "announce_retry",
     "cut_timeout",
     "describe_error",
-    "exponential_backoff",
     "is_invisible_failure",
     "is_retryable_error",
-    "is_retryable_status",
     "parse_retry_after",
 ]
 
 logger = logging.getLogger("tinker_lite.retry")
-
-# docs/protocol.rst §6.2 / §6.3: statuses retried besides every 5xx.
-RETRYABLE_STATUSES: frozenset[int] = frozenset({408, 409, 429})
 
 
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
@@ -64,11 +46,6 @@ def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
         headers = CaseInsensitiveDict(headers)
     value: str | None = headers.get(name)
     return value
-
-
-def is_retryable_status(status: int) -> bool:
-    """Whether an error status is retried when the service gives no ``x-should-retry``."""
-    return status in RETRYABLE_STATUSES or status >= 500
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float | None:
@@ -103,33 +80,6 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float
     return value if math.isfinite(value) else None
 
 
-def exponential_backoff(
-    retries_taken: int, *, initial: float, cap: float, jitter: float = 0.0, rand: float = 0.0
-) -> float:
-    """``min(initial * 2**n, cap)`` less up to ``jitter`` of it (``rand`` in [0, 1)).
-
-    The one back-off formula of the client: HTTP retries, operation retries, polls, try_again
-    pacing and downloads differ only in their arguments.
-    """
-    base = min(initial * 2.0 ** min(max(retries_taken, 0), 1000), cap)
-    return max(0.0, base * (1.0 - jitter * rand))
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """One loop's back-off: ``min(initial * 2**n, cap)`` less up to ``jitter`` of it."""
-
-    initial: float
-    cap: float
-    jitter: float = 0.0
-
-    def delay(self, retries_taken: int, rand: float = 0.0) -> float:
-        """The wait before retry number ``retries_taken`` (0-based); ``rand`` in [0, 1)."""
-        return exponential_backoff(
-            retries_taken, initial=self.initial, cap=self.cap, jitter=self.jitter, rand=rand
-        )
-
-
 @dataclass(frozen=True)
 class RetryPolicy:
     """The frozen retry and deadline policy (docs/protocol.rst §6); every decision is a pure method.
@@ -158,7 +108,8 @@ class RetryPolicy:
     max_delay: float = 10.0
     jitter: float = 0.25
     max_retry_after: float = 60.0
-    retry_statuses: frozenset[int] = field(default=RETRYABLE_STATUSES)
+    # docs/protocol.rst §6.2 / §6.3: statuses retried besides every 5xx.
+    retry_statuses: frozenset[int] = frozenset({408, 409, 429})
     budget_s: float | None = None
     operation_budget_s: float = 300.0
     operation_max_delay: float = 30.0
@@ -189,43 +140,6 @@ class RetryPolicy:
                 "budget_s", f"must be a positive number of seconds, got {budget!r}"
             )
 
-    @property
-    def http_backoff(self) -> Backoff:
-        """Layer A: ``min(0.5 * 2**n, 10)`` s with 25 % jitter (docs/protocol.rst §6.2)."""
-        return Backoff(self.initial_delay, self.max_delay, self.jitter)
-
-    @property
-    def operation_backoff(self) -> Backoff:
-        """Layer B: ``min(2**n, 30)`` s (docs/protocol.rst §6.3)."""
-        return Backoff(1.0, self.operation_max_delay)
-
-    @property
-    def poll_backoff(self) -> Backoff:
-        """Polls after 5xx, 429 and connection errors: ``min(2**n, 30)`` s with jitter
-        (docs/protocol.rst §5.2)."""
-        return Backoff(1.0, self.poll_max_delay, self.jitter)
-
-    @property
-    def pace_backoff(self) -> Backoff:
-        """Polls answered ``try_again`` in under a second: 0.1 s doubling to 1 s
-        (docs/protocol.rst §5.2)."""
-        return Backoff(self.pace_initial, self.pace_max)
-
-    @property
-    def throttle_backoff(self) -> Backoff:
-        """The sampling 429 window without ``Retry-After``: 1 s (docs/protocol.rst §6.4)."""
-        return Backoff(self.throttle_default, self.throttle_default)
-
-    @property
-    def download_backoff(self) -> Backoff:
-        """Downloads: ``min(2**n, 30)`` s."""
-        return Backoff(1.0, self.download_max_delay)
-
-    @property
-    def trace_export_backoff(self) -> Backoff:
-        """A session's trace export, while the service builds it: every 5 s."""
-        return Backoff(self.trace_export_interval, self.trace_export_interval)
-
     def should_retry(self, status: int, headers: Mapping[str, str] | None = None) -> bool:
         """Whether an error answer is retried (``x-should-retry`` first, then the status)."""
         # docs/protocol.rst §6.2: the header is checked first, exact lower-case comparison.
@@ -249,11 +163,6 @@ class RetryPolicy:
             return asked
         return None
 
-    def max_total_delay(self, retries_taken: int = 0) -> float:
-        """Layer A: the longest back-off left after ``retries_taken`` retries (no Retry-After)."""
-        backoff = self.http_backoff
-        return sum(backoff.delay(n) for n in range(retries_taken, self.max_retries))
-
     def pace_delay(self, answered_in: float, fast_answers: int) -> float:
         """Polls: the pause before the next poll after a ``try_again`` or 408.
 
@@ -263,12 +172,7 @@ class RetryPolicy:
         """
         if answered_in >= self.pace_below_s or fast_answers < 1:
             return 0.0
-        return self.pace_backoff.delay(fast_answers - 1)
-
-    @staticmethod
-    def time_left(silent_for: float, stall_timeout: float) -> float:
-        """Seconds left before a request silent for ``silent_for`` s stalls (may be <= 0)."""
-        return stall_timeout - silent_for
+        return min(self.pace_initial * 2.0 ** min(fast_answers - 1, 64), self.pace_max)
 
 
 # The shortest timeout an attempt made at the end of a retry budget still gets.
@@ -330,7 +234,7 @@ class StallWatch:
 
     def remaining(self) -> float:
         """Seconds left before the request stalls (<= 0: it has)."""
-        return RetryPolicy.time_left(self.silent_for(), self.stall_timeout)
+        return self.stall_timeout - self.silent_for()
 
     def expired(self) -> bool:
         """Whether the stall timeout has passed."""
@@ -420,7 +324,7 @@ def is_retryable_error(exc: BaseException) -> bool:
     if isinstance(exc, ClientClosedError):
         return False
     if isinstance(exc, APIStatusError):
-        return exc.status_code != 409 and is_retryable_status(exc.status_code)
+        return exc.status_code != 409 and DEFAULT_RETRY_POLICY.should_retry(exc.status_code)
     return isinstance(exc, APIConnectionError)
 
 

@@ -31,7 +31,12 @@ from tinker_lite._transport.download import (
     extract_archive,
     part_path,
 )
-from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
+from tinker_lite._transport.loops import (
+    RetryableStatus,
+    ServiceWait,
+    download_backoff,
+    retry_loop,
+)
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 
 
@@ -199,7 +204,7 @@ def test_retry_after_http_date_and_bounds() -> None:
     now = 1_000_000.0
     date = email.utils.formatdate(now + 12, usegmt=True)
     policy = DEFAULT_RETRY_POLICY
-    wait = ServiceWait(policy, policy.download_backoff, wall_clock=lambda: now)
+    wait = ServiceWait(policy, download_backoff(policy), wall_clock=lambda: now)
     asked = [{"Retry-After": date}, {"Retry-After": "3600"}, {"Retry-After": "-4"}]
     asked += [{"Retry-After": "soon"}, {}, {}, {}]
     left = [HttpResponse(503, headers, b"") for headers in asked]

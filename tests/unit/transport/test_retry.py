@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -30,14 +30,26 @@ from tinker_lite._errors import (
 )
 from tinker_lite._session.sample_gate import SampleGate
 from tinker_lite._transport.answers import HttpResponse
-from tinker_lite._transport.http import ClientClosedError, Timeout
-from tinker_lite._transport.loops import RetryableStatus, ServiceWait, retry_loop
+from tinker_lite._transport.http import (
+    ClientClosedError,
+    Timeout,
+)
+from tinker_lite._transport.loops import (
+    RetryableStatus,
+    RetryCallState,
+    ServiceWait,
+    at_attempt,
+    download_backoff,
+    http_backoff,
+    operation_backoff,
+    poll_backoff,
+    retry_loop,
+)
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     NO_RETRIES,
     RetryPolicy,
     StallWatch,
-    exponential_backoff,
     is_retryable_error,
     parse_retry_after,
 )
@@ -103,35 +115,30 @@ def test_parse_retry_after(headers: Mapping[str, str], expected: float | None) -
     assert parse_retry_after(headers, now=WALL) == expected
 
 
+def _backoffs(backoff: Any, count: int) -> list[float]:
+    """The first ``count`` waits of a tenacity loop backing off with ``backoff`` (no
+    Retry-After)."""
+    return _waits(ServiceWait(RetryPolicy(), backoff), [HttpResponse(503, {}, b"")] * count)
+
+
 def test_http_backoff_formula() -> None:
     # Retry-After and its bounds: test_every_loop_waits_what_the_service_asks and the next test.
-    backoff = RetryPolicy().http_backoff
-    assert [backoff.delay(k, 0.0) for k in range(8)] == [0.5, 1, 2, 4, 8, 10, 10, 10]
-    assert backoff.delay(2, 1.0) == pytest.approx(1.5)
-
-
-def test_operation_backoff() -> None:
-    backoff = RetryPolicy().operation_backoff
-    assert [backoff.delay(n) for n in range(8)] == [1, 2, 4, 8, 16, 30, 30, 30]
-
-
-def test_one_backoff_formula_serves_every_loop() -> None:
     policy = RetryPolicy()
-    assert [exponential_backoff(n, initial=0.5, cap=10.0) for n in range(6)] == [
-        0.5,
-        1,
-        2,
-        4,
-        8,
-        10,
-    ]
-    assert exponential_backoff(2, initial=1.0, cap=30.0, jitter=0.25, rand=0.5) == 3.5
-    assert exponential_backoff(10_000, initial=1.0, cap=30.0) == 30.0  # no overflow
+    assert _backoffs(http_backoff(policy, lambda: 0.0), 8) == [0.5, 1, 2, 4, 8, 10, 10, 10]
+    # The jitter only shortens: by up to 25 % (docs/protocol.rst §6.2).
+    assert _backoffs(http_backoff(policy, lambda: 1.0), 3)[2] == pytest.approx(1.5)
+
+
+def test_operation_poll_and_download_backoffs() -> None:
+    policy = RetryPolicy()
+    assert _backoffs(operation_backoff(policy), 8) == [1, 2, 4, 8, 16, 30, 30, 30]
     # Polls (docs/protocol.rst §5.2): min(2**n, 30) with jitter (Retry-After: ServiceWait's).
-    assert [policy.poll_backoff.delay(k, 0.0) for k in range(7)] == [1, 2, 4, 8, 16, 30, 30]
-    # Downloads: min(2**n, 30).
-    assert [policy.download_backoff.delay(k) for k in (0, 1, 2, 5, 8)] == [1, 2, 4, 30, 30]
-    assert policy.max_total_delay() == 65.5  # 0.5+1+2+4+8 + 10*5
+    assert _backoffs(poll_backoff(policy, lambda: 0.0), 7) == [1, 2, 4, 8, 16, 30, 30]
+    assert _backoffs(poll_backoff(policy, lambda: 0.5), 3)[2] == 3.5
+    # Downloads: min(2**n, 30), counted on the loop's own failures.
+    assert _backoffs(download_backoff(policy), 6) == [1, 2, 4, 8, 16, 30]
+    state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
+    assert download_backoff(policy)(at_attempt(state, 10_001)) == 30.0  # no overflow
 
 
 def test_try_again_pacing_and_the_429_window() -> None:
@@ -151,8 +158,7 @@ def test_try_again_pacing_and_the_429_window() -> None:
     # docs/protocol.rst §6.4: Retry-After when 0 < delay <= 60 s, else 1 s.
     assert policy.honoured_retry_after({"Retry-After": "2.5"}, now=WALL) == 2.5
     assert policy.honoured_retry_after({"Retry-After": "61"}, now=WALL) is None
-    assert policy.throttle_backoff.delay(0) == 1.0
-    assert RetryPolicy(throttle_default=0.25).throttle_backoff.delay(0) == 0.25
+    assert policy.throttle_default == 1.0
 
 
 def test_stall_watch_measures_silence_and_leaves_out_parked_time() -> None:
@@ -201,12 +207,12 @@ RETRY_AFTER_FORMS = [
     ({"Retry-After": "60"}, 60.0),
 ]
 NOT_HONOURED = [{"Retry-After": _imf(-20)}, {"Retry-After": "120"}, {"Retry-After": "0"}, {}]
-LOOPS = {
-    "http": (RetryPolicy().http_backoff, 0.5),
-    "operation": (RetryPolicy().operation_backoff, 1.0),
-    "poll": (RetryPolicy().poll_backoff, 1.0),
-    "throttle": (RetryPolicy().throttle_backoff, 1.0),
-    "download": (RetryPolicy().download_backoff, 1.0),
+LOOPS: dict[str, tuple[Callable[[RetryCallState], float], list[float]]] = {
+    "http": (http_backoff(RetryPolicy(), lambda: 0.0), [0.5, 1.0, 2.0]),
+    "operation": (operation_backoff(RetryPolicy()), [1.0, 2.0, 4.0]),
+    "poll": (poll_backoff(RetryPolicy(), lambda: 0.0), [1.0, 2.0, 4.0]),
+    "throttle": (lambda state: RetryPolicy().throttle_default, [1.0, 1.0, 1.0]),
+    "download": (download_backoff(RetryPolicy()), [1.0, 2.0, 4.0]),
 }
 
 
@@ -216,7 +222,7 @@ def test_every_loop_waits_what_the_service_asks(
     loop: str, headers: dict[str, str], expected: float
 ) -> None:
     backoff, _ = LOOPS[loop]
-    wait = ServiceWait(RetryPolicy(), backoff, rand=lambda: 0.0, wall_clock=lambda: WALL)
+    wait = ServiceWait(RetryPolicy(), backoff, wall_clock=lambda: WALL)
     assert _waits(wait, [HttpResponse(429, headers, b"")]) == [expected]
 
 
@@ -225,17 +231,18 @@ def test_every_loop_waits_what_the_service_asks(
 def test_outside_0_to_60_seconds_every_loop_backs_off_its_own_way(
     loop: str, headers: dict[str, str]
 ) -> None:
-    backoff, first = LOOPS[loop]
-    wait = ServiceWait(RetryPolicy(), backoff, rand=lambda: 0.0, wall_clock=lambda: WALL)
-    answers = [HttpResponse(503, headers, b"")] * 3
-    assert _waits(wait, answers) == [first, backoff.delay(1), backoff.delay(2)]
+    backoff, expected = LOOPS[loop]
+    wait = ServiceWait(RetryPolicy(), backoff, wall_clock=lambda: WALL)
+    assert _waits(wait, [HttpResponse(503, headers, b"")] * 3) == expected
 
 
 def test_a_shared_window_holds_every_loop_that_shares_it() -> None:
     clock = FakeClock()
     gate = SampleGate(4, clock=clock)
     policy = RetryPolicy()
-    throttled = ServiceWait(policy, policy.throttle_backoff, wall_clock=lambda: WALL, window=gate)
+    throttled = ServiceWait(
+        policy, lambda state: policy.throttle_default, wall_clock=lambda: WALL, window=gate
+    )
     # A 429 asking for 2.5 s opens the window for everyone (this loop's sleep is not counted
     # on the gate's clock) ...
     assert _waits(throttled, [HttpResponse(429, {"Retry-After": "2.5"}, b"")]) == [2.5]
@@ -246,7 +253,9 @@ def test_a_shared_window_holds_every_loop_that_shares_it() -> None:
     assert gate.backoff_remaining() == 0
     # A 429 without Retry-After holds the window for the policy's 1 s; a cap cuts the wait.
     assert _waits(throttled, [HttpResponse(429, {}, b"")], clock) == [1.0]
-    capped = ServiceWait(policy, policy.throttle_backoff, window=gate, at_most=lambda s: 0.25)
+    capped = ServiceWait(
+        policy, lambda state: policy.throttle_default, window=gate, at_most=lambda s: 0.25
+    )
     assert _waits(capped, [HttpResponse(429, {"Retry-After": "5"}, b"")], clock) == [0.25]
 
 
