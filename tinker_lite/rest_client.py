@@ -29,7 +29,7 @@ from tinker_lite._api.checkpoint_download import (
     DownloadProgress,
     download_checkpoint,
 )
-from tinker_lite._api.endpoints import ACCESS_SCOPES, Endpoint
+from tinker_lite._api.endpoints import Endpoint
 from tinker_lite._api.rest import checkpoint_archive
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
@@ -41,6 +41,13 @@ from tinker_lite._errors import (
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._repr import tolerant_repr
+from tinker_lite._rest.args import (
+    check_checkpoint_id,
+    check_id,
+    check_optional_id,
+    check_page,
+    check_scope,
+)
 from tinker_lite._rest.base import RestOnlyClient
 from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
@@ -78,48 +85,6 @@ def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
     )
 
 
-def _check_id(field: str, value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidInputError(field, f"must be a non-empty string, got {value!r}")
-    return value
-
-
-def _check_optional_id(field: str, value: object) -> str | None:
-    return None if value is None else _check_id(field, value)
-
-
-def _check_checkpoint_id(value: object) -> str:
-    checkpoint_id = _check_id("checkpoint_id", value)
-    kind, _, name = checkpoint_id.partition("/")
-    if kind not in ("weights", "sampler_weights", "external_weights") or not name or "/" in name:
-        raise InvalidInputError(
-            "checkpoint_id",
-            "must look like 'weights/<name>', 'sampler_weights/<name>' or "
-            f"'external_weights/<name>', got {checkpoint_id!r}",
-            "use Checkpoint.checkpoint_id from list_checkpoints, or the *_from_tinker_path method",
-        )
-    return checkpoint_id
-
-
-def _check_page(limit: object, offset: object) -> tuple[int, int]:
-    for field, value, minimum in (("limit", limit, 1), ("offset", offset, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InvalidInputError(field, f"must be an int >= {minimum}, got {value!r}")
-    return int(limit), int(offset)  # type: ignore[call-overload]
-
-
-def _check_scope(access_scope: object) -> str | None:
-    """docs/protocol.rst §4.5: ``access_scope`` is sent as a query parameter (``None``: not
-    sent)."""
-    if access_scope is not None and (
-        not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES
-    ):
-        raise InvalidInputError(
-            "access_scope", f"must be 'owned' or 'accessible', got {access_scope!r}"
-        )
-    return access_scope
-
-
 class RestClient(RestOnlyClient):
     """Reads and manages training runs, checkpoints, sessions and samplers.
 
@@ -153,9 +118,9 @@ class RestClient(RestOnlyClient):
         ``None`` leaves the parameter out, for services that predate it. ``project_id`` lists
         the runs of one project only.
         """
-        limit, offset = _check_page(limit, offset)
-        scope = _check_scope(access_scope)
-        project = _check_optional_id("project_id", project_id)
+        limit, offset = check_page(limit, offset)
+        scope = check_scope(access_scope)
+        project = check_optional_id("project_id", project_id)
         query = {"limit": limit, "offset": offset, "access_scope": scope, "project_id": project}
         return self._request(endpoints.LIST_TRAINING_RUNS, query=query)
 
@@ -166,7 +131,7 @@ class RestClient(RestOnlyClient):
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        scope = _check_scope(access_scope)
+        scope = check_scope(access_scope)
         return self._request(
             endpoints.GET_TRAINING_RUN,
             query={"access_scope": scope},
@@ -202,7 +167,7 @@ class RestClient(RestOnlyClient):
         self, limit: int = 100, offset: int = 0
     ) -> APIFuture[types.CheckpointsListResponse]:
         """List the checkpoints of all your training runs, newest first."""
-        limit, offset = _check_page(limit, offset)
+        limit, offset = check_page(limit, offset)
         query = {"limit": limit, "offset": offset}
         return self._request(endpoints.LIST_USER_CHECKPOINTS, query=query)
 
@@ -220,7 +185,7 @@ class RestClient(RestOnlyClient):
             sdk_method=sdk_method,
             body=body,
             training_run_id=training_run_id,
-            checkpoint_id=_check_checkpoint_id(checkpoint_id),
+            checkpoint_id=check_checkpoint_id(checkpoint_id),
         )
 
     def delete_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
@@ -305,7 +270,7 @@ class RestClient(RestOnlyClient):
         self, training_run_id: str, checkpoint_id: str, *, method: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         path = endpoints.CHECKPOINT_ARCHIVE.url_path(
-            training_run_id=training_run_id, checkpoint_id=_check_checkpoint_id(checkpoint_id)
+            training_run_id=training_run_id, checkpoint_id=check_checkpoint_id(checkpoint_id)
         )
         api = self._api
         return self._call(
@@ -378,8 +343,8 @@ class RestClient(RestOnlyClient):
         self, limit: int = 20, offset: int = 0, access_scope: str | None = "owned"
     ) -> APIFuture[types.ListSessionsResponse]:
         """List session ids (``access_scope`` as for :meth:`list_training_runs`)."""
-        limit, offset = _check_page(limit, offset)
-        query = {"limit": limit, "offset": offset, "access_scope": _check_scope(access_scope)}
+        limit, offset = check_page(limit, offset)
+        query = {"limit": limit, "offset": offset, "access_scope": check_scope(access_scope)}
         return self._request(endpoints.LIST_SESSIONS, query=query)
 
     def get_session(
@@ -389,7 +354,7 @@ class RestClient(RestOnlyClient):
 
         ``access_scope`` as for :meth:`list_training_runs`.
         """
-        scope = _check_scope(access_scope)
+        scope = check_scope(access_scope)
         return self._request(
             endpoints.GET_SESSION, query={"access_scope": scope}, session_id=session_id
         )
@@ -404,7 +369,7 @@ class RestClient(RestOnlyClient):
         A session cannot be moved out of a project once placed; the service answers 403 when
         the project is not yours to use and 404 for an unknown session.
         """
-        project = _check_id("project_id", project_id)
+        project = check_id("project_id", project_id)
         return self._request(
             endpoints.ASSIGN_SESSION_PROJECT, body={"project_id": project}, session_id=session_id
         )
@@ -516,7 +481,7 @@ class RestClient(RestOnlyClient):
             source_path=path, destination_project_id=project, ttl_seconds=ttl_seconds
         )
         if weights_access_token is not None:
-            _check_id("weights_access_token", weights_access_token)
+            check_id("weights_access_token", weights_access_token)
         return self._copy(request, weights_access_token, sdk_method="RestClient.copy_weights")
 
     def _copy(

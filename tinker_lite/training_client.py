@@ -35,24 +35,21 @@ from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain, combine
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._training.args import (
+    check_access_token,
     check_flag,
     check_name,
+    check_optim_params,
     check_recipients,
     check_user_metadata,
 )
 from tinker_lite._training.custom_loss import (
-    CustomLoss,
     CustomLossFn,
     check_loss_type_input,
     custom_forward_datum,
-    custom_gradients,
-    logprobs_of,
-    merge_metrics,
-    with_weights,
-    zero_weights,
+    schedule_custom,
 )
-from tinker_lite._training.loss_handle import LossHandle
-from tinker_lite._training.queue import Deferred, Submission, TrainingQueue
+from tinker_lite._training.loss_handle import LossHandle, check_handle_session
+from tinker_lite._training.queue import Submission, TrainingQueue
 from tinker_lite._training.validate import validate
 from tinker_lite.sampling_client import (
     BackcompatSamplingClientFuture,
@@ -72,7 +69,6 @@ logger = logging.getLogger("tinker_lite.training_client")
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
-_OPTIM_PARAMS = (types.AdamParams, types.DimuonParams)
 _LOAD_STATE_DEPRECATION = (
     "TrainingClient.load_state*() is deprecated (as in the official SDK) and will not be "
     "supported by future Tinker SDK versions: create a new training client from the "
@@ -294,14 +290,7 @@ class TrainingClient:
         check_loss_type_input(loss_type_input)
         items = list(data)
         if isinstance(loss_fn, LossHandle):
-            session_id = self._context.holder.ensure_session()
-            if loss_fn.session_id != session_id:
-                raise InvalidInputError(
-                    "loss_fn",
-                    f"LossHandle {loss_fn.name!r} was created in session {loss_fn.session_id}; "
-                    "only clients of that session can use it",
-                    "make the loss with this client's ServiceClient.create_custom_loss",
-                )
+            check_handle_session(loss_fn, self._context.holder.ensure_session())
             if loss_fn.loss_id is not None:
                 # An uploaded loss runs on the service in one forward_backward (0.38).
                 return self.forward_backward(items, "custom", {"loss_id": loss_fn.loss_id})
@@ -313,97 +302,23 @@ class TrainingClient:
             return APIFuture.completed(
                 types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
             )
-        return self._custom(items, forward_data, loss_fn)
-
-    def _custom(
-        self, items: list[types.Datum], forward_data: list[types.Datum], loss_fn: CustomLossFn
-    ) -> APIFuture[types.ForwardBackwardOutput]:
-        """The forward pass now and the backward pass's ``seq_id`` reserved now (as 0.38 does):
-        a later call is ordered after the backward even though its body waits for the loss.
-
-        The backward chunks keep the forward's boundaries. When the loss function (or reading
-        the forward's result) fails, the future raises that error and the backward is sent with
-        zero weights, so the reserved ``seq_id`` is filled without changing the model and the
-        client stays usable.
-        """
-        created_at = time.monotonic()
-        sdk_method = "TrainingClient.forward_backward_custom"
-        report = validate(
+        return schedule_custom(
+            self._queue,
+            items,
             forward_data,
-            "cross_entropy",
-            None,
+            loss_fn,
+            created_at=time.monotonic(),
             limits=self._api.training.chunk_limits(),
             vocab_size=self._vocab_size,
+            first_last=self._context.holder.first_chunk_last,
+            encode=lambda chunk, forward_only: self._chunk_builder(
+                chunk,
+                "cross_entropy",
+                None,
+                forward_only=forward_only,
+                sdk_method="TrainingClient.forward_backward_custom",
+            ),
         )
-        outcome: list[tuple[list[types.Datum], CustomLoss | None, BaseException | None]] = []
-        first_last = self._context.holder.first_chunk_last
-
-        def backward() -> tuple[list[types.Datum], CustomLoss | None, BaseException | None]:
-            # Only the client's submit thread calls this, chunk after chunk.
-            if not outcome:
-                try:
-                    forward_out = forward.result()
-                    logprobs = [
-                        logprobs_of(out, index)
-                        for index, out in enumerate(forward_out.loss_fn_outputs)
-                    ]
-                    if len(logprobs) != len(items):
-                        raise APIResponseValidationError(
-                            f"forward returned {len(logprobs)} outputs for {len(items)} datums"
-                        )
-                    custom = custom_gradients(loss_fn, items, logprobs)
-                    grads = [(-grad).astype("float32") for grad in custom.grads]
-                    outcome.append((with_weights(forward_data, grads), custom, None))
-                except Exception as e:
-                    zeros = [zero_weights(datum) for datum in forward_data]
-                    outcome.append((zeros, None, e))
-            return outcome[0]
-
-        def deferred(chunk: range) -> Deferred:
-            def build(seq_id: int) -> Submission:
-                data = backward()[0][chunk.start : chunk.stop]
-                encode = self._chunk_builder(
-                    data, "cross_entropy", None, forward_only=False, sdk_method=sdk_method
-                )
-                return encode(seq_id)
-
-            tokens = sum(
-                datum.model_input.length for datum in forward_data[chunk.start : chunk.stop]
-            )
-            return Deferred("ForwardBackward", tokens, build)
-
-        with self._queue.order_lock:  # the forward's and the backward's seq_ids are contiguous
-            forwards = self._queue.schedule(
-                [
-                    self._chunk_builder(
-                        forward_data[c.start : c.stop],
-                        "cross_entropy",
-                        None,
-                        forward_only=True,
-                        sdk_method=sdk_method,
-                    )
-                    for c in report.chunks
-                ],
-                created_at=created_at,
-                kind="forward_backward_custom",
-                first_last=first_last,
-            )
-            forward = combine(forwards, combine_outputs, request_type="Forward")
-            backwards = self._queue.schedule(
-                [deferred(c) for c in report.chunks],
-                created_at=created_at,
-                kind="forward_backward_custom",
-                first_last=first_last,
-            )
-
-        def result(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
-            _, custom, error = outcome[0]
-            if error is not None:
-                raise error
-            assert custom is not None
-            return attrs.evolve(out, metrics=merge_metrics(out.metrics, custom))
-
-        return chain(combine(backwards, combine_outputs, request_type="ForwardBackward"), result)
 
     # -- optimizer and checkpoints ---------------------------------------------------------------
 
@@ -419,22 +334,7 @@ class TrainingClient:
         optimizer) or a :class:`~tinker_lite.types.DimuonParams` (runs created with the Dimuon
         optimizer); ``adam_params=`` is the legacy keyword for the former.
         """
-        if optim_params is not None and adam_params is not None:
-            raise InvalidInputError(
-                "optim_params",
-                "both optim_params and adam_params are given",
-                "pass one: optim_step(types.AdamParams(...)) (adam_params= is the legacy name)",
-            )
-        field = "adam_params" if adam_params is not None else "optim_params"
-        params = adam_params if adam_params is not None else optim_params
-        allowed = (types.AdamParams,) if field == "adam_params" else _OPTIM_PARAMS
-        if not isinstance(params, allowed):
-            raise InvalidInputError(
-                field,
-                f"must be an {' or '.join(c.__name__ for c in allowed)}, got "
-                f"{type(params).__name__}",
-                "e.g. types.AdamParams(learning_rate=1e-4)",
-            )
+        params = check_optim_params(optim_params, adam_params)
         return self._single(
             lambda seq_id: Submission(
                 self._api.training.encode_optim_step(self.model_id, seq_id, params),
@@ -523,14 +423,7 @@ class TrainingClient:
         weights_access_token: str | None = None,
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
-        if weights_access_token is not None and not isinstance(weights_access_token, str):
-            raise InvalidInputError(
-                "weights_access_token",
-                f"must be a str or None, got {type(weights_access_token).__name__}",
-                "to load the optimizer state too, call load_state_with_optimizer(path)"
-                if isinstance(weights_access_token, bool)
-                else "pass the access token of the account that owns the checkpoint",
-            )
+        check_access_token(weights_access_token)
         return self._single(
             lambda seq_id: self._json_submission(
                 types.LoadWeightsRequest(

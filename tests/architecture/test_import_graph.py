@@ -7,7 +7,7 @@ modules are read from the tree (``_training/``, ``_rest/``, ``_api/``, ``_transp
 lives.
 
 * the package's top holds at most 10 private modules (the leaves and ``_context``), and no
-  module outside ``local/`` is longer than 700 lines (the ones being split aside);
+  module outside ``local/`` is longer than 700 lines;
 * no import cycle at run time anywhere in the package (a module importing its own package's
   ``__init__`` aside), and none counting the imports under ``TYPE_CHECKING`` either;
 * no client reaches back up to ``service_client`` (the factory on top) at run time;
@@ -91,14 +91,8 @@ TOKENIZER_MODULES = _modules_under("tinker_lite._tokenizer")
 TOKENIZER_LEAVES = frozenset({"tinker_lite._errors", "tinker_lite._repr"})
 # At most this many private modules at the package's top (``tinker_lite/_*.py``).
 MAX_PRIVATE_TOP_LEVEL = 10
-# No module outside local/ is longer than this, but those being split.
+# No module outside local/ is longer than this.
 MAX_LINES = 700
-LONG_MODULES_LEFT = frozenset(
-    {
-        "tinker_lite/training_client.py",
-        "tinker_lite/rest_client.py",
-    }
-)
 # The one module that imports tenacity: tenacity stays private, in one module.
 TENACITY_MODULE = "tinker_lite._transport.loops"
 # What a module under tinker_lite._codec (and the local server) may import of the client side.
@@ -251,7 +245,7 @@ def test_no_module_is_too_long() -> None:
         if "local" not in path.relative_to(PACKAGE).parts[:1]
         and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
-    assert set(long) <= LONG_MODULES_LEFT, long
+    assert long == {}
 
 
 def test_the_light_tokenizer_imports_only_leaves_of_the_package() -> None:

@@ -5,6 +5,7 @@ The loss function is called once per call. With torch installed it receives torc
 0.38, and returns the official ``(loss_tensor, metrics)`` (autograd gives the gradients) or
 ``(loss, grads, metrics)``; without torch it receives numpy arrays and returns
 ``(loss, grads, metrics)`` with numpy gradients. torch is imported on the first call only.
+:func:`schedule_custom` queues the forward and the backward pass in the client's order.
 """
 
 from __future__ import annotations
@@ -18,11 +19,17 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import types
+from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
+from tinker_lite._futures.future import APIFuture, chain, combine
+from tinker_lite._training.queue import Deferred, Submission, TrainingQueue
+from tinker_lite._training.validate import validate
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from tinker_lite._codec.chunking import ChunkLimits
 
 __all__ = [
     "CustomLoss",
@@ -31,10 +38,13 @@ __all__ = [
     "custom_gradients",
     "logprobs_of",
     "merge_metrics",
+    "schedule_custom",
 ]
 
 # loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
 CustomLossFn = Callable[[list["types.Datum"], list[Any]], Any]
+# encode(chunk, forward_only): the submission of one forward/forward_backward chunk by seq_id.
+ChunkEncoder = Callable[[list["types.Datum"], bool], Callable[[int], Submission]]
 
 
 @attrs.frozen
@@ -256,3 +266,78 @@ def custom_forward_datum(datum: object, index: int) -> types.Datum:
         # As 0.38 sends it: zero weights shaped like the targets (the forward's loss is unused).
         weights = types.TensorData.from_numpy(np.zeros(targets.to_numpy().shape, dtype=np.float32))
     return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
+
+
+def schedule_custom(
+    queue: TrainingQueue,
+    items: list[types.Datum],
+    forward_data: list[types.Datum],
+    loss_fn: CustomLossFn,
+    *,
+    created_at: float,
+    limits: ChunkLimits,
+    vocab_size: int | None,
+    first_last: bool,
+    encode: ChunkEncoder,
+) -> APIFuture[types.ForwardBackwardOutput]:
+    """The forward pass now and the backward pass's ``seq_id`` reserved now (as 0.38 does):
+    a later call is ordered after the backward even though its body waits for the loss.
+
+    The backward chunks keep the forward's boundaries. When the loss function (or reading
+    the forward's result) fails, the future raises that error and the backward is sent with
+    zero weights, so the reserved ``seq_id`` is filled without changing the model and the
+    client stays usable. ``encode(chunk, forward_only)`` builds one chunk's submission.
+    """
+    report = validate(forward_data, "cross_entropy", None, limits=limits, vocab_size=vocab_size)
+    outcome: list[tuple[list[types.Datum], CustomLoss | None, BaseException | None]] = []
+
+    def backward() -> tuple[list[types.Datum], CustomLoss | None, BaseException | None]:
+        # Only the client's submit thread calls this, chunk after chunk.
+        if not outcome:
+            try:
+                forward_out = forward.result()
+                logprobs = [
+                    logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
+                ]
+                if len(logprobs) != len(items):
+                    raise APIResponseValidationError(
+                        f"forward returned {len(logprobs)} outputs for {len(items)} datums"
+                    )
+                custom = custom_gradients(loss_fn, items, logprobs)
+                grads = [(-grad).astype("float32") for grad in custom.grads]
+                outcome.append((with_weights(forward_data, grads), custom, None))
+            except Exception as e:
+                zeros = [zero_weights(datum) for datum in forward_data]
+                outcome.append((zeros, None, e))
+        return outcome[0]
+
+    def deferred(chunk: range) -> Deferred:
+        def build(seq_id: int) -> Submission:
+            return encode(backward()[0][chunk.start : chunk.stop], False)(seq_id)
+
+        tokens = sum(datum.model_input.length for datum in forward_data[chunk.start : chunk.stop])
+        return Deferred("ForwardBackward", tokens, build)
+
+    with queue.order_lock:  # the forward's and the backward's seq_ids are contiguous
+        forwards = queue.schedule(
+            [encode(forward_data[c.start : c.stop], True) for c in report.chunks],
+            created_at=created_at,
+            kind="forward_backward_custom",
+            first_last=first_last,
+        )
+        forward = combine(forwards, combine_outputs, request_type="Forward")
+        backwards = queue.schedule(
+            [deferred(c) for c in report.chunks],
+            created_at=created_at,
+            kind="forward_backward_custom",
+            first_last=first_last,
+        )
+
+    def result(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
+        _, custom, error = outcome[0]
+        if error is not None:
+            raise error
+        assert custom is not None
+        return attrs.evolve(out, metrics=merge_metrics(out.metrics, custom))
+
+    return chain(combine(backwards, combine_outputs, request_type="ForwardBackward"), result)

@@ -23,7 +23,14 @@ from typing import Any
 from tinker_lite import types
 from tinker_lite._errors import InvalidInputError
 
-__all__ = ["LossHandle", "PerDatumLossFn", "encode_graph", "loss_inputs", "trace_loss"]
+__all__ = [
+    "LossHandle",
+    "PerDatumLossFn",
+    "check_handle_session",
+    "encode_graph",
+    "loss_inputs",
+    "trace_loss",
+]
 
 PerDatumLossFn = Callable[..., tuple[Any, Mapping[str, Any]]]
 """A per-datum custom loss: ``(logprobs, *inputs) -> (loss, metrics)``, all torch tensors."""
@@ -97,6 +104,17 @@ class LossHandle:
             return total, metrics_out
 
         return run
+
+
+def check_handle_session(handle: LossHandle, session_id: str) -> None:
+    """A LossHandle is used only by clients of the session that created it."""
+    if handle.session_id != session_id:
+        raise InvalidInputError(
+            "loss_fn",
+            f"LossHandle {handle.name!r} was created in session {handle.session_id}; "
+            "only clients of that session can use it",
+            "make the loss with this client's ServiceClient.create_custom_loss",
+        )
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
