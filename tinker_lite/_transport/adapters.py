@@ -256,7 +256,9 @@ def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker
     """Make ``manager``'s pools register every connection they open with ``tracker``, and give
     each connection an attempt uses to that attempt's deadline."""
 
-    class TrackedHTTPConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
+    class Tracked(urllib3.connectionpool.HTTPConnectionPool):
+        """A pool whose connections are tracked and given to the attempt that uses them."""
+
         def _new_conn(self) -> Any:
             conn = super()._new_conn()
             tracker.add(conn)
@@ -275,30 +277,15 @@ def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker
                 attempt.detach(conn)
             super()._put_conn(conn)
 
-    class TrackedHTTPSConnectionPool(urllib3.connectionpool.HTTPSConnectionPool):
-        def _new_conn(self) -> Any:
-            conn = super()._new_conn()
-            tracker.add(conn)
-            return conn
-
-        def _get_conn(self, timeout: float | None = None) -> Any:
-            conn = super()._get_conn(timeout)
-            attempt = DEADLINES.current()
-            if attempt is not None:
-                attempt.attach(conn)
-            return conn
-
-        def _put_conn(self, conn: Any) -> None:
-            attempt = DEADLINES.current()
-            if attempt is not None:
-                attempt.detach(conn)
-            super()._put_conn(conn)
+    # HTTPS: urllib3's HTTPS pool, with the same overrides first in its method order.
+    class TrackedHTTPS(Tracked, urllib3.connectionpool.HTTPSConnectionPool):
+        pass
 
     # A SOCKS manager has pool classes of its own (its connections are not tracked).
     if type(manager) in (urllib3.PoolManager, urllib3.ProxyManager):
         manager.pool_classes_by_scheme = {
-            "http": TrackedHTTPConnectionPool,
-            "https": TrackedHTTPSConnectionPool,
+            "http": Tracked,
+            "https": TrackedHTTPS,
         }
 
 
