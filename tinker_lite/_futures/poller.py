@@ -1,47 +1,7 @@
 """Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.future.APIFuture`
-resolves.
+resolves, on a bounded pool of threads.
 
-:class:`Poller` polls ``POST /api/v1/retrieve_future`` (docs/protocol.rst §5 with the
-docs/protocol.rst §5.2 refinements) through ``send``, the requestor's one poll (:class:`Poll` says
-what to ask): re-poll at once after ``try_again`` and 408 when the service held the poll
-(long-poll), and pace re-polls 0.1 s doubling to 1 s when it answered in under a second; back off
-``min(2**n, 30)`` s with jitter after 5xx, 429 and connection errors (the first one logged at
-WARNING); 410 re-submits when a ``resubmit`` callback is given (sampling) and raises
-:class:`~tinker_lite.PromiseExpiredError` otherwise; ``{"error", "category"}`` raises
-:class:`~tinker_lite.RequestFailedError`; any other 4xx raises its
-:class:`~tinker_lite.APIStatusError` subclass. A future fails with
-:class:`~tinker_lite.APITimeoutError` when the service has given no answer (200 or 408) for
-``stall_timeout`` seconds (docs/protocol.rst §6.6). The polls of a task run in a tenacity loop whose
-every wait is :class:`~tinker_lite._transport.retry.ServiceWait`'s.
-
-Threading contract
-------------------
-* One :class:`Poller` per session holder. It owns a bounded pool of daemon threads, started on
-  demand (at most ``max_workers``) and ended after ``idle_timeout`` seconds without work. Pending
-  requests wait in one FIFO queue; a thread takes one, sends one poll (the service may hold it
-  for a while: long-poll), then puts it back at the end of the queue unless it is resolved
-  (round-robin). So a thousand pending futures use at most ``max_workers`` threads; with fewer
-  threads than pending futures, a ready result waits for a thread to come free. A session
-  holder sets ``max_workers`` to the sampling in-flight cap + 32 (or its ``poll_threads=``),
-  i.e. to the concurrency the user can actually reach.
-* A ``resubmit`` callback (after a 410) runs on the polling thread; at most ``max_resubmits``
-  (10) re-submissions per future, then :class:`~tinker_lite.PromiseExpiredError`.
-* Back-off and pacing sleeps happen on the polling thread (the service is failing, or answering
-  faster than it should); they end at once when the poller closes.
-* When a caller's ``result(timeout=...)`` expires and nobody else waits, a future whose service
-  answers ``try_again`` at once is parked: it is not polled until someone waits on it again
-  (``result()``/``exception()``), so an abandoned wait leaves no hot poll behind
-  (docs/protocol.rst §6.6). Parked time does not count toward the stall timeout. A held poll
-  (long-poll) or a back-off goes on as usual, so such a future still resolves on its own.
-* A result is delivered the moment its poll is answered: the polling thread decodes it and
-  completes the future, which wakes ``result()`` through a condition variable (no sleep loops).
-* Done-callbacks run on the polling thread that completes the future (or at once in the thread
-  that adds them to a completed future); they must not block for long.
-* If a polling thread dies unexpectedly, the future it was working on fails with that error and
-  a replacement thread is started for the others; if none can be started, every queued future
-  fails. :meth:`Poller.close` fails every pending future with
-  :class:`~tinker_lite._transport.http.ClientClosedError` and joins its threads.
-* Every public method of :class:`APIFuture` and :class:`Poller` is safe to call from any thread.
+docs/protocol.rst §5.2 gives the rules; docs/architecture.rst, "The poller", the threading.
 """
 
 from __future__ import annotations
