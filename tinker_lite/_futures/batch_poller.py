@@ -1,28 +1,6 @@
 """One ``retrieve_futures`` long-poll per sampling session serving all of its samples.
 
-When the service's client config sets ``sample_use_retrieve_futures`` (docs/protocol.rst §5.5,
-golden-0.38 "Polling and sampling"), a sample's completion is not awaited by polling
-``retrieve_future`` for each request: one thread per (sampling session, cloned sampler) sends ``POST
-/api/v1/retrieve_futures {"target", "prev_cursor", ["timeout"], "retrieved_request_ids"}`` in a
-loop, and each request the answer names as finished (or failed) is fetched with one
-``retrieve_future`` by a small, separate :class:`~tinker_lite._futures.poller.Poller` (decoding,
-errors and 410 re-submits are the poller's). So the threads stay flat however many samples are in
-flight: one per sampling session plus the fetch pool.
-
-The loop idles while nothing waits and nothing is left to acknowledge. The ids of fetched
-results are reported in ``retrieved_request_ids`` of the next poll; with nobody waiting that
-poll only acknowledges (``"timeout": 0.0``, read timeout 5 s; a long poll has 45 s). A
-service that answers at once with nothing (it does not hold the long poll) is paced like fast
-``try_again`` answers, 0.1 s doubling to 1 s, so it is never polled in a loop. Failed
-polls (connection errors, 408, 429, 5xx) are retried with the poll back-off; a service that has
-answered nothing for the stall timeout fails the waiting samples with
-:class:`~tinker_lite.APITimeoutError` (docs/protocol.rst §6.6). Any other answer (e.g. 404 from a
-service that lacks the endpoint) makes that session fall back to per-request polling, with a
-WARNING: nothing waits forever and nothing is lost.
-
-Threading contract: :meth:`BatchPoller.wait` may be called from any thread; each session's
-loop runs on its own daemon thread, started on demand and ended after ``idle_timeout`` seconds
-without work; :meth:`BatchPoller.close` stops and joins them and fails what still waits.
+docs/protocol.rst §5.5 gives the rules; docs/architecture.rst, "The poller", the threading.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
-"""The session holder shared by every client of one ServiceClient.
+"""The session holder shared by every client of one ServiceClient: start-up, session, background
+threads and ``close()``.
 
-A :class:`SessionHolder` takes its settings from :mod:`tinker_lite._session.settings` and sends
-every request through its requestor (:mod:`tinker_lite._api`, seen here as :class:`SessionCalls`:
-the requestor builds the service's headers and runs the one retrying send); it reads the
-start-up answers with :mod:`tinker_lite._session.startup`, owns the poller, the heartbeat,
-dynamic-config and telemetry threads, and runs the start-up sequence in order
-(docs/protocol.rst §8.1, golden-0.38):
-
-1. ``POST /api/v1/client/config {"sdk_version"}``;
-2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key; the JWT is then
-   sent in the same ``X-API-Key`` header, refreshed before its ``exp`` and once after a 401;
-3. ``POST /api/v1/client/dynamic_config {"sdk_version"}``, then refreshed every
-   ``refresh_interval_sec`` (a service without ``client/config`` is not asked);
-4. on first use by a training or sampling client (:meth:`SessionHolder.ensure_session`; never for
-   a session-less holder): ``POST /api/v1/create_session`` and a heartbeat every 10 s.
-
-``close()`` (also ``with`` and interpreter exit, docs/protocol.rst §8.5) stops the heartbeat,
-flushes telemetry, finishes the session (``POST /api/v1/sessions/{id}/finish``; 404 ignored) and
-joins every thread it started.
-
-Threading: every public method is safe to call from many threads at once (e.g. 400 concurrent
-samples). Background threads (heartbeat, telemetry, polling) hold the requestor, which holds the
-holder weakly, so an unclosed holder can still be garbage-collected; its threads are then
-stopped without sending anything.
+docs/protocol.rst §8 gives the sequence; docs/architecture.rst, "The threading contract",
+the threads.
 """
 
 from __future__ import annotations
