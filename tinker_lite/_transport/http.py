@@ -1,41 +1,6 @@
 """HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping.
 
-A :class:`Transport` sends exactly one HTTP attempt per :meth:`Transport.send` call (the
-requestor's tenacity loops decide every re-send; urllib3's own retries are off); it never
-raises a ``requests``, ``urllib3``, ``http.client`` or socket exception: those become
-:class:`~tinker_lite.APIConnectionError` or :class:`~tinker_lite.APITimeoutError` with the
-original kept as ``__cause__``. Statuses are not raised by ``send``; :func:`raise_for_status` is
-the one mapping from a response to its exception (docs/protocol.rst §2.6).
-
-requests does what requests does: cookies, redirects (a POST answered 301/302/303 becomes a GET),
-proxies and ``NO_PROXY``, the CA bundle
-(``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE``), netrc, ``Content-Length``, gzip. What it reads
-from the environment is resolved once per session with its own
-``Session.merge_environment_settings`` and ``get_netrc_auth`` (docs/protocol.rst §2.5), not on every
-request. Each session's headers and hooks are prepared once, by ``Session.prepare_request``, into a
-template; a request is a ``PreparedRequest.copy()`` of it with its own method, URL, headers, body,
-cookies and auth, handed to ``Session.send`` (docs/architecture.rst, "The send path"). Every
-credential (``X-API-Key``, ``Authorization``, the Cloudflare Access pair, headers marked secret)
-is sent by one requests auth handler: it re-sends a request once after a 401 when the credential
-could be refreshed (docs/protocol.rst §8.3), and leaves them all off a redirect to another
-origin. A caller may hand in its own ``requests.Session``: its headers, auth, cookies, proxies,
-certificates and mounted adapters are used, and it is not closed with the transport.
-
-Safe by default (docs/configuration.rst, "Limits"): an answer larger than ``max_answer_bytes``
-(its ``Content-Length``, or what has been read, or what gzip / deflate / zstd inflate it to)
-raises :class:`~tinker_lite.ResponseTooLargeError` without being read further, and every attempt
-has one deadline for connect, headers and the whole body (:attr:`Timeout.deadline`), so a
-server trickling a byte a second ends in :class:`~tinker_lite.APITimeoutError`.
-
-Threading: a :class:`Transport` is shared by every thread of one connection. Each pool kind has
-its own session whose adapter keeps up to ``pool_sizes[kind]`` connections per host, so a burst
-of sampling requests can never starve heartbeats or training submits (docs/protocol.rst §2.5).
-:meth:`Transport.close` aborts requests still in flight on its own sessions (their sockets are
-shut down, so blocked threads return at once with :class:`ClientClosedError`).
-
-The API key is read through the ``auth`` callable at each request and is never logged, never put
-in a ``repr`` and never copied into an exception message (:func:`redact` removes every registered
-credential from texts built from server answers).
+docs/architecture.rst, "The transport", explains it; docs/protocol.rst §2 gives the wire rules.
 """
 
 from __future__ import annotations
