@@ -1,20 +1,6 @@
 """The requestor: one connection's send path and its connection requests.
 
-One send path, one seam per concern (as httpx's client: auth, redirects and cookies, then one
-transport attempt; as stripe's requestor: headers built in one place): :meth:`Requestor.call`
-builds a request's service headers once (``x-sdk-*``, ``X-Tinker-*``, docs/protocol.rst §2.3), the
-operation layer (Layer B, docs/protocol.rst §6.3) gives each re-send a new idempotency key, the HTTP
-layer (Layer A, docs/protocol.rst §6.2) stamps each attempt's retry count and read timeout, and
-:class:`~tinker_lite._transport.http.Transport` sends one attempt. Both layers are tenacity
-loops built once (:mod:`tinker_lite._transport.loops`); nothing else calls them.
-
-The session holder, poller, heartbeat and telemetry ask it for the connection's own requests
-(start-up, session, heartbeat, telemetry, polls); the clients' operations are grouped by
-subject in :attr:`Requestor.training`, :attr:`Requestor.sampling` and :attr:`Requestor.rest`.
-
-Threading: a :class:`Requestor` may be shared by every thread. It holds its session holder
-weakly (background threads hold the requestor, never the holder), the credentials, the
-transport and the sampling gate.
+docs/architecture.rst, "One request's path", follows a request through it.
 """
 
 from __future__ import annotations

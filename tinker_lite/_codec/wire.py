@@ -1,24 +1,6 @@
 """The one converter between tinker_lite models and the wire's JSON.
 
-cattrs maps the models: it generates the structure and unstructure function of each attrs
-model (``make_dict_structure_fn`` / ``make_dict_unstructure_fn_from_attrs``), on a converter
-that starts from ``cattrs.preconf.json``. Hand-written hooks remain only where the wire has its
-own rules, each saying why cattrs cannot do it: tensors, base64 bytes, datetimes, JSON types
-that must not be coerced, enums that keep new values, and the None rule of docs/protocol.rst §3.1.
-
-Encoding follows the tinker_lite profile (docs/protocol.rst §3.1, §3.2): every field whose value is
-not None is sent (``type`` discriminators included), ``null`` never is, image bytes travel as
-base64, float32 tensors as values that parse back to the same float32 numbers, NaN/Inf are rejected
-before sending. With orjson installed (the ``fast`` extra) numpy arrays are written directly;
-otherwise the stdlib ``json`` module is used. numpy is imported only for numpy values and
-float32 tensors (their shortest float32 text).
-
-Decoding is lenient by default (unknown keys ignored, new enum values kept, a null read as an
-absent key) and strict on request (cattrs' ``forbid_extra_keys``; unknown values refused). The
-fast path runs functions generated without detailed validation; only when one fails is the
-value read again with detailed validation, whose exception group names the path of the error.
-
-This module never does HTTP.
+docs/architecture.rst, "The codec", explains it; docs/protocol.rst §3.1 and §3.2 give the rules.
 """
 
 from __future__ import annotations

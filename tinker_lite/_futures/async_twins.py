@@ -1,21 +1,6 @@
 """Awaitable futures and the official ``*_async`` methods, as thin adapters over sync futures.
 
-Code written for the official SDK may ``await`` what a call returns, or call the ``*_async``
-twin of a method. tinker_lite runs no event loop and starts no thread for that: awaiting wraps
-the same :class:`concurrent.futures.Future` with :func:`asyncio.wrap_future`, so the result is
-delivered to the caller's loop by the thread that resolves the future anyway. ``asyncio`` is
-imported only inside these coroutines, i.e. only by a program that awaits one.
-
-* :class:`AwaitableFuture`: ``await f``, ``f.result_async(timeout)``, ``f.coroutine()`` and
-  ``f.future()`` for a future that is itself a ``concurrent.futures.Future`` (``APIFuture``,
-  and the futures of clients that ``create_lora_training_client()`` and friends return).
-* :func:`async_twin` and :func:`async_future_twin`: an official ``*_async`` twin, declared in its
-  class from its sync method (``sample_async = async_twin(sample)``), so type checkers and the
-  runtime read one declaration. Like the official ones the twins warn with
-  :class:`FutureWarning` (the official SDK deprecates them in favour of awaiting the sync call's
-  future). A twin never holds the caller's loop while it waits: it awaits the future its sync
-  method returns at once, and a sync method that may wait for an answer (``blocks``) runs on
-  the client's small REST executor, whose future it awaits.
+docs/architecture.rst, "The threading contract", explains how awaiting works.
 """
 
 from __future__ import annotations

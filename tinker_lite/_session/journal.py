@@ -1,23 +1,6 @@
 """The run journal: one JSON line per completed operation, for audits and resumable jobs.
 
-Turn it on with ``ServiceClient(..., journal="run.jsonl")`` or the environment variable
-``TINKER_LITE_JOURNAL=run.jsonl``. Each completed operation (training, sampling, saving,
-loading) appends one line such as::
-
-    {"ts": "2025-11-26T03:00:12.048Z", "kind": "optim_step", "status": "ok",
-     "request_id": "3f1c...:train:0:7", "seq_id": 7, "duration_s": 0.412, "tokens": null}
-
-The keys, always present and in this order, are :data:`JOURNAL_KEYS`: ``ts`` (UTC, ISO 8601),
-``kind`` (the operation, named after the client method, e.g. ``forward_backward``), ``status``
-(``ok``, ``error`` or ``cancelled``), ``request_id`` (the service's id, or ``null``), ``seq_id``
-(the training sequence number, or ``null``), ``duration_s`` (seconds from submit to result) and
-``tokens`` (tokens processed, or ``null``). A failed operation adds ``error`` (the exception's
-one-line message); a training request's line also carries ``model_id`` (written before
-``error``; :data:`JOURNAL_OPTIONAL_KEYS`).
-
-Lines are appended with a single ``write`` on a file opened in append mode, so several threads
-or processes can share one journal, and a crash loses at most the line being written
-(:func:`read_journal` skips a torn last line).
+docs/configuration.rst, "The run journal", gives its keys and how lines are written.
 """
 
 from __future__ import annotations
