@@ -1,19 +1,7 @@
 """Futures of asynchronous requests (:class:`APIFuture`), and how to combine them.
 
-:class:`APIFuture` is a :class:`concurrent.futures.Future`: ``result(timeout)``,
-``exception(timeout)``, ``done()``, ``cancelled()``, ``running()``, ``cancel()`` and
-``add_done_callback(fn)`` behave as documented there, and ``concurrent.futures.wait`` /
-``as_completed`` accept it. Differences: a ``result(timeout=...)`` that expires raises
-:class:`FutureTimeoutError` (both :class:`~tinker_lite.APITimeoutError`, carrying the request id,
-the last queue state and the elapsed time, and :class:`concurrent.futures.TimeoutError`); the
-request keeps going on the service and ``result()`` may be called again (when the service
-answers polls at once, polling pauses until then: docs/protocol.rst §6.6, no hot poll is left
-behind). ``cancel()`` succeeds while the future is pending and stops its polling; the service may
-still execute the request. As for the official SDK's ``future()``, a request in flight is
-pending: ``running()`` is true only while a producer delivers its outcome
-(``set_running_or_notify_cancel``, then ``set_result`` or ``set_exception``).
-
-The poller that resolves these futures lives in :mod:`tinker_lite._futures.poller`.
+What an :class:`APIFuture` promises is in docs/api.rst, "Futures"; the poller that resolves it is
+:mod:`tinker_lite._futures.poller`.
 """
 
 from __future__ import annotations
@@ -63,7 +51,7 @@ def _result_field_names() -> frozenset[str]:
 
 
 class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
-    """The eventual result of an asynchronous request (see the module docstring)."""
+    """The eventual result of an asynchronous request: a :class:`concurrent.futures.Future`."""
 
     __slots__ = (
         "_cancel_hook",
