@@ -1,18 +1,6 @@
 """The client context: what every client of one connection shares.
 
-A :class:`ClientContext` owns the session holder and its requestor, the executors the clients
-submit on, the run journal, the closing state, a local server started for ``local://`` and the
-registry of live contexts (an unpickled SamplingClient finds its connection there). A
-ServiceClient is a factory on top of one context; a standalone RestClient and an unpickled
-SamplingClient build a context of their own. Clients take the context and never reach back up to
-the ServiceClient.
-
-Threading contract: every method may be called from any thread. A context owns one single-thread
-executor per TrainingClient (``tinker-lite-train``; submits in ``seq_id`` order), one wide
-executor for sampling submits (``tinker-lite-sample``), one small executor for REST calls
-(``tinker-lite-rest``), and the session holder's poller, heartbeat and telemetry threads.
-:meth:`ClientContext.close` finishes (or drops, with a WARNING) what the clients queued
-(:mod:`tinker_lite._futures.pending`), then stops and joins all of them.
+docs/architecture.rst, "The layers" and "The threading contract", explain it.
 """
 
 from __future__ import annotations

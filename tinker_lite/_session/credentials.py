@@ -1,16 +1,7 @@
 """Where the API key comes from, and the credential sent as ``X-API-Key``.
 
-:func:`resolve_credential` finds the credential once, when a client is created, in the official
-SDK's order: the ``api_key=`` argument, ``TINKER_API_KEY``, ``TINKER_CREDENTIAL_CMD`` (a command
-printing a fresh credential, run when the service exchanges credentials for tokens), then the
-default key of ``~/.tinker/credentials.json`` (the stored login; consulted only when no command
-is set, so that a command always wins over it).
-
-When the service's client config sets ``pjwt_auth_enabled``, the credential is exchanged for a
-JWT (``POST /api/v1/auth/token``), refreshed before its ``exp`` and once after a 401; when it
-also sets ``credential_default_source`` to ``"credential_cmd"``, the exchange is authenticated
-by the command's output, never by a static key (docs/protocol.rst §8.3). Every credential is
-registered as a secret, so it never reaches a log or an error message.
+docs/configuration.rst, "Where the API key comes from", gives the order; docs/protocol.rst §8.3
+the JWT exchange.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """The stored login, ``~/.tinker/credentials.json``: the file ``tinker auth login`` writes.
 
-The official CLI and ``tinker-lite auth login`` read and write the same file (format version 1)::
-
-    {"version": 1, "default": "<id>",
-     "keys": {"<id>": {"type": "manual" | "generated", "key": "...", "name": "...",
-                        "note": null | "...",
-                        "details": null | {"org_details": {"name": ...},
-                                           "user_details": {"email": ...}}}}}
-
-Reading checks the whole file and says what is wrong with it, naming the file (never quoting a
-value from it: it holds live keys). A file that others may read gets a warning, as ssh gives
-for a private key. Writing goes through a temporary file renamed over the old one, created with
-mode 0600 in a directory of mode 0700, so the file is never seen half written or readable by
-others; keys written by a newer version (fields this one does not know) are kept.
+docs/configuration.rst, "Where the API key comes from", gives its format and how it is written.
 """
 
 from __future__ import annotations

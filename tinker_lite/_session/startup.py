@@ -1,18 +1,5 @@
-"""The start-up sequence of a connection (docs/protocol.rst §8.1, golden-0.38), before any session.
-
-1. ``POST /api/v1/client/config {"sdk_version"}``: the service's feature flags (404 or an answer
-   that cannot be used: built-in defaults; a connection that cannot be made is retried for the
-   start-up budget, then fails);
-2. when ``pjwt_auth_enabled``: ``POST /api/v1/auth/token {}`` with the API key
-   (:mod:`tinker_lite._session.credentials` keeps and refreshes the JWT);
-3. ``POST /api/v1/client/dynamic_config {"sdk_version"}`` (read timeout 10 s): flags the
-   service may change while the client runs, fetched again every ``refresh_interval_sec``
-   (at least 10 s) by :class:`DynamicConfig`'s thread; a failed refresh keeps the last values.
-
-A service that does not answer ``client/config`` predates ``client/dynamic_config`` too, so
-neither the dynamic config nor its refresh is requested from it. The requests themselves are
-the requestor's (:mod:`tinker_lite._api`); this module reads their answers. Background threads
-here hold the requestor's send, never the session holder.
+"""The start-up sequence of a connection before any session: reading its answers, and the
+dynamic config's refresh thread (docs/protocol.rst §8.1).
 """
 
 from __future__ import annotations
