@@ -1,13 +1,5 @@
-"""The requestor: named operations in ``types`` between the clients and the transport.
-
-Clients send a row of the endpoint table (``request(endpoints.LIST_CHECKPOINTS, ...)``) or call
-an operation (``training.submit(endpoints.CREATE_MODEL, ...)``, ``training.submit_training``,
-``sampling.submit_sample``, ...) with ``types`` models and get ``types`` models (or futures of
-them) back; the session holder asks it for the start-up,
-heartbeat, telemetry and poll requests. This package alone knows the endpoint paths
-(:mod:`~tinker_lite._api.endpoints`), the request and result encodings (JSON, protobuf, zstd),
-the pool each operation uses and which statuses it accepts, and builds the service's headers
-(:mod:`~tinker_lite._api.requestor`, the only caller of the retrying send).
+"""The requestor: named operations in ``types`` between the clients and the transport
+(docs/architecture.rst, "The layers" and "One request's path").
 """
 
 from tinker_lite._api.endpoints import (

@@ -1,13 +1,5 @@
-"""Split forward/forward_backward batches into requests and merge the per-request results.
-
-Splitting follows docs/protocol.rst §7.4: greedy, in input order, a new chunk starts when the
-current one already holds ``max_datums`` datums or when adding the datum would exceed the size
-limit. With the built-in limits (128 datums, 500,000 "numbers") the size of a datum is its token
-count plus the element count of its loss inputs; when the server's client config supplies limits
-(docs/protocol.rst §8.2, ``fwdbwd_max_chunk_len`` / ``fwdbwd_max_chunk_bytes_count``) the size is
-the estimated protobuf byte count (4 bytes per token, tensor ``nbytes``, image bytes).
-
-Merging follows docs/protocol.rst §7.5, including ``unique`` and ``hash_unordered``.
+"""Split forward/forward_backward batches into requests (docs/protocol.rst §7.4) and merge the
+per-request results (§7.5).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Client protobuf codecs: the forward/forward_backward request, and the results it reads back.
 
-The service's ``tinker_public`` schema (docs/protocol.rst §3.4) is written by hand and read through
-field tables (one per message, for the shared reader of :mod:`tinker_lite._codec.protowire`), so no
-protobuf runtime is needed. Numeric arrays travel as little-endian bytes inside ``bytes``
-fields; they are copied in and out in one piece (numpy arrays, or the stdlib arrays of values
-built from lists), never element by element, so a 500,000-number request encodes in a few
-milliseconds. Sampling results and list-built requests are read and written without importing
-numpy. The local server's codecs (the other direction) live in
-``tinker_lite.local.protocol.codecs``.
-Every decoder raises :class:`~tinker_lite._errors.WireFormatError` for malformed bytes and
-skips fields it does not know (a newer service may add some).
+docs/protocol.rst §3.4 gives the schema; docs/architecture.rst, "The codec", the design.
 """
 
 from __future__ import annotations

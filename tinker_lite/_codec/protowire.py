@@ -1,16 +1,7 @@
-"""Protobuf wire primitives shared by the client codecs and the local server's codecs.
+"""Protobuf wire primitives shared by the client codecs and the local server's codecs: the
+:class:`Writer`, and :func:`read_message`, the one reader driven by each message's field table.
 
-The :class:`Writer` (docs/protocol.rst §4.3, §3.4) over the primitives of
-:mod:`tinker_lite._codec.proto_primitives` (varints, field keys, the field scanner; re-exported
-here), and the one reader of every message: :func:`read_message` walks a message's fields once
-and decodes each through the message's table (field number -> name, wire type, decoder), so a
-message is declared, not read by a loop of its own. The ``Tensor`` and ``SparseCsr`` tables live
-here (both sides read tensors); :mod:`tinker_lite._codec.proto` (client) and
-``tinker_lite.local.protocol.codecs`` (server) declare the others; zstd bodies are
-:mod:`tinker_lite._codec.zstd`.
-
-numpy is imported only by the readers and writers of numpy arrays; the dense tensors and the
-sampling results a client reads are decoded into stdlib ``array.array`` stores without it.
+docs/architecture.rst, "The codec", explains the design.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""Futures of clients: what ``create_lora_training_client()`` and the other creation methods return.
-
-As in the official SDK 0.38, a client-creation method returns at once with a future of the new
-client (``BackcompatTrainingClientFuture``, ``BackcompatSamplingClientFuture``): ``result()``,
-``await`` or ``result_async()`` give the client. Code written when these methods returned the
-client itself may still use the future as the client, deprecated as officially: a client method
-called on it, or an attribute read from it, waits for the client, forwards to it and warns with
-the official :class:`FutureWarning` text (shown once per call site under Python's default warning
-filters). A future class of a client derives from both :class:`ClientFuture` (an
-:class:`~tinker_lite.APIFuture`) and the client's class, so ``isinstance`` checks for either hold.
+"""Futures of clients: what ``create_lora_training_client()`` and the other creation methods
+return (docs/api.rst, :class:`~tinker_lite.BackcompatTrainingClientFuture`).
 """
 
 from __future__ import annotations

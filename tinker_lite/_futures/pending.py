@@ -1,14 +1,5 @@
-"""The requests a connection has queued: what ``close()`` finishes, or names when it drops them.
-
-Every training request, sample and REST call is registered here when its caller gets the future
-and leaves when that future completes. Closing either drains the registry (waits until every
-future has completed, giving up once none has completed for the stall timeout or an exit budget
-ran out) or cancels it: what was never sent fails with :class:`~tinker_lite.ClientClosedError`
-and one WARNING names each request by kind and ``seq_id`` (docs/architecture.rst, "Closing").
-
-A worker takes a request's turn with :meth:`PendingRequest.claim` before sending it; a request
-that close dropped first is never sent, and one that was claimed is never dropped, so nothing is
-sent twice and nothing is failed twice.
+"""The requests a connection has queued: what ``close()`` finishes, or names when it drops them
+(docs/architecture.rst, "Closing and queued work").
 """
 
 from __future__ import annotations

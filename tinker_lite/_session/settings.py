@@ -1,14 +1,5 @@
-"""Connection settings: explicit arguments > environment variables > defaults.
-
-A public client resolves its keyword options once, with :func:`resolve_settings`, into one
-frozen :class:`Settings`, and hands that value down: the client context, the session holder and
-the transport read it and default nothing again.
-
-docs/protocol.rst §2.2: an explicit ``api_key=`` wins over ``TINKER_API_KEY``, then come
-``TINKER_CREDENTIAL_CMD`` and the stored login (``resolve_credential`` in
-:mod:`tinker_lite._session.credentials` has the order); the key never shows in a ``repr``.
-Every bad value raises :class:`~tinker_lite.InvalidInputError` naming the argument or
-environment variable at fault, before anything is sent.
+"""Connection settings: explicit arguments > environment variables > defaults, resolved once
+into one frozen :class:`Settings` (docs/architecture.rst, "How options flow").
 """
 
 from __future__ import annotations

@@ -1,15 +1,4 @@
-"""The ordered submit queue of one training client (docs/protocol.rst §7.2).
-
-Every training request reserves its request id in the caller's thread, at call time, in call
-order; its wire ``seq_id`` is that id + 1. One single-thread executor sends the submits strictly
-in ``seq_id`` order, each with HTTP and operation-level retries that re-send the same ``seq_id``.
-The turn passes to the next request even when a submit fails for good; that failure is delivered
-to its future. If the service may never have received it (a connection error, a timeout, or
-408/429/5xx after every retry), the later requests are not sent: the service runs a model's
-requests in ``seq_id`` order and would hold them forever for the missing one (docs/service.rst
-§8), so each fails at once with an :class:`~tinker_lite.APIError` naming that ``seq_id``.
-Results are polled by the session's poller, so consecutive calls are pipelined.
-"""
+"""The ordered submit queue of one training client (docs/protocol.rst §7.2)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """Resumable download of checkpoint archives from a signed URL, and safe extraction.
 
-:func:`download` writes into ``<dest>.part`` and renames it to ``dest`` only once the size is
-verified, so ``dest`` either does not exist or is complete. An interrupted download (a dropped
-connection, a killed process) resumes from the ``.part`` file with an HTTP ``Range`` request. A
-signed URL that has expired (403, 404 or 410) is replaced once through the ``refresh_url`` callback;
-408, 409, 425, 429 and 5xx answers are retried with the back-off of the
-:class:`~tinker_lite._transport.retry.RetryPolicy`, honouring ``Retry-After``, until
-``max_attempts`` failures in a row or ``stall_timeout`` seconds without progress. The signed URL is
-fetched without Tinker credentials (docs/protocol.rst §4.6) with a plain ``requests.Session``:
-requests applies the environment's proxies, CA bundle and netrc and follows up to 30 redirects."""
+docs/protocol.rst §4.6 gives the download's rules."""
 
 from __future__ import annotations
 

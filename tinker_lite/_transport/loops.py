@@ -1,14 +1,7 @@
-"""The retry loops of tinker_lite, on tenacity, with its one wait strategy.
+"""The retry loops of tinker_lite, on tenacity, with its one wait strategy; the only module
+that imports tenacity.
 
-Every loop that waits on the service runs here: the requestor's HTTP layer (:func:`http_loop`)
-and operation layer (:func:`operation_loop`), the pollers' polls, the sampling 429 window, the
-trace export and downloads (:func:`retry_loop`). Every wait is :class:`ServiceWait`'s: the
-service's ``retry-after-ms``, ``retry-after`` in seconds or as an HTTP date when 0 < delay <=
-60 s, else the loop's back-off from the :class:`~tinker_lite._transport.retry.RetryPolicy`. A
-loop is built once by its owner and runs each request with what belongs to it as first argument
-(:class:`Tries` for the send path); per-attempt state is tenacity's :class:`RetryCallState`.
-This is the only module that imports tenacity; no tenacity
-exception leaves it.
+docs/architecture.rst, "Waiting on the service", explains them.
 """
 
 from __future__ import annotations
