@@ -1,12 +1,5 @@
-"""A checkpoint's archive to disk: the signed URL, the resumable download, the safe extraction.
-
-:meth:`tinker_lite.RestClient.download_checkpoint` and ``tinker-lite checkpoint download`` both
-run :func:`download_checkpoint`. The signed URL comes from the service (docs/protocol.rst §4.6)
-and is asked for again when it expires mid-download; the bytes go through
-:func:`tinker_lite._transport.download.download` (``<file>.part``, ``Range`` resume, size
-verification, a size bound) and, when asked, through
-:func:`~tinker_lite._transport.download.extract_archive` (plain files only, nothing outside the
-folder).
+"""A checkpoint's archive to disk: the signed URL, the resumable download, the safe extraction
+(docs/protocol.rst §4.6).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """The service's endpoints, one table: verb, path, request and response types, SDK method
 (docs/protocol.rst §4); and how ids become path segments (docs/protocol.rst §2.1).
-
-Every path the client sends is here. A REST operation is a row the requestor sends
-generically (:meth:`~tinker_lite._api.requestor.Requestor.request`); a client method checks its
-arguments and names its row.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""``Timeout`` and ``RequestOptions``: the official SDK's per-request option types.
-
-The official SDK re-exports ``httpx.Timeout`` and a ``RequestOptions`` typed dict from its
-generated HTTP layer. tinker_lite has no httpx: :class:`Timeout` takes ``httpx.Timeout``'s call
-shape and keeps its four values, so code that builds one runs unchanged, and
-:meth:`Timeout.as_dict` gives them back the way httpx does.
-"""
+"""``Timeout`` and ``RequestOptions``: the official SDK's per-request option types, no httpx."""
 
 from __future__ import annotations
 

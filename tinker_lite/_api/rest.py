@@ -1,9 +1,5 @@
 """What the endpoint table cannot say of a REST operation: the trace export's wait, the archive
 redirect.
-
-Every other REST operation is a row of :mod:`~tinker_lite._api.endpoints` that the requestor
-sends generically (:meth:`~tinker_lite._api.requestor.Requestor.request`). The trace export's
-wait for the service is a tenacity loop with the one wait strategy.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The requestor's sampling operations: sampling sessions and the sample submit loop.
-
-:class:`SamplingRequests` is part of the requestor (``requestor.sampling``). A sample's submit
-is a tenacity loop around the requestor's one send: a 429 is backpressure that opens the window
-every sampler of one service and key shares (docs/protocol.rst §6.4), waited out with the one wait
-strategy before the same bytes are sent again.
+"""The requestor's sampling operations: sampling sessions and the sample submit loop
+(docs/protocol.rst §6.4).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The requestor's model and training operations: create, load, inspect, encode, submit.
-
-:class:`TrainingRequests` is part of the requestor (``requestor.training``): it names each
-endpoint, encodes forward/forward_backward chunks (protobuf or JSON, zstd when the service asks,
-docs/protocol.rst §1.1), optim steps and saves, and decodes their polled results; every request goes
-through the requestor's one send.
+"""The requestor's model and training operations: create, load, inspect, encode, submit
+(docs/protocol.rst §4.3).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Decoding direct JSON answers into ``types`` models, with errors a caller can act on.
-
-A body that is not JSON, or JSON that does not fit the expected model, becomes an
-:class:`~tinker_lite.APIResponseValidationError` naming the request, with the status and the
-body (credentials redacted). Used by the session holder for its start-up answers and by the
-requestor for every operation.
+"""Decoding direct JSON answers into ``types`` models, with errors a caller can act on
+(docs/protocol.rst §2.6).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """What a poll's answer says: its queue state, a failed request, a result that cannot be read,
-an expired promise, a stall.
-
-The queue state of a paused request is logged at most once a minute (docs/protocol.rst §5.6); a
-``{"error", "category"}`` answer becomes :class:`~tinker_lite.RequestFailedError`; a result
-that cannot be read becomes :class:`~tinker_lite.APIResponseValidationError`.
+an expired promise, a stall (docs/protocol.rst §5).
 """
 
 from __future__ import annotations

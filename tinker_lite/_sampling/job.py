@@ -1,11 +1,5 @@
-"""One sample from its call to its result: an in-flight place, the submit, then the poll.
-
-:meth:`SamplingClient.sample <tinker_lite.SamplingClient.sample>` builds the request (with its
-``seq_id``) and hands a :class:`SampleJob` to the connection's wide executor (a
-``ThreadPoolExecutor``). On an executor thread the job waits for a place under the in-flight cap
-(docs/protocol.rst §6.4), submits (429s wait out the shared back-off window), then hands the
-request to a poller, which resolves the caller's future. A sample's callbacks are the bound
-methods of its one slotted job, so thousands of queued samples cost little.
+"""One sample from its call to its result: an in-flight place, the submit, then the poll
+(docs/architecture.rst, "The threading contract"; docs/protocol.rst §6.4).
 """
 
 from __future__ import annotations

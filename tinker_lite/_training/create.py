@@ -1,9 +1,5 @@
-"""Making a TrainingClient: the model is created on the service, then its client is made.
-
-A creation is two blocking steps (send the request and get its future; make the client from
-the result), run in the background on the REST threads so the creation methods return a future
-at once, as 0.38's do (docs/protocol.rst §7.1). The client class is passed in, so this module
-imports no client.
+"""Making a TrainingClient: the model is created on the service, then its client is made, in the
+background on the REST threads (docs/protocol.rst §7.1).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """The client side of ``forward_backward_custom``: the gradient of a user's loss
 (docs/protocol.rst §7.6).
-
-The loss function is called once per call. With torch installed it receives torch tensors, as in
-0.38, and returns the official ``(loss_tensor, metrics)`` (autograd gives the gradients) or
-``(loss, grads, metrics)``; without torch it receives numpy arrays and returns
-``(loss, grads, metrics)`` with numpy gradients. torch is imported on the first call only.
-:func:`schedule_custom` queues the forward and the backward pass in the client's order.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
-"""Custom losses made with ``ServiceClient.create_custom_loss``: ``LossHandle`` and tracing.
-
-A per-datum loss function takes ``logprobs`` first, then one tensor per ``loss_fn_inputs`` key
-it reads, and returns ``(scalar loss, {"custom/<name>:sum|mean": scalar})``. It is traced with
-``torch.fx`` (torch is needed for this, as in the official SDK) and checked to use torch and
-math only; the handle carries the traced graph. Where the service runs custom losses
-(client config ``custom_loss_server_side``) the graph is uploaded as plain data
-(:class:`types.CustomLossGraph`) and the handle gets the service's ``loss_id``; otherwise the
-loss runs client-side in ``forward_backward_custom``.
+"""Custom losses made with ``ServiceClient.create_custom_loss``: ``LossHandle`` and tracing
+(docs/protocol.rst §7.6).
 """
 
 from __future__ import annotations

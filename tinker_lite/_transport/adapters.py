@@ -1,11 +1,6 @@
 """requests' extension points, as tinker_lite uses them: the pool adapter and the credentials.
 
-:class:`PoolAdapter` is requests' ``HTTPAdapter`` sized to one pool kind, whose connections
-``close()`` can abort and whose attempts a :class:`Deadlines` watch can end; :class:`ServiceAuth`
-is a requests auth handler that sends every credential (``X-API-Key``, the Cloudflare Access
-pair, the headers a user marks secret), re-sends once after a 401 it could refresh (as requests'
-digest auth does) and keeps every credential, ``Authorization`` included, off a redirect to
-another origin.
+docs/architecture.rst, "The transport", explains both.
 """
 
 from __future__ import annotations

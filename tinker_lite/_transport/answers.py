@@ -1,10 +1,5 @@
-"""One HTTP answer: :class:`HttpResponse`, its error (:func:`raise_for_status`), and reading its
-body within the answer cap (docs/configuration.rst, "Limits").
-
-:func:`raise_for_status` is the one mapping from an answer to its exception (docs/protocol.rst
-§2.6). :func:`read_capped` refuses an answer from its ``Content-Length`` before reading and stops
-an endless or inflating one (gzip, deflate, zstd) at the cap with
-:class:`~tinker_lite.ResponseTooLargeError`.
+"""One HTTP answer: :class:`HttpResponse`, its error (:func:`raise_for_status`, docs/protocol.rst
+§2.6), and reading its body within the answer cap (docs/configuration.rst, "Limits").
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Failures of an HTTP attempt: requests', urllib3's and the socket's errors become tinker_lite's.
-
-The one boundary where foreign exceptions are translated (the transport calls
-:func:`connection_failure`): a refused connection, a name that does not resolve, a TLS or
-protocol failure and a timeout each get a plain sentence, and the tinker_lite error keeps only
-the low-level failure as its ``__cause__`` (:func:`low_level_cause`).
+"""Failures of an HTTP attempt: requests', urllib3's and the socket's errors become tinker_lite's
+(docs/protocol.rst §2.6).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The one retry and deadline policy of tinker_lite: a frozen value of pure decisions.
-
-:class:`RetryPolicy` holds every number of docs/protocol.rst §6 (the loops of
-:mod:`tinker_lite._transport.loops` run them in tenacity); :class:`StallWatch` measures a
-request's one deadline (§6.6); :func:`announce_retry` logs the first retry the caller cannot see
-at WARNING, later ones at DEBUG.
+"""The one retry and deadline policy of tinker_lite: a frozen value of pure decisions
+(docs/protocol.rst §6).
 """
 
 from __future__ import annotations
