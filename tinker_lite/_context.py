@@ -337,17 +337,8 @@ class ClientContext:
     ) -> None:
         """Finish or drop what was queued, end the session and stop every thread (idempotent).
 
-        New calls are refused at once. ``wait=True`` first waits until every queued training
-        request, sample and REST call has completed (ThreadPoolExecutor.shutdown(wait=True)),
-        logging at INFO what it waits for; it gives up once none has completed for the stall
-        timeout, or after ``budget`` seconds when given. ``wait=False`` (``why`` says why, for the
-        log) waits for nothing. Then whatever is left is dropped: requests never sent fail with
-        :class:`~tinker_lite.ClientClosedError` and one WARNING names each one (kind and
-        ``seq_id``), and the ones already sent, which may still complete on the service. A
-        KeyboardInterrupt (any exception) while waiting drops the rest, ends the session as
-        interrupted (errored) and is re-raised. Then the heartbeat stops, telemetry is flushed,
-        the session is finished (docs/protocol.rst §8.5), the polling, submit and REST threads are
-        joined and a local server started for ``local://`` is stopped.
+        ``wait=False`` (``why`` says why, for the log) drops at once; ``budget`` bounds the wait in
+        seconds. docs/architecture.rst, "Closing and queued work", tells the rest.
         """
         with self._lock:
             if self._closed:

@@ -358,16 +358,10 @@ CREDENTIAL_HEADERS: frozenset[str] = frozenset(
 class ServiceAuth(requests.auth.AuthBase):
     """Every credential of the connection as one requests auth handler.
 
-    ``current()`` gives the ``X-API-Key`` of each request (none: the header is left off); a
-    request that names its own ``X-API-Key`` keeps it. ``secrets`` are the other credential
-    headers sent on every request (the Cloudflare Access pair, ``Authorization`` or any header
-    a user marks secret), unless the request names its own. After a 401 to a request it
-    authenticated, ``reauth(rejected)`` may refresh the credential: the request is then sent once
-    more with the new one (docs/protocol.rst §8.3, JWT refresh), as requests' own digest auth
-    re-sends after a 401. A redirect to another origin (the session's ``should_strip_auth``: another
-    host, port or scheme but an upgrade to https) carries none of them, nor any of
-    :data:`CREDENTIAL_HEADERS`. ``inner`` (the session's auth or netrc's Basic credentials) is
-    applied first.
+    ``current()`` gives each request's ``X-API-Key``; ``secrets`` are the other credential headers;
+    ``reauth(rejected)`` may refresh the credential after a 401 (docs/protocol.rst §8.3); ``inner``
+    (the session's auth or netrc's) is applied first. A request naming its own header keeps it, and
+    a redirect to another origin carries none (docs/architecture.rst, "The transport").
     """
 
     def __init__(

@@ -78,25 +78,10 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The frozen retry and deadline policy (docs/protocol.rst §6); every decision is a pure method.
+    """The frozen retry and deadline policy; every decision is a pure method.
 
-    Layer A (HTTP, docs/protocol.rst §6.2): ``max_retries`` retries of 408/409/429/5xx and
-    connection errors, ``min(initial_delay * 2**n, max_delay)`` with ``jitter``, or the service's
-    ``Retry-After`` when ``0 < delay <= max_retry_after``. Layer B (submits,
-    docs/protocol.rst §6.3): ``min(2**n, operation_max_delay)`` for up to ``operation_budget_s``.
-    Polls (docs/protocol.rst §5.2): ``min(2**n, poll_max_delay)`` with jitter after 5xx, 429 and
-    connection errors; a ``try_again`` answered in under ``pace_below_s`` is paced ``pace_initial``
-    doubling to ``pace_max``. Sampling 429s (docs/protocol.rst §6.4): ``Retry-After`` when honoured,
-    else ``throttle_default``. Downloads: ``min(2**n, download_max_delay)``. A session's trace
-    export is asked again every ``trace_export_interval`` while it is being built. A 409 (a name
-    that exists, a state already reached) is retried at most ``conflict_retries`` times and
-    never by Layer B, so ``ConflictError`` arrives within seconds.
-
-    ``budget_s`` (default: none) bounds one logical request in time: no retry is started whose
-    back-off would end after ``budget_s`` seconds from the first attempt, and each attempt's
-    connect/read timeouts are cut to what is left of it. A session holder also caps its
-    operation-level retries (Layer B) with it, so a caller such as ``tinker-lite --timeout``
-    gets its answer or its error within about that time.
+    Its fields are the numbers of docs/protocol.rst §6 (Layer A §6.2, Layer B §6.3, polls §5.2,
+    sampling 429s §6.4); ``budget_s`` bounds one logical request in time, as §6.3 says.
     """
 
     max_retries: int = 10
