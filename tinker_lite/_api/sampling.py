@@ -108,15 +108,8 @@ class SamplingRequests:
     def submit_sample(
         self, request: types.SampleRequest, *, sdk_method: str, closing: threading.Event
     ) -> str:
-        """Send one ``asample`` until the service accepts it; its request id
-        (docs/protocol.rst §6.4).
-
-        A 429 is backpressure, not an error: it opens the back-off window every sampler of this
-        service and key shares (``Retry-After`` when given, else 1 s), and the same bytes, hence
-        the same ``seq_id``, are sent again once it closes; a window opened by another sampler
-        is waited out before sending. The stall timeout bounds the whole loop
-        (docs/protocol.rst §6.6): HTTP and operation retries, 429 waits and re-sends alike; a
-        service that keeps answering 429 for that long raises :class:`~tinker_lite.RateLimitError`.
+        """Send one ``asample`` until the service accepts it, waiting out 429s in the shared window;
+        return its request id (docs/protocol.rst §6.4).
         """
         call = _SampleCall(closing, self._api.stall_watch(), _wire.dumps(request), sdk_method)
         try:

@@ -25,13 +25,8 @@ THROTTLE_WARNING_INTERVAL_S = 60.0
 
 
 class SampleGate:
-    """The in-flight cap and the shared 429 back-off window of one ``(base_url, api_key)``.
-
-    Every SamplingClient of the process talking to the same service with the same key shares
-    one gate: :meth:`slot` holds one of ``limit`` in-flight places from submit until the result
-    arrives; after a 429, :meth:`hold` opens a back-off window (its length is the sampling
-    loop's :class:`~tinker_lite._transport.retry.ServiceWait`: ``Retry-After`` when given and
-    <= 60 s, else 1 s) that every sampler's loop waits out (:meth:`backoff_remaining`).
+    """The in-flight cap (:meth:`slot`) and the shared 429 back-off window (:meth:`hold`) of one
+    ``(base_url, api_key)``, shared by every SamplingClient of the process (docs/protocol.rst §6.4).
     """
 
     def __init__(self, limit: int = 400, *, clock: Callable[[], float] = time.monotonic) -> None:

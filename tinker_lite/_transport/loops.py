@@ -148,15 +148,10 @@ def at_attempt(state: tenacity.RetryCallState, attempt_number: int) -> tenacity.
 
 
 class ServiceWait(tenacity.wait.wait_base):
-    """The one wait of tinker_lite's retry loops: what the service asks, else the back-off.
+    """The one wait of tinker_lite's retry loops: what the service asks, else ``fallback(state)``.
 
-    ``retry-after-ms``, else ``retry-after`` in seconds, else ``retry-after`` as an HTTP date,
-    honoured when 0 < delay <= 60 s (docs/protocol.rst §6.1, the policy's ``max_retry_after``);
-    otherwise ``fallback(state)``, the loop's back-off (a tenacity wait, e.g.
-    :func:`http_backoff`). With a shared ``window``, the wait opens (or extends) it and lasts until
-    it closes, so every loop sharing it waits too. ``at_most(state)`` (e.g. what is left of a
-    deadline) caps the result. A loop built once serves many calls: what belongs to one call is
-    its first argument, ``state.args[0]``, which ``fallback`` and ``at_most`` may read.
+    A shared ``window`` makes every loop sharing it wait; ``at_most(state)`` caps the wait
+    (docs/architecture.rst, "Waiting on the service").
     """
 
     def __init__(
@@ -332,14 +327,9 @@ def http_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer A (docs/protocol.rst §6.2, §6.1) of one policy, built once:
-    ``loop(attempt, tries, *args)`` calls ``attempt(tries, *args)``.
-
-    Retries retryable answers (:class:`RetryableStatus`) and connection errors up to
-    ``policy.max_retries`` times, waiting :class:`ServiceWait`'s ``Retry-After`` or
-    :func:`http_backoff`; it stops before a back-off would overrun ``tries.deadline``. Once
-    ``closing`` is set nothing more is retried (docs/protocol.rst §6.6: a closing client schedules
-    no retry and logs none). The last failure is raised as it was.
+    """Layer A (docs/protocol.rst §6.2), built once: ``loop(attempt, tries, *args)`` calls
+    ``attempt(tries, *args)`` and retries up to ``policy.max_retries`` times within
+    ``tries.deadline``; nothing once ``closing`` is set. The last failure is raised as it was.
     """
     exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
 
@@ -388,12 +378,8 @@ def operation_loop(
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
     """Layer B (docs/protocol.rst §6.3), built once: ``loop(operation, tries, *args)`` calls
-    ``operation(tries, *args)``.
-
-    While the error is one ``tries.retryable`` accepts and ``tries.operation_deadline`` has not
-    passed, waits ``min(2**n, 30)`` s (or what the service asks) and calls again: the caller
-    re-sends the *same* request (docs/protocol.rst §6.1: a training request keeps its ``seq_id``).
-    Nothing is retried once ``closing`` is set. The last error is raised as it was.
+    ``operation(tries, *args)`` and re-sends the same request while ``tries`` allows; nothing once
+    ``closing`` is set. The last error is raised as it was.
     """
 
     def left(state: tenacity.RetryCallState) -> float:
