@@ -273,13 +273,9 @@ class Requestor:
         """Send one request of the service (starting the connection first) and return its 2xx
         answer (or one in ``accept_status``); raise its error after the retries.
 
-        ``body_obj`` (an attrs model or JSON value) is encoded with ``_wire.dumps``; ``body`` is
-        sent as is. ``sdk_method`` adds the ``x-sdk-version`` / ``x-sdk-method`` headers.
-        ``retry=False``: one attempt. With ``operation_retries`` (the default) the request is
-        re-sent for up to 5 minutes (docs/protocol.rst §6.3) with the same body, hence the same
-        ``seq_id`` (docs/protocol.rst §6.1); the stall timeout bounds it too
-        (docs/protocol.rst §6.6): what is left of ``deadline`` (a :meth:`stall_watch` started when
-        the request's life began), else the whole of it.
+        ``body_obj`` is encoded with ``_wire.dumps``, ``body`` sent as is; ``retry=False`` makes
+        one attempt; ``operation_retries`` adds Layer B (docs/protocol.rst §6.3), bounded by what is
+        left of ``deadline`` (a :meth:`stall_watch`).
         """
         started = self.clock()
         # The start-up a first call triggers counts against the call's budget too.

@@ -285,13 +285,8 @@ def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker
 
 
 class PoolAdapter(requests.adapters.HTTPAdapter):
-    """requests' adapter sized to one pool kind, whose open connections close() can abort.
-
-    urllib3's own retries stay off (requests' default): tinker_lite's retry layer is the only
-    one (docs/protocol.rst §6.1). Without a proxy, the pool of an origin and the path of a URL are
-    looked up once and remembered (a transport sends to one origin, on a few paths), as requests
-    invites an adapter to do by overriding these two methods: 12 and 3 µs a request
-    (bench/README.rst, "Preparing a request").
+    """requests' adapter sized to one pool kind, whose open connections close() can abort
+    (docs/architecture.rst, "The transport").
     """
 
     def __init__(self, maxsize: int) -> None:
