@@ -48,13 +48,8 @@ ARCHIVE_VALIDITY = timedelta(minutes=15)
 def checkpoint_archive(
     api: Sender, path: str, *, sdk_method: str
 ) -> types.CheckpointArchiveUrlResponse:
-    """A checkpoint's signed download URL and its expiry (docs/protocol.rst §4.6).
-
-    The service answers with a redirect, read and not followed: the URL is its ``Location`` and
-    the expiry its ``Expires`` (now + 15 minutes when absent); a JSON answer ``{"url",
-    "expires"}`` is accepted too. The official SDK asks for ``application/json`` and
-    ``application/gzip`` (two ``Accept`` lines in 0.4.1); one ``Accept`` listing both says the
-    same (RFC 9110 §5.3). ``path`` is :data:`CHECKPOINT_ARCHIVE`'s, built by the caller.
+    """A checkpoint's signed download URL and its expiry, read from the redirect (or a JSON answer)
+    and not followed (docs/protocol.rst §4.6); ``path`` is :data:`CHECKPOINT_ARCHIVE`'s.
     """
     resp = api.call(
         CHECKPOINT_ARCHIVE.verb,

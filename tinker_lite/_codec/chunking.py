@@ -118,14 +118,8 @@ def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:
 
 
 def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.ForwardBackwardOutput:
-    """Merge per-chunk results into one, as the official SDK does (docs/protocol.rst §7.5).
-
-    Outputs are concatenated in chunk order. Metrics are reduced per their ``name:reduction``
-    key, considering only the first chunk's keys: ``mean`` is weighted by each chunk's datum
-    count, ``slack`` is max minus that mean, ``unique`` keeps every chunk's value (``key``,
-    ``key_1``, ...), ``hash_unordered`` hashes the sorted integer values. Unknown reductions and
-    keys missing from a chunk are dropped. A key that is not ``name:reduction`` raises
-    :class:`WireFormatError` naming it.
+    """Merge per-chunk results into one, as the official SDK does (docs/protocol.rst §7.5 gives
+    every reduction); a key that is not ``name:reduction`` raises :class:`WireFormatError`.
     """
     if not outputs:
         return types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
