@@ -421,10 +421,7 @@ class Poller:
 
     def _step(self, task: PollTask) -> None:
         """Poll ``task`` until this thread is done with it: a final answer, a failure past the
-        stall timeout, a park, or its turn handed to a task waiting for a thread.
-
-        The polls run in tenacity: the pause after a ``try_again`` / 408 and the back-off after
-        a failed poll are :class:`~tinker_lite._transport.retry.ServiceWait`'s
+        stall timeout, a park, or its turn handed to a task waiting for a thread
         (docs/protocol.rst §5.2).
         """
         try:

@@ -182,13 +182,10 @@ def cut_timeout(timeout: Timeout, left: float) -> Timeout:
 
 class StallWatch:
     """The deadline of one request's life: no useful answer for ``stall_timeout`` s
-    (docs/protocol.rst §6.6).
+    (docs/protocol.rst §6.6); :meth:`answered` restarts it. Used by one thread at a time.
 
-    Started when the request is submitted; :meth:`answered` restarts it whenever the service
-    answers something useful (accepted the submit, a result, ``try_again``, 408, 410). Time
-    spent parked (nobody waiting, nothing sent) does not count. ``sleep`` is how waits within
-    this life sleep (it may return true when interrupted, as ``Event.wait`` does). Used by one
-    thread at a time.
+    ``sleep`` is how waits within this life sleep (it may return true when interrupted, as
+    ``Event.wait`` does).
     """
 
     __slots__ = ("_clock", "_parked_at", "last_answer", "sleep", "stall_timeout")
