@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
-from tinker_lite._errors import APIResponseValidationError, ClientClosedError, InvalidInputError
+from tinker_lite._errors import APIResponseValidationError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
@@ -261,61 +261,36 @@ class SamplingClient:
     ) -> APIFuture[types.SampleResponse]:
         """Generate ``num_samples`` continuations of ``prompt``; returns a future at once.
 
-        ``include_prompt_logprobs`` adds the logprob of every prompt token (the first is None);
-        ``topk_prompt_logprobs`` adds the top-k alternatives at each prompt position.
-
-        The service's further options: ``topk_sample_logprobs`` (top-k alternatives at each
-        sampled position), ``target_prompt_logprobs`` (an int64 TensorData of token ids whose
-        logprobs to return at each prompt position), ``prompt_alt_tokens_k`` and
-        ``prompt_logprobs_last_n`` (prompt logprobs for the last n positions only). As in 0.38
-        (docs/protocol.rst §3.1), ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and the client's
-        ``record_stability_info`` are always sent; the other two only when set. The offline
-        local server computes all of them.
+        ``include_prompt_logprobs`` and ``topk_prompt_logprobs`` add each prompt token's logprob
+        and top-k alternatives; the further options are the service's (docs/service.rst §5). As
+        in 0.38 (docs/protocol.rst §3.1), ``topk_sample_logprobs``, ``prompt_alt_tokens_k`` and
+        ``record_stability_info`` are always sent, the others only when set.
         """
         return self._sample(
-            prompt,
-            num_samples,
-            sampling_params,
-            include_prompt_logprobs,
-            topk_prompt_logprobs,
-            topk_sample_logprobs,
-            target_prompt_logprobs,
-            prompt_alt_tokens_k,
-            prompt_logprobs_last_n,
-            sdk_method="SamplingClient.sample",
+            "SamplingClient.sample",
+            prompt=prompt,
+            num_samples=num_samples,
+            sampling_params=sampling_params,
+            prompt_logprobs=include_prompt_logprobs,
+            topk_prompt_logprobs=topk_prompt_logprobs,
+            topk_sample_logprobs=topk_sample_logprobs,
+            target_prompt_logprobs=target_prompt_logprobs,
+            prompt_alt_tokens_k=prompt_alt_tokens_k,
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
         )
 
-    def _sample(  # noqa: PLR0917 - the arguments of sample(), in its order
-        self,
-        prompt: types.ModelInput,
-        num_samples: int,
-        sampling_params: types.SamplingParams,
-        include_prompt_logprobs: bool,
-        topk_prompt_logprobs: int,
-        topk_sample_logprobs: int,
-        target_prompt_logprobs: types.TensorData | None,
-        prompt_alt_tokens_k: int,
-        prompt_logprobs_last_n: int | None,
-        *,
-        sdk_method: str,
-    ) -> APIFuture[types.SampleResponse]:
-        """:meth:`sample`, sent in the name of ``sdk_method`` (its ``x-sdk-method``)."""
+    def _sample(self, sdk_method: str, **fields: Any) -> APIFuture[types.SampleResponse]:
+        """Send a ``SampleRequest`` of ``fields`` in the name of ``sdk_method``."""
         created_at = time.monotonic()
-        options = (
-            prompt,
-            num_samples,
-            sampling_params,
-            include_prompt_logprobs,
-            topk_prompt_logprobs,
-            topk_sample_logprobs,
-            target_prompt_logprobs,
-            prompt_alt_tokens_k,
-            prompt_logprobs_last_n,
+        _check_inputs(fields["prompt"], fields["sampling_params"])
+        fields.update(
+            sampling_session_id=self.sampling_session_id,
+            record_stability_info=self.record_stability_info,
         )
         pool = self._context.sample_pool()
         out: APIFuture[types.SampleResponse] = APIFuture(request_type="Sample")
         if self._cloned_sampler_id is None:
-            request = self._build(*options, seq_id=0)  # bad input raises before the join
+            request = types.SampleRequest(**fields, seq_id=0)  # bad input raises before the join
             try:
                 self._join()
             except Exception as e:
@@ -323,19 +298,20 @@ class SamplingClient:
                 return out
         with self._seq_lock:
             # Built once, with its seq_id: the id is taken only when the request is valid.
-            request = self._build(*options, seq_id=self._next_seq_id)
+            request = types.SampleRequest(**fields, seq_id=self._next_seq_id)
             self._next_seq_id += 1
-        clone = self._cloned_sampler_id or 0
+        sender = self._sender
         job = SampleJob(
-            self._sender, clone, request, out, created_at=created_at, sdk_method=sdk_method
+            sender,
+            self._cloned_sampler_id or 0,
+            request,
+            out,
+            created_at=created_at,
+            sdk_method=sdk_method,
         )
         # Registered for close(): finished on a normal close, counted if dropped.
         job.pending = self._context.pending.track("sample", out, on_drop=job.fail)
-        try:
-            pool.submit(job)
-        except RuntimeError:
-            if job.pending.claim():
-                job.fail(ClientClosedError("The ServiceClient is closed."))
+        sender.put(job, pool)
         return out
 
     def _join(self) -> None:
@@ -383,16 +359,14 @@ class SamplingClient:
                 "None scores the whole prompt",
             )
         future = self._sample(
-            prompt,
-            1,
-            types.SamplingParams(max_tokens=1),
-            True,
-            0,
-            0,
-            None,
-            0,
-            prompt_logprobs_last_n,
-            sdk_method="SamplingClient.compute_logprobs",
+            "SamplingClient.compute_logprobs",
+            prompt=prompt,
+            num_samples=1,
+            sampling_params=types.SamplingParams(max_tokens=1),
+            prompt_logprobs=True,
+            topk_sample_logprobs=0,
+            prompt_alt_tokens_k=0,
+            prompt_logprobs_last_n=prompt_logprobs_last_n,
         )
 
         def prompt_logprobs(response: types.SampleResponse) -> list[float | None]:
@@ -449,49 +423,6 @@ class SamplingClient:
                     ).base_model
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
             return self._tokenizer
-
-    def _build(  # noqa: PLR0917 - the arguments of sample(), in its order
-        self,
-        prompt: types.ModelInput,
-        num_samples: int,
-        sampling_params: types.SamplingParams,
-        include_prompt_logprobs: bool,
-        topk_prompt_logprobs: int,
-        topk_sample_logprobs: int,
-        target_prompt_logprobs: types.TensorData | None,
-        prompt_alt_tokens_k: int,
-        prompt_logprobs_last_n: int | None,
-        *,
-        seq_id: int,
-    ) -> types.SampleRequest:
-        if not isinstance(prompt, types.ModelInput):
-            raise InvalidInputError(
-                "prompt",
-                f"must be a ModelInput, got {type(prompt).__name__}",
-                "use types.ModelInput.from_ints(tokens)",
-            )
-        if not isinstance(sampling_params, types.SamplingParams):
-            raise InvalidInputError(
-                "sampling_params",
-                f"must be a SamplingParams, got {type(sampling_params).__name__}",
-                "e.g. types.SamplingParams(max_tokens=32)",
-            )
-        # docs/protocol.rst §3.1: 0.38 always sends topk_sample_logprobs, prompt_alt_tokens_k and
-        # record_stability_info, defaults included.
-        return types.SampleRequest(
-            num_samples=num_samples,
-            prompt=prompt,
-            sampling_params=sampling_params,
-            sampling_session_id=self.sampling_session_id,
-            seq_id=seq_id,
-            prompt_logprobs=include_prompt_logprobs,
-            topk_prompt_logprobs=topk_prompt_logprobs,
-            topk_sample_logprobs=topk_sample_logprobs,
-            target_prompt_logprobs=target_prompt_logprobs,
-            prompt_alt_tokens_k=prompt_alt_tokens_k,
-            prompt_logprobs_last_n=prompt_logprobs_last_n,
-            record_stability_info=self.record_stability_info,
-        )
 
     def _take_seq_id(self) -> int:
         with self._seq_lock:
@@ -629,6 +560,21 @@ def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
             atexit.register(_close_owned)
         _owned_contexts.append(context)
         return context
+
+
+def _check_inputs(prompt: object, sampling_params: object) -> None:
+    if not isinstance(prompt, types.ModelInput):
+        raise InvalidInputError(
+            "prompt",
+            f"must be a ModelInput, got {type(prompt).__name__}",
+            "use types.ModelInput.from_ints(tokens)",
+        )
+    if not isinstance(sampling_params, types.SamplingParams):
+        raise InvalidInputError(
+            "sampling_params",
+            f"must be a SamplingParams, got {type(sampling_params).__name__}",
+            "e.g. types.SamplingParams(max_tokens=32)",
+        )
 
 
 def _check_sampleable(model_path: str) -> None:

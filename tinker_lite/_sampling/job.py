@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import collections
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import attrs
@@ -29,13 +32,12 @@ GATE_CHECK_INTERVAL = 0.25
 
 
 class SampleSender:
-    """What the sample jobs of one SamplingClient share: its connection and sampling session.
+    """What the sample jobs of one SamplingClient share, and the queue of those not yet started.
 
-    ``take_seq_id`` numbers a re-run after HTTP 410 (docs/protocol.rst §7.3);
-    ``on_queue_state(state, reason)`` hears the service's queue state while a sample waits.
+    The queue is drained in call order by at most as many executor work items as the executor
+    has threads, each running one job and queueing itself again while jobs wait: a waiting
+    sample holds no work item or executor future of its own.
     """
-
-    __slots__ = ("context", "on_queue_state", "session_id", "take_seq_id")
 
     def __init__(
         self,
@@ -48,6 +50,9 @@ class SampleSender:
         self.session_id = session_id
         self.take_seq_id = take_seq_id
         self.on_queue_state = on_queue_state
+        self._lock = threading.Lock()
+        self._jobs: collections.deque[SampleJob] = collections.deque()
+        self._drainers = 0
 
     def submit(self, request: types.SampleRequest, sdk_method: str) -> str:
         """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
@@ -55,6 +60,37 @@ class SampleSender:
         return context.api.sampling.submit_sample(
             request, sdk_method=sdk_method, closing=context.closing
         )
+
+    def put(self, job: SampleJob, pool: ThreadPoolExecutor) -> None:
+        """Queue ``job`` to run on ``pool`` after the jobs queued before it."""
+        with self._lock:
+            self._jobs.append(job)
+            if self._drainers >= pool._max_workers:
+                return
+            self._drainers += 1
+        self._drain_on(pool)
+
+    def _drain_on(self, pool: ThreadPoolExecutor) -> None:
+        try:
+            pool.submit(self._run_next, pool)
+        except RuntimeError:  # the executor is shut down: the connection is closed
+            with self._lock:
+                self._drainers -= 1
+                if self._drainers:
+                    return  # the drainers still running take the jobs left
+                left = list(self._jobs)
+                self._jobs.clear()
+            for job in left:
+                job.drop(ClientClosedError("The ServiceClient is closed."))
+
+    def _run_next(self, pool: ThreadPoolExecutor) -> None:
+        with self._lock:
+            if not self._jobs:
+                self._drainers -= 1
+                return
+            job = self._jobs.popleft()
+        job()
+        self._drain_on(pool)  # at the back of the executor's queue, behind other clients' work
 
 
 def deliver(
@@ -79,10 +115,7 @@ def deliver(
 
 
 class SampleJob:
-    """One sample: the state its executor thread and its poller share (see the module).
-
-    The executor calls it (:meth:`run`); close drops it with :meth:`fail`.
-    """
+    """One sample: the state its executor thread and its poller share (see the module)."""
 
     __slots__ = (
         "batch",
@@ -125,6 +158,12 @@ class SampleJob:
         else:
             deliver(context, APIFuture.failed(error), self.out, self.request, self.created_at)
 
+    def drop(self, error: BaseException) -> None:
+        """Fail the job with ``error`` unless it was sent or dropped already."""
+        assert self.pending is not None
+        if self.pending.claim():
+            self.fail(error)
+
     def run(self) -> None:
         """Take an in-flight place, submit (waiting out 429s), then hand polling to a poller."""
         sender = self.sender
@@ -135,12 +174,9 @@ class SampleJob:
         closing = context.closing
         while not gate.acquire(timeout=GATE_CHECK_INTERVAL):
             if closing.is_set():
-                if pending.claim():
-                    self.fail(
-                        ClientClosedError(
-                            "The ServiceClient was closed before the sample was sent."
-                        )
-                    )
+                self.drop(
+                    ClientClosedError("The ServiceClient was closed before the sample was sent.")
+                )
                 return
         if not pending.claim():
             gate.release()  # dropped by close(): its future already holds a ClientClosedError
@@ -162,7 +198,6 @@ class SampleJob:
         try:
             batch = self.batch = context.batch_poller()
         except BaseException as e:
-            # Nothing may escape into the executor: the caller's future carries the error.
             gate.release()
             self.fail(e)
             return
@@ -176,11 +211,10 @@ class SampleJob:
             deliver(context, target, out, self.request, self.created_at)
 
     def __call__(self) -> None:
-        """:meth:`run`, on the executor: an error that escapes it fails the caller's future."""
+        """:meth:`run`; an error that escapes it is logged and fails the caller's future."""
         try:
             self.run()
         except BaseException as e:
-            # The executor would keep it in a future nobody reads: say it, and deliver it.
             logger.exception("A sample job failed")
             self.fail(e)
 
