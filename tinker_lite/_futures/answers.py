@@ -34,7 +34,6 @@ __all__ = [
     "QueueStateLogger",
     "default_queue_reason",
     "expired_error",
-    "json_decoder",
     "json_object",
     "note_queue_state",
     "request_failed",
@@ -48,15 +47,11 @@ logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
 
-# ---------------------------------------------------------------------------------------------
-# Queue-state logging (docs/protocol.rst §5.6, later wording)
-
 QueueKind = Literal["training", "sampling", "model_creation", "request"]
 
 
 def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
-    """The reason logged for a paused queue state when the service sends none
-    (docs/protocol.rst §5.6)."""
+    """The reason logged for a paused queue state the service gives none for (§5.6)."""
     if state == "paused_rate_limit":
         if kind in ("training", "model_creation"):
             return "concurrent training clients rate limit hit"
@@ -69,11 +64,7 @@ def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
 
 
 class QueueStateLogger:
-    """An ``on_queue_state`` callback: logs a WARNING at most once per ``interval`` while paused.
-
-    The message is ``{prefix} for {identifier} is paused. Reason: {reason}.`` with the
-    service's ``queue_state_reason`` when given, else :func:`default_queue_reason`.
-    """
+    """An ``on_queue_state`` callback: a WARNING at most once per ``interval`` while paused."""
 
     def __init__(
         self,
@@ -106,15 +97,6 @@ class QueueStateLogger:
         self._log.warning(
             "%s for %s is paused. Reason: %s.", self.prefix, self.identifier, redact(text)
         )
-
-
-def json_decoder(cls: type[T]) -> Callable[[HttpResponse], T]:
-    """A :meth:`Poller.poll` decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
 
 
 def json_object(resp: HttpResponse) -> dict[str, Any] | None:
@@ -158,10 +140,6 @@ def validation_error(
     return error
 
 
-# ---------------------------------------------------------------------------------------------
-# What one poll of a PollTask ends with
-
-
 def note_queue_state(task: PollTask, data: Mapping[str, Any] | None) -> None:
     """Record the queue state an answer reports on ``task``'s future and tell its callback."""
     if not data:
@@ -178,8 +156,7 @@ def note_queue_state(task: PollTask, data: Mapping[str, Any] | None) -> None:
 
 
 def result_of(task: PollTask, resp: HttpResponse) -> tuple[Any, BaseException | None]:
-    """A final 2xx answer's ``(value, None)``, or ``(None, error)`` when it says the request
-    failed or cannot be read."""
+    """A final 2xx answer's ``(value, None)``, or ``(None, error)``."""
     if not resp.is_protobuf:
         try:
             data = resp.json()
@@ -221,8 +198,7 @@ def expired_error(task: PollTask, resp: HttpResponse) -> PromiseExpiredError:
 
 
 def stall_error(task: PollTask, error: BaseException, *, elapsed: float) -> APITimeoutError:
-    """The error of a poll loop that stopped on ``error`` past the stall timeout
-    (docs/protocol.rst §6.6)."""
+    """The error of a poll loop that stopped on ``error`` past the stall timeout (§6.6)."""
     resp = error.response if isinstance(error, RetryableStatus) else None
     problem = f"HTTP {resp.status}" if resp is not None else describe_error(error)
     state = task.future._queue_state

@@ -1,7 +1,7 @@
-"""Polling ``retrieve_future`` until each pending :class:`~tinker_lite._futures.future.APIFuture`
-resolves, on a bounded pool of threads.
+"""Polling ``retrieve_future`` until each pending future resolves, on a bounded pool of threads.
 
-docs/protocol.rst §5.2 gives the rules; docs/architecture.rst, "The poller", the threading.
+The § sections are docs/protocol.rst's (§5.2 the rules); docs/architecture.rst, "The poller",
+tells the threading.
 """
 
 from __future__ import annotations
@@ -62,17 +62,10 @@ logger = logging.getLogger("tinker_lite.futures")
 T = TypeVar("T")
 
 
-# ---------------------------------------------------------------------------------------------
-# The poller
-
-
 class Poller:
     """Resolves :class:`APIFuture` objects by polling ``retrieve_future`` on a bounded pool.
 
-    ``clock`` (monotonic seconds) measures stalls and the round-trip header; ``created_at``
-    given to :meth:`poll` must come from the same clock. ``sleep`` performs back-off waits
-    (default: a wait that ends early when the poller closes) and ``rand`` draws the jitter; tests
-    inject both. ``policy`` decides every wait (back-off, pacing, ``Retry-After``).
+    ``created_at`` given to :meth:`poll` is of ``clock``; ``sleep`` ends early on close by default.
     """
 
     def __init__(
@@ -139,8 +132,6 @@ class Poller:
             f"max_workers={self._max_workers}, closed={self._closing.is_set()})"
         )
 
-    # -- configuration -----------------------------------------------------------------------
-
     @property
     def max_workers(self) -> int:
         """The most polling threads this poller runs at once."""
@@ -155,11 +146,6 @@ class Poller:
             while self._should_spawn_locked():
                 if not self._spawn_locked():
                     break
-
-    @property
-    def stall_timeout(self) -> float:
-        """Seconds without any answer after which a future fails (docs/protocol.rst §6.6)."""
-        return self._stall_timeout
 
     @property
     def thread_count(self) -> int:
@@ -184,13 +170,6 @@ class Poller:
         with self._cond:
             return self._cond.wait_for(lambda: self.parked_count >= count, timeout)
 
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closing.is_set()
-
-    # -- polling -----------------------------------------------------------------------------
-
     def poll(
         self,
         request_id: str,
@@ -206,21 +185,11 @@ class Poller:
         future: APIFuture[T] | None = None,
         metadata_only: bool = True,
     ) -> APIFuture[T]:
-        """Start polling ``request_id`` and return its future.
+        """Start polling ``request_id`` and return its future (``future``, if given).
 
-        ``request_type`` is sent as ``X-Tinker-Request-Type`` (``CreateModel``, ``Forward``,
-        ``ForwardBackward``, ``OptimStep``, ``SaveWeights``, ``LoadWeights``,
-        ``SaveWeightsForSampler``, ``Sample``); ``decode`` turns the final 200 answer (JSON or
-        protobuf) into the result; ``created_at`` is when the caller started the operation
-        (this poller's clock), reported in ``X-Tinker-Create-Promise-Roundtrip-Time``;
-        ``resubmit`` (sampling) re-sends the request after a 410 and returns the new request
-        id; ``accept`` is the ``Accept`` header of the polls; ``on_queue_state(state, reason)``
-        is called with every queue state the service reports; ``sdk_method`` is the public
-        call the polls belong to (0.38 names it on them); ``future`` is the pending future to
-        resolve (the caller's own, so a sample needs one future, not two), else a new one;
-        ``metadata_only`` is the
-        first poll's ``allow_metadata_only`` (docs/protocol.rst §5.4: ``False`` for the fetch of a
-        result that ``retrieve_futures`` reported complete).
+        ``decode`` reads the final 2xx answer; ``created_at`` is when the caller started (§2.3);
+        ``resubmit`` re-sends after a 410 and returns the new id (§5.3); ``metadata_only`` is
+        the first poll's ``allow_metadata_only`` (§5.4).
         """
         now = self._clock()
         if future is None:
@@ -229,18 +198,17 @@ class Poller:
             future.request_id = request_id
             if future.done():  # cancelled before its request was accepted
                 return future
-        callback = on_queue_state or self._default_logger(request_type)
         task = PollTask(
-            future,
-            request_id,
-            request_type,
-            decode,
+            future=future,
+            request_id=request_id,
+            request_type=request_type,
+            decode=decode,
             accept=accept,
             sdk_method=sdk_method,
             resubmit=resubmit,
-            on_queue_state=callback,
+            on_queue_state=on_queue_state or self._default_logger(request_type),
             created_at=created_at,
-            now=now,
+            registered_at=now,
             stall=StallWatch(
                 self._stall_timeout if stall_timeout is None else stall_timeout, self._clock
             ),
@@ -280,7 +248,6 @@ class Poller:
             self._live.discard(task)
 
     def _set_demand(self, task: PollTask, wanted: bool) -> None:
-        """Someone waits on ``task``'s future again (``wanted``), or nobody does any more."""
         with self._cond:
             if not wanted:
                 task.parked = True
@@ -293,7 +260,7 @@ class Poller:
                 self._enqueue_locked(task)
 
     def _park_if_hot_locked(self, task: PollTask) -> bool:
-        """Park ``task`` when nobody waits and its service answers at once; whether it did."""
+        """Park ``task`` when nobody waits and the service answers at once (§6.6)."""
         if not (task.parked and task.fast_answers > 0):
             return False
         task.idle = True
@@ -301,8 +268,6 @@ class Poller:
         self._cond.notify_all()
         logger.debug("Stopped polling %s: nobody waits for it", task.describe())
         return True
-
-    # -- worker management -------------------------------------------------------------------
 
     def _should_spawn_locked(self) -> bool:
         return (
@@ -377,7 +342,7 @@ class Poller:
                     self._finish(task, error=unexpected_error(task, e))
                 task = None
         except BaseException as e:
-            # docs/protocol.rst §6.6: a dying thread resolves the future it was working on.
+            # §6.6: a dying thread resolves the future it was working on.
             logger.error("A polling thread died: %s: %s", type(e).__name__, redact(str(e)))
             if task is not None:
                 error = TinkerError(
@@ -391,8 +356,6 @@ class Poller:
                 self._threads.discard(me)
                 if self._should_spawn_locked():
                     self._spawn_locked()
-
-    # -- one poll ----------------------------------------------------------------------------
 
     def _finish(
         self, task: PollTask, *, value: Any = None, error: BaseException | None = None
@@ -420,10 +383,7 @@ class Poller:
             self._enqueue_locked(task)
 
     def _step(self, task: PollTask) -> None:
-        """Poll ``task`` until this thread is done with it: a final answer, a failure past the
-        stall timeout, a park, or its turn handed to a task waiting for a thread
-        (docs/protocol.rst §5.2).
-        """
+        """Poll ``task`` until it resolves, stalls, parks or yields its thread (§5.2)."""
         try:
             answer = self._polls(self._poll_once, task)
         except _Yield:
@@ -442,7 +402,8 @@ class Poller:
         if answer.status == 410:
             self._handle_expired(task, answer)
         elif 200 <= answer.status < 300:
-            self._handle_ok(task, answer)
+            value, error = result_of(task, answer)
+            self._finish(task, value=value, error=error)
         else:
             try:
                 raise_for_status(answer, request_id=task.request_id)
@@ -457,8 +418,7 @@ class Poller:
         """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
         iteration = task.iteration
         task.iteration += 1
-        # docs/protocol.rst §6.6: the stall timeout is overshot by at most the poll in flight (<=
-        # 1 s).
+        # §6.6: the stall timeout is overshot by at most the poll in flight (<= 1 s).
         read = min(self._poll_timeout.read, max(task.stall.remaining(), 1.0))
         poll = Poll(
             request_id=task.request_id,
@@ -473,7 +433,6 @@ class Poller:
                 total=max(read, MIN_ATTEMPT_DEADLINE),
             ),
             sdk_method=task.sdk_method,
-            # docs/protocol.rst §2.3: seconds from the caller's start to the creation of the future.
             roundtrip_s=max(0.0, task.registered_at - task.created_at) if iteration == 0 else None,
         )
         sent_at = self._clock()
@@ -491,8 +450,6 @@ class Poller:
         task.stall.answered()
         task.failures = 0
         if status == 408:
-            # docs/protocol.rst §5.2: the service's long poll ended; its body may carry the queue
-            # state.
             note_queue_state(task, json_object(resp))
             self._paced(task, self._clock() - sent_at)
             return _AGAIN
@@ -503,8 +460,7 @@ class Poller:
                 self._paced(task, self._clock() - sent_at)
                 return _AGAIN
             if data is not None and data.get("status") == "complete_metadata":
-                # docs/protocol.rst §5.4: the result is ready; fetch it with a poll that asks
-                # for it.
+                # §5.4: the result is ready; the next poll asks for it.
                 task.metadata_only = False
                 task.fast_answers = 0
                 task.pause = 0.0
@@ -516,21 +472,18 @@ class Poller:
         task.fast_answers = 0
 
     def _paced(self, task: PollTask, answered_in: float) -> None:
-        """Set the pause before the next poll: none after a held poll, paced after a fast
-        answer (docs/protocol.rst §5.2)."""
+        """Set the pause before the next poll: paced after fast answers (§5.2)."""
         fast = answered_in < self._policy.pace_below_s
         task.fast_answers = task.fast_answers + 1 if fast else 0
         task.pause = self._policy.pace_delay(answered_in, task.fast_answers)
 
     def _pause(self, state: RetryCallState) -> float:
-        """The back-off after a failed poll, or the pause after an answer asking to poll again."""
         task: PollTask = call_of(state)
         if attempt_error(state) is not None:
             return self._backoff(at_attempt(state, task.failures))
         return task.pause
 
     def _stops(self, state: RetryCallState) -> bool:
-        """Whether this thread stops polling the task: closing, a stall, or a hot park."""
         task: PollTask = call_of(state)
         if self._closing.is_set():
             return True
@@ -539,7 +492,6 @@ class Poller:
         return task.parked and task.fast_answers > 0 and task.pause > 0
 
     def _before_poll(self, state: RetryCallState) -> None:
-        """Before polling a task again: hand the thread over when other tasks wait for one."""
         if state.attempt_number > 1 and self._ready:
             raise _Yield
 
@@ -560,22 +512,17 @@ class Poller:
         )
 
     def _stalled(self, task: PollTask, error: BaseException) -> BaseException:
-        """The error of a poll loop that stopped on ``error``: the client closed, or a stall."""
         if isinstance(error, ClientClosedError):
             return error
         if self._closing.is_set():
             return ClientClosedError(f"The client was closed before {task.describe()} completed.")
         return stall_error(task, error, elapsed=self._clock() - task.registered_at)
 
-    def _handle_ok(self, task: PollTask, resp: HttpResponse) -> None:
-        value, error = result_of(task, resp)
-        self._finish(task, value=value, error=error)
-
     def _handle_expired(self, task: PollTask, resp: HttpResponse) -> None:
         if task.resubmit is None or task.resubmits >= self._max_resubmits:
             self._finish(task, error=expired_error(task, resp))
             return
-        # docs/protocol.rst §5.3: sampling re-runs the request (a new request id, a new seq_id).
+        # §5.3: sampling re-runs the request (a new request id, a new seq_id).
         logger.info("%s expired on the service (HTTP 410); re-submitting it", task.describe())
         task.resubmits += 1
         started = self._clock()
@@ -593,8 +540,6 @@ class Poller:
         task.iteration = 0
         task.metadata_only = True
         self._requeue(task)
-
-    # -- shutdown ----------------------------------------------------------------------------
 
     def close(self, timeout: float = 10.0) -> None:
         """Fail every pending future, abort polls in flight and join the threads. Idempotent."""
@@ -621,8 +566,7 @@ class Poller:
                 logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
 
 
-# What a poll answers when the service asks to be polled again (try_again, 408, metadata only).
-_AGAIN = object()
+_AGAIN = object()  # what a poll answers when the service asks to be polled again
 
 
 class _Yield(Exception):
@@ -630,7 +574,6 @@ class _Yield(Exception):
 
 
 def _transient(error: BaseException) -> bool:
-    """A failed poll retried after a back-off: a connection error, 429 or 5xx."""
     return isinstance(error, RetryableStatus) or (
         isinstance(error, APIConnectionError) and not isinstance(error, ClientClosedError)
     )

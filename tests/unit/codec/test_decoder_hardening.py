@@ -37,7 +37,6 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import TinkerError
-from tinker_lite._futures.answers import json_decoder as _json_decoder
 from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._session.holder import SessionHolder, jwt_expiry
 from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse
@@ -298,7 +297,6 @@ def test_result_decoders_handed_to_the_poller(body: bytes, protobuf: bool, cls: 
     _typed_only(lambda: _decode_forward_backward(resp))
     _typed_only(lambda: _decode_sample(resp))
     _typed_only(lambda: json_result(cls)(resp))
-    _typed_only(lambda: _json_decoder(cls)(resp))
 
 
 @FUZZ
