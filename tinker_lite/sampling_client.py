@@ -1,20 +1,7 @@
 """SamplingClient: text generation and prompt logprobs from a base model or trained weights.
 
-Each :meth:`SamplingClient.sample` call gets its ``seq_id`` at call time (docs/protocol.rst §7.3:
-fixed across the call's HTTP retries and 429 waits; a re-run after the service lost the
-request, HTTP 410, takes a new one) and is submitted by the ServiceClient's wide executor.
-Backpressure follows docs/protocol.rst §6.4: a process-wide cap on sample requests in flight (400 by
-default; the service's client config may change it) and one 429 back-off window shared by every
-SamplingClient talking to the same service with the same key (``Retry-After`` when given, else 1 s).
-
-Threading contract: a SamplingClient may be shared by any number of threads. It pickles: a copy
-unpickled in this process reuses the open connection (client context) with the same base URL;
-elsewhere one connection per process is built on the first copy (its credentials resolved there
-as ``ServiceClient()`` resolves them: the pickle carries no API key unless the client is handed
-over with :func:`carry_api_key`), reused by the later copies and closed at exit. A copy joins the
-sampling session before its first sample; it creates no session.
-
-A sample is sent by a job of :mod:`tinker_lite._sampling` on the connection's wide executor.
+Samples are numbered and paced as docs/protocol.rst §7.3 and §6.4 say; a client pickles and is
+handed to other processes as docs/scaling.rst tells.
 """
 
 from __future__ import annotations
@@ -72,10 +59,8 @@ def check_record_stability_info(value: object) -> bool:
 class SamplingClient:
     """Samples from one sampling session (a base model or saved sampler weights).
 
-    Created by :meth:`ServiceClient.create_sampling_client`,
-    :meth:`TrainingClient.create_sampling_client` or
-    :meth:`TrainingClient.save_weights_and_get_sampling_client`. The official constructor works
-    too: ``SamplingClient(service_client.holder, sampling_session_id=..., base_model=...)``.
+    Made by the ``create_sampling_client`` methods, or as officially:
+    ``SamplingClient(service_client.holder, sampling_session_id=..., base_model=...)``.
     """
 
     def __init__(
@@ -111,8 +96,7 @@ class SamplingClient:
         self.base_model = base_model
         self.record_stability_info = bool(record_stability_info)
         self._seq_lock = threading.Lock()
-        # docs/protocol.rst §7.3: a copy numbers its samples from cloned_sampler_id * 1e9 (the
-        # service reads the clone from seq_id // 1e9); None until the copy joins the session.
+        # docs/protocol.rst §7.3: None until a copy joins the session.
         self._cloned_sampler_id = cloned_sampler_id
         self._next_seq_id = CLONE_STRIDE * (cloned_sampler_id or 0)
         self._queue_logger = QueueStateLogger(
@@ -133,7 +117,6 @@ class SamplingClient:
         return (_restore_sampling_client, self._pickled_state(None))
 
     def _pickled_state(self, api_key: str | None) -> tuple[Any, ...]:
-        """The arguments of ``_restore_sampling_client`` that rebuild this client elsewhere."""
         return (
             self._context.base_url,
             self.sampling_session_id,
@@ -144,29 +127,16 @@ class SamplingClient:
         )
 
     def get_sampler_handle(self) -> str:
-        """A string that names this client's sampler, for another process (no pickle).
-
-        Every :meth:`from_sampler_handle` call on it, in any process and any number of times,
-        makes a new client of the same sampler. The handle carries no credentials.
-        """
-        state = {
-            "base_url": self._context.base_url,
-            "sampling_session_id": self.sampling_session_id,
-            "model_path": self.model_path,
-            "base_model": self.base_model,
-            "record_stability_info": self.record_stability_info,
-        }
+        """A string naming this sampler for :meth:`from_sampler_handle` (no credentials)."""
+        keys = (*_HANDLE_KEYS, "record_stability_info")
+        state = dict(zip(keys, self._pickled_state(None)[:5], strict=True))
         payload = json.dumps(state, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(payload).decode("ascii")
 
     @staticmethod
     def from_sampler_handle(handle: str, *, api_key: str | None = None) -> SamplingClient:
-        """A new SamplingClient of the sampler named by ``handle`` (see get_sampler_handle).
-
-        It authenticates with ``api_key``, else with this process's credentials
-        (``TINKER_API_KEY``), as ``ServiceClient()`` does. The first call of a process connects;
-        later ones with the same base URL and key reuse that connection.
-        """
+        """A new SamplingClient of the sampler named by ``handle``, with ``api_key`` or this
+        process's credentials (docs/scaling.rst)."""
         try:
             state = json.loads(base64.urlsafe_b64decode(handle.encode("ascii")))
             args = tuple(state[key] for key in _HANDLE_KEYS)
@@ -196,12 +166,10 @@ class SamplingClient:
         sdk_method: str,
         record_stability_info: bool = False,
     ) -> APIFuture[SamplingClient]:
-        """Create a sampling session (starting the session if needed); the future of its client.
+        """The future of a new sampling session's client; the requests go on the REST threads.
 
-        The arguments are checked now; the requests are sent on the REST threads, so this
-        returns at once. For saved weights (``model_path``), 0.38 then reads the sampler
-        (``GET samplers/{id}``, golden-0.38): its base model names the tokenizer. A 0.4.1-era
-        service (no client config) has no such endpoint and is not asked.
+        For saved weights 0.38 then reads the sampler (``GET samplers/{id}``) for its base
+        model, except from a 0.4.1-era service (no client config), which has no such endpoint.
         """
         if (model_path is None) == (base_model is None):
             raise InvalidInputError(
@@ -216,7 +184,7 @@ class SamplingClient:
         elif not isinstance(base_model, str) or not base_model:
             raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
         api, session = context.api, context.holder
-        # docs/protocol.rst §7.1: numbered in call order, like the saves that share the counter.
+        # docs/protocol.rst §7.1: numbered in call order.
         seq_id = session.next_sampling_session_seq_id()
 
         def create() -> SamplingClient:
@@ -315,11 +283,7 @@ class SamplingClient:
         return out
 
     def _join(self) -> None:
-        """Give this copy its clone number, once, before its first sample (docs/protocol.rst §7.3).
-
-        With ``sample_join_sampling_session`` the service allocates it
-        (``join_sampling_session``); otherwise it is random, far from the original's 0.
-        """
+        """Give this copy its clone number before its first sample (docs/protocol.rst §7.3)."""
         with self._seq_lock:
             if self._cloned_sampler_id is not None:
                 return
@@ -333,12 +297,9 @@ class SamplingClient:
             self._next_seq_id = CLONE_STRIDE * clone
 
     def _unjoined(self) -> bool:
-        """Whether the next sample joins the session first (a copy's first; it may ask the
-        service)."""
         return self._cloned_sampler_id is None
 
     def _base_model_unread(self) -> bool:
-        """Whether :meth:`get_base_model` would ask the service."""
         return self.base_model is None
 
     def compute_logprobs(
@@ -346,9 +307,7 @@ class SamplingClient:
     ) -> APIFuture[list[float | None]]:
         """Return the logprob of each prompt token under the model (the first is None).
 
-        With ``prompt_logprobs_last_n=N`` only the last N tokens are scored (the earlier
-        entries are None), which lets the service reuse its cache for the prefix; N must be
-        between 1 and ``len(prompt) - 1``.
+        ``prompt_logprobs_last_n=N`` scores only the last N (the rest are None).
         """
         if prompt_logprobs_last_n is not None and (
             type(prompt_logprobs_last_n) is not int or prompt_logprobs_last_n < 1
@@ -379,11 +338,7 @@ class SamplingClient:
         return chain(future, prompt_logprobs)
 
     def get_base_model(self) -> str:
-        """Return the base model this sampler runs, e.g. ``"Qwen/Qwen3-8B"``.
-
-        Known at creation for a base-model sampler; for saved weights it is read once from
-        the service (``GET /samplers/<id>``) and kept.
-        """
+        """Return the base model this sampler runs (for saved weights, asked once)."""
         if self.base_model is None:
             found = self._api.request(
                 endpoints.GET_SAMPLER,
@@ -396,22 +351,15 @@ class SamplingClient:
     def on_queue_state_change(
         self, queue_state: types.QueueState, queue_state_reason: str | None
     ) -> None:
-        """Called with the service's queue state while a sample of this client waits.
-
-        Logs a WARNING at most once a minute while sampling is paused (not when ``active``),
-        with the service's reason or a default one. Override it to react otherwise.
-        """
+        """Called with the service's queue state while a sample waits: by default a WARNING at
+        most once a minute while paused. Override it to react otherwise."""
         self._queue_logger(str(queue_state), queue_state_reason)
 
     def _queue_state_noted(self, state: str, reason: str | None) -> None:
-        """The poller's queue-state callback: hands it to :meth:`on_queue_state_change`."""
         self.on_queue_state_change(types.QueueState(state), reason)
 
     def get_tokenizer(self) -> PretrainedTokenizer:
-        """Return the tokenizer of the sampled model (resolved from the sampler's base model).
-
-        The same kind of tokenizer as :meth:`TrainingClient.get_tokenizer` returns.
-        """
+        """Return the tokenizer of the sampled model's base model."""
         with self._tokenizer_lock:
             if self._tokenizer is None:
                 base_model = self.base_model
@@ -432,7 +380,6 @@ class SamplingClient:
 
     @functools.cached_property
     def _sender(self) -> SampleSender:
-        """What this client's sample jobs share (made on the first sample)."""
         return SampleSender(
             self._context, self.sampling_session_id, self._take_seq_id, self._queue_state_noted
         )
@@ -457,16 +404,8 @@ def _close_owned() -> None:
 
 
 def carry_api_key(sampler: SamplingClient) -> object:
-    """``sampler``, to hand over to another process with its connection's API key, in clear.
-
-    Pickle the returned object (pass it to a Ray task, a process pool, ...) instead of the
-    client: the copy unpickled is a SamplingClient that authenticates with this key, which the
-    pickle carries in clear, so whoever can read the pickle (an object store, a task queue, a
-    log) can read the key. A plain pickle of the client carries no key: the copy uses the
-    credentials of the process that unpickles it, resolved as ``ServiceClient()`` resolves them.
-    Use this only for workers that have none of their own. Raises
-    :class:`~tinker_lite.InvalidInputError` when the connection has no key to carry (a local
-    server without one, or a credential that a command fetches when each process connects).
+    """``sampler``, to pickle for another process with its API key, in clear (docs/scaling.rst,
+    "Credentials"). :class:`~tinker_lite.InvalidInputError` when there is no key to carry.
     """
     result = getattr(sampler, "result", None)
     client = result() if callable(result) else sampler  # the client, not its creation future
@@ -508,11 +447,7 @@ def _restore_sampling_client(  # noqa: PLR0917 - the pickled state, in __reduce_
     record_stability_info: bool = False,
     api_key: str | None = None,
 ) -> SamplingClient:
-    """An unpickled (or handed-over) copy: it joins the session before its first sample.
-
-    Its connection is this process's open one to ``base_url`` (with ``api_key``: the one made
-    earlier with that key), else a new one, kept for the later copies and closed at exit.
-    """
+    """An unpickled (or handed-over) copy, on this process's connection (docs/scaling.rst)."""
     context = _connection_for(base_url, api_key)
     return SamplingClient(
         context,
@@ -525,7 +460,8 @@ def _restore_sampling_client(  # noqa: PLR0917 - the pickled state, in __reduce_
 
 
 def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
-    """The connection a copy uses: found as :func:`_restore_sampling_client` says, else made."""
+    """This process's open connection to ``base_url`` (with ``api_key``: made with it), else a
+    new one, kept for the later copies and closed at exit."""
     with _owned_lock:
         if api_key is None:
             context = find_live_context(base_url)
@@ -595,8 +531,4 @@ def _check_sampleable(model_path: str) -> None:
 
 @forwarding_to(SamplingClient)
 class BackcompatSamplingClientFuture(ClientFuture[SamplingClient], SamplingClient):
-    """The future of a SamplingClient, as the creation methods return it (the official name).
-
-    ``result()`` or ``await`` gives the client. Used as the client itself, it waits for the
-    client and forwards, with the official deprecation warning (see :class:`ClientFuture`).
-    """
+    """The future of a SamplingClient; used as the client it warns, as officially."""
