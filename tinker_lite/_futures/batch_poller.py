@@ -44,8 +44,7 @@ T = TypeVar("T")
 # golden-0.38: a long poll waits 45 s, an acknowledgement only 5 s.
 LONG_POLL_TIMEOUT = Timeout(connect=5.0, read=45.0)
 ACK_POLL_TIMEOUT = Timeout(connect=5.0, read=5.0)
-# The fetch pool: results are ready when fetched, so a few threads serve any fan-out.
-DEFAULT_FETCH_THREADS = 16
+DEFAULT_FETCH_THREADS = 16  # results are ready when fetched: a few threads serve any fan-out
 
 Target = tuple[str, int]
 
@@ -73,19 +72,13 @@ class _Session:
         self.fallback: str | None = None  # why this session polls per request now
         self.thread: threading.Thread | None = None
 
-    # -- called under the owner's condition ------------------------------------------------
-
-    def has_work(self) -> bool:
+    def has_work(self) -> bool:  # under the owner's condition
         return bool(self.waiters or self.retrieved)
 
 
 class BatchPoller:
-    """Awaits sample completions with ``retrieve_futures`` (see the module docstring).
-
-    ``send(request, timeout)`` sends one long poll (the requestor's ``retrieve_futures``) and
-    returns its answer, whatever the status; ``fetcher`` is the poller that fetches each finished
-    result (and polls per request when a session falls back); it is closed by its owner.
-    """
+    """Awaits sample completions with ``retrieve_futures``; ``fetcher`` (closed by its owner)
+    fetches each finished result, and polls per request after a fall-back."""
 
     def __init__(
         self,
@@ -108,7 +101,6 @@ class BatchPoller:
         self._cond = threading.Condition()
         self._closing = threading.Event()
         self._sessions: dict[Target, _Session] = {}
-        # One loop for every session's turns (the turn is its first argument).
         self._turns = retry_loop(
             wait=ServiceWait(
                 policy,
@@ -133,8 +125,6 @@ class BatchPoller:
                 1 for s in self._sessions.values() if s.thread is not None and s.thread.is_alive()
             )
 
-    # -- waiting ---------------------------------------------------------------------------
-
     def wait(
         self,
         sampling_session_id: str,
@@ -142,11 +132,7 @@ class BatchPoller:
         future: APIFuture[T],
         fetch: Callable[[], object],
     ) -> None:
-        """Resolve ``future`` once its request completes: ``fetch()`` then polls its result.
-
-        ``future.request_id`` names the request; ``fetch`` hands it to the fetch poller (it is
-        called on this poller's thread, or at once when the completion was already seen).
-        """
+        """Call ``fetch()`` once ``future.request_id`` completes (at once if it already has)."""
         request_id = future.request_id
         if request_id is None:
             raise ValueError("the future has no request id")
@@ -202,18 +188,14 @@ class BatchPoller:
             session.thread = None
             self._fall_back_locked(session, f"no thread could be started ({e})")
 
-    # -- the loop --------------------------------------------------------------------------
-
     def _loop(self, session: _Session) -> None:
-        """The session's long-poll loop, in tenacity: the pause after a fast empty answer and
-        the back-off after a failed poll are :class:`ServiceWait`'s (docs/protocol.rst §5.2)."""
+        """The session's long-poll loop; its waits are :class:`ServiceWait`'s (§5.2)."""
         turn = _Turn(session, StallWatch(self._stall_timeout, self._clock))
         try:
             self._turns(self._turn, turn)
         except APIConnectionError:  # the poller is closing
             return
-        # docs/protocol.rst §6.6: a dying thread resolves all
-        except BaseException as e:  # pragma: no cover
+        except BaseException as e:  # pragma: no cover - §6.6: a dying thread resolves all
             with self._cond:
                 session.thread = None
                 self._fall_back_locked(session, f"its thread died ({type(e).__name__}: {e})")
@@ -261,11 +243,9 @@ class BatchPoller:
         raise outcome
 
     def _sleep(self, seconds: float) -> None:
-        """Wait between polls; ends at once when the poller closes."""
         self._closing.wait(seconds)
 
     def _pause(self, state: RetryCallState) -> float:
-        """The back-off after a failed poll, or the pause after an answer."""
         turn: _Turn = call_of(state)
         if attempt_error(state) is not None:
             return self._backoff(at_attempt(state, turn.failures))
@@ -274,7 +254,7 @@ class BatchPoller:
     def _poll_once(
         self, session: _Session, cursor: int, retrieved: list[str], ack_only: bool
     ) -> types.FuturesRetrieveResponse | str | BaseException:
-        """One retrieve_futures: its answer, a reason to fall back (str) or a retryable error."""
+        """One retrieve_futures: the answer, a reason to fall back (str) or a retryable error."""
         sid, clone = session.target
         request = types.FuturesRetrieveRequest(
             target=types.SamplingSessionFuturesTarget(
@@ -340,10 +320,8 @@ class BatchPoller:
         for waiter in waiters:
             waiter.fetch()
 
-    # -- shutdown --------------------------------------------------------------------------
-
     def close(self, timeout: float = 5.0) -> None:
-        """Fail every waiting sample, stop the loops and join their threads. Idempotent."""
+        """Fail every waiting sample, stop the loops and join their threads (idempotent)."""
         with self._cond:
             self._closing.set()
             sessions = list(self._sessions.values())
@@ -374,13 +352,12 @@ class _Turn:
         self.session = session
         self.stall = stall
         self.failures = 0
-        self.fast_empty = 0  # answers in a row that brought nothing without holding the poll
+        self.fast_empty = 0  # empty answers in a row that did not hold the poll
         self.pause = 0.0
 
 
-# What a turn of the loop answers: poll again (after its pause), or the loop is over.
-_AGAIN = object()
-_DONE = object()
+_AGAIN = object()  # a turn's answer: poll again (after its pause)
+_DONE = object()  # a turn's answer: the loop is over
 
 
 def _read_answer(resp: HttpResponse) -> types.FuturesRetrieveResponse | str | BaseException:

@@ -1,7 +1,5 @@
-"""Futures of asynchronous requests (:class:`APIFuture`), and how to combine them.
-
-What an :class:`APIFuture` promises is in docs/api.rst, "Futures"; the poller that resolves it is
-:mod:`tinker_lite._futures.poller`.
+"""Futures of asynchronous requests (:class:`APIFuture`, docs/api.rst "Futures"), and how to
+combine them.
 """
 
 from __future__ import annotations
@@ -28,15 +26,12 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
-# ---------------------------------------------------------------------------------------------
-# APIFuture
-
 
 _RESULT_FIELD_NAMES: frozenset[str] | None = None
 
 
 def _result_field_names() -> frozenset[str]:
-    """Public attribute names of the result types (``*Response``, ``*Output``) of ``types``."""
+    """Public attribute names of the result types (``*Response``, ``*Output``)."""
     global _RESULT_FIELD_NAMES
     if _RESULT_FIELD_NAMES is None:
         from tinker_lite import types
@@ -65,7 +60,6 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         "_waiting",
         "request_type",
     )
-    # concurrent.futures.Future's list, which it keeps after running the callbacks (_let_go).
     _done_callbacks: list[Callable[[concurrent.futures.Future[Any]], object]]
 
     def __init__(
@@ -88,12 +82,9 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         self._sources: tuple[concurrent.futures.Future[Any], ...] = ()
         self._cancel_hook: Callable[[], None] | None = None
         self._cancel_notified = False
-        # Set by the poller: called with True when someone starts waiting, with False when the
-        # last waiter's timeout expired (docs/protocol.rst §6.6: no hot poll is left behind).
+        # The poller's: told True when a wait begins, False when the last one expired (§6.6).
         self._demand_hook: Callable[[bool], None] | None = None
         self._waiting = 0
-
-    # -- identity ----------------------------------------------------------------------------
 
     @property
     def request_id(self) -> str | None:
@@ -121,13 +112,10 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         """Seconds since this future was created."""
         return self._clock() - self._started
 
-    # -- concurrent.futures.Future API ------------------------------------------------------
-
     def result(self, timeout: float | None = None) -> T:
         """Return the result, waiting up to ``timeout`` seconds (``None``: until resolved).
 
-        Raises the request's error if it failed, :class:`FutureTimeoutError` when ``timeout``
-        expires first, :class:`concurrent.futures.CancelledError` if cancelled.
+        Raises the request's error, :class:`FutureTimeoutError` or ``CancelledError``.
         """
         self._wait_begins()
         expired = False
@@ -154,10 +142,9 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
             self._wait_ends(expired=expired)
 
     def cancel(self) -> bool:
-        """Stop waiting for this request; ``False`` if it already completed (or is completing).
+        """Stop polling (and cancel the sources); ``False`` once completed or completing.
 
-        Polling stops; the service may still execute the request (there is no cancel endpoint).
-        Cancelling a combined future cancels its sources.
+        The service may still execute the request: there is no cancel endpoint.
         """
         if not super().cancel():
             return False
@@ -176,28 +163,18 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         return True
 
     def set_result(self, result: T) -> None:
-        """Deliver ``result`` (``InvalidStateError`` if already done), then run the callbacks."""
         super().set_result(result)
         self._let_go()
 
     def set_exception(self, exception: BaseException | None) -> None:
-        """Deliver the error ``exception``, then run the callbacks."""
         super().set_exception(exception)
         self._let_go()
 
     def _let_go(self) -> None:
-        """Drop what only a pending future needs once the callbacks have run.
-
-        A completed future may be kept for long before its result is read (a fan-out awaits
-        thousands in order); its callbacks and the poller's hooks would keep the request's whole
-        polling state alive with it. ``add_done_callback`` on a done future runs ``fn`` at once
-        and keeps nothing.
-        """
+        """Drop the callbacks and hooks once run: they would keep a done future's polling state."""
         self._cancel_hook = None
         self._demand_hook = None
         self._done_callbacks.clear()
-
-    # -- construction helpers ----------------------------------------------------------------
 
     @classmethod
     def completed(cls, value: T, *, request_id: str | None = None) -> APIFuture[T]:
@@ -213,46 +190,30 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         future.set_exception(exc)
         return future
 
-    # -- completing a pending future ---------------------------------------------------------
-
     def try_set_result(self, value: T) -> bool:
-        """Deliver ``value`` unless the future is already done (e.g. cancelled).
-
-        Returns whether it was delivered; unlike ``set_result`` it never raises
-        ``InvalidStateError``, so a producer racing with ``cancel()`` or another producer needs
-        no lock of its own.
-        """
+        """Deliver ``value`` unless already done or cancelled (no ``InvalidStateError``)."""
         if not self._start_delivery():
             return False
         self.set_result(value)
         return True
 
     def try_set_exception(self, exc: BaseException) -> bool:
-        """Deliver the error ``exc`` unless the future is already done; whether it was."""
+        """Deliver the error ``exc`` unless already done; whether it was."""
         if not self._start_delivery():
             return False
         self.set_exception(exc)
         return True
 
     def _start_delivery(self) -> bool:
-        """Move a pending future to running, as an executor's worker does before its call.
-
-        False when it is done, cancelled or already being completed by another producer.
-        """
+        """Move a pending future to running, as an executor's worker does; False if it was not."""
         with self._condition:
             if self.running() or self.done():
                 return False
             return self.set_running_or_notify_cancel()
 
     def forward_from(self, source: concurrent.futures.Future[T]) -> None:
-        """Complete this future with ``source``'s outcome (result, error or cancellation).
-
-        Meant for a future handed out before its request was sent: once the request is
-        submitted, the future that tracks it becomes the ``source``. Until it completes,
-        ``request_id`` and ``queue_state`` are read from ``source``. Cancelling this future
-        cancels ``source`` (and stops its polling), also when it was cancelled before this call.
-        Done-callbacks added to ``source`` before this call run before this future completes.
-        """
+        """Complete this future with ``source``'s outcome; until then its ``request_id``,
+        ``queue_state`` and waits are ``source``'s, and cancelling it cancels ``source``."""
         with self._condition:
             waiting = self._waiting
             self._sources = (source,)
@@ -291,9 +252,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
     if not TYPE_CHECKING:  # a __getattr__ would hide every misspelt attribute from mypy
 
         def __getattr__(self, name: str) -> Any:
-            # Called only for names the future lacks. A result's field read on the future
-            # itself (``training.forward_backward(...).metrics``) is told to call .result()
-            # first; private and protocol names (pickle, copy, hasattr) get the plain error.
+            # A result's field read on the future itself is told to call .result() first.
             message = f"'{type(self).__name__}' object has no attribute {name!r}"
             if not name.startswith("_") and name in _result_field_names():
                 message += (
@@ -301,10 +260,7 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
                 )
             raise AttributeError(message, name=name, obj=self)
 
-    # -- internals ---------------------------------------------------------------------------
-
     def _wait_begins(self) -> None:
-        """Someone waits on this future (and so on its sources): polling must go on."""
         if self.done():
             return
         with self._condition:
@@ -318,7 +274,6 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
                 source._wait_begins()
 
     def _wait_ends(self, *, expired: bool) -> None:
-        """A wait ended; when it expired and nobody else waits, a hot poll may stop."""
         with self._condition:
             if self._waiting == 0:
                 return
@@ -353,7 +308,6 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
         state = self.queue_state
         elapsed = self.elapsed
         if rid is None:
-            # Nothing has reached the service yet: no id, no queue, nothing continues there.
             kind = f"the {self.request_type} request" if self.request_type else "the request"
             return FutureTimeoutError(
                 f"Timed out after {timeout}s before {kind} was accepted by the service "
@@ -377,10 +331,9 @@ def combine(
     *,
     request_type: str | None = None,
 ) -> APIFuture[R]:
-    """A future of ``fn([f.result() for f in futures])`` (e.g. merging chunked results).
+    """A future of ``fn([f.result() for f in futures])``, failing with the first failure.
 
-    It fails as soon as one source fails (with that error), or if ``fn`` raises. Cancelling it
-    cancels the sources. ``fn`` runs on the thread that completes the last source.
+    ``fn`` runs on the thread that completes the last source.
     """
     sources = list(futures)
     out: APIFuture[R] = APIFuture(request_type=request_type)
@@ -435,12 +388,10 @@ def then(
     *,
     run: Callable[[Callable[[], Any]], concurrent.futures.Future[Any]] | None = None,
 ) -> APIFuture[R]:
-    """A future of ``fn(future.result())``; when ``fn`` returns a future, of that one's outcome.
+    """A future of ``fn(future.result())``, or of the outcome of the future ``fn`` returns.
 
-    The next step of a chain of requests: ``fn`` may send one and return its future. It runs on
-    the thread that completes ``future``, or, for a step that blocks (a plain HTTP call), where
-    ``run(call)`` runs it (an executor's ``submit``; ``run`` returns the future of ``call()``).
-    Errors and cancellation pass through; cancelling the result cancels the step under way.
+    ``fn`` runs on the thread that completes ``future``, or in ``run`` (an executor's
+    ``submit``) for a step that blocks. Errors and cancellation pass through.
     """
     out: APIFuture[R] = APIFuture(
         request_type=future.request_type if isinstance(future, APIFuture) else None
@@ -455,7 +406,6 @@ def then(
 
     def on_done(done: concurrent.futures.Future[T]) -> None:
         if done.cancelled() or done.exception(0) is not None:
-            # No result to map: the cancellation or the error passes through.
             out.forward_from(cast("concurrent.futures.Future[R]", done))
             return
         try:

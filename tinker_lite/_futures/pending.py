@@ -21,9 +21,7 @@ logger = logging.getLogger("tinker_lite.context")
 
 PROGRESS_LOG_INTERVAL = 30.0
 """Seconds between the INFO lines of a drain that is still waiting."""
-# docs/protocol.rst §6.6: a request's own stall timeout fires at most a second late; the drain
-# gives up well after that, so a silent service fails each request with its own APITimeoutError
-# first.
+# After a request's own stall timeout (at most a second late, §6.6): it fails first.
 _STALL_GRACE_S = 2.0
 
 _QUEUED = "queued"
@@ -66,10 +64,7 @@ class PendingRequest:
         return self.kind if self.seq_id is None else f"{self.kind} (seq_id {self.seq_id})"
 
     def claim(self) -> bool:
-        """Take this request's turn to be sent (or failed) by its worker.
-
-        False when close already dropped it: its future has its error and nothing may be sent.
-        """
+        """Take this request's turn to be sent (or failed); False when close dropped it."""
         with self._lock:
             if self.state != _QUEUED:
                 return False
@@ -77,7 +72,6 @@ class PendingRequest:
             return True
 
     def _registry_done(self, future: Future[Any]) -> None:
-        """The future's done-callback: leave the registry (a bound method, no closure)."""
         self._registry._finished(self, future)
 
 
@@ -102,11 +96,8 @@ class PendingRegistry:
         seq_id: int | None = None,
         on_drop: Callable[[BaseException], object],
     ) -> PendingRequest:
-        """Register a queued request; ``on_drop(error)`` fails its future if close drops it.
-
-        After a cancel, the request is dropped at once (with its own WARNING): a call that
-        raced with close is failed, never sent.
-        """
+        """Register a queued request; ``on_drop(error)`` fails it if close drops it (at once,
+        with a WARNING, after a cancel)."""
         request = PendingRequest(
             self, self._cond, kind, future, owner=owner, seq_id=seq_id, on_drop=on_drop
         )
@@ -135,8 +126,6 @@ class PendingRegistry:
     def _unfinished_locked(self) -> list[PendingRequest]:
         return [r for r in self._items if not r.future.done()]
 
-    # -- draining ------------------------------------------------------------------------------
-
     def drain(
         self,
         *,
@@ -144,13 +133,10 @@ class PendingRegistry:
         budget: float | None = None,
         what: str = "Closing",
     ) -> str | None:
-        """Wait until every registered request has completed; ``None`` when they all did.
+        """Wait until every registered request has completed; ``None`` when they all did, else
+        why it gave up (no progress within ``stall_timeout``, or past ``budget``).
 
-        Gives up, returning why, once no request has completed within ``stall_timeout``
-        seconds (a service that answers "not ready" for ever) or ``budget`` seconds (if given)
-        have passed. Logs at INFO once what it waits for,
-        then every :data:`PROGRESS_LOG_INTERVAL` seconds while it still waits; requests that
-        fail meanwhile are logged at WARNING when the drain ends.
+        docs/architecture.rst, "Closing and queued work", tells what it logs.
         """
         with self._cond:
             waiting = self._unfinished_locked()
@@ -159,7 +145,6 @@ class PendingRegistry:
             return None
         futures = [r.future for r in waiting if isinstance(r.future, APIFuture)]
         for future in futures:
-            # Someone waits on them now: the poller must not park their polls.
             future._wait_begins()
         bound = f"up to {budget:g} s " if budget is not None else ""
         logger.info(
@@ -238,15 +223,9 @@ class PendingRegistry:
                 listed,
             )
 
-    # -- cancelling ----------------------------------------------------------------------------
-
     def cancel(self, why: str) -> list[PendingRequest]:
-        """Drop every request not yet sent and log one WARNING naming what was dropped.
-
-        Their futures fail with :class:`~tinker_lite.ClientClosedError`. Requests already sent
-        cannot be recalled: the WARNING names them too (they may still complete on the
-        service); their futures fail when the connection's poller closes. Returns the dropped.
-        """
+        """Drop (fail) every request not yet sent, with one WARNING naming them and those
+        already sent; returns the dropped."""
         with self._cond:
             self._cancelled = why
             self._watching_failures = False
@@ -278,12 +257,8 @@ class PendingRegistry:
 
 
 def describe_requests(requests: Iterable[PendingRequest]) -> str:
-    """Name requests compactly and exactly, e.g.
-
-    ``training run m1: forward_backward seq 1..20, save_state seq 21; 3 sample requests``.
-    Requests with a ``seq_id`` are listed per owner and kind (consecutive ids as ``a..b``);
-    the others are counted per kind.
-    """
+    """Name requests compactly, e.g.
+    ``training run m1: forward_backward seq 1..20, save_state seq 21; 3 sample requests``."""
     by_owner: dict[str, dict[str, list[int]]] = {}
     counts: dict[str, int] = {}
     for request in requests:
