@@ -17,16 +17,11 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
+from tinker_lite._futures.tasks import pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
 from tinker_lite._transport.loops import (
-    RetryCallState,
-    ServiceWait,
-    at_attempt,
-    attempt_error,
-    call_of,
-    poll_backoff,
     retry_loop,
 )
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
@@ -49,28 +44,23 @@ DEFAULT_FETCH_THREADS = 16  # results are ready when fetched: a few threads serv
 Target = tuple[str, int]
 
 
-class _Waiter:
-    """One sample waiting for its completion: what its fetch needs."""
-
-    __slots__ = ("fetch", "future")
-
-    def __init__(self, future: APIFuture[Any], fetch: Callable[[], object]) -> None:
-        self.future = future
-        self.fetch = fetch
-
-
 class _Session:
-    """The long-poll loop of one (sampling session, cloned sampler)."""
+    """The long-poll loop of one (sampling session, cloned sampler), and what waits on it."""
 
-    def __init__(self, owner: BatchPoller, target: Target) -> None:
-        self.owner = owner
+    def __init__(self, target: Target, stall: StallWatch) -> None:
         self.target = target
         self.cursor = 0
-        self.waiters: dict[str, _Waiter] = {}
+        # request id -> (the sample's future, its fetch)
+        self.waiters: dict[str, tuple[APIFuture[Any], Callable[[], object]]] = {}
         self.early: set[str] = set()  # completions seen before their waiter registered
         self.retrieved: set[str] = set()
         self.fallback: str | None = None  # why this session polls per request now
         self.thread: threading.Thread | None = None
+        # The loop's state between polls (reset when a thread starts it).
+        self.stall = stall
+        self.failures = 0
+        self.fast_answers = 0  # empty answers in a row that did not hold the poll
+        self.pause = 0.0
 
     def has_work(self) -> bool:  # under the owner's condition
         return bool(self.waiters or self.retrieved)
@@ -96,17 +86,12 @@ class BatchPoller:
         self._stall_timeout = stall_timeout
         self._policy = policy
         self._clock = clock
-        self._backoff = poll_backoff(policy, rand)
         self._idle_timeout = idle_timeout
         self._cond = threading.Condition()
         self._closing = threading.Event()
         self._sessions: dict[Target, _Session] = {}
         self._turns = retry_loop(
-            wait=ServiceWait(
-                policy,
-                fallback=self._pause,
-                at_most=lambda state: call_of(state).stall.remaining(),
-            ),
+            wait=poll_wait(policy, rand),
             stop=lambda state: self._closing.is_set(),
             retry_on=lambda error: isinstance(error, APIConnectionError),
             retry_result=lambda answer: answer is _AGAIN,
@@ -145,12 +130,13 @@ class BatchPoller:
                 return
             session = self._sessions.get(target)
             if session is None:
-                session = self._sessions[target] = _Session(self, target)
+                stall = StallWatch(self._stall_timeout, self._clock)
+                session = self._sessions[target] = _Session(target, stall)
             now = session.fallback is not None or request_id in session.early
             if now:
                 session.early.discard(request_id)
             else:
-                session.waiters[request_id] = _Waiter(future, fetch)
+                session.waiters[request_id] = (future, fetch)
                 future._cancel_hook = lambda: self._forget(session, request_id)
                 self._ensure_thread_locked(session)
                 self._cond.notify_all()
@@ -190,9 +176,11 @@ class BatchPoller:
 
     def _loop(self, session: _Session) -> None:
         """The session's long-poll loop; its waits are :class:`ServiceWait`'s (§5.2)."""
-        turn = _Turn(session, StallWatch(self._stall_timeout, self._clock))
+        session.stall = StallWatch(self._stall_timeout, self._clock)
+        session.failures = session.fast_answers = 0
+        session.pause = 0.0
         try:
-            self._turns(self._turn, turn)
+            self._turns(self._turn, session)
         except APIConnectionError:  # the poller is closing
             return
         except BaseException as e:  # pragma: no cover - §6.6: a dying thread resolves all
@@ -201,10 +189,9 @@ class BatchPoller:
                 self._fall_back_locked(session, f"its thread died ({type(e).__name__}: {e})")
             raise
 
-    def _turn(self, turn: _Turn) -> object:
+    def _turn(self, session: _Session) -> object:
         """Wait for work, then poll once: :data:`_AGAIN` to go on, or :data:`_DONE`."""
-        session = turn.session
-        stall = turn.stall
+        stall = session.stall
         with self._cond:
             while not session.has_work() and not self._closing.is_set():
                 if not self._cond.wait(self._idle_timeout) and not session.has_work():
@@ -220,36 +207,27 @@ class BatchPoller:
         sent_at = self._clock()
         outcome = self._poll_once(session, cursor, retrieved, ack_only)
         if isinstance(outcome, types.FuturesRetrieveResponse):
-            turn.failures = 0
+            session.failures = 0
             stall.answered()
             self._deliver(session, outcome, retrieved)
             if outcome.completions or ack_only:
-                turn.fast_empty = 0
-                turn.pause = 0.0
-                return _AGAIN
-            # A service that does not hold the long poll must not be polled in a loop.
-            answered_in = self._clock() - sent_at
-            turn.fast_empty = turn.fast_empty + 1 if answered_in < self._policy.pace_below_s else 0
-            turn.pause = self._policy.pace_delay(answered_in, turn.fast_empty)
+                session.fast_answers = 0
+                session.pause = 0.0
+            else:  # a service that does not hold the long poll must not be polled in a loop
+                pace(session, self._policy, self._clock() - sent_at)
             return _AGAIN
         if isinstance(outcome, str):  # not retryable: poll per request from now on
             with self._cond:
                 self._fall_back_locked(session, outcome)
                 session.thread = None
             return _DONE
-        turn.failures += 1
+        session.failures += 1
         if stall.expired():
             self._fail_waiters(session, stall, outcome)
         raise outcome
 
     def _sleep(self, seconds: float) -> None:
         self._closing.wait(seconds)
-
-    def _pause(self, state: RetryCallState) -> float:
-        turn: _Turn = call_of(state)
-        if attempt_error(state) is not None:
-            return self._backoff(at_attempt(state, turn.failures))
-        return turn.pause
 
     def _poll_once(
         self, session: _Session, cursor: int, retrieved: list[str], ack_only: bool
@@ -283,7 +261,7 @@ class BatchPoller:
                 if waiter is None:
                     session.early.add(completion.request_id)
                 else:
-                    ready.append(waiter.fetch)
+                    ready.append(waiter[1])
         for fetch in ready:
             fetch()
 
@@ -291,7 +269,7 @@ class BatchPoller:
         with self._cond:
             waiters = list(session.waiters.items())
             session.waiters.clear()
-        for request_id, waiter in waiters:
+        for request_id, (future, _) in waiters:
             error = APITimeoutError(
                 f"No answer from the service for {stall.silent_for():.0f}s while waiting for "
                 f"request {request_id} (Sample) with retrieve_futures (stall timeout "
@@ -300,7 +278,7 @@ class BatchPoller:
                 elapsed=stall.silent_for(),
             )
             error.__cause__ = last
-            waiter.future.try_set_exception(error)
+            future.try_set_exception(error)
         stall.answered()
 
     def _fall_back_locked(self, session: _Session, why: str) -> None:
@@ -317,8 +295,8 @@ class BatchPoller:
         session.retrieved.clear()
         session.early.clear()
         # A fetch is a per-request poll: it waits for the result when it is not ready yet.
-        for waiter in waiters:
-            waiter.fetch()
+        for _, fetch in waiters:
+            fetch()
 
     def close(self, timeout: float = 5.0) -> None:
         """Fail every waiting sample, stop the loops and join their threads (idempotent)."""
@@ -330,10 +308,10 @@ class BatchPoller:
                 session.waiters.clear()
             threads = [s.thread for s in sessions if s.thread is not None]
             self._cond.notify_all()
-        for waiter in waiters:
-            waiter.future.try_set_exception(
+        for future, _ in waiters:
+            future.try_set_exception(
                 ClientClosedError(
-                    f"The client was closed before request {waiter.future.request_id} completed."
+                    f"The client was closed before request {future.request_id} completed."
                 )
             )
         deadline = time.monotonic() + timeout
@@ -341,19 +319,6 @@ class BatchPoller:
         for thread in threads:
             if thread is not me:
                 thread.join(max(0.0, deadline - time.monotonic()))
-
-
-class _Turn:
-    """The state of one session's loop between its polls."""
-
-    __slots__ = ("failures", "fast_empty", "pause", "session", "stall")
-
-    def __init__(self, session: _Session, stall: StallWatch) -> None:
-        self.session = session
-        self.stall = stall
-        self.failures = 0
-        self.fast_empty = 0  # empty answers in a row that did not hold the poll
-        self.pause = 0.0
 
 
 _AGAIN = object()  # a turn's answer: poll again (after its pause)

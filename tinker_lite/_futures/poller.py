@@ -31,18 +31,15 @@ from tinker_lite._futures.answers import (
     unexpected_error,
 )
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._futures.tasks import Poll, PollTask
+from tinker_lite._futures.tasks import Poll, PollTask, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import JSON, HttpResponse, raise_for_status
 from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, ClientClosedError, Timeout, redact
 from tinker_lite._transport.loops import (
     RetryableStatus,
     RetryCallState,
-    ServiceWait,
-    at_attempt,
     attempt_error,
     call_of,
-    poll_backoff,
     retry_loop,
 )
 from tinker_lite._transport.retry import (
@@ -95,7 +92,6 @@ class Poller:
         self._clock = clock
         self._closing = threading.Event()
         self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
-        self._backoff = poll_backoff(policy, rand)
         self._wall_clock = wall_clock
         self._policy = policy
         self._idle_timeout = idle_timeout
@@ -111,12 +107,7 @@ class Poller:
         self._default_loggers: dict[str, QueueStateLogger] = {}
         # One loop for every step of every task (the task is its first argument).
         self._polls = retry_loop(
-            wait=ServiceWait(
-                policy,
-                fallback=self._pause,
-                wall_clock=wall_clock,
-                at_most=lambda state: call_of(state).stall.remaining(),
-            ),
+            wait=poll_wait(policy, rand, wall_clock=wall_clock),
             stop=self._stops,
             retry_on=_transient,
             retry_result=lambda answer: answer is _AGAIN,
@@ -451,13 +442,13 @@ class Poller:
         task.failures = 0
         if status == 408:
             note_queue_state(task, json_object(resp))
-            self._paced(task, self._clock() - sent_at)
+            pace(task, self._policy, self._clock() - sent_at)
             return _AGAIN
         if 200 <= status < 300 and not resp.is_protobuf:
             data = json_object(resp)
             if data is not None and data.get("type") == "try_again":
                 note_queue_state(task, data)
-                self._paced(task, self._clock() - sent_at)
+                pace(task, self._policy, self._clock() - sent_at)
                 return _AGAIN
             if data is not None and data.get("status") == "complete_metadata":
                 # §5.4: the result is ready; the next poll asks for it.
@@ -470,18 +461,6 @@ class Poller:
     def _failed(self, task: PollTask) -> None:
         task.failures += 1
         task.fast_answers = 0
-
-    def _paced(self, task: PollTask, answered_in: float) -> None:
-        """Set the pause before the next poll: paced after fast answers (§5.2)."""
-        fast = answered_in < self._policy.pace_below_s
-        task.fast_answers = task.fast_answers + 1 if fast else 0
-        task.pause = self._policy.pace_delay(answered_in, task.fast_answers)
-
-    def _pause(self, state: RetryCallState) -> float:
-        task: PollTask = call_of(state)
-        if attempt_error(state) is not None:
-            return self._backoff(at_attempt(state, task.failures))
-        return task.pause
 
     def _stops(self, state: RetryCallState) -> bool:
         task: PollTask = call_of(state)

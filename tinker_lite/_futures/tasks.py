@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -11,9 +12,17 @@ import attrs
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import Timeout
-from tinker_lite._transport.retry import RetryNotice, StallWatch
+from tinker_lite._transport.loops import (
+    RetryCallState,
+    ServiceWait,
+    at_attempt,
+    attempt_error,
+    call_of,
+    poll_backoff,
+)
+from tinker_lite._transport.retry import RetryNotice, RetryPolicy, StallWatch
 
-__all__ = ["Poll", "PollTask"]
+__all__ = ["Poll", "PollTask", "pace", "poll_wait"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +66,27 @@ class PollTask:
 
     def describe(self) -> str:
         return f"request {self.request_id} ({self.request_type})"
+
+
+def pace(call: Any, policy: RetryPolicy, answered_in: float) -> None:
+    """Set ``call.pause``, the wait before its next poll: paced after fast answers (§5.2)."""
+    call.fast_answers = call.fast_answers + 1 if answered_in < policy.pace_below_s else 0
+    call.pause = policy.pace_delay(answered_in, call.fast_answers)
+
+
+def poll_wait(
+    policy: RetryPolicy, rand: Callable[[], float] = random.random, **options: Any
+) -> ServiceWait:
+    """The wait before a call's next poll (a task or session with ``failures``, ``pause`` and
+    ``stall``): the back-off after a failure, else its pause, within its stall timeout."""
+    backoff = poll_backoff(policy, rand)
+
+    def fallback(state: RetryCallState) -> float:
+        call = call_of(state)
+        if attempt_error(state) is not None:
+            return backoff(at_attempt(state, call.failures))
+        return float(call.pause)
+
+    return ServiceWait(
+        policy, fallback, at_most=lambda state: call_of(state).stall.remaining(), **options
+    )
