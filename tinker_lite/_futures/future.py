@@ -117,25 +117,20 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
 
         Raises the request's error, :class:`FutureTimeoutError` or ``CancelledError``.
         """
-        self._wait_begins()
-        expired = False
-        try:
-            return super().result(timeout)
-        except concurrent.futures.TimeoutError as e:
-            if self._is_stored(e):
-                raise
-            expired = True
-            raise self._timeout_error(timeout) from None
-        finally:
-            self._wait_ends(expired=expired)
+        return self._wait(super().result, timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Return the request's error (``None`` on success), waiting up to ``timeout`` seconds."""
+        return self._wait(super().exception, timeout)
+
+    def _wait(self, get: Callable[[float | None], R], timeout: float | None) -> R:
         self._wait_begins()
         expired = False
         try:
-            return super().exception(timeout)
-        except concurrent.futures.TimeoutError:
+            return get(timeout)
+        except concurrent.futures.TimeoutError as e:
+            if self._is_stored(e):
+                raise
             expired = True
             raise self._timeout_error(timeout) from None
         finally:

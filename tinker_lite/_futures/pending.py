@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -278,16 +279,10 @@ def describe_requests(requests: Iterable[PendingRequest]) -> str:
 
 def _ranges(numbers: Sequence[int]) -> str:
     """``1..3,5,7..8`` for ``[1, 2, 3, 5, 7, 8]``."""
-    ordered = sorted(set(numbers))
-    runs: list[str] = []
-    start = prev = ordered[0]
-    for number in [*ordered[1:], None]:
-        if number is not None and number == prev + 1:
-            prev = number
-            continue
-        runs.append(str(start) if start == prev else f"{start}..{prev}")
-        if number is not None:
-            start = prev = number
+    runs = []
+    for _, pairs in itertools.groupby(enumerate(sorted(set(numbers))), lambda p: p[1] - p[0]):
+        run = [n for _, n in pairs]
+        runs.append(str(run[0]) if len(run) == 1 else f"{run[0]}..{run[-1]}")
     return ",".join(runs)
 
 

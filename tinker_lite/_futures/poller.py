@@ -221,13 +221,7 @@ class Poller:
         with self._cond:
             found = self._default_loggers.get(request_type)
             if found is None:
-                kind: QueueKind = (
-                    "sampling"
-                    if request_type == "Sample"
-                    else "model_creation"
-                    if request_type == "CreateModel"
-                    else "training"
-                )
+                kind = _QUEUE_KINDS.get(request_type, "training")
                 found = QueueStateLogger(
                     f"{request_type} request", "this client", kind=kind, clock=self._clock
                 )
@@ -362,12 +356,7 @@ class Poller:
         with self._cond:
             if self._closing.is_set() or task.future.done():
                 self._live.discard(task)
-                if not task.future.done():
-                    task.future.try_set_exception(
-                        ClientClosedError(
-                            f"The client was closed before {task.describe()} completed."
-                        )
-                    )
+                task.future.try_set_exception(_closed(task))
                 return
             if self._park_if_hot_locked(task):
                 return
@@ -397,13 +386,9 @@ class Poller:
             self._finish(task, value=value, error=error)
         else:
             try:
-                raise_for_status(answer, request_id=task.request_id)
+                raise_for_status(answer, request_id=task.request_id)  # raises for every non-2xx
             except APIError as e:
                 self._finish(task, error=e)
-                return
-            self._finish(  # pragma: no cover - raise_for_status raised for every non-2xx
-                task, error=APIError(f"Unexpected HTTP {answer.status}", request_id=task.request_id)
-            )
 
     def _poll_once(self, task: PollTask) -> HttpResponse | object:
         """One ``retrieve_future``: the final answer, :data:`_AGAIN`, or a retryable failure."""
@@ -494,7 +479,7 @@ class Poller:
         if isinstance(error, ClientClosedError):
             return error
         if self._closing.is_set():
-            return ClientClosedError(f"The client was closed before {task.describe()} completed.")
+            return _closed(task)
         return stall_error(task, error, elapsed=self._clock() - task.registered_at)
 
     def _handle_expired(self, task: PollTask, resp: HttpResponse) -> None:
@@ -530,9 +515,7 @@ class Poller:
             threads = list(self._threads)
             self._cond.notify_all()
         for task in tasks:
-            task.future.try_set_exception(
-                ClientClosedError(f"The client was closed before {task.describe()} completed.")
-            )
+            task.future.try_set_exception(_closed(task))
         if self._abort is not None:
             self._abort()
         deadline = time.monotonic() + timeout
@@ -546,6 +529,11 @@ class Poller:
 
 
 _AGAIN = object()  # what a poll answers when the service asks to be polled again
+_QUEUE_KINDS: dict[str, QueueKind] = {"Sample": "sampling", "CreateModel": "model_creation"}
+
+
+def _closed(task: PollTask) -> ClientClosedError:
+    return ClientClosedError(f"The client was closed before {task.describe()} completed.")
 
 
 class _Yield(Exception):
