@@ -1,5 +1,1 @@
-"""Futures: ``APIFuture``, the poller of ``retrieve_future``, batch polling, pending requests.
-
-Modules: ``future``, ``poller``, ``batch_poller``, ``pending``, ``client_future`` (the futures
-the client-creation methods return).
-"""
+"""Futures: ``APIFuture``, the pollers of ``retrieve_future(s)``, pending requests."""

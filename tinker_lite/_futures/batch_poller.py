@@ -17,7 +17,7 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
-from tinker_lite._futures.tasks import pace, poll_wait
+from tinker_lite._futures.tasks import join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
@@ -314,11 +314,7 @@ class BatchPoller:
                     f"The client was closed before request {future.request_id} completed."
                 )
             )
-        deadline = time.monotonic() + timeout
-        me = threading.current_thread()
-        for thread in threads:
-            if thread is not me:
-                thread.join(max(0.0, deadline - time.monotonic()))
+        join_all(threads, timeout, warn=False)
 
 
 _AGAIN = object()  # a turn's answer: poll again (after its pause)

@@ -34,12 +34,11 @@ _ABSENT = object()
 class PendingRequest:
     """One queued request: its kind, ``seq_id`` (training requests), owner, future and state."""
 
-    __slots__ = ("_lock", "_on_drop", "_registry", "future", "kind", "owner", "seq_id", "state")
+    __slots__ = ("_on_drop", "_registry", "future", "kind", "owner", "seq_id", "state")
 
     def __init__(
         self,
         registry: PendingRegistry,
-        lock: threading.Condition,
         kind: str,
         future: Future[Any],
         *,
@@ -48,7 +47,6 @@ class PendingRequest:
         on_drop: Callable[[BaseException], object],
     ) -> None:
         self._registry = registry
-        self._lock = lock
         self._on_drop = on_drop
         self.kind = kind
         self.future = future
@@ -66,7 +64,7 @@ class PendingRequest:
 
     def claim(self) -> bool:
         """Take this request's turn to be sent (or failed); False when close dropped it."""
-        with self._lock:
+        with self._registry._cond:
             if self.state != _QUEUED:
                 return False
             self.state = _SENT
@@ -99,9 +97,7 @@ class PendingRegistry:
     ) -> PendingRequest:
         """Register a queued request; ``on_drop(error)`` fails it if close drops it (at once,
         with a WARNING, after a cancel)."""
-        request = PendingRequest(
-            self, self._cond, kind, future, owner=owner, seq_id=seq_id, on_drop=on_drop
-        )
+        request = PendingRequest(self, kind, future, owner=owner, seq_id=seq_id, on_drop=on_drop)
         with self._cond:
             self._items[request] = None
             why = self._cancelled

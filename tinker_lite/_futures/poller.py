@@ -31,7 +31,7 @@ from tinker_lite._futures.answers import (
     unexpected_error,
 )
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._futures.tasks import Poll, PollTask, pace, poll_wait
+from tinker_lite._futures.tasks import Poll, PollTask, join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import JSON, HttpResponse, raise_for_status
 from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, ClientClosedError, Timeout, redact
@@ -518,14 +518,7 @@ class Poller:
             task.future.try_set_exception(_closed(task))
         if self._abort is not None:
             self._abort()
-        deadline = time.monotonic() + timeout
-        me = threading.current_thread()
-        for thread in threads:
-            if thread is me:
-                continue
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
+        join_all(threads, timeout)
 
 
 _AGAIN = object()  # what a poll answers when the service asks to be polled again

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +25,9 @@ from tinker_lite._transport.loops import (
 )
 from tinker_lite._transport.retry import RetryNotice, RetryPolicy, StallWatch
 
-__all__ = ["Poll", "PollTask", "pace", "poll_wait"]
+__all__ = ["Poll", "PollTask", "join_all", "pace", "poll_wait"]
+
+logger = logging.getLogger("tinker_lite.futures")
 
 
 @dataclass(frozen=True)
@@ -90,3 +95,13 @@ def poll_wait(
     return ServiceWait(
         policy, fallback, at_most=lambda state: call_of(state).stall.remaining(), **options
     )
+
+
+def join_all(threads: list[threading.Thread], timeout: float, *, warn: bool = True) -> None:
+    """Join ``threads`` (not the calling one) within ``timeout`` seconds in all."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if warn and thread.is_alive():
+                logger.warning("Polling thread %s did not stop within %.0fs", thread.name, timeout)
