@@ -340,13 +340,14 @@ class SamplingClient:
     def get_base_model(self) -> str:
         """Return the base model this sampler runs (for saved weights, asked once)."""
         if self.base_model is None:
-            found = self._api.request(
-                endpoints.GET_SAMPLER,
-                sdk_method="SamplingClient.get_base_model",
-                sampler_id=self.sampling_session_id,
-            ).base_model
-            self.base_model = found
+            self.base_model = self._read_base_model("SamplingClient.get_base_model")
         return self.base_model
+
+    def _read_base_model(self, sdk_method: str) -> str:
+        sampler_id = self.sampling_session_id
+        return self._api.request(
+            endpoints.GET_SAMPLER, sdk_method=sdk_method, sampler_id=sampler_id
+        ).base_model
 
     def on_queue_state_change(
         self, queue_state: types.QueueState, queue_state_reason: str | None
@@ -364,11 +365,7 @@ class SamplingClient:
             if self._tokenizer is None:
                 base_model = self.base_model
                 if base_model is None:
-                    base_model = self._api.request(
-                        endpoints.GET_SAMPLER,
-                        sdk_method="SamplingClient.get_tokenizer",
-                        sampler_id=self.sampling_session_id,
-                    ).base_model
+                    base_model = self._read_base_model("SamplingClient.get_tokenizer")
                 self._tokenizer = load_tokenizer(resolve_tokenizer_id(base_model))
             return self._tokenizer
 
