@@ -1,4 +1,4 @@
-"""Awaitable futures and the official ``*_async`` methods, as thin adapters over sync futures.
+"""The official ``*_async`` methods, as thin adapters over the sync ones.
 
 docs/architecture.rst, "The threading contract", explains how awaiting works.
 """
@@ -8,59 +8,14 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import warnings
-from collections.abc import Callable, Coroutine, Generator
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
-__all__ = ["AwaitableFuture", "async_future_twin", "async_twin"]
+__all__ = ["async_future_twin", "async_twin"]
 
-T = TypeVar("T")
 S = TypeVar("S")
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class AwaitableFuture(Generic[T]):
-    """Awaiting for a future that is a :class:`concurrent.futures.Future` (a mixin)."""
-
-    __slots__ = ()
-
-    def future(self) -> concurrent.futures.Future[T]:
-        """The :class:`concurrent.futures.Future` of this operation: this future itself."""
-        if not isinstance(self, concurrent.futures.Future):
-            raise TypeError(f"{type(self).__name__} is not a concurrent.futures.Future")
-        return self
-
-    async def result_async(self, timeout: float | None = None) -> T:
-        """Await the result, up to ``timeout`` seconds (``None``: until resolved).
-
-        Like ``result(timeout)``, an expired timeout raises the same timeout error and leaves
-        the request running: the future can be awaited again.
-        """
-        import asyncio
-
-        future = self.future()
-        waiter = asyncio.wrap_future(future)
-        if timeout is None:
-            return await waiter
-        try:
-            # shield: an expired wait must not cancel the request (result() does not either).
-            return await asyncio.wait_for(asyncio.shield(waiter), timeout)
-        except asyncio.TimeoutError:
-            # Nobody awaits the abandoned waiter: retrieve its outcome so none is reported lost.
-            waiter.add_done_callback(_retrieve)
-            return future.result(timeout=0)
-
-    async def coroutine(self) -> T:
-        """This future as a coroutine, for APIs that need one (``asyncio.create_task``)."""
-        return await self.result_async()
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self.result_async().__await__()
-
-
-def _retrieve(waiter: Any) -> None:
-    if not waiter.cancelled():
-        waiter.exception()
 
 
 Blocks = bool | Callable[[Any], bool]

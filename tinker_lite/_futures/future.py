@@ -8,11 +8,10 @@ import concurrent.futures
 import functools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tinker_lite._errors import FutureTimeoutError
-from tinker_lite._futures.async_twins import AwaitableFuture
 from tinker_lite._repr import tolerant_repr
 
 __all__ = [
@@ -72,7 +71,7 @@ class _Condition(threading.Condition):
         return bool(self._lock._is_owned())  # type: ignore[attr-defined]
 
 
-class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
+class APIFuture(concurrent.futures.Future[T]):
     """The eventual result of an asynchronous request: a :class:`concurrent.futures.Future`."""
 
     __slots__ = (
@@ -159,6 +158,33 @@ class APIFuture(AwaitableFuture[T], concurrent.futures.Future[T]):
             raise self._timeout_error(timeout) from None
         finally:
             self._wait_ends(expired=expired)
+
+    async def result_async(self, timeout: float | None = None) -> T:
+        """Await the result, up to ``timeout`` seconds; an expired timeout raises as ``result``
+        does and leaves the request running (docs/architecture.rst, "The threading contract")."""
+        import asyncio
+
+        waiter = asyncio.wrap_future(self)
+        if timeout is None:
+            return await waiter
+        try:
+            # shield: an expired wait must not cancel the request (result() does not either).
+            return await asyncio.wait_for(asyncio.shield(waiter), timeout)
+        except asyncio.TimeoutError:
+            # Nobody awaits the abandoned waiter: retrieve its outcome so none is reported lost.
+            waiter.add_done_callback(_retrieve)
+            return self.result(timeout=0)
+
+    async def coroutine(self) -> T:
+        """This future as a coroutine, for APIs that need one (``asyncio.create_task``)."""
+        return await self.result_async()
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self.result_async().__await__()
+
+    def future(self) -> concurrent.futures.Future[T]:
+        """The :class:`concurrent.futures.Future` of this operation: this future itself."""
+        return self
 
     def cancel(self) -> bool:
         """Stop polling (and cancel the sources); ``False`` once completed or completing.
@@ -446,3 +472,8 @@ def flatten(future: concurrent.futures.Future[concurrent.futures.Future[R]]) -> 
 
 def _same(value: T) -> T:
     return value
+
+
+def _retrieve(waiter: Any) -> None:
+    if not waiter.cancelled():
+        waiter.exception()
