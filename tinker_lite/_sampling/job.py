@@ -68,29 +68,29 @@ class SampleSender:
             if self._drainers >= pool._max_workers:
                 return
             self._drainers += 1
-        self._drain_on(pool)
-
-    def _drain_on(self, pool: ThreadPoolExecutor) -> None:
         try:
-            pool.submit(self._run_next, pool)
+            pool.submit(self._drain, pool)
         except RuntimeError:  # the executor is shut down: the connection is closed
             with self._lock:
                 self._drainers -= 1
-                if self._drainers:
-                    return  # the drainers still running take the jobs left
-                left = list(self._jobs)
-                self._jobs.clear()
-            for job in left:
-                job.drop(ClientClosedError("The ServiceClient is closed."))
+                if job not in self._jobs:
+                    return  # a drainer still running took it
+                self._jobs.remove(job)
+            job.drop(ClientClosedError("The ServiceClient is closed."))
 
-    def _run_next(self, pool: ThreadPoolExecutor) -> None:
-        with self._lock:
-            if not self._jobs:
-                self._drainers -= 1
+    def _drain(self, pool: ThreadPoolExecutor) -> None:
+        while True:
+            with self._lock:
+                if not self._jobs:
+                    self._drainers -= 1
+                    return
+                job = self._jobs.popleft()
+            job()
+            try:  # the next job at the back of the executor's queue, behind other clients' work
+                pool.submit(self._drain, pool)
                 return
-            job = self._jobs.popleft()
-        job()
-        self._drain_on(pool)  # at the back of the executor's queue, behind other clients' work
+            except RuntimeError:  # shutting down: as the executor's queue, the rest still runs
+                continue
 
 
 def deliver(
