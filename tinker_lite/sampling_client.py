@@ -6,7 +6,6 @@ handed to other processes as docs/scaling.rst tells.
 
 from __future__ import annotations
 
-import atexit
 import base64
 import functools
 import json
@@ -388,16 +387,9 @@ class SamplingClient:
     get_base_model_async = async_twin(get_base_model, blocks=_base_model_unread)
 
 
+# The connections made here for copies; each closes at exit as any unclosed connection does.
 _owned_contexts: list[ClientContext] = []
 _owned_lock = threading.Lock()
-
-
-def _close_owned() -> None:
-    with _owned_lock:
-        contexts = list(_owned_contexts)
-        _owned_contexts.clear()
-    for context in contexts:
-        context.close()
 
 
 def carry_api_key(sampler: SamplingClient) -> object:
@@ -489,8 +481,6 @@ def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
                 "(the pickle then carries the key)",
             ) from e
         context = ClientContext(settings)
-        if not _owned_contexts:
-            atexit.register(_close_owned)
         _owned_contexts.append(context)
         return context
 
