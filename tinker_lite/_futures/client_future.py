@@ -45,14 +45,7 @@ class ClientFuture(APIFuture[C]):
 
     @tolerant_repr
     def __repr__(self) -> str:
-        if self.cancelled():
-            state = "cancelled"
-        elif not self.done():
-            state = "pending"
-        else:
-            error = self.exception(0)
-            state = f"failed: {error!r}" if error is not None else repr(self.result(0))
-        return f"<{type(self).__name__}: {state}>"
+        return f"<{type(self).__name__}: {self._state_text(outcome=True)}>"
 
     if not TYPE_CHECKING:  # a __getattr__ would hide every misspelt attribute from mypy
 

@@ -282,17 +282,21 @@ class APIFuture(concurrent.futures.Future[T]):
 
     @tolerant_repr
     def __repr__(self) -> str:
-        if self.cancelled():
-            state = "cancelled"
-        elif not self.done():
-            state = "pending"
-        elif super().exception(0) is not None:
-            state = "failed"
-        else:
-            state = "done"
+        state = self._state_text()
         return (
             f"<APIFuture request_id={self.request_id!r} type={self.request_type!r} state={state}>"
         )
+
+    def _state_text(self, *, outcome: bool = False) -> str:
+        """``pending``, ``cancelled``, ``failed`` or ``done``; with ``outcome``, what it holds."""
+        if self.cancelled():
+            return "cancelled"
+        if not self.done():
+            return "pending"
+        error = super().exception(0)
+        if error is not None:
+            return f"failed: {error!r}" if outcome else "failed"
+        return repr(super().result(0)) if outcome else "done"
 
     if not TYPE_CHECKING:  # a __getattr__ would hide every misspelt attribute from mypy
 
