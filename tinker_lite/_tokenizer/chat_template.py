@@ -1,11 +1,5 @@
-"""Chat templates of Hugging Face tokenizer configs, rendered with ``jinja2`` (the ``chat`` extra).
-
-The light tokenizer's ``apply_chat_template`` renders the same text as ``transformers`` 5 for the
-same template and messages: a sandboxed environment with ``trim_blocks`` and ``lstrip_blocks``,
-the ``loopcontrols`` extension, a ``tojson`` filter that keeps non-ASCII text, the
-``raise_exception`` and ``strftime_now`` globals, ``{% generation %}`` blocks rendered as their
-content, messages reduced to plain data (None values dropped, the reasoning field under its
-three names) and ``continue_final_message`` cut after the final message.
+"""Chat templates of Hugging Face tokenizer configs, rendered with ``jinja2`` (the ``chat`` extra)
+to the text ``transformers`` 5 renders for the same template and messages.
 """
 
 from __future__ import annotations
@@ -39,8 +33,8 @@ _CONTINUE_TAG: Final = "CONTINUE_FINAL_MESSAGE_TAG "
 def select(
     own: str | Mapping[str, str] | None, chosen: str | None, tools: Sequence[Any] | None
 ) -> str:
-    """The template to render: ``chosen`` (a template, or the name of one of ``own``), else
-    ``own`` (its ``tool_use`` template when tools are given, else its ``default``)."""
+    """``chosen`` (a template, or the name of one of ``own``), else ``own``'s (``tool_use`` with
+    tools, else ``default``)."""
     if isinstance(own, Mapping):
         if chosen is not None and chosen in own:
             return own[chosen]
@@ -74,7 +68,7 @@ def render(
     continue_final_message: bool | str,
     variables: Mapping[str, Any],
 ) -> tuple[list[str], bool]:
-    """Render one conversation or a batch; returns the texts and whether it was a batch."""
+    """The texts of one conversation or a batch, and whether it was a batch."""
     if isinstance(conversation, list | tuple) and not conversation:
         raise ValueError("Cannot apply a chat template to an empty conversation")
     if continue_final_message and add_generation_prompt:
@@ -128,7 +122,7 @@ def _compile(template: str) -> Any:
         )
 
     class GenerationBlock(jinja2.ext.Extension):
-        """``{% generation %}...{% endgeneration %}``: marks assistant text; renders its body."""
+        """``{% generation %}`` marks assistant text: its body is rendered as it is."""
 
         tags = {"generation"}
 
@@ -225,7 +219,7 @@ def _plain(value: Any) -> Any:
 
 
 def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A message's reasoning under each name templates read (``reasoning_content`` first)."""
+    """A message's reasoning under each name templates read."""
     out = []
     for message in messages:
         reasoning = next(
@@ -247,7 +241,7 @@ def _tool_schema(tool: Any) -> Any:
 
 
 def _tag_final_message(messages: list[dict[str, Any]], field: bool | str, template: str) -> str:
-    """Mark the end of the final message so that the rendered text can be cut there."""
+    """Mark the end of the final message, where the rendered text is cut."""
     if not messages:
         raise ValueError("continue_final_message is set but the conversation is empty")
     name = field if isinstance(field, str) else "content"
