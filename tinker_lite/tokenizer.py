@@ -113,7 +113,7 @@ def _load_uncached(tokenizer_id: str) -> PretrainedTokenizer:
                 "its tokenizer is code run with transformers' trust_remote_code, which "
                 "tinker_lite does not do; " + _offline_hint(tokenizer_id),
             )
-        if _env_flag("HF_HUB_OFFLINE"):
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
             raise TokenizerUnavailableError(
                 tokenizer_id,
                 "it is not on this machine and HF_HUB_OFFLINE is set; "
@@ -258,7 +258,3 @@ def _find_in_hub_cache(tokenizer_id: str) -> Path | None:
     except OSError:
         pass
     return None
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}

@@ -44,7 +44,7 @@ try:  # the `fast` extra; read at call time, so tests can switch it off
 except ImportError:  # pragma: no cover - exercised by the no-orjson test via monkeypatch
     _orjson = None
 
-__all__ = ["decode", "dumps", "loads", "structure", "to_builtins"]
+__all__ = ["dumps", "loads", "structure", "to_builtins"]
 
 T = TypeVar("T")
 _NONE = type(None)
@@ -571,8 +571,3 @@ def structure(data: Any, cls: type[T], *, strict: bool = False) -> T:
         error = wire_error(_checking_converter(strict=strict, detailed=True), data, cls, exc)
         raise error from error.__cause__
     return result
-
-
-def decode(body: bytes | bytearray | memoryview | str, cls: type[T], *, strict: bool = False) -> T:
-    """Parse a JSON body and build ``cls`` from it (see :func:`structure`)."""
-    return structure(loads(body), cls, strict=strict)

@@ -11,9 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-__all__ = ["EXTRA", "UNSUPPORTED", "render", "select"]
+__all__ = ["UNSUPPORTED", "render", "select"]
 
-EXTRA: Final = "chat"
 # apply_chat_template arguments of transformers the light tokenizer does not implement.
 UNSUPPORTED: Final = (
     "padding",
