@@ -121,16 +121,12 @@ class Field(NamedTuple):
     oneof: str | None = None
 
 
-def _fields_of(values: dict[str, Any]) -> dict[str, Any]:
-    return values
-
-
 class Message(NamedTuple):
     """A message table (field number -> Field) and what to build from the fields read."""
 
     name: str
     fields: Mapping[int, Field]
-    build: Callable[[dict[str, Any]], Any] = _fields_of
+    build: Callable[[dict[str, Any]], Any] = dict
 
     def read(self, buf: bytes, start: int, end: int) -> Any:
         values = read_message(buf, start, end, self)
@@ -175,7 +171,9 @@ def read_message(buf: bytes, start: int, end: int, message: Message) -> dict[str
 
 def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
     """Read a whole body as ``message``; WireFormatError naming the path of a bad field."""
-    buf = as_bytes(body)
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise WireFormatError(f"protobuf: body must be bytes, got {type(body).__name__}")
+    buf = bytes(body)  # no copy of a bytes object
     try:
         return message.read(buf, 0, len(buf))
     except FieldError as exc:
@@ -291,14 +289,6 @@ def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[An
     if _BIG_ENDIAN:  # pragma: no cover - the wire is little-endian
         values.byteswap()
     return values
-
-
-def as_bytes(body: bytes | bytearray | memoryview) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
-    raise WireFormatError(f"protobuf: body must be bytes, got {type(body).__name__}")
 
 
 class Writer:
