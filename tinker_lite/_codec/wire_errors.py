@@ -20,7 +20,7 @@ def _is_literal(tp: Any) -> bool:
 def _first_problem(
     exc: BaseException, path: str = "", tp: Any = None
 ) -> tuple[str, str, BaseException]:
-    """The path, description and exception of the first error in a cattrs exception group."""
+    """The path, description and exception of a cattrs exception group's first error."""
     if isinstance(exc, cattrs.BaseValidationError):
         for inner in exc.exceptions:
             for note in getattr(inner, "__notes__", ()):
@@ -55,8 +55,7 @@ def _type_name(tp: Any) -> str:
 def wire_error(
     checking: cattrs.Converter, data: Any, cls: Any, fast_error: Exception
 ) -> WireFormatError:
-    """Read ``data`` again with the ``checking`` (detailed) converter and name where and why it
-    fails."""
+    """Read ``data`` again with the detailed ``checking`` converter, to name where it fails."""
     try:
         checking.structure(data, cls)
     except Exception as exc:  # cattrs' exception group, or an error before any field

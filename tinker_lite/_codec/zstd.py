@@ -1,5 +1,4 @@
-"""Optional zstd bodies (docs/protocol.rst §3.5: ``Content-Encoding: zstd`` when the service
-sets ``proto_compress_fwdbwd``), read and written by both sides; ``zstandard`` is optional."""
+"""zstd bodies (docs/protocol.rst §3.5), with the optional ``zstandard`` package."""
 
 from __future__ import annotations
 
@@ -19,12 +18,12 @@ def _zstd() -> Any | None:
 
 
 def zstd_available() -> bool:
-    """Return whether zstd bodies can be written and read (the ``zstandard`` package imports)."""
+    """Whether the ``zstandard`` package imports."""
     return _zstd() is not None
 
 
 def compress(body: bytes, level: int = 3) -> bytes:
-    """Return ``body`` as one zstd frame (for ``Content-Encoding: zstd``)."""
+    """``body`` as one zstd frame."""
     module = _zstd()
     if module is None:
         raise WireFormatError(
@@ -35,7 +34,6 @@ def compress(body: bytes, level: int = 3) -> bytes:
 
 
 def decompress(body: bytes) -> bytes:
-    """Return the bytes of a zstd-compressed body."""
     module = _zstd()
     if module is None:
         raise WireFormatError(
