@@ -305,20 +305,14 @@ class Writer:
         self.size += len(data)
 
     def varint_field(self, key: bytes, value: int) -> None:
-        piece = key + encode_varint(value)
-        self.parts.append(piece)
-        self.size += len(piece)
+        self.raw(key + encode_varint(value))
 
     def double_field(self, key: bytes, value: float) -> None:
-        piece = key + DOUBLE.pack(value)
-        self.parts.append(piece)
-        self.size += len(piece)
+        self.raw(key + DOUBLE.pack(value))
 
     def bytes_field(self, key: bytes, data: bytes | memoryview) -> None:
-        head = key + encode_varint(len(data))
-        self.parts.append(head)
-        self.parts.append(data)
-        self.size += len(head) + len(data)
+        self.raw(key + encode_varint(len(data)))
+        self.raw(data)
 
     def string_field(self, key: bytes, text: str) -> None:
         self.bytes_field(key, text.encode("utf-8"))
@@ -327,15 +321,12 @@ class Writer:
         self.bytes_field(key, values.reshape(-1).data.cast("B"))
 
     def packed_varints_field(self, key: bytes, values: Sequence[int]) -> None:
-        payload = b"".join(encode_varint(value) for value in values)
-        self.bytes_field(key, payload)
+        self.bytes_field(key, b"".join(encode_varint(value) for value in values))
 
     def message_field(self, key: bytes, message: Writer) -> None:
         """Append a nested message field; ``message`` is used up."""
-        head = key + encode_varint(message.size)
-        self.parts.append(head)
-        self.parts.extend(message.parts)
-        self.size += len(head) + message.size
+        self.raw(key + encode_varint(message.size))
+        self.extend(message)
 
     def extend(self, other: Writer) -> None:
         """Append ``other``'s fields (no length prefix); ``other`` is used up."""
