@@ -13,10 +13,6 @@ from tinker_lite._errors import InvalidInputError, WireFormatError
 __all__ = ["wire_error"]
 
 
-def _is_literal(tp: Any) -> bool:
-    return typing.get_origin(tp) is typing.Literal
-
-
 def _first_problem(
     exc: BaseException, path: str = "", tp: Any = None
 ) -> tuple[str, str, BaseException]:
@@ -43,7 +39,7 @@ def _describe_error(exc: BaseException, tp: Any) -> str:
         return f"missing required key {exc.args[0]!r}"
     if isinstance(exc, AttributeError):
         return "expected an object"
-    if _is_literal(tp):
+    if typing.get_origin(tp) is typing.Literal:
         return f"expected one of {list(typing.get_args(tp))}"
     return f"expected {_type_name(tp)}: {exc}" if tp is not None else str(exc)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, overload
 
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._tokenizer import chat_template as _chat_template
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = ["NAMED_SPECIAL_TOKENS", "BatchEncoding", "LightTokenizer"]
+
+T = TypeVar("T")
 
 # The special tokens transformers names (its SPECIAL_TOKENS_ATTRIBUTES), in its order.
 NAMED_SPECIAL_TOKENS: Final = (
@@ -56,39 +58,26 @@ class BatchEncoding(dict[str, Any]):
             raise AttributeError(name) from None
 
 
-class _SpecialToken:
-    """A named special token (``tokenizer.eos_token``); assignable, as in transformers."""
+class _SpecialToken(Generic[T]):
+    """A named special token (``eos_token``) or its id (``eos_token_id``); assignable."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+        self.name = name.removesuffix("_id")
+        self.is_id = name.endswith("_id")
 
     def __get__(self, tokenizer: LightTokenizer | None, owner: type) -> Any:
         if tokenizer is None:
             return self
-        return tokenizer._named.get(self.name)
+        token = tokenizer._named.get(self.name)
+        return tokenizer.convert_tokens_to_ids(token) if self.is_id and token is not None else token
 
-    def __set__(self, tokenizer: LightTokenizer, value: str | None) -> None:
-        if value is not None and not isinstance(value, str):
+    def __set__(self, tokenizer: LightTokenizer, value: T | None) -> None:
+        token: Any = value
+        if self.is_id and value is not None:
+            token = tokenizer.convert_ids_to_tokens(int(token))
+        elif value is not None and not isinstance(value, str):
             raise TypeError(f"{self.name} must be a string or None, got {type(value).__name__}")
-        tokenizer._named[self.name] = value
-
-
-class _SpecialTokenId:
-    """The id of a named special token (``tokenizer.eos_token_id``), None when it is not set."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.token_name = name.removesuffix("_id")
-
-    def __get__(self, tokenizer: LightTokenizer | None, owner: type) -> Any:
-        if tokenizer is None:
-            return self
-        token = tokenizer._named.get(self.token_name)
-        return None if token is None else tokenizer.convert_tokens_to_ids(token)
-
-    def __set__(self, tokenizer: LightTokenizer, value: int | None) -> None:
-        tokenizer._named[self.token_name] = (
-            None if value is None else tokenizer.convert_ids_to_tokens(int(value))
-        )
+        tokenizer._named[self.name] = token
 
 
 class LightTokenizer:
@@ -97,20 +86,20 @@ class LightTokenizer:
     Built by :func:`tinker_lite.tokenizer.load_tokenizer` (or :meth:`from_directory`).
     """
 
-    bos_token = _SpecialToken()
-    eos_token = _SpecialToken()
-    unk_token = _SpecialToken()
-    sep_token = _SpecialToken()
-    pad_token = _SpecialToken()
-    cls_token = _SpecialToken()
-    mask_token = _SpecialToken()
-    bos_token_id = _SpecialTokenId()
-    eos_token_id = _SpecialTokenId()
-    unk_token_id = _SpecialTokenId()
-    sep_token_id = _SpecialTokenId()
-    pad_token_id = _SpecialTokenId()
-    cls_token_id = _SpecialTokenId()
-    mask_token_id = _SpecialTokenId()
+    bos_token: _SpecialToken[str] = _SpecialToken()
+    eos_token: _SpecialToken[str] = _SpecialToken()
+    unk_token: _SpecialToken[str] = _SpecialToken()
+    sep_token: _SpecialToken[str] = _SpecialToken()
+    pad_token: _SpecialToken[str] = _SpecialToken()
+    cls_token: _SpecialToken[str] = _SpecialToken()
+    mask_token: _SpecialToken[str] = _SpecialToken()
+    bos_token_id: _SpecialToken[int] = _SpecialToken()
+    eos_token_id: _SpecialToken[int] = _SpecialToken()
+    unk_token_id: _SpecialToken[int] = _SpecialToken()
+    sep_token_id: _SpecialToken[int] = _SpecialToken()
+    pad_token_id: _SpecialToken[int] = _SpecialToken()
+    cls_token_id: _SpecialToken[int] = _SpecialToken()
+    mask_token_id: _SpecialToken[int] = _SpecialToken()
 
     def __init__(
         self,
