@@ -234,25 +234,17 @@ def _as_tokenizer_file(path: Path) -> Path | None:
 def _find_in_hub_cache(tokenizer_id: str) -> Path | None:
     if tokenizer_id.count("/") != 1:
         return None
-    hub_cache = os.environ.get("HF_HUB_CACHE")
-    if hub_cache:
-        root = Path(hub_cache)
-    else:
-        hf_home = os.environ.get("HF_HOME")
-        root = Path(hf_home) / "hub" if hf_home else Path.home() / ".cache" / "huggingface" / "hub"
-    repo_dir = root.expanduser() / ("models--" + tokenizer_id.replace("/", "--"))
+    hf_home = os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface"
+    root = Path(os.environ.get("HF_HUB_CACHE") or Path(hf_home) / "hub").expanduser()
+    repo_dir = root / ("models--" + tokenizer_id.replace("/", "--"))
     snapshots = repo_dir / "snapshots"
-    if not snapshots.is_dir():
-        return None
-    # An unreadable cache is a miss: the caller then says what to do.
+    # The snapshot refs/main names first, then any other; an unreadable cache is a miss.
     try:
-        pinned = snapshots / (repo_dir / "refs" / "main").read_text(encoding="utf-8").strip()
-        if (pinned / "tokenizer.json").is_file():
-            return pinned / "tokenizer.json"
+        pinned = [snapshots / (repo_dir / "refs" / "main").read_text(encoding="utf-8").strip()]
     except (OSError, UnicodeDecodeError):
-        pass
+        pinned = []
     try:
-        for snapshot in sorted(snapshots.iterdir()):
+        for snapshot in [*pinned, *sorted(snapshots.iterdir())]:
             if (snapshot / "tokenizer.json").is_file():
                 return snapshot / "tokenizer.json"
     except OSError:
