@@ -34,11 +34,9 @@ def select(
 ) -> str:
     """``chosen`` (a template, or the name of one of ``own``), else ``own``'s (``tool_use`` with
     tools, else ``default``)."""
+    if chosen is not None:
+        return own[chosen] if isinstance(own, Mapping) and chosen in own else chosen
     if isinstance(own, Mapping):
-        if chosen is not None and chosen in own:
-            return own[chosen]
-        if chosen is not None:
-            return chosen
         if tools and "tool_use" in own:
             return own["tool_use"]
         if "default" in own:
@@ -47,8 +45,6 @@ def select(
             "this tokenizer has several chat templates and none is named 'default'; pass "
             f"chat_template= with one of {sorted(own)}"
         )
-    if chosen is not None:
-        return chosen
     if own is None:
         raise ValueError(
             "Cannot use apply_chat_template because this tokenizer has no chat template (its "
