@@ -202,7 +202,7 @@ def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[A
     return unstructure_model
 
 
-# Structure hooks. The scalars' refuse what preconf would coerce (int("8"), str(5), bool("no")).
+# Structure hooks. Scalar hooks refuse what preconf would coerce (int("8"), str(5), bool("no")).
 
 _PREVIEW = reprlib.Repr()
 _PREVIEW.maxlevel = 3
@@ -211,6 +211,7 @@ _PREVIEW.maxother = 60
 
 
 def _describe(value: Any) -> str:
+    """A bounded preview: a huge answer is never repr'd whole."""
     text = _PREVIEW.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
