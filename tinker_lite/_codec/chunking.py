@@ -95,11 +95,7 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
     """
     if not outputs:
         return types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
-    merged_outputs: list[dict[str, types.TensorData]] = []
-    weights: list[float] = []
-    for out in outputs:
-        merged_outputs.extend(out.loss_fn_outputs)
-        weights.append(float(len(out.loss_fn_outputs)))
+    weights = [float(len(out.loss_fn_outputs)) for out in outputs]
     metrics: dict[str, float] = {}
     for key in outputs[0].metrics:
         parts = key.split(":")
@@ -109,9 +105,7 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
                 f"(expected exactly one ':'; reductions: {', '.join(sorted(_REDUCTIONS))})"
             )
         reduction = parts[1]
-        if reduction not in _REDUCTIONS:
-            continue
-        if any(key not in out.metrics for out in outputs):
+        if reduction not in _REDUCTIONS or any(key not in out.metrics for out in outputs):
             continue
         values = [float(out.metrics[key]) for out in outputs]
         if reduction == "unique":
@@ -122,7 +116,7 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
             metrics[key] = _reduce(reduction, values, weights)
     return types.ForwardBackwardOutput(
         loss_fn_output_type=outputs[0].loss_fn_output_type,
-        loss_fn_outputs=merged_outputs,
+        loss_fn_outputs=[item for out in outputs for item in out.loss_fn_outputs],
         metrics=metrics,
     )
 
