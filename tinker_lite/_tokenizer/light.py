@@ -506,16 +506,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _template_files(root: Path) -> str | dict[str, str] | None:
     """The chat templates kept as files, which win over the config's (as in transformers)."""
-    templates: dict[str, str] = {}
-    default = root / "chat_template.jinja"
-    if default.is_file():
-        templates["default"] = default.read_text(encoding="utf-8")
-    extra_dir = root / "additional_chat_templates"
-    if extra_dir.is_dir():
-        for path in sorted(extra_dir.glob("*.jinja")):
-            templates[path.name.removesuffix(".jinja")] = path.read_text(encoding="utf-8")
-    if not templates:
-        return None
+    paths = [root / "chat_template.jinja", *sorted(root.glob("additional_chat_templates/*.jinja"))]
+    templates = {
+        "default" if path.parent == root else path.stem: path.read_text(encoding="utf-8")
+        for path in paths
+        if path.is_file()
+    }
     if list(templates) == ["default"]:
         return templates["default"]
-    return templates
+    return templates or None
