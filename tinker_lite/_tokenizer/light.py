@@ -173,13 +173,10 @@ class LightTokenizer:
         raw_values += [config[key] for key in self._model_specific if key in config]
         for value in raw_values:
             if isinstance(value, Mapping) and "content" in value:
-                fields = _added_token_fields(value)
-                fields["special"] = True
-                specials.append(AddedToken(**fields))
+                specials.append(AddedToken(**{**_added_token_fields(value), "special": True}))
             elif isinstance(value, str):
                 specials.append(AddedToken(value, special=True, normalized=False))
-        if specials:
-            self._backend.add_special_tokens(specials)
+        self._backend.add_special_tokens(specials)
 
     @property
     def special_tokens_map(self) -> dict[str, str]:
