@@ -292,24 +292,21 @@ class LightTokenizer:
     ) -> BatchEncoding:
         """``input_ids`` and ``attention_mask`` of a text or of a batch of texts."""
         _refuse_options("__call__", options)
-        if isinstance(text, str):
-            if text_pair is not None and not isinstance(text_pair, str):
-                raise TypeError("text_pair must be a string when text is a string")
-            encoding = self._encoding(text, text_pair, add_special_tokens)
-            return BatchEncoding(
-                input_ids=list(encoding.ids), attention_mask=list(encoding.attention_mask)
-            )
-        texts = list(text)
-        pairs: list[str | None] = [None] * len(texts) if text_pair is None else list(text_pair)
+        texts: list[Any] = [text] if isinstance(text, str) else list(text)
+        if text_pair is None or isinstance(text, str):
+            pairs: list[Any] = [text_pair] * len(texts)
+        else:
+            pairs = list(text_pair)
         if len(pairs) != len(texts):
             raise ValueError(f"text has {len(texts)} texts but text_pair has {len(pairs)}")
         encodings = [
             self._encoding(t, p, add_special_tokens) for t, p in zip(texts, pairs, strict=True)
         ]
-        return BatchEncoding(
-            input_ids=[list(e.ids) for e in encodings],
-            attention_mask=[list(e.attention_mask) for e in encodings],
-        )
+        ids = [list(e.ids) for e in encodings]
+        masks = [list(e.attention_mask) for e in encodings]
+        if isinstance(text, str):
+            return BatchEncoding(input_ids=ids[0], attention_mask=masks[0])
+        return BatchEncoding(input_ids=ids, attention_mask=masks)
 
     def tokenize(
         self, text: str, pair: str | None = None, add_special_tokens: bool = False
