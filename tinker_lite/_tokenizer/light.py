@@ -348,9 +348,7 @@ class LightTokenizer:
         if isinstance(ids, Mapping):
             ids = ids["input_ids"]
         if isinstance(ids, list) and ids and isinstance(ids[0], list | tuple):
-            return [
-                self._decode(seq, skip_special_tokens, clean_up_tokenization_spaces) for seq in ids
-            ]
+            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
         return self._decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
 
     def batch_decode(
