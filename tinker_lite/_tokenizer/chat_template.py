@@ -87,7 +87,7 @@ def render(
     }
     texts = []
     for chat in chats:
-        messages = _alias_reasoning(_messages(chat))
+        messages = _messages(chat)
         final = None
         if continue_final_message:
             final = _tag_final_message(messages, continue_final_message, template)
@@ -162,7 +162,8 @@ def _compile(template: str) -> Any:
 
 
 def _messages(chat: Any) -> list[dict[str, Any]]:
-    """A conversation as plain dicts, without None values (templates expect missing keys)."""
+    """A conversation as plain dicts without None values (templates expect missing keys), with
+    the reasoning under each name templates read."""
     messages = _as_dicts(getattr(chat, "messages", chat))
     if not isinstance(messages, list):
         raise TypeError(f"a conversation must be a list of messages, got {type(chat).__name__}")
@@ -172,8 +173,12 @@ def _messages(chat: Any) -> list[dict[str, Any]]:
             raise TypeError(
                 f"chat messages must be dicts, dataclasses or pydantic models, got {message!r}"
             )
-        out.append({key: value for key, value in message.items() if value is not None})
-    return [_plain(message) for message in out]
+        message = _plain({key: value for key, value in message.items() if value is not None})
+        reasoning = next((message[key] for key in _REASONING_FIELDS if key in message), None)
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        out.append(message)
+    return out
 
 
 def _as_dicts(value: Any) -> Any:
@@ -211,19 +216,6 @@ def _plain(value: Any) -> Any:
     if callable(getattr(value, "model_dump", None)):
         return _plain(value.model_dump())
     return f"<{type(value).__name__}>"
-
-
-def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A message's reasoning under each name templates read."""
-    out = []
-    for message in messages:
-        reasoning = next(
-            (message[key] for key in _REASONING_FIELDS if message.get(key) is not None), None
-        )
-        if reasoning is not None:
-            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
-        out.append(message)
-    return out
 
 
 def _tool_schema(tool: Any) -> Any:
