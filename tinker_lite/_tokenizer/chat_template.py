@@ -76,11 +76,15 @@ def render(
     )
     chats = list(conversation) if batched else [conversation]
     compiled = _compile(template)
-    tool_schemas = None if tools is None else [_tool_schema(tool) for tool in tools]
+    if tools is not None and not all(isinstance(tool, Mapping) for tool in tools):
+        raise TypeError(
+            "tools must be JSON schemas (dicts) with tinker_lite's light tokenizer; Python "
+            "functions are turned into schemas by transformers, which it does not use"
+        )
     if documents is not None and not all(isinstance(d, Mapping) for d in documents):
         raise TypeError("documents must be a list of dicts with 'title' and 'text' keys")
     context = {
-        "tools": _plain(tool_schemas),
+        "tools": _plain(None if tools is None else list(tools)),
         "documents": _plain(documents),
         "add_generation_prompt": add_generation_prompt,
         **_plain(dict(variables)),
@@ -216,15 +220,6 @@ def _plain(value: Any) -> Any:
     if callable(getattr(value, "model_dump", None)):
         return _plain(value.model_dump())
     return f"<{type(value).__name__}>"
-
-
-def _tool_schema(tool: Any) -> Any:
-    if isinstance(tool, Mapping):
-        return tool
-    raise TypeError(
-        "tools must be JSON schemas (dicts) with tinker_lite's light tokenizer; Python "
-        "functions are turned into schemas by transformers, which it does not use"
-    )
 
 
 def _tag_final_message(messages: list[dict[str, Any]], field: bool | str, template: str) -> str:
