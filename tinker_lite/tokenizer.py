@@ -160,14 +160,8 @@ def _with_transformers(source: str, tokenizer_id: str) -> Any:
 
 def _download(tokenizer_id: str) -> Path:
     try:
-        from huggingface_hub import snapshot_download
-    except ImportError as e:
-        raise TokenizerUnavailableError(
-            tokenizer_id,
-            "it is not on this machine and huggingface_hub, which downloads it, is not "
-            "installed (pip install huggingface_hub); " + _offline_hint(tokenizer_id),
-        ) from e
-    try:
+        from huggingface_hub import snapshot_download  # a dependency of tokenizers
+
         directory = Path(snapshot_download(tokenizer_id, allow_patterns=list(_TOKENIZER_FILES)))
     except Exception as e:
         raise TokenizerUnavailableError(
