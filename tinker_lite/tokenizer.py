@@ -205,24 +205,15 @@ def _offline_hint(tokenizer_id: str) -> str:
 
 
 def _find_local_file(tokenizer_id: str) -> Path | None:
-    candidate = _as_tokenizer_file(Path(tokenizer_id).expanduser())
-    if candidate is not None:
-        return candidate
+    given = Path(tokenizer_id).expanduser()
+    if given.is_file() and given.suffix == ".json":
+        return given
     base = os.environ.get(TOKENIZER_DIR_ENV)
-    if base:
-        root = Path(base).expanduser()
-        for path in (root / tokenizer_id / "tokenizer.json", root / "tokenizer.json"):
-            if path.is_file():
-                return path
+    roots = [Path(base).expanduser() / tokenizer_id, Path(base).expanduser()] if base else []
+    for directory in [given, *roots]:
+        if (directory / "tokenizer.json").is_file():
+            return directory / "tokenizer.json"
     return _find_in_hub_cache(tokenizer_id)
-
-
-def _as_tokenizer_file(path: Path) -> Path | None:
-    if path.is_file() and path.suffix == ".json":
-        return path
-    if path.is_dir() and (path / "tokenizer.json").is_file():
-        return path / "tokenizer.json"
-    return None
 
 
 def _find_in_hub_cache(tokenizer_id: str) -> Path | None:
