@@ -422,13 +422,11 @@ def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
 
 
 def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
+    """bfloat16 bits as float32 (its upper half); int32 is widened by :func:`owned`."""
     import numpy as np
 
     if code == DTYPE_BFLOAT16:
-        # A bfloat16 is the upper half of a float32.
         return (values.astype(np.uint32) << 16).view(np.float32)
-    if code == DTYPE_INT32:
-        return values.astype(np.int64)
     return values
 
 
