@@ -427,6 +427,7 @@ def _structure_model_factory(
     return structure_model
 
 
+@functools.cache
 def _make_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
     """preconf json with the wire's hooks; ``detailed`` only once a fast read has failed."""
     conv = make_converter(
@@ -457,11 +458,6 @@ def _make_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
 
 
 _converter = _make_converter(strict=False, detailed=False)
-
-
-@functools.cache
-def _checking_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
-    return _make_converter(strict=strict, detailed=detailed)
 
 
 def _tree(obj: Any) -> Any:
@@ -565,10 +561,10 @@ def structure(data: Any, cls: type[T], *, strict: bool = False) -> T:
 
     WireFormatError names the path and what was expected there.
     """
-    conv = _checking_converter(strict=True, detailed=False) if strict else _converter
+    conv = _make_converter(strict=True, detailed=False) if strict else _converter
     try:
         result: T = conv.structure(data, cls)
     except Exception as exc:  # any failure is read again, for its path (cattrs never escapes)
-        error = wire_error(_checking_converter(strict=strict, detailed=True), data, cls, exc)
+        error = wire_error(_make_converter(strict=strict, detailed=True), data, cls, exc)
         raise error from error.__cause__
     return result
