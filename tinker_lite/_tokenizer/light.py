@@ -463,8 +463,7 @@ def _refuse_options(call: str, options: Mapping[str, Any]) -> None:
 def _content(value: Any) -> str | None:
     """A special token of the config: a string, or an AddedToken dict."""
     if isinstance(value, Mapping):
-        content = value.get("content")
-        return None if content is None else str(content)
+        value = value.get("content")
     return None if value is None else str(value)
 
 
