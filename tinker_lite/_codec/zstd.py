@@ -17,6 +17,13 @@ def _zstd() -> Any | None:
         return None
 
 
+def _required(what: str) -> Any:
+    module = _zstd()
+    if module is None:
+        raise WireFormatError(f"{what} needs the 'zstandard' package (pip install zstandard)")
+    return module
+
+
 def zstd_available() -> bool:
     """Whether the ``zstandard`` package imports."""
     return _zstd() is not None
@@ -24,21 +31,12 @@ def zstd_available() -> bool:
 
 def compress(body: bytes, level: int = 3) -> bytes:
     """``body`` as one zstd frame."""
-    module = _zstd()
-    if module is None:
-        raise WireFormatError(
-            "zstd compression needs the 'zstandard' package (pip install zstandard)"
-        )
-    result: bytes = module.ZstdCompressor(level=level).compress(body)
+    result: bytes = _required("zstd compression").ZstdCompressor(level=level).compress(body)
     return result
 
 
 def decompress(body: bytes) -> bytes:
-    module = _zstd()
-    if module is None:
-        raise WireFormatError(
-            "a zstd body needs the 'zstandard' package to be read (pip install zstandard)"
-        )
+    module = _required("reading a zstd body")
     try:
         result: bytes = module.ZstdDecompressor().decompressobj().decompress(body)
     except module.ZstdError as exc:
