@@ -124,11 +124,9 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
 def _weighted_mean(values: list[float], weights: list[float]) -> float:
     import numpy as np
 
-    total = sum(weights)
-    if total == 0:
-        # docs/protocol.rst §7.5: the official SDK raises ZeroDivisionError here.
-        return float(np.mean(values))
-    return float(np.average(values, weights=weights))
+    # No weights (no outputs at all): a plain mean, where the official SDK raises
+    # ZeroDivisionError (docs/protocol.rst §7.5).
+    return float(np.average(values, weights=weights if sum(weights) else None))
 
 
 def _reduce(reduction: str, values: list[float], weights: list[float]) -> float:
