@@ -32,6 +32,10 @@ class ChunkLimits:
     max_numbers: int | None = MAX_CHUNK_NUMBER_COUNT
     max_bytes: int | None = None
 
+    def size_of(self, datum: types.Datum) -> int:
+        """The datum's size in this limit's unit (numbers or estimated bytes)."""
+        return datum_sizes(datum)[0 if self.max_bytes is None else 1]
+
     @property
     def max_size(self) -> int | None:
         """The size limit in this limit's unit (None for none)."""

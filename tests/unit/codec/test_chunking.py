@@ -71,6 +71,8 @@ def test_sizes_of_a_datum() -> None:
     datum = _datum(4, weights=[1.0, 1.0, 0.0, 1.0])
     # numbers; bytes: 4 per token, int64 targets (8 bytes), float32 weights (4 bytes)
     assert datum_sizes(datum) == (4 + 4 + 4, 16 + 32 + 16)
+    assert DEFAULT_LIMITS.size_of(datum) == 4 + 4 + 4
+    assert ChunkLimits(max_bytes=100).size_of(datum) == 16 + 32 + 16
     image = types.Datum(
         model_input=types.ModelInput(
             chunks=[
