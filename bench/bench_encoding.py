@@ -161,13 +161,16 @@ def lite_child(args: argparse.Namespace) -> None:
         return datums
 
     def decode_json() -> Any:
-        return _wire.decode(json_body, types.ForwardBackwardOutput)
+        return _wire.structure(_wire.loads(json_body), types.ForwardBackwardOutput)
 
     def decode_sample_proto() -> Any:
         return [_proto.decode_sample_response(sample_proto) for _ in range(SAMPLE_RESULTS)]
 
     def decode_sample_json() -> Any:
-        return [_wire.decode(sample_json, types.SampleResponse) for _ in range(SAMPLE_RESULTS)]
+        return [
+            _wire.structure(_wire.loads(sample_json), types.SampleResponse)
+            for _ in range(SAMPLE_RESULTS)
+        ]
 
     check_proto = decode_proto()
     check_json = decode_json()

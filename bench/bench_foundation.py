@@ -153,7 +153,9 @@ def main() -> None:
         metrics={"loss:sum": 1.0},
     )
     body = _wire.dumps(output)
-    decode_seconds = _median_seconds(lambda: _wire.decode(body, types.ForwardBackwardOutput))
+    decode_seconds = _median_seconds(
+        lambda: _wire.structure(_wire.loads(body), types.ForwardBackwardOutput)
+    )
     print(f"decode {len(body) / 1e6:.2f} MB: {decode_seconds * 1000:.1f} ms")
 
 

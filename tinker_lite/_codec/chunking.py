@@ -11,15 +11,7 @@ import attrs
 from tinker_lite import types
 from tinker_lite._errors import WireFormatError
 
-__all__ = [
-    "DEFAULT_LIMITS",
-    "ChunkLimits",
-    "combine_outputs",
-    "datum_byte_estimate",
-    "datum_number_count",
-    "datum_sizes",
-    "plan_chunks",
-]
+__all__ = ["DEFAULT_LIMITS", "ChunkLimits", "combine_outputs", "datum_sizes", "plan_chunks"]
 
 # docs/protocol.rst §7.4 (0.4.1): MAX_CHUNK_LEN and MAX_CHUNK_NUMBER_COUNT.
 MAX_CHUNK_LEN = 128
@@ -32,9 +24,8 @@ _REDUCTIONS = frozenset({"mean", "sum", "min", "max", "slack", "unique", "hash_u
 class ChunkLimits:
     """How many datums, and how large a payload, one forward/forward_backward request may carry.
 
-    The size limit is ``max_bytes`` (estimated protobuf bytes, docs/protocol.rst §7.4) when it
-    is set, else ``max_numbers`` (the docs/protocol.rst §7.4 number count; None for no size limit).
-    The defaults are the built-in limits: 128 datums, 500,000 numbers.
+    The size limit is ``max_bytes`` (estimated protobuf bytes) when it is set, else
+    ``max_numbers`` (None for none); docs/protocol.rst §7.4 defines both.
     """
 
     max_datums: int = MAX_CHUNK_LEN
@@ -42,14 +33,12 @@ class ChunkLimits:
     max_bytes: int | None = None
 
     def size_of(self, datum: types.Datum) -> int:
-        """Return the datum's size in this limit's unit (numbers or estimated bytes)."""
-        if self.max_bytes is not None:
-            return datum_byte_estimate(datum)
-        return datum_number_count(datum)
+        """The datum's size in this limit's unit (numbers or estimated bytes)."""
+        return datum_sizes(datum)[0 if self.max_bytes is None else 1]
 
     @property
     def max_size(self) -> int | None:
-        """The size limit in this limit's unit, or None when there is none."""
+        """The size limit in this limit's unit (None for none)."""
         return self.max_bytes if self.max_bytes is not None else self.max_numbers
 
     @property
@@ -61,19 +50,8 @@ class ChunkLimits:
 DEFAULT_LIMITS = ChunkLimits()
 
 
-def datum_number_count(datum: types.Datum) -> int:
-    """Return docs/protocol.rst §7.4's number count: tokens of the input plus loss-input
-    elements."""
-    return datum_sizes(datum)[0]
-
-
-def datum_byte_estimate(datum: types.Datum) -> int:
-    """Return the estimated protobuf size of a datum (docs/protocol.rst §7.4, 0.25.0 estimate)."""
-    return datum_sizes(datum)[1]
-
-
 def datum_sizes(datum: types.Datum) -> tuple[int, int]:
-    """Return a datum's number count and estimated protobuf bytes, read in one pass."""
+    """A datum's number count and estimated protobuf bytes (docs/protocol.rst §7.4)."""
     numbers = 0
     estimate = 0
     for chunk in datum.model_input.chunks:
@@ -93,11 +71,9 @@ def datum_sizes(datum: types.Datum) -> tuple[int, int]:
 
 
 def plan_chunks(sizes: Sequence[int], limits: ChunkLimits) -> list[range]:
-    """Split datum indices into consecutive chunks per docs/protocol.rst §7.4 (greedy, in order).
+    """Split datum indices (``sizes`` in ``limits``' unit) into chunks per docs/protocol.rst §7.4.
 
-    ``sizes`` are the datums' sizes in ``limits``' unit. An empty batch gives no chunk; a datum
-    larger than the size limit becomes a chunk of its own (callers that must refuse it check
-    first, see :mod:`tinker_lite._training.validate`).
+    A datum over the size limit is a chunk of its own (validate refuses it first).
     """
     chunks: list[range] = []
     start = 0
@@ -123,11 +99,7 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
     """
     if not outputs:
         return types.ForwardBackwardOutput(loss_fn_output_type="", loss_fn_outputs=[], metrics={})
-    merged_outputs: list[dict[str, types.TensorData]] = []
-    weights: list[float] = []
-    for out in outputs:
-        merged_outputs.extend(out.loss_fn_outputs)
-        weights.append(float(len(out.loss_fn_outputs)))
+    weights = [float(len(out.loss_fn_outputs)) for out in outputs]
     metrics: dict[str, float] = {}
     for key in outputs[0].metrics:
         parts = key.split(":")
@@ -137,9 +109,7 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
                 f"(expected exactly one ':'; reductions: {', '.join(sorted(_REDUCTIONS))})"
             )
         reduction = parts[1]
-        if reduction not in _REDUCTIONS:
-            continue
-        if any(key not in out.metrics for out in outputs):
+        if reduction not in _REDUCTIONS or any(key not in out.metrics for out in outputs):
             continue
         values = [float(out.metrics[key]) for out in outputs]
         if reduction == "unique":
@@ -150,7 +120,7 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
             metrics[key] = _reduce(reduction, values, weights)
     return types.ForwardBackwardOutput(
         loss_fn_output_type=outputs[0].loss_fn_output_type,
-        loss_fn_outputs=merged_outputs,
+        loss_fn_outputs=[item for out in outputs for item in out.loss_fn_outputs],
         metrics=metrics,
     )
 
@@ -158,12 +128,9 @@ def combine_outputs(outputs: Sequence[types.ForwardBackwardOutput]) -> types.For
 def _weighted_mean(values: list[float], weights: list[float]) -> float:
     import numpy as np
 
-    total = sum(weights)
-    if total == 0:
-        # docs/protocol.rst §7.5: the official SDK raises ZeroDivisionError here; a plain mean is
-        # kinder.
-        return float(np.mean(values))
-    return float(np.average(values, weights=weights))
+    # No weights (no outputs at all): a plain mean, where the official SDK raises
+    # ZeroDivisionError (docs/protocol.rst §7.5).
+    return float(np.average(values, weights=weights if sum(weights) else None))
 
 
 def _reduce(reduction: str, values: list[float], weights: list[float]) -> float:
@@ -177,6 +144,5 @@ def _reduce(reduction: str, values: list[float], weights: list[float]) -> float:
         return float(max(values))
     if reduction == "slack":
         return float(max(values) - _weighted_mean(values, weights))
-    # hash_unordered — docs/protocol.rst §7.5: CPython's tuple hash of the sorted ints, even for one
-    # chunk.
+    # hash_unordered (docs/protocol.rst §7.5)
     return float(hash(tuple(sorted(int(v) for v in values))))

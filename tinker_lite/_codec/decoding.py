@@ -1,6 +1,5 @@
-"""Decoding direct JSON answers into ``types`` models, with errors a caller can act on
-(docs/protocol.rst §2.6).
-"""
+"""Direct JSON answers to ``types`` models, with errors a caller can act on (docs/protocol.rst
+§2.6)."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ __all__ = ["decode_json", "parse_model"]
 
 T = TypeVar("T")
 
-# Longest excerpt of a body copied into an exception.
 _MAX_BODY_IN_ERROR = 2000
 
 

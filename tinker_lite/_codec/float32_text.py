@@ -10,17 +10,14 @@ if TYPE_CHECKING:
 
 __all__ = ["float32_values"]
 
-# Exact powers of ten: float(10**i) is exact for i <= 22.
+# float(10**i) is exact for i <= 22.
 _POW10 = [float(10**i) for i in range(23)]
 
 
 def float32_values(arr: npt.NDArray[Any]) -> list[float]:
-    """Return float32 values as Python floats whose repr is a short decimal for that float32.
+    """Python floats whose repr is the fewest digits (1-9) that read back as the same float32.
 
-    docs/protocol.rst §3.2: the text must parse back to the same float32; `0.1` is preferred
-    over the widened `0.10000000149011612`. Each value is rounded to the fewest significant
-    digits (1-9) that still read back as the same float32; a value that cannot be shortened this way
-    (very large or very small magnitudes) keeps its exact widened value.
+    A value too large or too small to scale exactly keeps its widened value.
     """
     import numpy as np
 

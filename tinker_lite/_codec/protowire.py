@@ -1,8 +1,8 @@
-"""Protobuf wire primitives shared by the client codecs and the local server's codecs: the
-:class:`Writer`, and :func:`read_message`, the one reader driven by each message's field table.
-
-docs/architecture.rst, "The codec", explains the design.
+"""Protobuf pieces shared by the client's and the local server's codecs: the :class:`Writer` and
+:func:`read_message`, one reader driven by each message's field table (docs/architecture.rst).
 """
+
+# ruff: noqa: PLC0414 - the `X as X` imports re-export proto_primitives' names (PEP 484)
 
 from __future__ import annotations
 
@@ -13,119 +13,28 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from tinker_lite import types
-from tinker_lite._codec.proto_primitives import (
-    DOUBLE,
-    INT32_MAX,
-    INT32_MIN,
-    MAX_FIELD,
-    SMALL_VARINTS,
-    U64,
-    WT_EGROUP,
-    WT_I32,
-    WT_I64,
-    WT_LEN,
-    WT_SGROUP,
-    WT_VARINT,
-    as_int32,
-    as_int64,
-    as_uint32,
-    encode_varint,
-    field_key,
-    iter_fields,
-    read_varint,
-)
+from tinker_lite._codec.proto_primitives import DOUBLE
+from tinker_lite._codec.proto_primitives import INT32_MAX as INT32_MAX
+from tinker_lite._codec.proto_primitives import INT32_MIN as INT32_MIN
+from tinker_lite._codec.proto_primitives import SMALL_VARINTS as SMALL_VARINTS
+from tinker_lite._codec.proto_primitives import WT_I32 as WT_I32
+from tinker_lite._codec.proto_primitives import WT_I64 as WT_I64
+from tinker_lite._codec.proto_primitives import WT_LEN as WT_LEN
+from tinker_lite._codec.proto_primitives import WT_VARINT as WT_VARINT
+from tinker_lite._codec.proto_primitives import as_int32 as as_int32
+from tinker_lite._codec.proto_primitives import as_int64 as as_int64
+from tinker_lite._codec.proto_primitives import as_uint32 as as_uint32
+from tinker_lite._codec.proto_primitives import encode_varint as encode_varint
+from tinker_lite._codec.proto_primitives import field_key as field_key
+from tinker_lite._codec.proto_primitives import iter_fields as iter_fields
+from tinker_lite._codec.proto_primitives import read_varint as read_varint
 from tinker_lite._errors import InvalidInputError, WireFormatError
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = [
-    "BOOL_TRUE",
-    "CONTENT_TYPE",
-    "DOUBLE",
-    "DTYPE_BFLOAT16",
-    "DTYPE_FLOAT32",
-    "DTYPE_INT32",
-    "DTYPE_INT64",
-    "DTYPE_NAMES",
-    "DTYPE_UNSPECIFIED",
-    "INT32_MAX",
-    "INT32_MIN",
-    "K1_I64",
-    "K1_LEN",
-    "K1_VARINT",
-    "K2_I64",
-    "K2_LEN",
-    "K2_VARINT",
-    "K3_LEN",
-    "K3_VARINT",
-    "K4_LEN",
-    "K4_VARINT",
-    "K5_LEN",
-    "K6_LEN",
-    "K6_VARINT",
-    "K7_LEN",
-    "LIST",
-    "MAP",
-    "MAX_FIELD",
-    "ONE",
-    "PACKED",
-    "SMALL_VARINTS",
-    "SPARSE_CSR",
-    "STOP_REASON_LENGTH",
-    "STOP_REASON_STOP",
-    "TENSOR",
-    "TOPK_MASK_LOGPROB",
-    "TOPK_MASK_TOKEN",
-    "U64",
-    "WT_EGROUP",
-    "WT_I32",
-    "WT_I64",
-    "WT_LEN",
-    "WT_SGROUP",
-    "WT_VARINT",
-    "Field",
-    "FieldError",
-    "MapEntry",
-    "Message",
-    "Writer",
-    "as_bytes",
-    "as_int32",
-    "as_int64",
-    "as_uint32",
-    "decode",
-    "encode_varint",
-    "field_key",
-    "iter_fields",
-    "map_field",
-    "owned",
-    "read_array",
-    "read_bool",
-    "read_bytes",
-    "read_double",
-    "read_int32",
-    "read_int64",
-    "read_list",
-    "read_message",
-    "read_packed_int64s",
-    "read_span",
-    "read_string",
-    "read_uint32",
-    "read_values",
-    "read_varint",
-    "read_view",
-    "sparse_to_dense",
-    "tensor_dtype",
-    "widen",
-]
-
 CONTENT_TYPE: Final = "application/x-protobuf"
-
-# ---------------------------------------------------------------------------------------------
-# Wire constants (the primitives are proto_primitives')
-# ---------------------------------------------------------------------------------------------
-
 
 # Little-endian numpy dtypes F32, I64, I32 and U16, made on first use (module __getattr__).
 _NUMPY_DTYPES: Final = {"F32": "<f4", "I64": "<i8", "I32": "<i4", "U16": "<u2"}
@@ -143,7 +52,6 @@ _BIG_ENDIAN: Final = sys.byteorder == "big"
 
 
 def _dtype(name: str) -> np.dtype[Any]:
-    """One of the dtypes above, made (and kept as a module global) on first use."""
     spec = _NUMPY_DTYPES.get(name)
     if spec is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -180,16 +88,8 @@ TOPK_MASK_TOKEN: Final = 0
 TOPK_MASK_LOGPROB: Final = -99999.0
 
 
-# ---------------------------------------------------------------------------------------------
-# The reader: one loop for every message, driven by the message's field table
-# ---------------------------------------------------------------------------------------------
-
-
 class FieldError(WireFormatError):
-    """A field the reader cannot use; each enclosing message adds its place to ``path``.
-
-    Internal to the codecs: :func:`decode` raises it as the WireFormatError it is.
-    """
+    """A field the reader cannot use; each enclosing message adds its place to ``path``."""
 
     def __init__(self, problem: str, path: str = "") -> None:
         super().__init__(f"protobuf: {path}: {problem}" if path else f"protobuf: {problem}")
@@ -197,7 +97,6 @@ class FieldError(WireFormatError):
         self.path = path
 
     def within(self, segment: str) -> FieldError:
-        """The same error one level up, inside the field (or map key) ``segment``."""
         if not self.path:
             return FieldError(self.problem, segment)
         joint = "" if self.path.startswith("[") else "."
@@ -213,13 +112,7 @@ MAP: Final = 3
 
 
 class Field(NamedTuple):
-    """One row of a message table: the field's name, wire type and decoder.
-
-    ``read(buf, a, b)`` decodes one occurrence: for a varint ``a`` is its value, for the other
-    wire types ``buf[a:b]`` is the payload. ``kind`` says how occurrences combine (ONE, LIST,
-    PACKED, MAP: ``read`` then returns a ``(key, value)`` entry); ``oneof`` names the oneof the
-    field belongs to.
-    """
+    """One row of a message table; ``read(buf, a, b)`` decodes one occurrence (as iter_fields')."""
 
     name: str
     wire_type: int
@@ -228,19 +121,14 @@ class Field(NamedTuple):
     oneof: str | None = None
 
 
-def _fields_of(values: dict[str, Any]) -> dict[str, Any]:
-    return values
-
-
 class Message(NamedTuple):
     """A message table (field number -> Field) and what to build from the fields read."""
 
     name: str
     fields: Mapping[int, Field]
-    build: Callable[[dict[str, Any]], Any] = _fields_of
+    build: Callable[[dict[str, Any]], Any] = dict
 
     def read(self, buf: bytes, start: int, end: int) -> Any:
-        """Read this message from ``buf[start:end]`` and build its value."""
         values = read_message(buf, start, end, self)
         try:
             return self.build(values)
@@ -249,11 +137,7 @@ class Message(NamedTuple):
 
 
 def read_message(buf: bytes, start: int, end: int, message: Message) -> dict[str, Any]:
-    """Read the fields of ``message`` in ``buf[start:end]``: a dict of the fields present.
-
-    Fields the table does not know are skipped (a newer peer may add some). A known field with
-    another wire type, or a value its decoder refuses, raises FieldError naming its path.
-    """
+    """The fields of ``message`` present in ``buf[start:end]``; unknown ones are skipped."""
     values: dict[str, Any] = {}
     table = message.fields
     for number, wire_type, a, b in iter_fields(buf, start, end):
@@ -287,7 +171,9 @@ def read_message(buf: bytes, start: int, end: int, message: Message) -> dict[str
 
 def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
     """Read a whole body as ``message``; WireFormatError naming the path of a bad field."""
-    buf = as_bytes(body)
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise WireFormatError(f"protobuf: body must be bytes, got {type(body).__name__}")
+    buf = bytes(body)  # no copy of a bytes object
     try:
         return message.read(buf, 0, len(buf))
     except FieldError as exc:
@@ -295,17 +181,12 @@ def decode(body: bytes | bytearray | memoryview, message: Message) -> Any:
 
 
 class MapEntry(NamedTuple):
-    """The decoder of a ``map<string, V>`` entry ``{key = 1; value = 2}`` (``value.read`` for V).
-
-    An entry without a value holds V's default (proto3): ``default`` for a scalar, the message
-    read from no bytes for a message. Errors in the value name its key.
-    """
+    """The decoder of a ``map<string, V>`` entry; a missing value is V's proto3 default."""
 
     value: Field
     default: Any = None
 
     def read(self, buf: bytes, start: int, end: int) -> tuple[str, Any]:
-        """Read one entry: its key and its value."""
         entry = read_message(buf, start, end, _ENTRIES[self.value.wire_type])
         key: str = entry.get("key", "")
         found: tuple[int, int] | None = entry.get("value")
@@ -320,7 +201,6 @@ class MapEntry(NamedTuple):
 
 
 def map_field(name: str, value: Field, default: Any = None) -> Field:
-    """The table row of a ``map<string, V>`` field: entries whose values ``value`` decodes."""
     return Field(name, WT_LEN, MapEntry(value, default).read, MAP)
 
 
@@ -328,7 +208,6 @@ def map_field(name: str, value: Field, default: Any = None) -> Field:
 
 
 def read_int32(buf: bytes, a: int, b: int) -> int:
-    """An ``int32`` (or enum): the low 32 bits of the varint, signed, like protobuf."""
     return as_int32(a)
 
 
@@ -345,13 +224,11 @@ def read_bool(buf: bytes, a: int, b: int) -> bool:
 
 
 def read_double(buf: bytes, a: int, b: int = 0) -> float:
-    """A ``double`` (fixed64, little-endian)."""
     value: float = DOUBLE.unpack_from(buf, a)[0]
     return value
 
 
 def read_string(buf: bytes, a: int, b: int) -> str:
-    """A proto3 ``string`` (UTF-8, validated)."""
     try:
         return buf[a:b].decode("utf-8")
     except UnicodeDecodeError:
@@ -363,17 +240,14 @@ def read_bytes(buf: bytes, a: int, b: int) -> bytes:
 
 
 def read_span(buf: bytes, a: int, b: int) -> tuple[int, int]:
-    """Where a field's payload is, to decode it later (a map's value, once its key is known)."""
     return a, b
 
 
 def read_view(buf: bytes, a: int, b: int) -> memoryview:
-    """A ``bytes`` field holding an array, as a view of the body (read once its dtype is known)."""
     return memoryview(buf)[a:b]
 
 
 def read_packed_int64s(buf: bytes, a: int, b: int) -> list[int]:
-    """A packed ``repeated int64`` (the reader also takes it unpacked: kind PACKED)."""
     values = []
     pos = a
     while pos < b:
@@ -392,7 +266,6 @@ _ENTRIES: Final = {
 
 
 def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -> npt.NDArray[Any]:
-    """Return little-endian values as a read-only numpy array over ``view`` (no copy)."""
     import numpy as np
 
     if len(view) % dtype.itemsize:
@@ -401,7 +274,6 @@ def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -
 
 
 def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
-    """Return ``buf[a:b]``, 4-byte little-endian values of typecode ``code``, as a Python list."""
     view = memoryview(buf)[a:b]
     if len(view) % 4 or _BIG_ENDIAN:
         return read_values(view, code).tolist()  # a partial value's error, or a byte swap
@@ -410,7 +282,6 @@ def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
 
 
 def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[Any]:
-    """Return little-endian values of typecode ``code`` as a new stdlib array (no numpy)."""
     values = array(code)
     if len(view) % values.itemsize:
         raise FieldError(f"has {len(view)} bytes, not a multiple of {values.itemsize}", name)
@@ -420,21 +291,8 @@ def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[An
     return values
 
 
-def as_bytes(body: bytes | bytearray | memoryview) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
-    raise WireFormatError(f"protobuf: body must be bytes, got {type(body).__name__}")
-
-
 class Writer:
-    """An append-only list of byte pieces with their total size, joined once at the end.
-
-    Large arrays are appended as memoryviews (no copy), and a nested message's pieces are moved
-    into its parent behind a length prefix, so every byte is copied exactly once, by
-    :meth:`getvalue`.
-    """
+    """Byte pieces and their total size, joined once by :meth:`getvalue` (arrays without a copy)."""
 
     __slots__ = ("parts", "size")
 
@@ -443,56 +301,39 @@ class Writer:
         self.size = 0
 
     def raw(self, data: bytes | memoryview) -> None:
-        """Append bytes as they are."""
         self.parts.append(data)
         self.size += len(data)
 
     def varint_field(self, key: bytes, value: int) -> None:
-        """Append a varint field (int32/int64/uint32/uint64/bool/enum)."""
-        piece = key + encode_varint(value)
-        self.parts.append(piece)
-        self.size += len(piece)
+        self.raw(key + encode_varint(value))
 
     def double_field(self, key: bytes, value: float) -> None:
-        """Append a ``double`` field."""
-        piece = key + DOUBLE.pack(value)
-        self.parts.append(piece)
-        self.size += len(piece)
+        self.raw(key + DOUBLE.pack(value))
 
     def bytes_field(self, key: bytes, data: bytes | memoryview) -> None:
-        """Append a length-delimited field holding ``data`` (bytes, or a byte memoryview)."""
-        head = key + encode_varint(len(data))
-        self.parts.append(head)
-        self.parts.append(data)
-        self.size += len(head) + len(data)
+        self.raw(key + encode_varint(len(data)))
+        self.raw(data)
 
     def string_field(self, key: bytes, text: str) -> None:
-        """Append a ``string`` field."""
         self.bytes_field(key, text.encode("utf-8"))
 
     def array_field(self, key: bytes, values: npt.NDArray[Any]) -> None:
-        """Append a ``bytes`` field holding a contiguous little-endian array, without a copy."""
         self.bytes_field(key, values.reshape(-1).data.cast("B"))
 
     def packed_varints_field(self, key: bytes, values: Sequence[int]) -> None:
-        """Append a packed ``repeated`` varint field (proto3's default for repeated scalars)."""
-        payload = b"".join(encode_varint(value) for value in values)
-        self.bytes_field(key, payload)
+        self.bytes_field(key, b"".join(encode_varint(value) for value in values))
 
     def message_field(self, key: bytes, message: Writer) -> None:
-        """Append a nested message field; ``message`` must not be used afterwards."""
-        head = key + encode_varint(message.size)
-        self.parts.append(head)
-        self.parts.extend(message.parts)
-        self.size += len(head) + message.size
+        """Append a nested message field; ``message`` is used up."""
+        self.raw(key + encode_varint(message.size))
+        self.extend(message)
 
     def extend(self, other: Writer) -> None:
-        """Append the fields held by ``other`` (no length prefix); ``other`` is used up."""
+        """Append ``other``'s fields (no length prefix); ``other`` is used up."""
         self.parts.extend(other.parts)
         self.size += other.size
 
     def getvalue(self) -> bytes:
-        """Return the encoded bytes."""
         return b"".join(self.parts)
 
 
@@ -513,11 +354,7 @@ K6_LEN: Final = field_key(6, WT_LEN)
 K7_LEN: Final = field_key(7, WT_LEN)
 BOOL_TRUE: Final = b"\x01"
 
-
-# ---------------------------------------------------------------------------------------------
-# Tensor and SparseCsr (docs/protocol.rst §3.4): read by both sides
-# ---------------------------------------------------------------------------------------------
-
+# Tensor and SparseCsr (docs/protocol.rst §3.4): read by both sides.
 SPARSE_CSR: Final = Message(
     "SparseCsr",
     {
@@ -542,7 +379,6 @@ def _tensor(values: dict[str, Any]) -> types.TensorData:
     if any(dim < 0 for dim in shape):
         raise FieldError(f"shape {shape} has a negative dimension")
     if kind == "dense" and code in _STDLIB_CODES:
-        # The usual result tensors: read into a stdlib array, without numpy.
         stdlib_code, dtype_name = _STDLIB_CODES[code]
         stored = read_values(encoding, stdlib_code, "dense")
         if shape and math.prod(shape) != len(stored):
@@ -586,13 +422,11 @@ def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
 
 
 def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
+    """bfloat16 bits as float32 (its upper half); int32 is widened by :func:`owned`."""
     import numpy as np
 
     if code == DTYPE_BFLOAT16:
-        # A bfloat16 is the upper half of a float32.
         return (values.astype(np.uint32) << 16).view(np.float32)
-    if code == DTYPE_INT32:
-        return values.astype(np.int64)
     return values
 
 
@@ -610,7 +444,7 @@ def sparse_to_dense(
 
 
 def owned(values: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Return ``values`` as a read-only array of its own (not a view into a body), native order."""
+    """``values`` as a read-only array of its own (not a view into a body), native order."""
     import numpy as np
 
     native = np.dtype(np.float32) if values.dtype.kind == "f" else np.dtype(np.int64)

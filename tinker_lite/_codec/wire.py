@@ -38,24 +38,20 @@ from tinker_lite._errors import InvalidInputError, RequestErrorCategory, WireFor
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-_orjson_module: Any
-try:  # the `fast` extra
-    import orjson as _orjson_module
+_orjson: Any
+try:  # the `fast` extra; read at call time, so tests can switch it off
+    import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised by the no-orjson test via monkeypatch
-    _orjson_module = None
+    _orjson = None
 
-__all__ = ["decode", "dumps", "loads", "structure", "to_builtins"]
+__all__ = ["dumps", "loads", "structure", "to_builtins"]
 
 T = TypeVar("T")
-
-# Read at call time, so tests and benchmarks can switch the fast path off.
-_orjson: Any = _orjson_module
-
 _NONE = type(None)
 
 
 def _is_model(cls: Any, name: str) -> bool:
-    """Whether ``cls`` is the model ``types.<name>`` (imports its module only on a name match)."""
+    """Whether ``cls`` is ``types.<name>`` (its module is imported only on a name match)."""
     return getattr(cls, "__name__", None) == name and getattr(types, name) is cls
 
 
@@ -67,14 +63,11 @@ def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (typing.Union, type(int | str))
 
 
-# ---------------------------------------------------------------------------------------------
-# Unstructure hooks (models -> JSON-able values)
-# ---------------------------------------------------------------------------------------------
+# Unstructure hooks. The "Hook:" comments say what the wire wants that preconf does not do.
 
 
 def _format_datetime(value: datetime) -> str:
-    # Hook: docs/protocol.rst §9 wants UTC with a `Z` suffix, preconf's isoformat() keeps the
-    # offset.
+    # Hook: UTC with a `Z` suffix (docs/protocol.rst §9).
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     spec = "microseconds" if value.microsecond else "seconds"
@@ -82,7 +75,7 @@ def _format_datetime(value: datetime) -> str:
 
 
 def _finite_float(value: float) -> float:
-    # Hook: JSON cannot carry NaN/Infinity (orjson would write null), so they are refused.
+    # Hook: NaN/Infinity refused (orjson would write null).
     if value - value == 0.0:
         return value if value.__class__ is float else float(value)
     raise InvalidInputError(
@@ -91,7 +84,7 @@ def _finite_float(value: float) -> float:
 
 
 def _base64_text(value: bytes | bytearray | memoryview) -> str:
-    # Hook: the wire carries bytes (images) as standard base64, preconf writes base85.
+    # Hook: standard base64, not base85.
     return base64.b64encode(bytes(value)).decode("ascii")
 
 
@@ -108,8 +101,7 @@ def _check_finite(arr: npt.NDArray[Any]) -> None:
 
 
 def _unstructure_tensor(tensor: types.TensorData) -> dict[str, Any]:
-    # Hook: the values live in a stdlib or numpy store, not in an attribute cattrs could read;
-    # float32 values go to the encoder as an array (orjson writes it, or float32_values).
+    # Hook: the values live in a store cattrs cannot read; float32 goes to the encoder as an array.
     data: Any = tensor._values
     if tensor.dtype == "float32":
         data = tensor._numpy
@@ -126,8 +118,7 @@ def _unstructure_tensor(tensor: types.TensorData) -> dict[str, Any]:
 
 
 def _unstructure_text_chunk(chunk: types.EncodedTextChunk) -> dict[str, Any]:
-    # Hook: the ids live in an int32 store; cattrs would read `tokens`, which copies them into a
-    # list kept on the chunk. numpy ids go to the encoder as they are.
+    # Hook: `tokens` would copy the int32 store into a list kept on the chunk.
     ids = chunk._current_ids()
     if ids is None or isinstance(ids, array):
         return {"tokens": chunk.tokens, "type": "encoded_text"}
@@ -148,11 +139,7 @@ def _array_value(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
 
 
 def _unstructure_other(cls: Any) -> Callable[[Any], Any]:
-    """The hook for a type no other hook takes: JSON scalars, numpy values, or a refusal.
-
-    Hook: numpy arrays are left for the encoder (orjson writes them; stdlib json gets float32
-    text) and numpy scalars become Python numbers; anything else cannot be sent.
-    """
+    """The hook of a type no other hook takes: JSON scalars, numpy values, or a refusal."""
     if not isinstance(cls, type) or cls in (int, bool, _NONE):
         return identity
     if issubclass(cls, (bytearray, memoryview)):
@@ -179,9 +166,7 @@ _SPECIAL_UNSTRUCTURE: dict[str, Callable[[Any], dict[str, Any]]] = {
 }
 
 
-# The keys a model sends, in the wire's order, where that is not its fields' order: a Datum
-# writes loss_fn_inputs first (docs/protocol.rst §3.1); its provenance spans travel in
-# protobuf only.
+# The keys a model sends where that is not its fields in order (docs/protocol.rst §3.1).
 _WIRE_KEYS: dict[str, tuple[str, ...]] = {"Datum": ("loss_fn_inputs", "model_input")}
 
 
@@ -198,9 +183,8 @@ def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[A
     generated: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn_from_attrs(
         sent, cls, conv, _cattrs_include_init_false=True
     )
-    # Hook: docs/protocol.rst §3.1 sends every field that is not None, in class order, and null
-    # never (but on the few bodies that need it). cattrs' omit_if_default compares with the default
-    # (0.38 sends defaults) and moves the omitted fields after the others.
+    # Hook: None fields are left out (docs/protocol.rst §3.1); cattrs' omit_if_default compares
+    # with the default instead, and reorders.
     nullable: frozenset[str] = getattr(cls, "_wire_nullable", frozenset())
     omitted = tuple(
         field.name for field in sent if _admits_none(field.type) and field.name not in nullable
@@ -218,10 +202,7 @@ def _unstructure_model_factory(cls: type, conv: cattrs.Converter) -> Callable[[A
     return unstructure_model
 
 
-# ---------------------------------------------------------------------------------------------
-# Structure hooks (JSON values -> models)
-# ---------------------------------------------------------------------------------------------
-
+# Structure hooks. Scalar hooks refuse what preconf would coerce (int("8"), str(5), bool("no")).
 
 _PREVIEW = reprlib.Repr()
 _PREVIEW.maxlevel = 3
@@ -230,13 +211,9 @@ _PREVIEW.maxother = 60
 
 
 def _describe(value: Any) -> str:
-    # A bounded preview: a whole (possibly huge or deeply nested) answer is never repr'd.
+    """A bounded preview: a huge answer is never repr'd whole."""
     text = _PREVIEW.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-# Hooks of the JSON scalars: preconf would coerce (int("8") == 8, str(5) == "5", bool("no")),
-# the wire reads a value only when JSON gave it the declared type.
 
 
 def _structure_int(value: Any, _: Any) -> int:
@@ -261,7 +238,7 @@ def _structure_bool(value: Any, _: Any) -> bool:
 
 def _structure_str(value: Any, tp: Any, *, strict: bool) -> Any:
     if tp is not str:
-        # A str enum reaches the str hook (cattrs dispatches classes along their MRO).
+        # A str enum reaches the str hook (cattrs dispatches along the MRO).
         return _structure_enum(value, tp, strict=strict)
     if value.__class__ is str or isinstance(value, str):
         return value
@@ -269,13 +246,12 @@ def _structure_str(value: Any, tp: Any, *, strict: bool) -> Any:
 
 
 def _structure_enum(value: Any, cls: type[enum.Enum], *, strict: bool) -> Any:
-    # Hook: new values are kept when reading leniently (docs/protocol.rst §4.4/§5.6), refused
-    # strictly; preconf would call cls(value) either way.
+    # Hook: new values kept when lenient, refused when strict (docs/protocol.rst §4.4, §5.6).
     known = cls._value2member_map_
     if not isinstance(value, str):
         raise WireFormatError(f"expected one of {sorted(known)}, got {_describe(value)}")
     if cls is RequestErrorCategory:
-        # docs/protocol.rst §5.1: lower-case on the wire; capitalised forms are read too.
+        # docs/protocol.rst §5.1: capitalised forms are read too.
         if strict and value.lower() not in known:
             raise WireFormatError(f"expected one of {sorted(known)}, got {value!r}")
         return RequestErrorCategory.parse(value)
@@ -285,8 +261,7 @@ def _structure_enum(value: Any, cls: type[enum.Enum], *, strict: bool) -> Any:
 
 
 def _structure_base64(value: Any, _: Any) -> Any:
-    # Hook: bytes travel as base64 text, which the model decodes (ImageChunk.data); preconf
-    # reads base85.
+    # Hook: base64 text, which the model decodes; preconf reads base85.
     if isinstance(value, (str, bytes)):
         return value
     raise WireFormatError(f"expected base64 text, got {_describe(value)}")
@@ -296,8 +271,7 @@ _FRACTION = re.compile(r"\.(\d+)")
 
 
 def _structure_datetime(value: Any, _: Any) -> datetime:
-    # Hook: the service writes `Z` and any number of fraction digits (Python 3.10's
-    # fromisoformat takes neither), or seconds since the epoch.
+    # Hook: `Z`, any number of fraction digits (3.10's fromisoformat takes neither), or epoch.
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
             return datetime.fromtimestamp(value, tz=timezone.utc)
@@ -319,8 +293,7 @@ _TENSOR_KEYS = frozenset({"data", "dtype", "shape", "sparse_crow_indices", "spar
 
 
 def _structure_tensor(value: Any, _: Any, *, strict: bool) -> types.TensorData:
-    # Hook: the model's constructor reads the values into its own store (float32 / int64,
-    # without numpy for lists) and checks the sparse CSR layout.
+    # Hook: the constructor fills the model's own store and checks the sparse layout.
     if not isinstance(value, Mapping):
         raise WireFormatError(f"expected a tensor object, got {_describe(value)}")
     if strict and value.keys() - _TENSOR_KEYS:
@@ -349,8 +322,7 @@ def _is_list(tp: Any) -> bool:
 
 
 def _list_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    # Hook: only a JSON array is a list (cattrs would iterate a string or an object), and a
-    # list of plain numbers is taken in one pass instead of a call per item.
+    # Hook: only a JSON array is a list; a list of plain numbers is taken in one pass.
     items = list_structure_factory(tp, conv)
     args = typing.get_args(tp)
     number = args[0] if args and args[0] in (int, float) else None
@@ -374,11 +346,7 @@ def _is_models_union(tp: Any) -> bool:
 
 
 def _models_union_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    """Read a union of models told apart by a literal tag (``type``, ``state``, ``event``).
-
-    cattrs' disambiguation picks the class by its literal tag. Hook: 0.4.1 model-input chunks
-    carry no ``type`` (docs/protocol.rst §3.1): cattrs' key-based disambiguation picks theirs.
-    """
+    """Read a union of models by their literal tag, or by their keys for untagged 0.4.1 chunks."""
     members = tuple(arg for arg in typing.get_args(tp) if arg is not _NONE)
     optional = len(members) < len(typing.get_args(tp))
     by_tag = create_default_dis_func(conv, *members)
@@ -416,8 +384,7 @@ def _structure_model_factory(
         return functools.partial(_structure_tensor, strict=strict)
     attrs.resolve_types(cls)
     fields = attrs.fields(cls)
-    # A union cattrs cannot tell apart (`str | list[str] | list[int]`) is read by the model's
-    # own converter; token ids by the model's packing, which checks them in one pass.
+    # Unions cattrs cannot tell apart are read by the model's converter, token ids by its packing.
     passed = [
         field.name
         for field in fields
@@ -430,10 +397,9 @@ def _structure_model_factory(
     overrides: dict[str, Any] = {name: override(struct_hook=_passed_to_model) for name in passed}
     generated: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, conv, **overrides)
     name = cls.__name__
-    # Hook: `type`/`event` discriminators are init=False class constants, which cattrs skips
-    # (so forbid_extra_keys would refuse them): strictly they must hold their value.
+    # Hook: init=False tags, which cattrs skips: strictly, they must hold their value.
     fixed = {field.name: field.default for field in fields if not field.init}
-    # Hook: reading leniently, a null stands for an absent key where None is not allowed.
+    # Hook: leniently, a null stands for an absent key where None is not allowed.
     defaulted = tuple(
         field.name
         for field in fields
@@ -461,17 +427,9 @@ def _structure_model_factory(
     return structure_model
 
 
-# ---------------------------------------------------------------------------------------------
-# The converters: one configuration, four cattrs modes
-# ---------------------------------------------------------------------------------------------
-
-
+@functools.cache
 def _make_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
-    """The wire's converter: preconf json, the wire's hooks, and cattrs' generated functions.
-
-    ``strict`` forbids extra keys and new enum values; ``detailed`` makes cattrs' generated
-    functions collect every error with its path (slower: used only once reading has failed).
-    """
+    """preconf json with the wire's hooks; ``detailed`` only once a fast read has failed."""
     conv = make_converter(
         forbid_extra_keys=strict,
         detailed_validation=detailed,
@@ -502,16 +460,6 @@ def _make_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
 _converter = _make_converter(strict=False, detailed=False)
 
 
-@functools.cache
-def _checking_converter(*, strict: bool, detailed: bool) -> cattrs.Converter:
-    return _make_converter(strict=strict, detailed=detailed)
-
-
-# ---------------------------------------------------------------------------------------------
-# Public functions
-# ---------------------------------------------------------------------------------------------
-
-
 def _tree(obj: Any) -> Any:
     try:
         return _converter.unstructure(obj)
@@ -521,7 +469,7 @@ def _tree(obj: Any) -> Any:
 
 
 def _refused_at(value: Any) -> str:
-    """The path to the value of ``value`` that the converter refuses (slow: after a refusal)."""
+    """The path to the part of ``value`` the converter refuses (slow: after a refusal)."""
     if attrs.has(type(value)):
         if type(value).__name__ in _SPECIAL_UNSTRUCTURE:
             return ""
@@ -557,7 +505,7 @@ def _builtins(tree: Any) -> Any:
     if isinstance(tree, list):
         return [_builtins(item) for item in tree]
     if isinstance(tree, enum.Enum):
-        return tree.value  # str enums go to the encoder as they are: it writes their value
+        return tree.value
     np = sys.modules.get("numpy")
     if np is not None and isinstance(tree, np.ndarray):
         return _json_default(tree)
@@ -570,11 +518,10 @@ def to_builtins(obj: Any) -> Any:
 
 
 def dumps(obj: Any) -> bytes:
-    """Encode a model (or a plain JSON-able value) as compact UTF-8 JSON per docs/protocol.rst §3.1.
+    """Encode a model or a JSON-able value as compact UTF-8 JSON (docs/protocol.rst §3.1).
 
-    Model fields that are None are left out; plain dicts and lists are written as given (a None
-    there is sent as null). Raises InvalidInputError (naming the path, e.g. the datum index and
-    key) for NaN/Infinity and WireFormatError for values JSON cannot carry.
+    InvalidInputError (naming the path) for NaN/Infinity; WireFormatError for what JSON cannot
+    carry.
     """
     tree = _tree(obj)
     fast = _orjson
@@ -585,7 +532,7 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(
             tree, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_json_default
         ).encode("utf-8")
-    except (TypeError, ValueError) as exc:  # NaN/Inf were refused above, by _tree
+    except (TypeError, ValueError) as exc:
         raise WireFormatError(f"cannot encode {type(obj).__name__} as JSON: {exc}") from exc
 
 
@@ -610,21 +557,14 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 
 
 def structure(data: Any, cls: type[T], *, strict: bool = False) -> T:
-    """Build a model from parsed JSON.
+    """Build a model from parsed JSON, leniently unless ``strict`` (docs/protocol.rst §2.6).
 
-    Lenient by default: unknown keys are ignored, new enum values kept, a null read as an absent
-    key. ``strict=True`` rejects unknown keys and values. Raises WireFormatError naming the path
-    and what was expected on a mismatch.
+    WireFormatError names the path and what was expected there.
     """
-    conv = _checking_converter(strict=True, detailed=False) if strict else _converter
+    conv = _make_converter(strict=True, detailed=False) if strict else _converter
     try:
         result: T = conv.structure(data, cls)
     except Exception as exc:  # any failure is read again, for its path (cattrs never escapes)
-        error = wire_error(_checking_converter(strict=strict, detailed=True), data, cls, exc)
+        error = wire_error(_make_converter(strict=strict, detailed=True), data, cls, exc)
         raise error from error.__cause__
     return result
-
-
-def decode(body: bytes | bytearray | memoryview | str, cls: type[T], *, strict: bool = False) -> T:
-    """Parse a JSON body and build ``cls`` from it (see :func:`structure`)."""
-    return structure(loads(body), cls, strict=strict)

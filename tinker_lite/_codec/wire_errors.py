@@ -13,14 +13,10 @@ from tinker_lite._errors import InvalidInputError, WireFormatError
 __all__ = ["wire_error"]
 
 
-def _is_literal(tp: Any) -> bool:
-    return typing.get_origin(tp) is typing.Literal
-
-
 def _first_problem(
     exc: BaseException, path: str = "", tp: Any = None
 ) -> tuple[str, str, BaseException]:
-    """The path, description and exception of the first error in a cattrs exception group."""
+    """The path, description and exception of a cattrs exception group's first error."""
     if isinstance(exc, cattrs.BaseValidationError):
         for inner in exc.exceptions:
             for note in getattr(inner, "__notes__", ()):
@@ -43,7 +39,7 @@ def _describe_error(exc: BaseException, tp: Any) -> str:
         return f"missing required key {exc.args[0]!r}"
     if isinstance(exc, AttributeError):
         return "expected an object"
-    if _is_literal(tp):
+    if typing.get_origin(tp) is typing.Literal:
         return f"expected one of {list(typing.get_args(tp))}"
     return f"expected {_type_name(tp)}: {exc}" if tp is not None else str(exc)
 
@@ -55,8 +51,7 @@ def _type_name(tp: Any) -> str:
 def wire_error(
     checking: cattrs.Converter, data: Any, cls: Any, fast_error: Exception
 ) -> WireFormatError:
-    """Read ``data`` again with the ``checking`` (detailed) converter and name where and why it
-    fails."""
+    """Read ``data`` again with the detailed ``checking`` converter, to name where it fails."""
     try:
         checking.structure(data, cls)
     except Exception as exc:  # cattrs' exception group, or an error before any field

@@ -1,5 +1,4 @@
-"""Optional zstd bodies (docs/protocol.rst §3.5: ``Content-Encoding: zstd`` when the service
-sets ``proto_compress_fwdbwd``), read and written by both sides; ``zstandard`` is optional."""
+"""zstd bodies (docs/protocol.rst §3.5), with the optional ``zstandard`` package."""
 
 from __future__ import annotations
 
@@ -18,29 +17,26 @@ def _zstd() -> Any | None:
         return None
 
 
+def _required(what: str) -> Any:
+    module = _zstd()
+    if module is None:
+        raise WireFormatError(f"{what} needs the 'zstandard' package (pip install zstandard)")
+    return module
+
+
 def zstd_available() -> bool:
-    """Return whether zstd bodies can be written and read (the ``zstandard`` package imports)."""
+    """Whether the ``zstandard`` package imports."""
     return _zstd() is not None
 
 
 def compress(body: bytes, level: int = 3) -> bytes:
-    """Return ``body`` as one zstd frame (for ``Content-Encoding: zstd``)."""
-    module = _zstd()
-    if module is None:
-        raise WireFormatError(
-            "zstd compression needs the 'zstandard' package (pip install zstandard)"
-        )
-    result: bytes = module.ZstdCompressor(level=level).compress(body)
+    """``body`` as one zstd frame."""
+    result: bytes = _required("zstd compression").ZstdCompressor(level=level).compress(body)
     return result
 
 
 def decompress(body: bytes) -> bytes:
-    """Return the bytes of a zstd-compressed body."""
-    module = _zstd()
-    if module is None:
-        raise WireFormatError(
-            "a zstd body needs the 'zstandard' package to be read (pip install zstandard)"
-        )
+    module = _required("reading a zstd body")
     try:
         result: bytes = module.ZstdDecompressor().decompressobj().decompress(body)
     except module.ZstdError as exc:

@@ -1,11 +1,5 @@
-"""Chat templates of Hugging Face tokenizer configs, rendered with ``jinja2`` (the ``chat`` extra).
-
-The light tokenizer's ``apply_chat_template`` renders the same text as ``transformers`` 5 for the
-same template and messages: a sandboxed environment with ``trim_blocks`` and ``lstrip_blocks``,
-the ``loopcontrols`` extension, a ``tojson`` filter that keeps non-ASCII text, the
-``raise_exception`` and ``strftime_now`` globals, ``{% generation %}`` blocks rendered as their
-content, messages reduced to plain data (None values dropped, the reasoning field under its
-three names) and ``continue_final_message`` cut after the final message.
+"""Chat templates of Hugging Face tokenizer configs, rendered with ``jinja2`` (the ``chat`` extra)
+to the text ``transformers`` 5 renders for the same template and messages.
 """
 
 from __future__ import annotations
@@ -17,9 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-__all__ = ["EXTRA", "UNSUPPORTED", "render", "select"]
+__all__ = ["UNSUPPORTED", "render", "select"]
 
-EXTRA: Final = "chat"
 # apply_chat_template arguments of transformers the light tokenizer does not implement.
 UNSUPPORTED: Final = (
     "padding",
@@ -39,13 +32,11 @@ _CONTINUE_TAG: Final = "CONTINUE_FINAL_MESSAGE_TAG "
 def select(
     own: str | Mapping[str, str] | None, chosen: str | None, tools: Sequence[Any] | None
 ) -> str:
-    """The template to render: ``chosen`` (a template, or the name of one of ``own``), else
-    ``own`` (its ``tool_use`` template when tools are given, else its ``default``)."""
+    """``chosen`` (a template, or the name of one of ``own``), else ``own``'s (``tool_use`` with
+    tools, else ``default``)."""
+    if chosen is not None:
+        return own[chosen] if isinstance(own, Mapping) and chosen in own else chosen
     if isinstance(own, Mapping):
-        if chosen is not None and chosen in own:
-            return own[chosen]
-        if chosen is not None:
-            return chosen
         if tools and "tool_use" in own:
             return own["tool_use"]
         if "default" in own:
@@ -54,8 +45,6 @@ def select(
             "this tokenizer has several chat templates and none is named 'default'; pass "
             f"chat_template= with one of {sorted(own)}"
         )
-    if chosen is not None:
-        return chosen
     if own is None:
         raise ValueError(
             "Cannot use apply_chat_template because this tokenizer has no chat template (its "
@@ -74,7 +63,7 @@ def render(
     continue_final_message: bool | str,
     variables: Mapping[str, Any],
 ) -> tuple[list[str], bool]:
-    """Render one conversation or a batch; returns the texts and whether it was a batch."""
+    """The texts of one conversation or a batch, and whether it was a batch."""
     if isinstance(conversation, list | tuple) and not conversation:
         raise ValueError("Cannot apply a chat template to an empty conversation")
     if continue_final_message and add_generation_prompt:
@@ -87,18 +76,22 @@ def render(
     )
     chats = list(conversation) if batched else [conversation]
     compiled = _compile(template)
-    tool_schemas = None if tools is None else [_tool_schema(tool) for tool in tools]
+    if tools is not None and not all(isinstance(tool, Mapping) for tool in tools):
+        raise TypeError(
+            "tools must be JSON schemas (dicts) with tinker_lite's light tokenizer; Python "
+            "functions are turned into schemas by transformers, which it does not use"
+        )
     if documents is not None and not all(isinstance(d, Mapping) for d in documents):
         raise TypeError("documents must be a list of dicts with 'title' and 'text' keys")
     context = {
-        "tools": _plain(tool_schemas),
+        "tools": _plain(None if tools is None else list(tools)),
         "documents": _plain(documents),
         "add_generation_prompt": add_generation_prompt,
         **_plain(dict(variables)),
     }
     texts = []
     for chat in chats:
-        messages = _alias_reasoning(_messages(chat))
+        messages = _messages(chat)
         final = None
         if continue_final_message:
             final = _tag_final_message(messages, continue_final_message, template)
@@ -128,7 +121,7 @@ def _compile(template: str) -> Any:
         )
 
     class GenerationBlock(jinja2.ext.Extension):
-        """``{% generation %}...{% endgeneration %}``: marks assistant text; renders its body."""
+        """``{% generation %}`` marks assistant text: its body is rendered as it is."""
 
         tags = {"generation"}
 
@@ -173,7 +166,8 @@ def _compile(template: str) -> Any:
 
 
 def _messages(chat: Any) -> list[dict[str, Any]]:
-    """A conversation as plain dicts, without None values (templates expect missing keys)."""
+    """A conversation as plain dicts without None values (templates expect missing keys), with
+    the reasoning under each name templates read."""
     messages = _as_dicts(getattr(chat, "messages", chat))
     if not isinstance(messages, list):
         raise TypeError(f"a conversation must be a list of messages, got {type(chat).__name__}")
@@ -183,8 +177,12 @@ def _messages(chat: Any) -> list[dict[str, Any]]:
             raise TypeError(
                 f"chat messages must be dicts, dataclasses or pydantic models, got {message!r}"
             )
-        out.append({key: value for key, value in message.items() if value is not None})
-    return [_plain(message) for message in out]
+        message = _plain({key: value for key, value in message.items() if value is not None})
+        reasoning = next((message[key] for key in _REASONING_FIELDS if key in message), None)
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        out.append(message)
+    return out
 
 
 def _as_dicts(value: Any) -> Any:
@@ -224,30 +222,8 @@ def _plain(value: Any) -> Any:
     return f"<{type(value).__name__}>"
 
 
-def _alias_reasoning(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A message's reasoning under each name templates read (``reasoning_content`` first)."""
-    out = []
-    for message in messages:
-        reasoning = next(
-            (message[key] for key in _REASONING_FIELDS if message.get(key) is not None), None
-        )
-        if reasoning is not None:
-            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
-        out.append(message)
-    return out
-
-
-def _tool_schema(tool: Any) -> Any:
-    if isinstance(tool, Mapping):
-        return tool
-    raise TypeError(
-        "tools must be JSON schemas (dicts) with tinker_lite's light tokenizer; Python "
-        "functions are turned into schemas by transformers, which it does not use"
-    )
-
-
 def _tag_final_message(messages: list[dict[str, Any]], field: bool | str, template: str) -> str:
-    """Mark the end of the final message so that the rendered text can be cut there."""
+    """Mark the end of the final message, where the rendered text is cut."""
     if not messages:
         raise ValueError("continue_final_message is set but the conversation is empty")
     name = field if isinstance(field, str) else "content"

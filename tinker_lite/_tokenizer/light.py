@@ -1,15 +1,7 @@
 """``LightTokenizer``: what ``get_tokenizer()`` returns when ``transformers`` is not installed.
 
-It answers the calls scripts written for the official SDK make on the ``transformers`` tokenizer
-the official ``get_tokenizer()`` returns, with the same results for the same tokenizer files
-(docs/protocol.rst §10): ``encode`` gives ``list[int]`` (so ``encode(a) + encode(b)`` works),
-``decode`` honours ``skip_special_tokens`` and the config's ``clean_up_tokenization_spaces``, the
-special tokens and their ids come from ``tokenizer_config.json``, and ``apply_chat_template``
-renders the model's chat template (with ``jinja2``, the ``chat`` extra). It reads ``tokenizer.json``
-as it is and sets it up the way ``transformers``' generic fast tokenizer does (special tokens named
-by the config are registered as special); the model-specific classes some ``transformers``
-versions pick from ``tokenizer_class`` may rebuild a tokenizer, which this class does not do.
-Padding, truncation and tensors are not covered: those options raise an error that says so.
+The calls scripts make on ``transformers``' tokenizer, with the same results from the same files;
+docs/api.rst, "Tokenizers", lists them and what is left out.
 """
 
 from __future__ import annotations
@@ -17,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, overload
 
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._tokenizer import chat_template as _chat_template
@@ -26,6 +18,8 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = ["NAMED_SPECIAL_TOKENS", "BatchEncoding", "LightTokenizer"]
+
+T = TypeVar("T")
 
 # The special tokens transformers names (its SPECIAL_TOKENS_ATTRIBUTES), in its order.
 NAMED_SPECIAL_TOKENS: Final = (
@@ -64,62 +58,48 @@ class BatchEncoding(dict[str, Any]):
             raise AttributeError(name) from None
 
 
-class _SpecialToken:
-    """A named special token (``tokenizer.eos_token``); assignable, as in transformers."""
+class _SpecialToken(Generic[T]):
+    """A named special token (``eos_token``) or its id (``eos_token_id``); assignable."""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+        self.name = name.removesuffix("_id")
+        self.is_id = name.endswith("_id")
 
     def __get__(self, tokenizer: LightTokenizer | None, owner: type) -> Any:
         if tokenizer is None:
             return self
-        return tokenizer._named.get(self.name)
+        token = tokenizer._named.get(self.name)
+        return tokenizer.convert_tokens_to_ids(token) if self.is_id and token is not None else token
 
-    def __set__(self, tokenizer: LightTokenizer, value: str | None) -> None:
-        if value is not None and not isinstance(value, str):
+    def __set__(self, tokenizer: LightTokenizer, value: T | None) -> None:
+        token: Any = value
+        if self.is_id and value is not None:
+            token = tokenizer.convert_ids_to_tokens(int(token))
+        elif value is not None and not isinstance(value, str):
             raise TypeError(f"{self.name} must be a string or None, got {type(value).__name__}")
-        tokenizer._named[self.name] = value
-
-
-class _SpecialTokenId:
-    """The id of a named special token (``tokenizer.eos_token_id``), None when it is not set."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.token_name = name.removesuffix("_id")
-
-    def __get__(self, tokenizer: LightTokenizer | None, owner: type) -> Any:
-        if tokenizer is None:
-            return self
-        token = tokenizer._named.get(self.token_name)
-        return None if token is None else tokenizer.convert_tokens_to_ids(token)
-
-    def __set__(self, tokenizer: LightTokenizer, value: int | None) -> None:
-        tokenizer._named[self.token_name] = (
-            None if value is None else tokenizer.convert_ids_to_tokens(int(value))
-        )
+        tokenizer._named[self.name] = token
 
 
 class LightTokenizer:
     """A Hugging Face tokenizer with the calls of ``transformers``' fast tokenizer that scripts use.
 
-    Built from a model's tokenizer files by :func:`tinker_lite.tokenizer.load_tokenizer` (or
-    :meth:`from_directory`); the raw ``tokenizers.Tokenizer`` is :attr:`backend_tokenizer`.
+    Built by :func:`tinker_lite.tokenizer.load_tokenizer` (or :meth:`from_directory`).
     """
 
-    bos_token = _SpecialToken()
-    eos_token = _SpecialToken()
-    unk_token = _SpecialToken()
-    sep_token = _SpecialToken()
-    pad_token = _SpecialToken()
-    cls_token = _SpecialToken()
-    mask_token = _SpecialToken()
-    bos_token_id = _SpecialTokenId()
-    eos_token_id = _SpecialTokenId()
-    unk_token_id = _SpecialTokenId()
-    sep_token_id = _SpecialTokenId()
-    pad_token_id = _SpecialTokenId()
-    cls_token_id = _SpecialTokenId()
-    mask_token_id = _SpecialTokenId()
+    bos_token: _SpecialToken[str] = _SpecialToken()
+    eos_token: _SpecialToken[str] = _SpecialToken()
+    unk_token: _SpecialToken[str] = _SpecialToken()
+    sep_token: _SpecialToken[str] = _SpecialToken()
+    pad_token: _SpecialToken[str] = _SpecialToken()
+    cls_token: _SpecialToken[str] = _SpecialToken()
+    mask_token: _SpecialToken[str] = _SpecialToken()
+    bos_token_id: _SpecialToken[int] = _SpecialToken()
+    eos_token_id: _SpecialToken[int] = _SpecialToken()
+    unk_token_id: _SpecialToken[int] = _SpecialToken()
+    sep_token_id: _SpecialToken[int] = _SpecialToken()
+    pad_token_id: _SpecialToken[int] = _SpecialToken()
+    cls_token_id: _SpecialToken[int] = _SpecialToken()
+    mask_token_id: _SpecialToken[int] = _SpecialToken()
 
     def __init__(
         self,
@@ -129,11 +109,7 @@ class LightTokenizer:
         name_or_path: str = "",
         chat_template: str | dict[str, str] | None = None,
     ) -> None:
-        """Wrap ``backend`` (modified in place) with the settings of ``tokenizer_config.json``.
-
-        ``chat_template`` overrides the config's template (a ``chat_template.jinja`` file wins
-        over the config in transformers too).
-        """
+        """Wrap ``backend`` (modified in place) with the settings of ``tokenizer_config.json``."""
         config = dict(config or {})
         self._backend = backend
         self.name_or_path = name_or_path
@@ -154,9 +130,7 @@ class LightTokenizer:
 
     @classmethod
     def from_directory(cls, directory: str | Path, *, name_or_path: str = "") -> LightTokenizer:
-        """Load ``tokenizer.json`` and, when present, ``tokenizer_config.json``,
-        ``special_tokens_map.json``, ``chat_template.jinja`` and ``additional_chat_templates/``.
-        """
+        """Load ``tokenizer.json`` and the other tokenizer files present (docs/protocol.rst §10)."""
         from tokenizers import Tokenizer
 
         root = Path(directory)
@@ -173,8 +147,6 @@ class LightTokenizer:
             chat_template=_template_files(root),
         )
 
-    # -- special tokens ------------------------------------------------------------------------
-
     def _read_special_tokens(self, config: Mapping[str, Any]) -> None:
         from tokenizers import AddedToken
 
@@ -188,31 +160,27 @@ class LightTokenizer:
         self._model_specific.update({k: str(_content(v)) for k, v in named_extra.items()})
         if isinstance(extra, list | tuple):
             self._extra = [str(_content(token)) for token in extra]
-        # Tokens the config declares that tokenizer.json lacks are added, as transformers does.
+        # As transformers does: declared tokens tokenizer.json lacks are added, and named and extra
+        # special tokens registered as special, even when they are ordinary vocabulary entries.
         declared = config.get("added_tokens_decoder") or {}
         present = set(self._backend.get_vocab(with_added_tokens=True))
         for _, entry in sorted(declared.items(), key=lambda item: int(item[0])):
             if isinstance(entry, Mapping) and entry.get("content") not in present:
                 self._backend.add_tokens([AddedToken(**_added_token_fields(entry))])
-        # Named and extra special tokens are registered as special (skipped by
-        # decode(skip_special_tokens=True)), even when they are ordinary vocabulary entries.
         specials: list[AddedToken] = []
         raw_values = [config.get(key) for key in NAMED_SPECIAL_TOKENS]
         raw_values += list(named_extra.values()) + (list(extra) if isinstance(extra, list) else [])
         raw_values += [config[key] for key in self._model_specific if key in config]
         for value in raw_values:
             if isinstance(value, Mapping) and "content" in value:
-                fields = _added_token_fields(value)
-                fields["special"] = True
-                specials.append(AddedToken(**fields))
+                specials.append(AddedToken(**{**_added_token_fields(value), "special": True}))
             elif isinstance(value, str):
                 specials.append(AddedToken(value, special=True, normalized=False))
-        if specials:
-            self._backend.add_special_tokens(specials)
+        self._backend.add_special_tokens(specials)
 
     @property
     def special_tokens_map(self) -> dict[str, str]:
-        """The named special tokens that are set (model-specific ones included), by name."""
+        """The named special tokens that are set, model-specific ones included."""
         named = {key: value for key, value in self._named.items() if value is not None}
         return {**named, **self._model_specific}
 
@@ -225,7 +193,7 @@ class LightTokenizer:
 
     @property
     def all_special_tokens(self) -> list[str]:
-        """Every special token (named first, then extra), each once."""
+        """Every special token (named, then extra), each once."""
         return list(dict.fromkeys([*self.special_tokens_map.values(), *self._extra]))
 
     @property
@@ -234,7 +202,7 @@ class LightTokenizer:
         return [self._token_id(token) for token in self.all_special_tokens]
 
     def __getattr__(self, name: str) -> Any:
-        # Model-specific special tokens of the config: image_token, image_token_id, ...
+        # The config's model-specific special tokens: image_token, image_token_id, ...
         specific = self.__dict__.get("_model_specific", {})
         if name in specific:
             return specific[name]
@@ -242,20 +210,17 @@ class LightTokenizer:
             return self.convert_tokens_to_ids(specific[name.removesuffix("_id")])
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    # -- vocabulary ----------------------------------------------------------------------------
-
     @property
     def backend_tokenizer(self) -> Tokenizer:
-        """The ``tokenizers.Tokenizer`` doing the work."""
+        """The raw ``tokenizers.Tokenizer``."""
         return self._backend
 
     @property
     def vocab_size(self) -> int:
-        """Size of the base vocabulary, without added tokens."""
+        """Size of the vocabulary without added tokens."""
         return int(self._backend.get_vocab_size(with_added_tokens=False))
 
     def __len__(self) -> int:
-        """Size of the whole vocabulary, added tokens included."""
         return int(self._backend.get_vocab_size(with_added_tokens=True))
 
     def get_vocab(self) -> dict[str, int]:
@@ -263,7 +228,7 @@ class LightTokenizer:
         return dict(self._backend.get_vocab(with_added_tokens=True))
 
     def get_added_vocab(self) -> dict[str, int]:
-        """The added tokens (special ones included) -> id, by id."""
+        """The added tokens -> id, by id."""
         decoder = self._backend.get_added_tokens_decoder()
         return {token.content: index for index, token in sorted(decoder.items())}
 
@@ -295,7 +260,7 @@ class LightTokenizer:
     def convert_ids_to_tokens(
         self, ids: int | Sequence[int], skip_special_tokens: bool = False
     ) -> str | list[str | None] | None:
-        """Token of an id, or tokens of ids (special ones left out with ``skip_special_tokens``)."""
+        """Token of an id, or tokens of ids."""
         if not isinstance(ids, Sequence) and hasattr(ids, "__index__"):
             token: str | None = self._backend.id_to_token(int(ids))
             return token
@@ -303,11 +268,9 @@ class LightTokenizer:
         return [self._backend.id_to_token(int(i)) for i in _ids(ids) if int(i) not in skip]
 
     def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
-        """Join tokens into text with the tokenizer's decoder."""
+        """Tokens joined into text by the tokenizer's decoder."""
         decoder = self._backend.decoder
         return str(decoder.decode(list(tokens))) if decoder is not None else " ".join(tokens)
-
-    # -- encoding ------------------------------------------------------------------------------
 
     def encode(
         self,
@@ -327,31 +290,28 @@ class LightTokenizer:
         add_special_tokens: bool = True,
         **options: Any,
     ) -> BatchEncoding:
-        """``input_ids`` and ``attention_mask`` of a text (lists) or of a batch of texts."""
+        """``input_ids`` and ``attention_mask`` of a text or of a batch of texts."""
         _refuse_options("__call__", options)
-        if isinstance(text, str):
-            if text_pair is not None and not isinstance(text_pair, str):
-                raise TypeError("text_pair must be a string when text is a string")
-            encoding = self._encoding(text, text_pair, add_special_tokens)
-            return BatchEncoding(
-                input_ids=list(encoding.ids), attention_mask=list(encoding.attention_mask)
-            )
-        texts = list(text)
-        pairs: list[str | None] = [None] * len(texts) if text_pair is None else list(text_pair)
+        texts: list[Any] = [text] if isinstance(text, str) else list(text)
+        if text_pair is None or isinstance(text, str):
+            pairs: list[Any] = [text_pair] * len(texts)
+        else:
+            pairs = list(text_pair)
         if len(pairs) != len(texts):
             raise ValueError(f"text has {len(texts)} texts but text_pair has {len(pairs)}")
         encodings = [
             self._encoding(t, p, add_special_tokens) for t, p in zip(texts, pairs, strict=True)
         ]
-        return BatchEncoding(
-            input_ids=[list(e.ids) for e in encodings],
-            attention_mask=[list(e.attention_mask) for e in encodings],
-        )
+        ids = [list(e.ids) for e in encodings]
+        masks = [list(e.attention_mask) for e in encodings]
+        if isinstance(text, str):
+            return BatchEncoding(input_ids=ids[0], attention_mask=masks[0])
+        return BatchEncoding(input_ids=ids, attention_mask=masks)
 
     def tokenize(
         self, text: str, pair: str | None = None, add_special_tokens: bool = False
     ) -> list[str]:
-        """The tokens (strings) of ``text``, without special tokens by default."""
+        """The tokens of ``text``, without special tokens by default."""
         return list(self._encoding(text, pair, add_special_tokens).tokens)
 
     def _encoding(self, text: str, pair: str | None, add_special_tokens: bool) -> Any:
@@ -362,8 +322,6 @@ class LightTokenizer:
         if pair is not None and not isinstance(pair, str):
             raise TypeError(f"text_pair must be a string, got {type(pair).__name__}")
         return self._backend.encode(text, pair, add_special_tokens=add_special_tokens)
-
-    # -- decoding ------------------------------------------------------------------------------
 
     @overload
     def decode(
@@ -385,14 +343,12 @@ class LightTokenizer:
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
     ) -> str | list[str]:
-        """Text of token ids (an int, a list, an array or a tensor); a list of texts for a batch."""
+        """Text of token ids (a list, an array, a tensor); a list of texts for a batch."""
         ids = _py_obj(token_ids)
         if isinstance(ids, Mapping):
             ids = ids["input_ids"]
         if isinstance(ids, list) and ids and isinstance(ids[0], list | tuple):
-            return [
-                self._decode(seq, skip_special_tokens, clean_up_tokenization_spaces) for seq in ids
-            ]
+            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
         return self._decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
 
     def batch_decode(
@@ -418,14 +374,11 @@ class LightTokenizer:
                 text = text.replace(old, new)
         return text
 
-    # -- chat template -------------------------------------------------------------------------
-
     def get_chat_template(
         self, chat_template: str | None = None, tools: Sequence[Any] | None = None
     ) -> str:
-        """The template ``apply_chat_template`` uses: the argument (a template or the name of one
-        of the model's), else the model's (its ``tool_use`` one when tools are given).
-        """
+        """The template ``apply_chat_template`` uses: ``chat_template`` (or its name), else the
+        model's."""
         return _chat_template.select(self.chat_template, chat_template, tools)
 
     def apply_chat_template(  # noqa: PLR0917 - transformers' signature, in its order
@@ -440,12 +393,10 @@ class LightTokenizer:
         return_dict: bool = True,
         **kwargs: Any,
     ) -> Any:
-        """Render a conversation (or a batch of them) with the model's chat template.
+        """Render a conversation (or a batch) with the model's chat template, as transformers 5.
 
-        As ``transformers`` 5 does: a ``BatchEncoding`` (``input_ids``,
-        ``attention_mask``) by default, the ids alone with ``return_dict=False``, the text with
-        ``tokenize=False``; ``**kwargs`` reach the template. Needs ``jinja2`` (the ``chat``
-        extra). Padding, truncation, tensors and assistant masks are not supported.
+        A ``BatchEncoding`` by default, the ids with ``return_dict=False``, the text with
+        ``tokenize=False``; ``**kwargs`` reach the template. Needs ``jinja2`` (the ``chat`` extra).
         """
         for name in _chat_template.UNSUPPORTED:
             if kwargs.pop(name, None) not in (None, False):
@@ -510,10 +461,9 @@ def _refuse_options(call: str, options: Mapping[str, Any]) -> None:
 
 
 def _content(value: Any) -> str | None:
-    """A special token of the config: a string, or an AddedToken dict (its ``content``)."""
+    """A special token of the config: a string, or an AddedToken dict."""
     if isinstance(value, Mapping):
-        content = value.get("content")
-        return None if content is None else str(content)
+        value = value.get("content")
     return None if value is None else str(value)
 
 
@@ -523,7 +473,6 @@ def _added_token_fields(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _py_obj(value: Any) -> Any:
-    """Lists from numpy arrays and tensors (``tolist``); other values as they are."""
     tolist = getattr(value, "tolist", None)
     if callable(tolist) and not isinstance(value, list | tuple):
         return tolist()
@@ -548,16 +497,12 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _template_files(root: Path) -> str | dict[str, str] | None:
     """The chat templates kept as files, which win over the config's (as in transformers)."""
-    templates: dict[str, str] = {}
-    default = root / "chat_template.jinja"
-    if default.is_file():
-        templates["default"] = default.read_text(encoding="utf-8")
-    extra_dir = root / "additional_chat_templates"
-    if extra_dir.is_dir():
-        for path in sorted(extra_dir.glob("*.jinja")):
-            templates[path.name.removesuffix(".jinja")] = path.read_text(encoding="utf-8")
-    if not templates:
-        return None
+    paths = [root / "chat_template.jinja", *sorted(root.glob("additional_chat_templates/*.jinja"))]
+    templates = {
+        "default" if path.parent == root else path.stem: path.read_text(encoding="utf-8")
+        for path in paths
+        if path.is_file()
+    }
     if list(templates) == ["default"]:
         return templates["default"]
-    return templates
+    return templates or None

@@ -13,8 +13,7 @@ from tinker_lite._codec.chunking import (
     DEFAULT_LIMITS,
     ChunkLimits,
     combine_outputs,
-    datum_byte_estimate,
-    datum_number_count,
+    datum_sizes,
     plan_chunks,
 )
 from tinker_lite._errors import InvalidInputError, WireFormatError
@@ -70,9 +69,10 @@ def test_plan_byte_limits() -> None:
 
 def test_sizes_of_a_datum() -> None:
     datum = _datum(4, weights=[1.0, 1.0, 0.0, 1.0])
-    assert datum_number_count(datum) == 4 + 4 + 4
-    # 4 bytes per token, int64 targets (8 bytes), float32 weights (4 bytes)
-    assert datum_byte_estimate(datum) == 16 + 32 + 16
+    # numbers; bytes: 4 per token, int64 targets (8 bytes), float32 weights (4 bytes)
+    assert datum_sizes(datum) == (4 + 4 + 4, 16 + 32 + 16)
+    assert DEFAULT_LIMITS.size_of(datum) == 4 + 4 + 4
+    assert ChunkLimits(max_bytes=100).size_of(datum) == 16 + 32 + 16
     image = types.Datum(
         model_input=types.ModelInput(
             chunks=[
@@ -82,8 +82,7 @@ def test_sizes_of_a_datum() -> None:
         ),
         loss_fn_inputs={"target_tokens": [1, 2, 3, 4]},
     )
-    assert datum_number_count(image) == 4 + 4
-    assert datum_byte_estimate(image) == 4 + 6 + 32
+    assert datum_sizes(image) == (4 + 4, 4 + 6 + 32)
 
 
 # -- merging ----------------------------------------------------------------------------------

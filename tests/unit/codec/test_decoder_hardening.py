@@ -2,7 +2,8 @@
 
 Random JSON values and mutated valid answers (keys dropped, values retyped, garbage added,
 bodies truncated) are fed to every decoding path the clients use on a service's answers:
-``_wire.decode`` for every response model, the session holder's ``parse`` (direct answers),
+``_wire.loads`` and ``_wire.structure`` for every response model, the session holder's ``parse``
+(direct answers),
 the result decoders handed to the poller (JSON and protobuf results), the poller itself (a
 ``retrieve_future`` answer of any shape resolves the future or fails it with a TinkerError,
 never hangs), the chunk-merging of results, the archive-URL answer, ``Retry-After`` parsing and
@@ -216,6 +217,10 @@ def mutated(draw: st.DrawFn) -> tuple[type[Any], Any]:
     return cls, doc
 
 
+def _decode(body: bytes, cls: type[Any]) -> Any:
+    return _wire.structure(_wire.loads(body), cls)
+
+
 def _encode(doc: Any) -> bytes:
     return json.dumps(doc, allow_nan=True).encode()
 
@@ -248,14 +253,14 @@ def _response(body: bytes, content_type: str = JSON, status: int = 200) -> HttpR
 
 def test_seeds_decode() -> None:
     for cls, doc in SEED_DOCS:
-        assert _wire.decode(_encode(doc), cls) is not None
+        assert _wire.structure(_wire.loads(_encode(doc)), cls) is not None
 
 
 @FUZZ
 @given(cls=st.sampled_from(RESPONSE_CLASSES), body=bodies)
 def test_wire_decode_of_every_response_model(cls: type[Any], body: bytes) -> None:
-    _typed_only(lambda: _wire.decode(body, cls))
-    _typed_only(lambda: _wire.decode(body, cls, strict=True))
+    _typed_only(lambda: _decode(body, cls))
+    _typed_only(lambda: _wire.structure(_wire.loads(body), cls, strict=True))
 
 
 @pytest.mark.parametrize("parser", ["orjson", "json"])
@@ -266,7 +271,7 @@ def test_deeply_nested_answers(monkeypatch: pytest.MonkeyPatch, parser: str, dep
     nested = b"[" * depth + b"]" * depth
     for body in (nested, b'{"sequences": ' + nested + b', "loss_fn_outputs": ' + nested + b"}"):
         for cls in RESPONSE_CLASSES:
-            _typed_only(partial(_wire.decode, body, cls))
+            _typed_only(partial(_decode, body, cls))
 
 
 @FUZZ
