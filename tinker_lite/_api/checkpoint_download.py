@@ -116,14 +116,8 @@ def download_checkpoint(
     sleep: Callable[[float], object] = time.sleep,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
 ) -> CheckpointDownload:
-    """Download the checkpoint's archive to ``dest`` and, when asked, extract it.
-
-    ``archive_url`` returns a fresh signed URL (called once, then again whenever the last one
-    has expired). With ``extract`` false, ``dest`` is the archive file (or an existing folder
-    to put ``<run>-<kind>-<name>.tar.gz`` in). With ``extract`` true, ``dest`` is the folder
-    to extract into: the archive goes beside it as ``<dest>.tar.gz`` (resumable from
-    ``<dest>.tar.gz.part``) and is removed once extracted.
-    """
+    """Download the checkpoint's archive to ``dest`` and, when asked, extract it (docs/api.rst,
+    "Downloading a checkpoint"); ``archive_url`` gives a fresh signed URL."""
     dest_path = Path(dest)
     folder: Path | None = None
     if extract:

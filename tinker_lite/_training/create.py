@@ -1,6 +1,5 @@
-"""Making a TrainingClient: the model is created on the service, then its client is made, in the
-background on the REST threads (docs/protocol.rst §7.1).
-"""
+"""Making a TrainingClient: the model is created on the service, then its client is made, on the
+REST threads (docs/protocol.rst §7.1)."""
 
 from __future__ import annotations
 
@@ -86,12 +85,8 @@ def from_state_steps(
     weights_access_token: str | None,
     sdk_method: str,
 ) -> Steps[types.LoadWeightsResponse]:
-    """Create a model from a saved state with one ``load_weights`` (golden-0.38).
-
-    The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` / ``seq_id``:
-    the service creates the model ``<session_id>:train:<model_seq_id>`` from the checkpoint, so
-    the new client's first request has ``seq_id`` 1.
-    """
+    """Create a model from a saved state with one ``load_weights`` carrying ``session_id`` +
+    ``model_seq_id`` (golden-0.38): the model is ``<session_id>:train:<model_seq_id>``."""
     api = context.api
     created_at = time.monotonic()
 
@@ -126,12 +121,8 @@ def from_state_steps(
 def in_background(
     context: ClientContext, steps: Steps[T], *, request_type: str
 ) -> APIFuture[TrainingClient]:
-    """The future of a creation's client, returned at once: both steps run on the REST
-    threads, and no thread waits while the service works on the request the first one sent.
-
-    Registered for close() as one ``create_model`` request: a close that finishes what was
-    queued waits for the client; one that drops it names it, and nothing is sent after that.
-    """
+    """The future of a creation's client, at once: both steps run on the REST threads, registered
+    for close() as one ``create_model``."""
     send, finish = steps
     pool = context.rest_pool()
 

@@ -54,12 +54,8 @@ class _Operation:
 
 
 class TrainingQueue:
-    """The request ids and the single-thread submit executor of one training run.
-
-    ``owner`` is the TrainingClient: the submit thread ends once it is garbage and its queued
-    submits are sent. The thread starts here, where the client is made (on the REST threads),
-    not in the first training call, which may be made from an event loop.
-    """
+    """The request ids and the single-thread submit executor of one training run (the thread ends
+    once ``owner``, the client, is garbage and its submits are sent)."""
 
     def __init__(self, context: ClientContext, model_id: str, owner: object) -> None:
         self._context = context
@@ -84,12 +80,8 @@ class TrainingQueue:
         kind: str,
         first_last: bool = False,
     ) -> list[APIFuture[Any]]:
-        """Reserve one request id per build (in call order) and queue the submits.
-
-        ``kind`` names the operation in the run journal (the public method's name).
-        ``first_last`` queues the first submit after the others (their ``seq_id`` stay in call
-        order); the futures are returned in ``seq_id`` order either way.
-        """
+        """Reserve one ``seq_id`` per build, in call order, and queue the submits (``first_last``:
+        the first is sent last); the futures in ``seq_id`` order."""
         with self.order_lock:
             self._context.check_open()
             first_seq = self._next_request_id + 1
@@ -128,11 +120,8 @@ class TrainingQueue:
         return futures
 
     def _deliver(self, source: APIFuture[Any], out: APIFuture[Any], op: _Operation) -> None:
-        """Journal ``source``'s outcome, then hand it to the caller's future ``out``.
-
-        Called exactly once per scheduled request: journal lines are released in ``seq_id``
-        order, so a request that never got here would hold back the later lines.
-        """
+        """Journal ``source``'s outcome, then hand it to ``out``; called exactly once per request
+        (journal lines are released in ``seq_id`` order)."""
         # Watched first: the line is written (or queued behind an earlier seq_id still
         # pending) before ``out`` completes.
         self._context.journal_watch(
