@@ -113,13 +113,29 @@ class TrainingClient:
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
-    def _json_submission(
-        self, request: object, result_cls: type[Any], sdk_method: str
-    ) -> Submission:
-        return Submission(self._api.training.encode_training(request, result_cls), sdk_method)
-
     def _single(self, build: Callable[[int], Submission], *, kind: str) -> APIFuture[Any]:
         return self._queue.schedule([build], created_at=time.monotonic(), kind=kind)[0]
+
+    def _submit(
+        self,
+        kind: str,
+        request: Callable[..., object],
+        *,
+        sdk_method: str | None = None,
+        **fields: Any,
+    ) -> APIFuture[Any]:
+        """Queue one JSON training request, ``request(model_id=, seq_id=, **fields)``, built
+        (and so checked) before its ``seq_id`` is taken."""
+        method = sdk_method or f"TrainingClient.{kind}"
+        return self._single(
+            lambda seq_id: Submission(
+                self._api.training.encode_training(
+                    request(model_id=self.model_id, seq_id=seq_id, **fields)
+                ),
+                method,
+            ),
+            kind=kind,
+        )
 
     # -- forward / backward ----------------------------------------------------------------------
 
@@ -299,24 +315,13 @@ class TrainingClient:
         """Save weights and optimizer state as ``tinker://<run>/weights/<name>`` (resumable)."""
         check_name("name", name)
         check_flag("overwrite", overwrite)
-        metadata = check_user_metadata(user_metadata)
-
-        def request(seq_id: int | None) -> types.SaveWeightsRequest:
-            return types.SaveWeightsRequest(
-                model_id=self.model_id,
-                path=name,
-                seq_id=seq_id,
-                ttl_seconds=ttl_seconds,
-                overwrite=overwrite,
-                user_metadata=metadata,
-            )
-
-        request(None)  # checks ttl_seconds before a seq_id is taken
-        return self._single(
-            lambda seq_id: self._json_submission(
-                request(seq_id), types.SaveWeightsResponse, "TrainingClient.save_state"
-            ),
-            kind="save_state",
+        return self._submit(
+            "save_state",
+            types.SaveWeightsRequest,
+            path=name,
+            ttl_seconds=ttl_seconds,
+            overwrite=overwrite,
+            user_metadata=check_user_metadata(user_metadata),
         )
 
     @deprecated(_LOAD_STATE_DEPRECATION)
@@ -356,19 +361,13 @@ class TrainingClient:
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
         check_access_token(weights_access_token)
-        return self._single(
-            lambda seq_id: self._json_submission(
-                types.LoadWeightsRequest(
-                    model_id=self.model_id,
-                    seq_id=seq_id,
-                    path=path,
-                    optimizer=optimizer,
-                    weights_access_token=weights_access_token,
-                ),
-                types.LoadWeightsResponse,
-                sdk_method,
-            ),
-            kind=kind,
+        return self._submit(
+            kind,
+            types.LoadWeightsRequest,
+            sdk_method=sdk_method,
+            path=path,
+            optimizer=optimizer,
+            weights_access_token=weights_access_token,
         )
 
     def save_weights_for_sampler(
@@ -379,35 +378,16 @@ class TrainingClient:
     ) -> APIFuture[types.SaveWeightsForSamplerResponse]:
         """Save weights for sampling as ``tinker://<run>/sampler_weights/<name>``."""
         check_name("name", name)
-        metadata = check_user_metadata(user_metadata)
-
-        def request(seq_id: int | None) -> types.SaveWeightsForSamplerRequest:
-            return types.SaveWeightsForSamplerRequest(
-                model_id=self.model_id,
-                path=name,
-                seq_id=seq_id,
-                ttl_seconds=ttl_seconds,
-                user_metadata=metadata,
-            )
-
-        request(None)  # checks ttl_seconds before a seq_id is taken
-        future: APIFuture[types.SaveWeightsForSamplerResponseInternal] = self._single(
-            lambda seq_id: self._json_submission(
-                request(seq_id),
-                types.SaveWeightsForSamplerResponseInternal,
-                "TrainingClient.save_weights_for_sampler",
-            ),
-            kind="save_weights_for_sampler",
+        saved = self._submit(
+            "save_weights_for_sampler",
+            types.SaveWeightsForSamplerRequest,
+            path=name,
+            ttl_seconds=ttl_seconds,
+            user_metadata=check_user_metadata(user_metadata),
         )
-
-        def public(result: types.SaveWeightsForSamplerResponseInternal) -> Any:
-            if not result.path:
-                raise APIResponseValidationError(
-                    "save_weights_for_sampler answered without a path", body=attrs.asdict(result)
-                )
-            return types.SaveWeightsForSamplerResponse(path=result.path)
-
-        return chain(future, public)
+        return chain(
+            saved, _with_path(types.SaveWeightsForSamplerResponse, "save_weights_for_sampler")
+        )
 
     def save_weights_external(
         self,
@@ -418,34 +398,14 @@ class TrainingClient:
         """Export the weights in the Hugging Face PEFT layout as a
         ``tinker://<run>/external_weights/<name>`` checkpoint (optionally age-encrypted)."""
         check_name("name", name)
-        recipients = check_recipients(age_encryption_recipients)
-
-        def request(seq_id: int | None) -> types.SaveWeightsExternalRequest:
-            return types.SaveWeightsExternalRequest(
-                model_id=self.model_id,
-                path=name,
-                seq_id=seq_id,
-                ttl_seconds=ttl_seconds,
-                age_encryption_recipients=recipients,
-            )
-
-        request(None)  # checks ttl_seconds before a seq_id is taken
-        future: APIFuture[types.SaveWeightsExternalResponseInternal] = self._single(
-            lambda seq_id: Submission(
-                self._api.training.encode_save_weights_external(request(seq_id)),
-                "TrainingClient.save_weights_external",
-            ),
-            kind="save_weights_external",
+        saved = self._submit(
+            "save_weights_external",
+            types.SaveWeightsExternalRequest,
+            path=name,
+            ttl_seconds=ttl_seconds,
+            age_encryption_recipients=check_recipients(age_encryption_recipients),
         )
-
-        def public(result: types.SaveWeightsExternalResponseInternal) -> Any:
-            if not result.path:
-                raise APIResponseValidationError(
-                    "save_weights_external answered without a path", body=attrs.asdict(result)
-                )
-            return types.SaveWeightsExternalResponse(path=result.path)
-
-        return chain(future, public)
+        return chain(saved, _with_path(types.SaveWeightsExternalResponse, "save_weights_external"))
 
     def get_console_url(self) -> str:
         """The Tinker Console URL of this training run (nothing is sent)."""
@@ -485,9 +445,8 @@ class TrainingClient:
                 seq_id=seq_id,
                 kind=kind,
             )
-            return self._json_submission(
-                request,
-                types.SaveWeightsForSamplerResponseInternal,
+            return Submission(
+                self._api.training.encode_training(request),
                 "TrainingClient.save_weights_and_get_sampling_client",
             )
 
@@ -585,6 +544,18 @@ class TrainingClient:
     save_state_async = async_future_twin(save_state)
     save_weights_external_async = async_future_twin(save_weights_external)
     save_weights_for_sampler_async = async_future_twin(save_weights_for_sampler)
+
+
+def _with_path(public: Callable[..., T], what: str) -> Callable[[Any], T]:
+    """The public answer of a save from the service's, which must carry a path."""
+
+    def read(result: Any) -> T:
+        if not result.path:
+            message = f"{what} answered without a path"
+            raise APIResponseValidationError(message, body=attrs.asdict(result))
+        return public(path=result.path)
+
+    return read
 
 
 @forwarding_to(TrainingClient)

@@ -105,7 +105,13 @@ class TrainingRequest:
 # The training requests encode_training sends, by the name of their request model.
 _TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
     endpoint.request: endpoint
-    for endpoint in (OPTIM_STEP, SAVE_WEIGHTS, LOAD_WEIGHTS, SAVE_WEIGHTS_FOR_SAMPLER)
+    for endpoint in (
+        OPTIM_STEP,
+        SAVE_WEIGHTS,
+        LOAD_WEIGHTS,
+        SAVE_WEIGHTS_FOR_SAMPLER,
+        SAVE_WEIGHTS_EXTERNAL,
+    )
 }
 
 
@@ -185,15 +191,18 @@ class TrainingRequests:
             )
         return DEFAULT_LIMITS
 
-    def encode_training(self, request: object, result_cls: type[Any]) -> TrainingRequest:
-        """Encode an optim_step / save / load request for :meth:`submit_training`."""
-        endpoint = _TRAINING_ENDPOINTS[type(request).__name__]
+    def encode_training(
+        self, request: object, endpoint: Endpoint[Any] | None = None
+    ) -> TrainingRequest:
+        """Encode an optim_step / save / load request (its row found by its model's name) for
+        :meth:`submit_training`; the result is read into the row's response model."""
+        endpoint = endpoint or _TRAINING_ENDPOINTS[type(request).__name__]
         return TrainingRequest(
             path=endpoint.path,
             body=_wire.dumps(request),
             content_type=JSON,
             request_type=endpoint.request_type or "",
-            decode=json_result(result_cls),
+            decode=json_result(endpoint.response_type),
         )
 
     def encode_forward_backward(
@@ -266,32 +275,14 @@ class TrainingRequests:
         ``optimizer_params`` with their ``type``, as 0.38 sends them."""
         if isinstance(params, types.AdamParams):
             request = types.OptimStepRequest(model_id=model_id, seq_id=seq_id, adam_params=params)
-            return self.encode_training(request, types.OptimStepResponse)
+            return self.encode_training(request)
         body = {
             "model_id": model_id,
             "seq_id": seq_id,
             "type": "optim_step",
             "optimizer_params": _wire.to_builtins(params),
         }
-        return TrainingRequest(
-            path=OPTIM_STEP.path,
-            body=_wire.dumps(body),
-            content_type=JSON,
-            request_type=OPTIM_STEP.request_type or "",
-            decode=json_result(types.OptimStepResponse),
-        )
-
-    def encode_save_weights_external(
-        self, request: types.SaveWeightsExternalRequest
-    ) -> TrainingRequest:
-        """Encode a save_weights_external (a training request, polled like save_weights)."""
-        return TrainingRequest(
-            path=SAVE_WEIGHTS_EXTERNAL.path,
-            body=_wire.dumps(request),
-            content_type=JSON,
-            request_type=SAVE_WEIGHTS_EXTERNAL.request_type or "",
-            decode=json_result(types.SaveWeightsExternalResponseInternal),
-        )
+        return self.encode_training(body, OPTIM_STEP)
 
     def submit_training(self, request: TrainingRequest, *, sdk_method: str) -> str:
         """Submit an encoded training request (HTTP and operation retries); its request id."""
