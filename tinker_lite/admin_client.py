@@ -12,6 +12,7 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._rest.args import check_optional_id
 from tinker_lite._rest.base import RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
@@ -58,14 +59,6 @@ def _check_moment(field: str, value: object) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _check_project(project_id: object) -> str | None:
-    if project_id is not None and (not isinstance(project_id, str) or not project_id):
-        raise InvalidInputError(
-            "project_id", f"must be a non-empty string or None, got {project_id!r}"
-        )
-    return project_id
-
-
 class AdminClient(RestOnlyClient):
     """Audit log, billing usage and checkpoint storage usage of your organization.
 
@@ -101,7 +94,7 @@ class AdminClient(RestOnlyClient):
     ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
         """Checkpoint count, size and projected storage cost now, of the whole organization
         or of one project."""
-        query = {"project_id": _check_project(project_id)}
+        query = {"project_id": check_optional_id("project_id", project_id)}
         return self._request(endpoints.CHECKPOINT_STORAGE_USAGE, query=query)
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------

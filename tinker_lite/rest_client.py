@@ -160,19 +160,28 @@ class RestClient(RestOnlyClient):
             checkpoint_id=check_checkpoint_id(checkpoint_id),
         )
 
+    def _at_path(
+        self, name: str, endpoint: Endpoint[None], tinker_path: str, body: object | None = None
+    ) -> APIFuture[None]:
+        """``endpoint`` on the checkpoint at ``tinker_path``; golden-0.38 names the call
+        ``RestClient.<name>`` in x-sdk-method."""
+        parsed = parse_tinker_path(tinker_path)
+        return self._checkpoint_call(
+            endpoint,
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            sdk_method=f"RestClient.{name}",
+            body=body,
+        )
+
     def delete_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Delete a checkpoint (``checkpoint_id`` like ``weights/<name>``)."""
         return self._checkpoint_call(endpoints.DELETE_CHECKPOINT, training_run_id, checkpoint_id)
 
     def delete_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Delete the checkpoint at a ``tinker://`` path."""
-        parsed = parse_tinker_path(tinker_path)
-        # golden-0.38: a *_from_tinker_path call is named after itself in x-sdk-method.
-        return self._checkpoint_call(
-            endpoints.DELETE_CHECKPOINT,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.delete_checkpoint_from_tinker_path",
+        return self._at_path(
+            "delete_checkpoint_from_tinker_path", endpoints.DELETE_CHECKPOINT, tinker_path
         )
 
     def publish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
@@ -181,12 +190,8 @@ class RestClient(RestOnlyClient):
 
     def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path public."""
-        parsed = parse_tinker_path(tinker_path)
-        return self._checkpoint_call(
-            endpoints.PUBLISH_CHECKPOINT,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.publish_checkpoint_from_tinker_path",
+        return self._at_path(
+            "publish_checkpoint_from_tinker_path", endpoints.PUBLISH_CHECKPOINT, tinker_path
         )
 
     def unpublish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
@@ -195,12 +200,8 @@ class RestClient(RestOnlyClient):
 
     def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path private."""
-        parsed = parse_tinker_path(tinker_path)
-        return self._checkpoint_call(
-            endpoints.UNPUBLISH_CHECKPOINT,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.unpublish_checkpoint_from_tinker_path",
+        return self._at_path(
+            "unpublish_checkpoint_from_tinker_path", endpoints.UNPUBLISH_CHECKPOINT, tinker_path
         )
 
     def set_checkpoint_ttl(
@@ -216,14 +217,9 @@ class RestClient(RestOnlyClient):
         self, tinker_path: str, ttl_seconds: int | None
     ) -> APIFuture[None]:
         """Set the time-to-live of the checkpoint at a ``tinker://`` path."""
-        parsed = parse_tinker_path(tinker_path)
-        return self._checkpoint_call(
-            endpoints.SET_CHECKPOINT_TTL,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.set_checkpoint_ttl_from_tinker_path",
-            body=types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds),
-        )
+        request = types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds)
+        name = "set_checkpoint_ttl_from_tinker_path"
+        return self._at_path(name, endpoints.SET_CHECKPOINT_TTL, tinker_path, request)
 
     def get_checkpoint_archive_url(
         self, training_run_id: str, checkpoint_id: str

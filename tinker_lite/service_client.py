@@ -15,7 +15,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
 from tinker_lite import types
-from tinker_lite._api import CONSOLE_URL, endpoints
+from tinker_lite._api import endpoints
+from tinker_lite._api.endpoints import CONSOLE_URL
 from tinker_lite._codec.chunking import ChunkLimits
 from tinker_lite._context import (
     DEFAULT_SAMPLE_WORKERS,
@@ -28,11 +29,12 @@ from tinker_lite._context import (
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures.async_twins import async_twin
-from tinker_lite._futures.future import APIFuture, flatten
+from tinker_lite._futures.future import APIFuture, chain, flatten
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.journal import Journal
 from tinker_lite._training import create as _training_create
+from tinker_lite._training.args import check_flag
 from tinker_lite._training.loss_handle import (
     LossHandle,
     PerDatumLossFn,
@@ -463,17 +465,7 @@ class ServiceClient:
             sdk_method="ServiceClient.create_custom_loss",
             created_at=time.monotonic(),
         )
-        out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")
-
-        def deliver(done: Future[types.CreateCustomLossResponse]) -> None:
-            error = done.exception()
-            if error is not None:
-                out.try_set_exception(error)
-            else:
-                out.try_set_result(dataclasses.replace(handle, loss_id=done.result().loss_id))
-
-        created.add_done_callback(deliver)
-        return out
+        return chain(created, lambda answer: dataclasses.replace(handle, loss_id=answer.loss_id))
 
     def get_console_url(self) -> str:
         """The Tinker Console page of this session (of all sessions before it starts)."""
@@ -496,8 +488,7 @@ class ServiceClient:
             )
         if detail is not None and not isinstance(detail, str):
             raise InvalidInputError("detail", f"must be a string or None, got {detail!r}")
-        if not isinstance(wait, bool):
-            raise InvalidInputError("wait", f"must be True or False, got {wait!r}")
+        check_flag("wait", wait)
         self._context.close(cast(FinishReason, status), detail, wait=wait)
         return APIFuture.completed(None)
 

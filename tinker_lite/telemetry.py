@@ -135,7 +135,6 @@ class Telemetry:
         self._gone = False
         self._session_ended = False
         self._thread: threading.Thread | None = None
-        self.sent_batches = 0
         if self.enabled:
             self._thread = threading.Thread(
                 target=self._run, name="tinker-lite-telemetry", daemon=True
@@ -316,8 +315,6 @@ class Telemetry:
                 logger.warning(
                     "Failed to send telemetry batch (%d events): %s", len(events), redact(str(e))
                 )
-            return
-        self.sent_batches += 1
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is queued (waiting at most ``timeout`` s) and stop the thread. Idempotent."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import CONSOLE_URL
+from tinker_lite._api.endpoints import CONSOLE_URL
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._context import context_of
 from tinker_lite._deprecation import deprecated
