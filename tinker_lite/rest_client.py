@@ -268,7 +268,7 @@ class RestClient(RestOnlyClient):
         def archive_url() -> str:
             return str(self.get_checkpoint_archive_url_from_tinker_path(tinker_path).result().url)
 
-        outcome = download_checkpoint(
+        return download_checkpoint(
             parsed,
             archive_url,
             dest,
@@ -280,7 +280,6 @@ class RestClient(RestOnlyClient):
             sleep=self._api.sleep,
             stall_timeout=self._api.settings.stall_timeout,
         )
-        return outcome.extracted_to if outcome.extracted_to is not None else outcome.archive.path
 
     # -- sessions and samplers -------------------------------------------------------------------
 

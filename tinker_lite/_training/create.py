@@ -65,8 +65,10 @@ def create_model_steps(
         return source
 
     def finish(created: types.CreateModelResponse) -> TrainingClient:
-        return _made(
-            cls, context, created.model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
+        # 0.38 reads the new model's info once.
+        info = _info(context, created.model_id, sdk_method)
+        return cls(
+            context, model_id=created.model_id, base_model=base_model, lora_config=lora, info=info
         )
 
     return send, finish
@@ -146,20 +148,6 @@ def in_background(
         raise
     out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
     return out
-
-
-def _made(
-    cls: type[TrainingClient],
-    context: ClientContext,
-    model_id: str,
-    *,
-    base_model: str | None,
-    lora: types.LoraConfig | None,
-    sdk_method: str,
-) -> TrainingClient:
-    """The client of a model the service has just created (0.38 reads its info once)."""
-    info = _info(context, model_id, sdk_method)
-    return cls(context, model_id=model_id, base_model=base_model, lora_config=lora, info=info)
 
 
 def _info(context: ClientContext, model_id: str, sdk_method: str) -> types.GetInfoResponse:
