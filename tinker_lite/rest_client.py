@@ -77,13 +77,9 @@ class RestClient(RestOnlyClient):
     opens a session-less one of its own (docs/api.rst). Every method returns an
     :class:`~tinker_lite.APIFuture` at once."""
 
-    # -- service -----------------------------------------------------------------------------------
-
     def get_server_capabilities(self) -> APIFuture[types.GetServerCapabilitiesResponse]:
         """The base models the service supports."""
         return self._request(endpoints.GET_SERVER_CAPABILITIES)
-
-    # -- training runs ---------------------------------------------------------------------------
 
     def list_training_runs(
         self,
@@ -128,8 +124,6 @@ class RestClient(RestOnlyClient):
             lambda: self._api.training.weights_info(tinker_path, sdk_method=method),
             sdk_method=method,
         )
-
-    # -- checkpoints -----------------------------------------------------------------------------
 
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
         """The checkpoints of one training run."""
@@ -281,8 +275,6 @@ class RestClient(RestOnlyClient):
             stall_timeout=self._api.settings.stall_timeout,
         )
 
-    # -- sessions and samplers -------------------------------------------------------------------
-
     def list_sessions(
         self, limit: int = 20, offset: int = 0, access_scope: str | None = "owned"
     ) -> APIFuture[types.ListSessionsResponse]:
@@ -352,8 +344,6 @@ class RestClient(RestOnlyClient):
                 "e.g. types.SessionSearchRequest(display_name='nightly')",
             )
         return self._request(endpoints.SEARCH_SESSIONS, body=request)
-
-    # -- weights ---------------------------------------------------------------------------------
 
     def get_external_weights_urls(
         self, tinker_path: str
@@ -427,8 +417,6 @@ class RestClient(RestOnlyClient):
 
         return self._call(run_copy, sdk_method=sdk_method)
 
-    # -- admin (deprecated here: AdminClient) ----------------------------------------------------
-
     def _admin(self) -> AdminClient:
         return AdminClient._on_context(self._context)
 
@@ -462,8 +450,6 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
         """Deprecated: :meth:`AdminClient.get_current_checkpoint_storage_usage`."""
         return self._admin().get_current_checkpoint_storage_usage(project_id)
-
-    # -- every page ------------------------------------------------------------------------------
 
     def list_all_training_runs(
         self,

@@ -146,8 +146,6 @@ class ServiceClient:
             f"ServiceClient(base_url={redact_url(self._context.base_url)!r}, closed={self.closed})"
         )
 
-    # -- properties ------------------------------------------------------------------------------
-
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
@@ -177,8 +175,6 @@ class ServiceClient:
         """Forward/forward_backward chunk limits: the service's client config, else
         docs/protocol.rst §7.4."""
         return self._context.api.training.chunk_limits()
-
-    # -- service calls ---------------------------------------------------------------------------
 
     @deprecated(
         "ServiceClient.get_server_capabilities() is deprecated as in the official SDK; use "
@@ -473,8 +469,6 @@ class ServiceClient:
         if session_id is None:
             return f"{CONSOLE_URL}/sessions"
         return f"{CONSOLE_URL}/sessions/{session_id}"
-
-    # -- shutdown --------------------------------------------------------------------------------
 
     def close(
         self, status: str = "success", detail: str | None = None, *, wait: bool = True

@@ -150,8 +150,6 @@ class Telemetry:
         """The session id sent with batches (``sessionless-<uuid4>`` without a session)."""
         return self._session_id
 
-    # -- events ------------------------------------------------------------------------------
-
     def _next_index(self) -> int:
         with self._cond:
             index = self._index
@@ -240,8 +238,6 @@ class Telemetry:
             )
         if fatal:
             self.flush(timeout=self._fatal_flush_timeout)
-
-    # -- sending -----------------------------------------------------------------------------
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Send everything queued so far; wait at most ``timeout`` s. True if all was handled."""

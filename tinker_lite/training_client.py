@@ -137,8 +137,6 @@ class TrainingClient:
             kind=kind,
         )
 
-    # -- forward / backward ----------------------------------------------------------------------
-
     def forward(
         self,
         data: Sequence[types.Datum],
@@ -285,8 +283,6 @@ class TrainingClient:
                 sdk_method="TrainingClient.forward_backward_custom",
             ),
         )
-
-    # -- optimizer and checkpoints ---------------------------------------------------------------
 
     def optim_step(
         self,
@@ -488,8 +484,6 @@ class TrainingClient:
                 record_stability_info=record_stability_info,
             )
         )
-
-    # -- information -----------------------------------------------------------------------------
 
     def get_info(self) -> types.GetInfoResponse:
         """The model's base model, LoRA rank and tokenizer id, read when the client was made."""

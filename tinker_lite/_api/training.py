@@ -61,10 +61,6 @@ def _warn_zstd_missing() -> None:
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Decoding polled results
-
-
 def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
     """A poll decoder reading a JSON result into ``cls``."""
 
@@ -82,10 +78,6 @@ def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
 
         return _proto.decode_forward_backward_output(resp.body)
     return _wire.structure(resp.json(), types.ForwardBackwardOutput)
-
-
-# ---------------------------------------------------------------------------------------------
-# Training requests
 
 
 @attrs.frozen
@@ -175,8 +167,6 @@ class TrainingRequests:
             operation_retries=operation_retries,
         )
         return parse_model(resp, types.GetInfoResponse)
-
-    # -- training ----------------------------------------------------------------------------
 
     def chunk_limits(self) -> ChunkLimits:
         """Forward/forward_backward chunk limits: the service's client config, else
@@ -295,5 +285,3 @@ class TrainingRequests:
             sdk_method=sdk_method,
         )
         return parse_model(resp, types.UntypedAPIFuture, what=request.path).request_id
-
-    # -- sampling --------------------------------------------------------------------------------
