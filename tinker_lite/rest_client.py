@@ -118,11 +118,10 @@ class RestClient(RestOnlyClient):
         self, tinker_path: str
     ) -> APIFuture[types.WeightsInfoResponse]:
         """What a checkpoint holds: base model and LoRA settings."""
-        types.WeightsInfoRequest(tinker_path=tinker_path)
-        method = "RestClient.get_weights_info_by_tinker_path"
-        return self._call(
-            lambda: self._api.training.weights_info(tinker_path, sdk_method=method),
-            sdk_method=method,
+        return self._request(
+            endpoints.WEIGHTS_INFO,
+            sdk_method="RestClient.get_weights_info_by_tinker_path",
+            body=types.WeightsInfoRequest(tinker_path=tinker_path),
         )
 
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
@@ -385,21 +384,12 @@ class RestClient(RestOnlyClient):
         request = types.CopyWeightsRequest(
             source_path=path, destination_project_id=project, ttl_seconds=ttl_seconds
         )
-        if weights_access_token is not None:
-            check_id("weights_access_token", weights_access_token)
-        return self._copy(request, weights_access_token, sdk_method="RestClient.copy_weights")
-
-    def _copy(
-        self,
-        request: types.CopyWeightsRequest,
-        weights_access_token: str | None,
-        *,
-        sdk_method: str,
-    ) -> APIFuture[str]:
         # Every re-send, operation retries included, carries one X-Idempotency-Key: one copy.
         key = str(uuid.uuid4())
         headers = {}
+        sdk_method = "RestClient.copy_weights"
         if weights_access_token is not None:
+            check_id("weights_access_token", weights_access_token)
             register_secret(weights_access_token)
             headers["X-Tinker-Weights-Access-Token"] = weights_access_token
         api = self._api

@@ -326,8 +326,10 @@ class ServiceClient:
         ``create_model``, then ``load_weights`` (docs/protocol.rst §4.3), on a REST thread."""
         api = self._context.api
         try:
-            info: types.WeightsInfoResponse | None = api.training.weights_info(
-                parsed.tinker_path, sdk_method=method
+            info: types.WeightsInfoResponse | None = api.request(
+                endpoints.WEIGHTS_INFO,
+                body=types.WeightsInfoRequest(tinker_path=parsed.tinker_path),
+                sdk_method=method,
             )
         except NotFoundError:
             logger.debug("weights_info answered 404; reading the training run instead")

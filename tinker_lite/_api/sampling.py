@@ -115,10 +115,8 @@ class SamplingRequests:
         try:
             return self._submits(self._submit_sample_once, call)
         except (RetryableStatus, _HeldBack):  # stopped: the client is closing
-            closed = True
-        if closed:
-            raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
-        raise AssertionError("unreachable")  # pragma: no cover
+            pass
+        raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
 
     def _submit_sample_once(self, call: _SampleCall) -> str:
         """One turn of the sample loop: wait out an open window (or give up), else send."""

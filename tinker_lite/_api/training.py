@@ -21,7 +21,6 @@ from tinker_lite._api.endpoints import (
     SAVE_WEIGHTS,
     SAVE_WEIGHTS_EXTERNAL,
     SAVE_WEIGHTS_FOR_SAMPLER,
-    WEIGHTS_INFO,
     Endpoint,
 )
 from tinker_lite._codec import wire as _wire
@@ -144,16 +143,6 @@ class TrainingRequests:
             created_at=created_at,
             sdk_method=sdk_method,
         )
-
-    def weights_info(self, tinker_path: str, *, sdk_method: str) -> types.WeightsInfoResponse:
-        """What a checkpoint holds (a 0.4.1-era service answers 404: NotFoundError)."""
-        resp = self._api.call(
-            WEIGHTS_INFO.verb,
-            WEIGHTS_INFO.path,
-            body_obj=types.WeightsInfoRequest(tinker_path=tinker_path),
-            sdk_method=sdk_method,
-        )
-        return parse_model(resp, types.WeightsInfoResponse)
 
     def get_info(
         self, model_id: str, *, sdk_method: str, operation_retries: bool = True
