@@ -41,18 +41,13 @@ from tinker_lite._rest.base import RestOnlyClient
 from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
-__all__ = ["CheckpointListing", "DownloadProgress", "RestClient", "parse_tinker_path"]
+__all__ = ["CheckpointListing", "DownloadProgress", "RestClient"]
 
 T = TypeVar("T")
 
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
-
-
-def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
-    """Split ``tinker://<run>/<kind>/<name>`` into its parts (an error says which kinds exist)."""
-    return types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
 
 
 def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
@@ -111,7 +106,8 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[types.TrainingRun]:
         """The training run a ``tinker://`` checkpoint path belongs to."""
         return self.get_training_run(
-            parse_tinker_path(tinker_path).training_run_id, access_scope=access_scope
+            types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path).training_run_id,
+            access_scope=access_scope,
         )
 
     def get_weights_info_by_tinker_path(
@@ -158,7 +154,7 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[None]:
         """``endpoint`` on the checkpoint at ``tinker_path``; golden-0.38 names the call
         ``RestClient.<name>`` in x-sdk-method."""
-        parsed = parse_tinker_path(tinker_path)
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         return self._checkpoint_call(
             endpoint,
             parsed.training_run_id,
@@ -237,7 +233,7 @@ class RestClient(RestOnlyClient):
         self, tinker_path: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """A signed download URL for the checkpoint at a ``tinker://`` path."""
-        parsed = parse_tinker_path(tinker_path)
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         return self._archive_call(
             parsed.training_run_id,
             parsed.checkpoint_id,
@@ -256,7 +252,7 @@ class RestClient(RestOnlyClient):
     ) -> Path:
         """Download a checkpoint's archive (resumable, verified, optionally extracted); return
         the file or folder. Blocks (docs/api.rst, "Downloading a checkpoint")."""
-        parsed = parse_tinker_path(tinker_path)
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
 
         def archive_url() -> str:
             return str(self.get_checkpoint_archive_url_from_tinker_path(tinker_path).result().url)
@@ -349,7 +345,7 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[types.ExternalWeightsUrlsResponse]:
         """Signed download URLs, one per file, of a ``tinker://<run>/external_weights/<name>``
         checkpoint."""
-        parsed = parse_tinker_path(tinker_path)
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         if not parsed.checkpoint_id.startswith("external_weights/"):
             raise InvalidInputError(
                 "tinker_path",

@@ -128,16 +128,14 @@ class TraceExports:
         )
 
 
+@attrs.define
 class _TraceExport:
     """One trace export being waited for."""
 
-    __slots__ = ("announced", "life", "sdk_method", "session_id")
-
-    def __init__(self, session_id: str, sdk_method: str, life: StallWatch) -> None:
-        self.session_id = session_id
-        self.sdk_method = sdk_method
-        self.life = life
-        self.announced = False
+    session_id: str
+    sdk_method: str
+    life: StallWatch
+    announced: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -8,6 +8,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._api.endpoints import (
     ASAMPLE_PATH,
@@ -152,19 +154,15 @@ class SamplingRequests:
         return parse_model(resp, types.UntypedAPIFuture, what="asample").request_id
 
 
+@attrs.define
 class _SampleCall:
     """One sample's submit loop: its life (docs/protocol.rst §6.6), bytes and last 429."""
 
-    __slots__ = ("body", "closing", "life", "sdk_method", "throttled")
-
-    def __init__(
-        self, closing: threading.Event, life: StallWatch, body: bytes, sdk_method: str
-    ) -> None:
-        self.closing = closing
-        self.life = life
-        self.body = body
-        self.sdk_method = sdk_method
-        self.throttled: HttpResponse | None = None
+    closing: threading.Event
+    life: StallWatch
+    body: bytes
+    sdk_method: str
+    throttled: HttpResponse | None = None
 
 
 class _HeldBack(Exception):

@@ -32,6 +32,14 @@ class Submission:
     request: TrainingRequest
     sdk_method: str
 
+    @property
+    def request_type(self) -> str:
+        return self.request.request_type
+
+    @property
+    def tokens(self) -> int | None:
+        return self.request.tokens
+
 
 @attrs.frozen
 class Deferred:
@@ -92,14 +100,14 @@ class TrainingQueue:
             ]
             self._next_request_id += len(submissions)
             futures: list[APIFuture[Any]] = [
-                APIFuture(request_type=_request_type(submission)) for submission in submissions
+                APIFuture(request_type=submission.request_type) for submission in submissions
             ]
             order = list(range(len(submissions)))
             if first_last and len(order) > 1:
                 order = [*order[1:], 0]
             for index in order:
                 submission, out = submissions[index], futures[index]
-                op = _Operation(kind, first_seq + index, created_at, _tokens(submission))
+                op = _Operation(kind, first_seq + index, created_at, submission.tokens)
                 # Registered for close(): finished on a normal close, named if dropped. Its
                 # entry lives until the result arrives, so it does not hold the encoded body
                 # (freed once the request is sent).
@@ -149,7 +157,7 @@ class TrainingQueue:
         if not pending.claim():
             return  # dropped by close(): its future already holds a ClientClosedError
         if self._lost_submit is not None:
-            held = _held_back(self._lost_submit, op.seq_id, _request_type(submission))
+            held = _held_back(self._lost_submit, op.seq_id, submission.request_type)
             self._deliver(APIFuture.failed(held), out, op)
             return
         if isinstance(submission, Deferred):
@@ -193,18 +201,6 @@ class TrainingQueue:
                 telemetry.log_exception(error)
             except Exception:  # pragma: no cover - telemetry never breaks a call
                 logger.debug("telemetry failed", exc_info=True)
-
-
-def _request_type(submission: Submission | Deferred) -> str:
-    if isinstance(submission, Deferred):
-        return submission.request_type
-    return submission.request.request_type
-
-
-def _tokens(submission: Submission | Deferred) -> int | None:
-    if isinstance(submission, Deferred):
-        return submission.tokens
-    return submission.request.tokens
 
 
 def _maybe_not_received(error: BaseException) -> bool:
