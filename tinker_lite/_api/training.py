@@ -197,7 +197,6 @@ class TrainingRequests:
     ) -> TrainingRequest:
         """Encode one forward/forward_backward chunk in the connection's wire format."""
         endpoint = FORWARD if forward_only else FORWARD_BACKWARD
-        request_type = endpoint.request_type or ""
         tokens = sum(datum.model_input.length for datum in data)
         if wire == "protobuf":
             from tinker_lite._codec import proto as _proto
@@ -222,7 +221,7 @@ class TrainingRequests:
                 path=FORWARD_BACKWARD.path,
                 body=body,
                 content_type=PROTOBUF,
-                request_type=request_type,
+                request_type=endpoint.request_type or "",
                 decode=decode_forward_backward,
                 accept=PROTOBUF,
                 headers=headers,
@@ -238,14 +237,8 @@ class TrainingRequests:
             request = types.ForwardBackwardRequest(
                 forward_backward_input=fb_input, model_id=model_id, seq_id=seq_id
             )
-        return TrainingRequest(
-            path=endpoint.path,
-            body=_wire.dumps(request),
-            content_type=JSON,
-            request_type=request_type,
-            decode=decode_forward_backward,
-            tokens=tokens,
-        )
+        json_request = self.encode_training(request, endpoint)
+        return attrs.evolve(json_request, decode=decode_forward_backward, tokens=tokens)
 
     def encode_optim_step(
         self, model_id: str, seq_id: int, params: types.AdamParams | types.DimuonParams
