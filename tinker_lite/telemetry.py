@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import datetime as _dt
+import itertools
 import logging
 import math
 import os
@@ -128,7 +129,7 @@ class Telemetry:
         self._enqueued = 0
         self._processed = 0
         self._flush_requested = False
-        self._index = 0
+        self._indexes = itertools.count()  # next() on it is atomic
         self._started_at = clock()
         self._dropped_logged = False
         self._failure_logged = False
@@ -150,16 +151,10 @@ class Telemetry:
         """The session id sent with batches (``sessionless-<uuid4>`` without a session)."""
         return self._session_id
 
-    def _next_index(self) -> int:
-        with self._cond:
-            index = self._index
-            self._index += 1
-            return index
-
     def _common(self) -> dict[str, Any]:
         return {
             "event_id": str(uuid.uuid4()),
-            "event_session_index": self._next_index(),
+            "event_session_index": next(self._indexes),
             "timestamp": self._now(),
         }
 
