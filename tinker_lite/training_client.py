@@ -144,14 +144,7 @@ class TrainingClient:
         loss_fn_config: Mapping[str, float | str] | None = None,
     ) -> APIFuture[types.ForwardBackwardOutput]:
         """Run the model and the loss on ``data`` without computing gradients."""
-        return self._forward_backward(
-            data,
-            loss_fn,
-            loss_fn_config,
-            forward_only=True,
-            sdk_method="TrainingClient.forward",
-            kind="forward",
-        )
+        return self._forward_backward("forward", data, loss_fn, loss_fn_config)
 
     def forward_backward(
         self,
@@ -161,26 +154,17 @@ class TrainingClient:
     ) -> APIFuture[types.ForwardBackwardOutput]:
         """Compute the loss on ``data`` and accumulate its gradients into the model (``loss_fn``,
         checks and chunking: docs/api.rst)."""
-        return self._forward_backward(
-            data,
-            loss_fn,
-            loss_fn_config,
-            forward_only=False,
-            sdk_method="TrainingClient.forward_backward",
-            kind="forward_backward",
-        )
+        return self._forward_backward("forward_backward", data, loss_fn, loss_fn_config)
 
     def _forward_backward(
         self,
+        kind: Literal["forward", "forward_backward"],
         data: Sequence[types.Datum],
         loss_fn: str | types.LossFnType,
         loss_fn_config: Mapping[str, float | str] | None,
-        *,
-        forward_only: bool,
-        sdk_method: str,
-        kind: str,
     ) -> APIFuture[types.ForwardBackwardOutput]:
         created_at = time.monotonic()
+        forward_only = kind == "forward"
         self._context.check_open()
         report = validate(
             data,
@@ -203,7 +187,7 @@ class TrainingClient:
                 report.loss_fn,
                 config,
                 forward_only=forward_only,
-                sdk_method=sdk_method,
+                sdk_method=f"TrainingClient.{kind}",
             )
             for c in report.chunks
         ]

@@ -22,8 +22,6 @@ from tinker_lite._errors import (
     APITimeoutError,
     ClientClosedError,
 )
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
@@ -80,10 +78,6 @@ class TraceExports:
             retry_result=lambda answer: answer is None,
             sleep=api.sleep,
         )
-
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return f"TraceExports(base_url={redact_url(self._api.base_url)!r})"
 
     def export_session_trace(self, session_id: str, *, sdk_method: str) -> str:
         """The download URL of a session's trace, asked again every 5 s while the service

@@ -20,8 +20,6 @@ from tinker_lite._api.endpoints import (
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse, raise_for_status
 from tinker_lite._transport.http import PoolKind
 from tinker_lite._transport.loops import (
@@ -71,10 +69,6 @@ class SamplingRequests:
             retry_on=lambda error: isinstance(error, (RetryableStatus, _HeldBack)),
             sleep=api.sleep,
         )
-
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return f"SamplingRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def create_sampling_session(
         self, request: types.CreateSamplingSessionRequest, *, sdk_method: str

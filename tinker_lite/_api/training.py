@@ -27,8 +27,6 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
@@ -111,10 +109,6 @@ class TrainingRequests:
 
     def __init__(self, api: Sender) -> None:
         self._api = api
-
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return f"TrainingRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def submit(
         self, endpoint: Endpoint[T], request: object, *, sdk_method: str, created_at: float

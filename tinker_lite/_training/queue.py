@@ -78,6 +78,7 @@ class TrainingQueue:
         # Journal lines in seq_id order (results may be polled back out of order).
         self._journal_order = SeqOrder(first=self._next_request_id + 1)
         self._queue_logger = QueueStateLogger("Training", model_id, kind="training")
+        # Starts the thread here, on the REST threads, not in a first call from an event loop.
         self.executor.submit(int)
 
     def schedule(
