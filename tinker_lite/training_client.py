@@ -83,7 +83,6 @@ class TrainingClient:
         *,
         info: types.GetInfoResponse | None = None,
         base_model: str | None = None,
-        lora_config: types.LoraConfig | None = None,
     ) -> None:
         del model_seq_id  # taken by the caller with get_training_client_id(); nothing to send
         context = context_of(holder)
@@ -103,7 +102,6 @@ class TrainingClient:
         self.model_id = model_id
         self._info = info
         self._base_model = base_model
-        self._lora_config = lora_config
         self._queue = TrainingQueue(context, model_id, owner=self)
         self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()

@@ -67,9 +67,7 @@ def create_model_steps(
     def finish(created: types.CreateModelResponse) -> TrainingClient:
         # 0.38 reads the new model's info once.
         info = _info(context, created.model_id, sdk_method)
-        return cls(
-            context, model_id=created.model_id, base_model=base_model, lora_config=lora, info=info
-        )
+        return cls(context, model_id=created.model_id, base_model=base_model, info=info)
 
     return send, finish
 
@@ -115,7 +113,7 @@ def from_state_steps(
         model_id = f"{context.holder.ensure_session()}:train:{model_seq_id}"
         info = _info(context, model_id, sdk_method)
         base = info.model_data.model_name or info.model_name
-        return cls(context, model_id=model_id, base_model=base, lora_config=None, info=info)
+        return cls(context, model_id=model_id, base_model=base, info=info)
 
     return send, finish
 
