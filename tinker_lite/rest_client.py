@@ -11,6 +11,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TypeVar
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._api.checkpoint_download import (
@@ -530,18 +532,14 @@ class RestClient(RestOnlyClient):
     unpublish_checkpoint_from_tinker_path_async = async_twin(unpublish_checkpoint_from_tinker_path)
 
 
+@attrs.define(repr=False)
 class CheckpointListing:
     """Checkpoints gathered over every page, and whether the listing is known to be complete."""
 
-    __slots__ = ("checkpoints", "complete", "reason")
-
-    def __init__(
-        self, checkpoints: list[types.Checkpoint], *, complete: bool = True, reason: str = ""
-    ) -> None:
-        self.checkpoints = checkpoints
-        self.complete = complete
-        self.reason = reason
-        """Why the listing is incomplete (empty when complete)."""
+    checkpoints: list[types.Checkpoint]
+    complete: bool = attrs.field(default=True, kw_only=True)
+    reason: str = attrs.field(default="", kw_only=True)
+    """Why the listing is incomplete (empty when complete)."""
 
     @tolerant_repr
     def __repr__(self) -> str:

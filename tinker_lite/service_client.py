@@ -14,6 +14,8 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._api.endpoints import CONSOLE_URL
@@ -56,13 +58,13 @@ __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 logger = logging.getLogger("tinker_lite.service_client")
 
 
+@attrs.define
 class _CustomLosses:
     """The custom losses one session made, by traced key, and the next upload's number."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_key: dict[str, LossHandle] = {}
-        self.next_seq_id = 0
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+    by_key: dict[str, LossHandle] = attrs.Factory(dict)
+    next_seq_id: int = 0
 
 
 class ServiceClient:
