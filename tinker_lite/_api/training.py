@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -43,14 +43,10 @@ T = TypeVar("T")
 
 logger = logging.getLogger("tinker_lite.api")
 
-_zstd_warned = threading.Event()
 
-
+@functools.cache
 def _warn_zstd_missing() -> None:
     """Say once per process that the service asks for zstd bodies and they go uncompressed."""
-    if _zstd_warned.is_set():
-        return
-    _zstd_warned.set()
     logger.warning(
         "The service asks for zstd-compressed forward/forward_backward requests "
         "(proto_compress_fwdbwd), but the 'zstandard' package is not installed: they are sent "
