@@ -4,7 +4,7 @@ like :class:`~tinker_lite.RestClient`."""
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
-from typing import Literal
+from typing import Literal, get_args
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
@@ -18,7 +18,7 @@ from tinker_lite._rest.base import RestOnlyClient
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
 
 AuditEventType = Literal["all", "checkpoints", "projects", "teams", "organizations"]
-AUDIT_EVENT_TYPES: tuple[str, ...] = ("all", "checkpoints", "projects", "teams", "organizations")
+AUDIT_EVENT_TYPES: tuple[str, ...] = get_args(AuditEventType)
 
 
 def _check_event_type(event_type: object) -> str:
