@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from pathlib import Path
-from typing import TypeVar
 
 import attrs
 
@@ -44,8 +43,6 @@ from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
 __all__ = ["CheckpointListing", "DownloadProgress", "RestClient"]
-
-T = TypeVar("T")
 
 logger = logging.getLogger("tinker_lite.rest_client")
 

@@ -3,7 +3,6 @@ sent in call order (docs/protocol.rst §7.2; docs/api.rst, "Clients")."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import warnings
@@ -55,10 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
 
-logger = logging.getLogger("tinker_lite.training_client")
-
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
 
 _LOAD_STATE_DEPRECATION = (
     "TrainingClient.load_state*() is deprecated (as in the official SDK) and will not be "
