@@ -1,17 +1,10 @@
-"""AdminClient: the REST operations that need an organization admin or billing-admin role.
-
-Built like :class:`~tinker_lite.RestClient` (``AdminClient(base_url=..., api_key=...)``, a
-session-less connection started on first use), or over the connection a RestClient or
-ServiceClient hands over. Every method returns an :class:`~tinker_lite.APIFuture` at once; the
-request runs on the connection's REST threads with the usual retries.
-
-Threading contract: every method may be called from any thread.
-"""
+"""AdminClient: the REST operations that need an organization admin or billing-admin role, built
+like :class:`~tinker_lite.RestClient`."""
 
 from __future__ import annotations
 
 from datetime import date, datetime, timezone
-from typing import Literal
+from typing import Literal, get_args
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
@@ -19,12 +12,13 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._rest.args import check_optional_id
 from tinker_lite._rest.base import RestOnlyClient
 
 __all__ = ["AUDIT_EVENT_TYPES", "AdminClient", "AuditEventType"]
 
 AuditEventType = Literal["all", "checkpoints", "projects", "teams", "organizations"]
-AUDIT_EVENT_TYPES: tuple[str, ...] = ("all", "checkpoints", "projects", "teams", "organizations")
+AUDIT_EVENT_TYPES: tuple[str, ...] = get_args(AuditEventType)
 
 
 def _check_event_type(event_type: object) -> str:
@@ -65,43 +59,24 @@ def _check_moment(field: str, value: object) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def _check_project(project_id: object) -> str | None:
-    if project_id is not None and (not isinstance(project_id, str) or not project_id):
-        raise InvalidInputError(
-            "project_id", f"must be a non-empty string or None, got {project_id!r}"
-        )
-    return project_id
-
-
 class AdminClient(RestOnlyClient):
     """Audit log, billing usage and checkpoint storage usage of your organization.
 
-    Constructed like :class:`RestClient`: ``AdminClient(base_url=..., api_key=...)`` (with
-    the same keyword-only options), or ``AdminClient(service_client)`` to share a
-    ServiceClient's connection. Billing needs the admin or billing-admin role, the audit log
-    the admin role. Close a client that opened its own connection with ``close()`` or
-    ``with``.
-    """
+    Constructed like :class:`RestClient`. Billing needs the admin or billing-admin role, the
+    audit log the admin role."""
 
     def get_audit_log(
         self, event_type: AuditEventType = "all", day: date | None = None
     ) -> APIFuture[types.AuditLogResponse]:
-        """The audit log of one UTC day (default today), of one kind of resource or ``"all"``.
-
-        ``event_type``: ``"all"``, ``"checkpoints"``, ``"projects"``, ``"teams"`` or
-        ``"organizations"``; ``day`` a :class:`datetime.date`.
-        """
+        """The audit log of one UTC day (default today), of one kind of resource or ``"all"``."""
         query = {"event_type": _check_event_type(event_type), "day": _check_day(day)}
         return self._request(endpoints.AUDIT_LOG, query=query)
 
     def get_billing_usage(
         self, starting_on: datetime | str, ending_before: datetime | str
     ) -> APIFuture[types.BillingUsageResponse]:
-        """Hourly billing usage events from ``starting_on`` (included) to ``ending_before``.
-
-        Each bound is a datetime (naive means UTC) or an RFC 3339 string, on a UTC hour; the
-        window is at most 14 days and does not start in the future (the service checks).
-        """
+        """Hourly billing usage events from ``starting_on`` (included) to ``ending_before``:
+        datetimes (naive means UTC) or RFC 3339 strings, on UTC hours, at most 14 days apart."""
         request = types.GetBillingUsageRequest(
             starting_on=_check_moment("starting_on", starting_on),
             ending_before=_check_moment("ending_before", ending_before),
@@ -119,7 +94,7 @@ class AdminClient(RestOnlyClient):
     ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
         """Checkpoint count, size and projected storage cost now, of the whole organization
         or of one project."""
-        query = {"project_id": _check_project(project_id)}
+        query = {"project_id": check_optional_id("project_id", project_id)}
         return self._request(endpoints.CHECKPOINT_STORAGE_USAGE, query=query)
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------

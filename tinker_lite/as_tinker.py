@@ -5,31 +5,10 @@ Usage::
     python -m tinker_lite.as_tinker script.py [args...]
     python -m tinker_lite.as_tinker -m package.module [args...]
 
-The script runs as ``__main__`` with ``sys.argv`` and ``sys.path[0]`` as plain ``python`` would
-set them, and its exit status is the process's. Before it starts, an import hook makes these
-names resolve to tinker_lite (in code, :func:`install` does the same):
-
-Each official module is a stand-in whose attributes are those of a tinker_lite module
-(``tinker.ServiceClient is tinker_lite.ServiceClient``):
-
-* ``tinker`` -> ``tinker_lite``; ``tinker.types`` and ``tinker.types.<module>`` ->
-  ``tinker_lite.types`` (its module of that name where one exists);
-* ``tinker._exceptions`` -> ``tinker_lite._errors``; ``tinker._version`` -> ``tinker_lite``;
-* ``tinker.lib.public_interfaces`` -> ``tinker_lite``, and its ``service_client``,
-  ``training_client``, ``sampling_client``, ``rest_client`` and ``api_future`` modules -> the
-  tinker_lite modules of those clients and of ``APIFuture``.
-
-Code that asks which ``tinker`` it runs on gets the official SDK release whose API tinker_lite
-provides (:data:`tinker_lite._version.WIRE_SDK_VERSION`, the ``sdk_version`` it sends):
-``tinker.__version__`` and ``importlib.metadata.version("tinker")`` (a ``tinker`` distribution
-answers for as long as the hook is installed). tinker_lite's own version stays
-``tinker_lite.__version__``.
-
-Not covered: any other official module (``tinker.lib.*`` internals, ``tinker.resources``,
-``tinker.cli``, ``tinker.proto``, ...) fails to import with an :class:`ImportError` that names
-it, and official names tinker_lite does not provide fail as ``from tinker import X`` normally
-does (the README's "Differences from the official SDK" lists them). An installed official
-``tinker`` package is shadowed while the hook is installed.
+The script runs as ``__main__``, as plain ``python`` would run it, with an import hook that
+makes ``tinker`` and its public modules resolve to tinker_lite (:func:`install` in code; the
+modules covered and the version reported: docs/as_tinker.rst). Not covered: any other official
+module fails to import with an :class:`ImportError` that names it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Helpers for inspecting tinker_lite's authentication state (the official ``tinker.auth``).
 
-They report on the order in which a client finds its credential: the ``api_key=`` argument,
-``TINKER_API_KEY``, ``TINKER_CREDENTIAL_CMD``, then the default key of
-``~/.tinker/credentials.json`` (the stored login of ``tinker-lite auth login`` or the official
-``tinker auth login``).
-"""
+A client takes the ``api_key=`` argument, ``TINKER_API_KEY``, ``TINKER_CREDENTIAL_CMD``, then the
+default key of ``~/.tinker/credentials.json``, in that order."""
 
 from __future__ import annotations
 
@@ -18,11 +15,8 @@ __all__ = ["get_tinker_token", "raise_if_tinker_not_accessible", "tinker_has_cre
 
 
 def get_tinker_token() -> str | None:
-    """The configured static key: ``TINKER_API_KEY``, else the stored default key, else ``None``.
-
-    Reads only local state: it never runs ``TINKER_CREDENTIAL_CMD`` nor sends anything, and an
-    unreadable or malformed credentials file counts as no key.
-    """
+    """The configured static key: ``TINKER_API_KEY``, else the stored default key, else ``None``
+    (local state only; an unreadable credentials file counts as no key)."""
     key = os.environ.get(ENV_API_KEY)
     if key:
         return key
@@ -34,11 +28,8 @@ def get_tinker_token() -> str | None:
 
 
 def tinker_has_credentials() -> bool:
-    """Whether a client would find a credential (see the module docstring). Sends nothing.
-
-    A configured ``TINKER_CREDENTIAL_CMD`` counts without running it; an unreadable or
-    malformed credentials file counts as none.
-    """
+    """Whether a client would find a credential (``TINKER_CREDENTIAL_CMD`` counts without being
+    run). Sends nothing."""
     try:
         return resolve_credential().source is not None
     except (OSError, ValueError):
@@ -46,14 +37,8 @@ def tinker_has_credentials() -> bool:
 
 
 def raise_if_tinker_not_accessible() -> None:
-    """Raise unless the service accepts the configured credential; return when it does.
-
-    One request, not retried, to the server capabilities (which needs billing set up):
-    :class:`~tinker_lite.TinkerError` when no credential is configured,
-    :class:`~tinker_lite.AuthenticationError` when it is rejected,
-    :class:`~tinker_lite.BillingError` when the account is not set up (402), or
-    :class:`~tinker_lite.APIConnectionError` when the service is unreachable.
-    """
+    """Raise unless the service accepts the configured credential: one request, not retried, to
+    the server capabilities (:class:`~tinker_lite.TinkerError` or its subclass saying why)."""
     from tinker_lite.rest_client import RestClient
 
     try:

@@ -1,16 +1,5 @@
-"""RestClient: training runs, checkpoints, sessions and samplers (docs/protocol.rst §4.5-§4.8).
-
-Every method returns an :class:`~tinker_lite.APIFuture` at once, like the official RestClient;
-the request runs on the connection's REST threads with HTTP and operation-level retries.
-``RestClient(api_key=..., base_url=...)`` without a ServiceClient builds its own session-less
-client context (client config, no ``create_session``; golden-0.38 README), started on first use.
-``tinker://`` paths are parsed by :meth:`types.ParsedCheckpointTinkerPath.from_tinker_path`, whose
-errors say which kinds exist: ``tinker://<run>/weights/<name>`` (a training state: loadable with
-``load_state`` / ``create_training_client_from_state``) and
-``tinker://<run>/sampler_weights/<name>`` (sampleable and downloadable).
-
-Threading contract: every method may be called from any thread.
-"""
+"""RestClient: training runs, checkpoints, sessions and samplers (docs/protocol.rst §4.5-§4.8;
+docs/api.rst, "RestClient")."""
 
 from __future__ import annotations
 
@@ -20,7 +9,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import date, datetime
 from pathlib import Path
-from typing import TypeVar
+
+import attrs
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
@@ -52,26 +42,15 @@ from tinker_lite._rest.base import RestOnlyClient
 from tinker_lite._secrets import register_secret
 from tinker_lite.admin_client import AdminClient, AuditEventType
 
-__all__ = ["CheckpointListing", "DownloadProgress", "RestClient", "parse_tinker_path"]
-
-T = TypeVar("T")
+__all__ = ["CheckpointListing", "DownloadProgress", "RestClient"]
 
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
 
 
-def parse_tinker_path(tinker_path: str) -> types.ParsedCheckpointTinkerPath:
-    """Split ``tinker://<run>/<weights|sampler_weights>/<name>`` into its parts.
-
-    Raises :class:`~tinker_lite.InvalidInputError` saying what is wrong and which kinds exist.
-    """
-    return types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
-
-
 def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
-    """The identity in a JWT's claims; a principal that is not a user has an empty ``email``
-    claim, reported as ``None`` (as the official SDK does)."""
+    """The identity in a JWT's claims (an empty ``email`` is ``None``, as officially)."""
     subject, org = claims.get("sub"), claims.get("org_id")
     if not isinstance(subject, str) or org is None:
         raise APIResponseValidationError(
@@ -88,22 +67,13 @@ def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
 class RestClient(RestOnlyClient):
     """Reads and manages training runs, checkpoints, sessions and samplers.
 
-    ``RestClient(service_client)`` shares the ServiceClient's connection (as the deprecated
-    :meth:`ServiceClient.create_rest_client` does). ``RestClient(base_url=..., api_key=...)``
-    builds a connection of its own that never creates a session; ``base_url="local://"``
-    starts the offline local server, like :class:`ServiceClient`. The keyword-only options
-    ``verify``, ``default_headers``, ``max_retries``, ``stall_timeout``, ``startup_timeout``,
-    ``telemetry`` and ``requests_session`` mean what they mean for :class:`ServiceClient`.
-    Close it with ``close()`` or use ``with``.
-    """
-
-    # -- service -----------------------------------------------------------------------------------
+    ``RestClient(service_client)`` shares its connection; ``RestClient(base_url=..., api_key=...)``
+    opens a session-less one of its own (docs/api.rst). Every method returns an
+    :class:`~tinker_lite.APIFuture` at once."""
 
     def get_server_capabilities(self) -> APIFuture[types.GetServerCapabilitiesResponse]:
-        """Return the base models the service supports."""
+        """The base models the service supports."""
         return self._request(endpoints.GET_SERVER_CAPABILITIES)
-
-    # -- training runs ---------------------------------------------------------------------------
 
     def list_training_runs(
         self,
@@ -112,12 +82,7 @@ class RestClient(RestOnlyClient):
         access_scope: str | None = "owned",
         project_id: str | None = None,
     ) -> APIFuture[types.TrainingRunsResponse]:
-        """List training runs, newest first (``limit`` and ``offset`` page through them).
-
-        ``access_scope``: ``"owned"`` (yours) or ``"accessible"`` (also those shared with you);
-        ``None`` leaves the parameter out, for services that predate it. ``project_id`` lists
-        the runs of one project only.
-        """
+        """List training runs, newest first, a page at a time (``access_scope``: docs/api.rst)."""
         limit, offset = check_page(limit, offset)
         scope = check_scope(access_scope)
         project = check_optional_id("project_id", project_id)
@@ -127,10 +92,7 @@ class RestClient(RestOnlyClient):
     def get_training_run(
         self, training_run_id: str, access_scope: str | None = "owned"
     ) -> APIFuture[types.TrainingRun]:
-        """Return one training run (its id is the TrainingClient's ``model_id``).
-
-        ``access_scope`` as for :meth:`list_training_runs`.
-        """
+        """One training run (its id is the TrainingClient's ``model_id``)."""
         scope = check_scope(access_scope)
         return self._request(
             endpoints.GET_TRAINING_RUN,
@@ -141,32 +103,30 @@ class RestClient(RestOnlyClient):
     def get_training_run_by_tinker_path(
         self, tinker_path: str, access_scope: str | None = "owned"
     ) -> APIFuture[types.TrainingRun]:
-        """Return the training run a ``tinker://`` checkpoint path belongs to."""
+        """The training run a ``tinker://`` checkpoint path belongs to."""
         return self.get_training_run(
-            parse_tinker_path(tinker_path).training_run_id, access_scope=access_scope
+            types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path).training_run_id,
+            access_scope=access_scope,
         )
 
     def get_weights_info_by_tinker_path(
         self, tinker_path: str
     ) -> APIFuture[types.WeightsInfoResponse]:
-        """Return what a checkpoint holds: base model and LoRA settings."""
-        types.WeightsInfoRequest(tinker_path=tinker_path)
-        method = "RestClient.get_weights_info_by_tinker_path"
-        return self._call(
-            lambda: self._api.training.weights_info(tinker_path, sdk_method=method),
-            sdk_method=method,
+        """What a checkpoint holds: base model and LoRA settings."""
+        return self._request(
+            endpoints.WEIGHTS_INFO,
+            sdk_method="RestClient.get_weights_info_by_tinker_path",
+            body=types.WeightsInfoRequest(tinker_path=tinker_path),
         )
 
-    # -- checkpoints -----------------------------------------------------------------------------
-
     def list_checkpoints(self, training_run_id: str) -> APIFuture[types.CheckpointsListResponse]:
-        """List the checkpoints of one training run."""
+        """The checkpoints of one training run."""
         return self._request(endpoints.LIST_CHECKPOINTS, training_run_id=training_run_id)
 
     def list_user_checkpoints(
         self, limit: int = 100, offset: int = 0
     ) -> APIFuture[types.CheckpointsListResponse]:
-        """List the checkpoints of all your training runs, newest first."""
+        """The checkpoints of all your training runs, newest first, a page at a time."""
         limit, offset = check_page(limit, offset)
         query = {"limit": limit, "offset": offset}
         return self._request(endpoints.LIST_USER_CHECKPOINTS, query=query)
@@ -188,47 +148,48 @@ class RestClient(RestOnlyClient):
             checkpoint_id=check_checkpoint_id(checkpoint_id),
         )
 
+    def _at_path(
+        self, name: str, endpoint: Endpoint[None], tinker_path: str, body: object | None = None
+    ) -> APIFuture[None]:
+        """``endpoint`` on the checkpoint at ``tinker_path``; golden-0.38 names the call
+        ``RestClient.<name>`` in x-sdk-method."""
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
+        return self._checkpoint_call(
+            endpoint,
+            parsed.training_run_id,
+            parsed.checkpoint_id,
+            sdk_method=f"RestClient.{name}",
+            body=body,
+        )
+
     def delete_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Delete a checkpoint (``checkpoint_id`` like ``weights/<name>``)."""
         return self._checkpoint_call(endpoints.DELETE_CHECKPOINT, training_run_id, checkpoint_id)
 
     def delete_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Delete the checkpoint at a ``tinker://`` path."""
-        parsed = parse_tinker_path(tinker_path)
-        # golden-0.38: a *_from_tinker_path call is named after itself in x-sdk-method.
-        return self._checkpoint_call(
-            endpoints.DELETE_CHECKPOINT,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.delete_checkpoint_from_tinker_path",
+        return self._at_path(
+            "delete_checkpoint_from_tinker_path", endpoints.DELETE_CHECKPOINT, tinker_path
         )
 
     def publish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
-        """Make a checkpoint public (anyone may load or sample it); 409 if it already is."""
+        """Make a checkpoint public (409 if it already is)."""
         return self._checkpoint_call(endpoints.PUBLISH_CHECKPOINT, training_run_id, checkpoint_id)
 
     def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path public."""
-        parsed = parse_tinker_path(tinker_path)
-        return self._checkpoint_call(
-            endpoints.PUBLISH_CHECKPOINT,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.publish_checkpoint_from_tinker_path",
+        return self._at_path(
+            "publish_checkpoint_from_tinker_path", endpoints.PUBLISH_CHECKPOINT, tinker_path
         )
 
     def unpublish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
-        """Make a checkpoint private again; 409 if it is not public."""
+        """Make a checkpoint private again (409 if it is not public)."""
         return self._checkpoint_call(endpoints.UNPUBLISH_CHECKPOINT, training_run_id, checkpoint_id)
 
     def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path private."""
-        parsed = parse_tinker_path(tinker_path)
-        return self._checkpoint_call(
-            endpoints.UNPUBLISH_CHECKPOINT,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.unpublish_checkpoint_from_tinker_path",
+        return self._at_path(
+            "unpublish_checkpoint_from_tinker_path", endpoints.UNPUBLISH_CHECKPOINT, tinker_path
         )
 
     def set_checkpoint_ttl(
@@ -244,24 +205,14 @@ class RestClient(RestOnlyClient):
         self, tinker_path: str, ttl_seconds: int | None
     ) -> APIFuture[None]:
         """Set the time-to-live of the checkpoint at a ``tinker://`` path."""
-        parsed = parse_tinker_path(tinker_path)
-        return self._checkpoint_call(
-            endpoints.SET_CHECKPOINT_TTL,
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            sdk_method="RestClient.set_checkpoint_ttl_from_tinker_path",
-            body=types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds),
-        )
+        request = types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds)
+        name = "set_checkpoint_ttl_from_tinker_path"
+        return self._at_path(name, endpoints.SET_CHECKPOINT_TTL, tinker_path, request)
 
     def get_checkpoint_archive_url(
         self, training_run_id: str, checkpoint_id: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
-        """Return a signed URL to download a checkpoint archive, and when it expires.
-
-        docs/protocol.rst §4.6: the service answers with a redirect (read, not followed): the URL
-        is its ``Location`` and the expiry its ``Expires`` (now + 15 minutes when absent). A JSON
-        answer ``{"url", "expires"}`` is accepted too.
-        """
+        """A signed URL to a checkpoint's archive, and its expiry (docs/protocol.rst §4.6)."""
         return self._archive_call(
             training_run_id, checkpoint_id, method="RestClient.get_checkpoint_archive_url"
         )
@@ -280,8 +231,8 @@ class RestClient(RestOnlyClient):
     def get_checkpoint_archive_url_from_tinker_path(
         self, tinker_path: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
-        """Return a signed download URL for the checkpoint at a ``tinker://`` path."""
-        parsed = parse_tinker_path(tinker_path)
+        """A signed download URL for the checkpoint at a ``tinker://`` path."""
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         return self._archive_call(
             parsed.training_run_id,
             parsed.checkpoint_id,
@@ -298,32 +249,14 @@ class RestClient(RestOnlyClient):
         overwrite: bool = False,
         max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
     ) -> Path:
-        """Download a checkpoint's archive (resumable, verified), optionally extracted; return
-        the archive file, or the folder it was extracted into.
-
-        With ``extract`` false, ``dest`` is the archive file to write (or an existing folder,
-        which gets ``<run>-<kind>-<name>.tar.gz``). With ``extract`` true, ``dest`` is the
-        folder to extract into; the archive is written beside it as ``<dest>.tar.gz`` and
-        removed once extracted. The bytes go to ``<file>.part`` first: a download cut short
-        (a dropped connection, a killed process) resumes from it with an HTTP ``Range`` request
-        on the next call, and the file appears only once its size is verified. An expired
-        signed URL is asked for again. Extraction writes plain files only: links, devices and
-        any member that would land outside ``dest`` raise
-        :class:`~tinker_lite.UnsafeArchiveError` naming the member, before anything is written.
-
-        ``progress`` is called with a :class:`~tinker_lite.rest_client.DownloadProgress` as
-        bytes arrive and once at the end (``done`` true). The archive may not exceed
-        ``max_bytes`` (32 GiB by default, ``None`` for no bound), downloaded or extracted: a
-        larger one raises
-        :class:`~tinker_lite.DownloadError`. An existing archive or a non-empty folder raises
-        :class:`FileExistsError` unless ``overwrite``. Blocks until done (no future).
-        """
-        parsed = parse_tinker_path(tinker_path)
+        """Download a checkpoint's archive (resumable, verified, optionally extracted); return
+        the file or folder. Blocks (docs/api.rst, "Downloading a checkpoint")."""
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
 
         def archive_url() -> str:
             return str(self.get_checkpoint_archive_url_from_tinker_path(tinker_path).result().url)
 
-        outcome = download_checkpoint(
+        return download_checkpoint(
             parsed,
             archive_url,
             dest,
@@ -335,14 +268,11 @@ class RestClient(RestOnlyClient):
             sleep=self._api.sleep,
             stall_timeout=self._api.settings.stall_timeout,
         )
-        return outcome.extracted_to if outcome.extracted_to is not None else outcome.archive.path
-
-    # -- sessions and samplers -------------------------------------------------------------------
 
     def list_sessions(
         self, limit: int = 20, offset: int = 0, access_scope: str | None = "owned"
     ) -> APIFuture[types.ListSessionsResponse]:
-        """List session ids (``access_scope`` as for :meth:`list_training_runs`)."""
+        """List session ids, a page at a time."""
         limit, offset = check_page(limit, offset)
         query = {"limit": limit, "offset": offset, "access_scope": check_scope(access_scope)}
         return self._request(endpoints.LIST_SESSIONS, query=query)
@@ -350,38 +280,26 @@ class RestClient(RestOnlyClient):
     def get_session(
         self, session_id: str, access_scope: str | None = "owned"
     ) -> APIFuture[types.GetSessionResponse]:
-        """Return the training runs and samplers of one session.
-
-        ``access_scope`` as for :meth:`list_training_runs`.
-        """
+        """The training runs and samplers of one session."""
         scope = check_scope(access_scope)
         return self._request(
             endpoints.GET_SESSION, query={"access_scope": scope}, session_id=session_id
         )
 
     def get_sampler(self, sampler_id: str) -> APIFuture[types.GetSamplerResponse]:
-        """Return a sampler's base model and model path (its id is the sampling session id)."""
+        """A sampler's base model and model path (its id is the sampling session id)."""
         return self._request(endpoints.GET_SAMPLER, sampler_id=sampler_id)
 
     def assign_session_project(self, session_id: str, project_id: str) -> APIFuture[None]:
-        """Move a session, with its training runs and samplers, into a project.
-
-        A session cannot be moved out of a project once placed; the service answers 403 when
-        the project is not yours to use and 404 for an unknown session.
-        """
+        """Move a session, with its training runs and samplers, into a project (for good)."""
         project = check_id("project_id", project_id)
         return self._request(
             endpoints.ASSIGN_SESSION_PROJECT, body={"project_id": project}, session_id=session_id
         )
 
     def export_session_trace(self, session_id: str) -> APIFuture[str]:
-        """Export a session's timeline as a Perfetto trace; the future gives its download URL.
-
-        The service builds the trace (or reuses an up-to-date one); while it is being built the
-        export is asked again every 5 s, for at most the stall timeout. The signed URL needs no
-        credentials and expires after about an hour. A failed build raises
-        :class:`~tinker_lite.APIError` with the service's reason.
-        """
+        """Export a session's timeline as a Perfetto trace; the future gives its signed URL
+        (docs/api.rst)."""
         endpoints.TRACE_EXPORT.url_path(session_id=session_id)  # refused now if it cannot be
         method = "RestClient.export_session_trace"
         exports = self._api.trace_exports
@@ -390,12 +308,7 @@ class RestClient(RestOnlyClient):
         )
 
     def whoami(self) -> APIFuture[types.WhoamiResponse]:
-        """Who the credential in use belongs to: user URN, organization URN and email.
-
-        Read from the claims of the JWT this connection already holds: no request is sent
-        beyond the connection's start-up. A service with JWT auth disabled gives no identity to
-        a plain API key: the future then fails with :class:`~tinker_lite.APIError` saying so.
-        """
+        """Who the credential belongs to, read from the connection's JWT claims (docs/api.rst)."""
 
         def run_whoami() -> types.WhoamiResponse:
             claims = self._api.identity_claims()
@@ -416,11 +329,8 @@ class RestClient(RestOnlyClient):
     def search_sessions(
         self, request: types.SessionSearchRequest
     ) -> APIFuture[types.SessionSearchResponse]:
-        """Search your organization's sessions, newest first (experimental, as officially).
-
-        Page through them by passing each response's ``next_cursor`` as the next request's
-        ``cursor``.
-        """
+        """Search your organization's sessions, newest first, a page per ``next_cursor``
+        (experimental, as officially)."""
         if not isinstance(request, types.SessionSearchRequest):
             raise InvalidInputError(
                 "request",
@@ -429,17 +339,12 @@ class RestClient(RestOnlyClient):
             )
         return self._request(endpoints.SEARCH_SESSIONS, body=request)
 
-    # -- weights ---------------------------------------------------------------------------------
-
     def get_external_weights_urls(
         self, tinker_path: str
     ) -> APIFuture[types.ExternalWeightsUrlsResponse]:
-        """Signed download URLs, one per file, of an external-weights checkpoint.
-
-        ``tinker_path`` is what ``save_weights_external`` returned
-        (``tinker://<run>/external_weights/<name>``); the URLs are valid until ``expires``.
-        """
-        parsed = parse_tinker_path(tinker_path)
+        """Signed download URLs, one per file, of a ``tinker://<run>/external_weights/<name>``
+        checkpoint."""
+        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         if not parsed.checkpoint_id.startswith("external_weights/"):
             raise InvalidInputError(
                 "tinker_path",
@@ -460,14 +365,8 @@ class RestClient(RestOnlyClient):
         ttl_seconds: int | None = None,
         weights_access_token: str | None = None,
     ) -> APIFuture[str]:
-        """Copy a checkpoint into a project; the future gives the copy's ``tinker://`` path.
-
-        Storage is shared with the source; the copy keeps the checkpoint's kind and belongs to
-        a new training run that cannot be trained on. ``destination_project_id`` defaults to
-        ``TINKER_PROJECT_ID``; ``ttl_seconds`` (3600 s to 10 years, ``None``: no expiry);
-        ``weights_access_token`` reads weights of another account. The request carries one
-        idempotency key on every re-send, so the service copies once.
-        """
+        """Copy a checkpoint into a project (default ``TINKER_PROJECT_ID``), once; the future
+        gives the copy's ``tinker://`` path (docs/api.rst)."""
         project = destination_project_id
         if project is None:
             project = os.environ.get(ENV_PROJECT_ID) or None
@@ -480,21 +379,12 @@ class RestClient(RestOnlyClient):
         request = types.CopyWeightsRequest(
             source_path=path, destination_project_id=project, ttl_seconds=ttl_seconds
         )
-        if weights_access_token is not None:
-            check_id("weights_access_token", weights_access_token)
-        return self._copy(request, weights_access_token, sdk_method="RestClient.copy_weights")
-
-    def _copy(
-        self,
-        request: types.CopyWeightsRequest,
-        weights_access_token: str | None,
-        *,
-        sdk_method: str,
-    ) -> APIFuture[str]:
         # Every re-send, operation retries included, carries one X-Idempotency-Key: one copy.
         key = str(uuid.uuid4())
         headers = {}
+        sdk_method = "RestClient.copy_weights"
         if weights_access_token is not None:
+            check_id("weights_access_token", weights_access_token)
             register_secret(weights_access_token)
             headers["X-Tinker-Weights-Access-Token"] = weights_access_token
         api = self._api
@@ -511,8 +401,6 @@ class RestClient(RestOnlyClient):
             return answer.tinker_path
 
         return self._call(run_copy, sdk_method=sdk_method)
-
-    # -- admin (deprecated here: AdminClient) ----------------------------------------------------
 
     def _admin(self) -> AdminClient:
         return AdminClient._on_context(self._context)
@@ -548,8 +436,6 @@ class RestClient(RestOnlyClient):
         """Deprecated: :meth:`AdminClient.get_current_checkpoint_storage_usage`."""
         return self._admin().get_current_checkpoint_storage_usage(project_id)
 
-    # -- every page ------------------------------------------------------------------------------
-
     def list_all_training_runs(
         self,
         access_scope: str | None = "owned",
@@ -557,11 +443,8 @@ class RestClient(RestOnlyClient):
         page_size: int = 100,
         page_timeout: float | None = None,
     ) -> list[types.TrainingRun]:
-        """Every training run, newest first, paging through :meth:`list_training_runs`.
-
-        Waits for each page (at most ``page_timeout`` seconds each; every page's request has
-        the usual retries and bounds). A run that shows up twice while paging is kept once.
-        """
+        """Every training run, newest first, paging through :meth:`list_training_runs` (each page
+        waited for at most ``page_timeout`` s; a run seen twice is kept once)."""
         runs: list[types.TrainingRun] = []
         seen: set[str] = set()
         offset = 0
@@ -585,14 +468,8 @@ class RestClient(RestOnlyClient):
         page_size: int = 100,
         page_timeout: float | None = None,
     ) -> CheckpointListing:
-        """Every checkpoint of one training run, or of all yours, and whether that is all.
-
-        The user's checkpoints are paged until the cursor's total is reached. The listing is
-        marked incomplete (``complete`` false, ``reason`` says why) when the pages do not add up
-        to the total (the set changed while paging), a page repeats a checkpoint, or a cursor
-        is missing where one is needed to know the end: never delete on such a listing.
-        ``page_timeout`` as for :meth:`list_all_training_runs`.
-        """
+        """Every checkpoint of one training run, or of all yours, and whether that is all (never
+        delete on an incomplete listing; docs/api.rst, "Paging helpers")."""
         if training_run_id is not None:
             single = self.list_checkpoints(training_run_id).result(page_timeout)
             items = list(single.checkpoints)
@@ -652,18 +529,14 @@ class RestClient(RestOnlyClient):
     unpublish_checkpoint_from_tinker_path_async = async_twin(unpublish_checkpoint_from_tinker_path)
 
 
+@attrs.define(repr=False)
 class CheckpointListing:
     """Checkpoints gathered over every page, and whether the listing is known to be complete."""
 
-    __slots__ = ("checkpoints", "complete", "reason")
-
-    def __init__(
-        self, checkpoints: list[types.Checkpoint], *, complete: bool = True, reason: str = ""
-    ) -> None:
-        self.checkpoints = checkpoints
-        self.complete = complete
-        self.reason = reason
-        """Why the listing is incomplete (empty when complete)."""
+    checkpoints: list[types.Checkpoint]
+    complete: bool = attrs.field(default=True, kw_only=True)
+    reason: str = attrs.field(default="", kw_only=True)
+    """Why the listing is incomplete (empty when complete)."""
 
     @tolerant_repr
     def __repr__(self) -> str:

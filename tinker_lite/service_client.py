@@ -1,19 +1,5 @@
-"""ServiceClient: the factory that creates training, sampling and REST clients.
-
-``ServiceClient()`` sends nothing: the connection starts on first use (docs/protocol.rst §8.1,
-golden-0.38): REST calls read the client config only; creating a training or sampling client
-also creates the session (``create_session``, then a heartbeat every 10 s). Every client it
-creates shares one :class:`~tinker_lite._context.ClientContext`: session, connection pools,
-executors, counters and journal (docs/protocol.rst §7.1). Close it (or use ``with``) to end the
-session and stop every background thread.
-
-``base_url="local://"`` (or ``TINKER_BASE_URL=local://``) starts an offline
-:class:`tinker_lite.local.LocalServer` in this process, backed by a tiny numpy model, and stops
-it on :meth:`ServiceClient.close`.
-
-Threading contract: every method may be called from any thread (see :mod:`tinker_lite._context`
-for the threads a connection owns).
-"""
+"""ServiceClient: the factory of training, sampling and REST clients sharing one connection
+(docs/api.rst, "Clients")."""
 
 from __future__ import annotations
 
@@ -28,8 +14,11 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
+import attrs
+
 from tinker_lite import types
-from tinker_lite._api import CONSOLE_URL, endpoints
+from tinker_lite._api import endpoints
+from tinker_lite._api.endpoints import CONSOLE_URL
 from tinker_lite._codec.chunking import ChunkLimits
 from tinker_lite._context import (
     DEFAULT_SAMPLE_WORKERS,
@@ -42,11 +31,12 @@ from tinker_lite._context import (
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures.async_twins import async_twin
-from tinker_lite._futures.future import APIFuture, flatten
+from tinker_lite._futures.future import APIFuture, chain, flatten
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.journal import Journal
 from tinker_lite._training import create as _training_create
+from tinker_lite._training.args import check_flag
 from tinker_lite._training.loss_handle import (
     LossHandle,
     PerDatumLossFn,
@@ -67,54 +57,21 @@ __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 
 logger = logging.getLogger("tinker_lite.service_client")
 
-# The Tinker Console, where sessions, runs and checkpoints are shown.
 
-
+@attrs.define
 class _CustomLosses:
     """The custom losses one session made, by traced key, and the next upload's number."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.by_key: dict[str, LossHandle] = {}
-        self.next_seq_id = 0
+    lock: threading.Lock = attrs.Factory(threading.Lock)
+    by_key: dict[str, LossHandle] = attrs.Factory(dict)
+    next_seq_id: int = 0
 
 
 class ServiceClient:
     """Connects to the Tinker service and creates training, sampling and REST clients.
 
-    The official 0.38 signature: ``user_metadata`` is attached to the session, ``project_id``
-    (default ``TINKER_PROJECT_ID``) picks the project, ``display_name`` names the session;
-    ``api_key`` defaults to ``TINKER_API_KEY`` (an explicit argument wins), ``base_url`` to
-    ``TINKER_BASE_URL`` or the public service (``"local://"`` runs the offline local server in
-    this process); ``default_headers_overrides`` are added to every request.
-
-    tinker_lite's keyword-only options: ``stall_timeout`` (seconds without any answer before a
-    pending request fails; default 300, or ``TINKER_LITE_STALL_TIMEOUT``), ``startup_timeout``
-    (how long a service this process never had an answer from is tried when a connection
-    cannot be made, refused, DNS, TLS handshake failure or a connect timeout, before the call
-    fails with an :class:`~tinker_lite.APIConnectionError` naming the URL and the cause;
-    default 30 s, or the stall timeout when shorter, or ``TINKER_LITE_STARTUP_TIMEOUT``; once
-    the service has answered, losing it is ridden out for the stall timeout), ``wire``
-    (``"auto"``: protobuf forward/forward_backward when the service publishes a client config,
-    JSON otherwise; or force ``"protobuf"`` / ``"json"``), ``verify`` (TLS verification, or a
-    CA bundle path), ``telemetry`` (default ``TINKER_TELEMETRY``), ``tags`` (default
-    ``TINKER_TAGS``), ``default_headers`` (added to every request), ``sample_workers`` (threads
-    submitting sample requests, default 16: raise it for many very short samples on a distant
-    service),
-    ``max_retries`` (HTTP retries of one request after a connection error or a 408/409/429/5xx
-    answer; default 10, start-up requests at most 2), ``journal`` and ``requests_session`` (a
-    ``requests.Session`` of your own, e.g. with a corporate proxy, a client certificate or a
-    mounted adapter: every request goes through it, with its settings and adapters; size its
-    adapters' ``pool_maxsize`` to the sampling concurrency, 400 by default; it is not closed
-    with the client). Any other keyword is ignored with the official ``FutureWarning``
-    ("ServiceClient ignores unsupported arguments: ..."), as in 0.38.
-
-    ``journal`` (a file path; default ``TINKER_LITE_JOURNAL``, unset: no journal) turns on
-    the run journal: every completed operation of the clients created here (``create_model``,
-    each forward / forward_backward chunk, ``optim_step``, saves and loads, ``sample``)
-    appends one JSON line with its kind, status, request id, ``seq_id``, duration and token
-    count to that file before the operation's future completes (see :doc:`configuration`).
-    """
+    The official 0.38 arguments, plus keyword-only options (``stall_timeout``, ``journal``,
+    ``requests_session``, ...): docs/api.rst, "ServiceClient's arguments"."""
 
     def __init__(
         self,
@@ -191,8 +148,6 @@ class ServiceClient:
             f"ServiceClient(base_url={redact_url(self._context.base_url)!r}, closed={self.closed})"
         )
 
-    # -- properties ------------------------------------------------------------------------------
-
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
@@ -223,17 +178,12 @@ class ServiceClient:
         docs/protocol.rst §7.4."""
         return self._context.api.training.chunk_limits()
 
-    # -- service calls ---------------------------------------------------------------------------
-
     @deprecated(
         "ServiceClient.get_server_capabilities() is deprecated as in the official SDK; use "
         "RestClient(...).get_server_capabilities(), which needs no ServiceClient."
     )
     def get_server_capabilities(self) -> types.GetServerCapabilitiesResponse:
-        """Deprecated: the base models the service supports (no session is created).
-
-        Use :meth:`RestClient.get_server_capabilities`.
-        """
+        """Deprecated: use :meth:`RestClient.get_server_capabilities`."""
         self._context.check_open()
         return self._context.api.request(
             endpoints.GET_SERVER_CAPABILITIES, sdk_method="ServiceClient.get_server_capabilities"
@@ -250,16 +200,8 @@ class ServiceClient:
         user_metadata: Mapping[str, str] | None = None,
         optimizer: types.OptimizerConfig | None = None,
     ) -> BackcompatTrainingClientFuture:
-        """Create a LoRA training run on ``base_model``; the future of its TrainingClient.
-
-        Returns at once, as the official SDK does: ``result()`` or ``await`` gives the client
-        once the service has created the model (the future may also be used as the client,
-        deprecated, with the official warning). The arguments are checked now: ``rank`` must be
-        a positive int; at least one of ``train_mlp`` / ``train_attn`` / ``train_unembed`` must
-        be true.
-        ``optimizer`` fixes the run's optimizer (:class:`types.AdamOptimizerConfig`, the
-        default, or :class:`types.DimuonOptimizerConfig`); it is sent as ``optimizer_config``.
-        """
+        """Create a LoRA training run on ``base_model``; the future of its TrainingClient, at once
+        (arguments checked now)."""
         self._context.check_open()
         if optimizer is not None and not isinstance(
             optimizer, (types.AdamOptimizerConfig, types.DimuonOptimizerConfig)
@@ -298,15 +240,8 @@ class ServiceClient:
         weights_access_token: str | None = None,
         optimizer: types.OptimizerConfig | None = None,
     ) -> BackcompatTrainingClientFuture:
-        """Create a training run from a saved state (``tinker://<run>/weights/<name>``).
-
-        The new run starts from the checkpoint's weights with a fresh optimizer state
-        (``optimizer``: the optimizer of the new run, default AdamW; see
-        :meth:`create_training_client_from_state_with_optimizer`). ``base_model`` overrides the
-        checkpoint's (it must be compatible with it); ``weights_access_token`` reads a
-        checkpoint of another account. One ``load_weights`` creates the model (golden-0.38).
-        Returns the future of the client at once, as :meth:`create_lora_training_client` does.
-        """
+        """Create a training run from a saved state (``tinker://<run>/weights/<name>``) with a fresh
+        optimizer; the future of its TrainingClient."""
         return self._from_state(
             path,
             base_model,
@@ -389,14 +324,14 @@ class ServiceClient:
         method: str,
         model_seq_id: int,
     ) -> TrainingClient:
-        """A 0.4.1-era service (no ``client/config``) cannot create a model from a load: read
-        the checkpoint's settings, ``create_model``, then ``load_weights`` (docs/protocol.rst §4.3).
-
-        Runs on a REST thread and waits for each step there."""
+        """A service without ``client/config`` cannot create a model from a load: ``weights_info``,
+        ``create_model``, then ``load_weights`` (docs/protocol.rst §4.3), on a REST thread."""
         api = self._context.api
         try:
-            info: types.WeightsInfoResponse | None = api.training.weights_info(
-                parsed.tinker_path, sdk_method=method
+            info: types.WeightsInfoResponse | None = api.request(
+                endpoints.WEIGHTS_INFO,
+                body=types.WeightsInfoRequest(tinker_path=parsed.tinker_path),
+                sdk_method=method,
             )
         except NotFoundError:
             logger.debug("weights_info answered 404; reading the training run instead")
@@ -452,16 +387,8 @@ class ServiceClient:
         retry_config: object | None = None,
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
-        """Create a sampler for saved weights (``model_path``) or a base model (``base_model``).
-
-        Returns the future of its SamplingClient at once, as the official SDK does
-        (``result()`` or ``await`` gives the client; using the future as the client is
-        deprecated there and warns here too). Exactly one of the two must be given (checked
-        now); ``model_path`` is a ``tinker://<run>/sampler_weights/<name>`` path from
-        ``save_weights_for_sampler``. ``record_stability_info`` is sent with every sample
-        request of the client. ``retry_config`` is accepted for compatibility; retries follow
-        docs/protocol.rst §1.2.
-        """
+        """The future of a SamplingClient for saved weights (``model_path``) or a ``base_model``
+        (exactly one)."""
         del retry_config
         self._context.check_open()
         return BackcompatSamplingClientFuture(
@@ -479,10 +406,7 @@ class ServiceClient:
         "RestClient(base_url=..., api_key=...) directly (or RestClient(service_client))."
     )
     def create_rest_client(self) -> RestClient:
-        """Deprecated: a RestClient on this client's connection.
-
-        Construct :class:`RestClient` directly instead.
-        """
+        """Deprecated: construct :class:`RestClient` directly."""
         return self._rest_client()
 
     def _rest_client(self) -> RestClient:
@@ -496,11 +420,8 @@ class ServiceClient:
         ttl_seconds: int | None = None,
         weights_access_token: str | None = None,
     ) -> APIFuture[str]:
-        """Copy weights into this client's project; the future gives the copy's path.
-
-        The project is ``project_id`` (or ``TINKER_PROJECT_ID``); see
-        :meth:`RestClient.copy_weights` for the other arguments. No session is started.
-        """
+        """Copy weights into this client's project (see :meth:`RestClient.copy_weights`); the future
+        gives the copy's path."""
         return self._rest_client().copy_weights(
             path,
             self._context.holder.project_id,
@@ -511,18 +432,8 @@ class ServiceClient:
     def create_custom_loss(
         self, fn: PerDatumLossFn, input_ranks: Mapping[str, types.CustomLossInputRank]
     ) -> APIFuture[LossHandle]:
-        """Make a custom loss for ``TrainingClient.forward_backward_custom``; its handle.
-
-        ``fn`` runs once per datum (the losses are summed): it takes ``logprobs`` first, then
-        one tensor per ``loss_fn_inputs`` key it reads, and returns ``(loss, metrics)`` with
-        metrics keyed ``custom/<name>:sum`` or ``custom/<name>:mean``. ``input_ranks`` gives
-        each parameter's rank (0: scalar, 1: ``[T]``, 2: ``[T, K]``). The loss is traced with
-        ``torch.fx`` (torch is needed) and may use torch and math only. Where the service runs
-        custom losses (client config ``custom_loss_server_side``) it is uploaded and the handle
-        carries its ``loss_id``; a service without the endpoint fails the future with its
-        answer (e.g. :class:`~tinker_lite.NotFoundError`). Otherwise it runs client-side. Each
-        loss is made once per session; its handle works with this session's clients only.
-        """
+        """Trace ``fn`` into a custom loss for ``TrainingClient.forward_backward_custom``; the
+        future of its handle (docs/api.rst, "Custom losses")."""
         self._context.check_open()
         inputs = loss_inputs(fn, input_ranks)
         api = self._context.api
@@ -554,52 +465,20 @@ class ServiceClient:
             sdk_method="ServiceClient.create_custom_loss",
             created_at=time.monotonic(),
         )
-        out: APIFuture[LossHandle] = APIFuture(request_type="CreateCustomLoss")
-
-        def deliver(done: Future[types.CreateCustomLossResponse]) -> None:
-            error = done.exception()
-            if error is not None:
-                out.try_set_exception(error)
-            else:
-                out.try_set_result(dataclasses.replace(handle, loss_id=done.result().loss_id))
-
-        created.add_done_callback(deliver)
-        return out
+        return chain(created, lambda answer: dataclasses.replace(handle, loss_id=answer.loss_id))
 
     def get_console_url(self) -> str:
-        """The Tinker Console page of this client's session (of all sessions before it starts).
-
-        Sends nothing: a session that has not started yet is not started for this.
-        """
+        """The Tinker Console page of this session (of all sessions before it starts)."""
         session_id = self._context.holder.started_session_id
         if session_id is None:
             return f"{CONSOLE_URL}/sessions"
         return f"{CONSOLE_URL}/sessions/{session_id}"
 
-    # -- shutdown --------------------------------------------------------------------------------
-
     def close(
         self, status: str = "success", detail: str | None = None, *, wait: bool = True
     ) -> APIFuture[None]:
-        """Finish what was queued, end the session and stop every thread (idempotent).
-
-        ``status`` tells the service how the session ended: ``"success"``, ``"errored"`` or
-        ``"interrupted"`` (the official SDK's argument name); ``detail`` is an optional
-        explanation. New calls are refused at once. With ``wait=True`` (tinker_lite's
-        keyword-only extra; like ``ThreadPoolExecutor.shutdown(wait=True)``) every training
-        request, sample and REST call already queued is sent and its result awaited, logging
-        at INFO what it waits for; it gives up once none has completed for the stall timeout.
-        ``wait=False`` waits for nothing. What is left is dropped: requests never sent fail with
-        :class:`~tinker_lite.ClientClosedError`, and one WARNING names each dropped request by
-        kind and ``seq_id`` and those already sent (they may still complete on the service).
-        Then the heartbeat stops, telemetry is flushed, ``POST /api/v1/sessions/{id}/finish``
-        is sent (docs/protocol.rst §8.5), the polling, submit and REST threads are joined and the
-        local server is stopped if one was started. Ctrl-C while waiting drops the rest, ends the
-        session as interrupted and re-raises.
-
-        Returns a future that is already complete when ``close`` returns, so code that calls
-        ``.result()`` on it works as well as code that ignores it. Closing again sends nothing.
-        """
+        """Finish (``wait``) or drop what was queued, end the session as ``status`` and stop every
+        thread (idempotent; docs/api.rst, "Closing"). Returns a completed future."""
         if not isinstance(status, str) or status not in FINISH_REASONS:
             raise InvalidInputError(
                 "status",
@@ -607,8 +486,7 @@ class ServiceClient:
             )
         if detail is not None and not isinstance(detail, str):
             raise InvalidInputError("detail", f"must be a string or None, got {detail!r}")
-        if not isinstance(wait, bool):
-            raise InvalidInputError("wait", f"must be True or False, got {wait!r}")
+        check_flag("wait", wait)
         self._context.close(cast(FinishReason, status), detail, wait=wait)
         return APIFuture.completed(None)
 
@@ -621,13 +499,7 @@ class ServiceClient:
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Leaving normally finishes what was queued (``close()``); an exception drops it.
-
-        An exception ends the session as ``"errored"``; ``KeyboardInterrupt`` and other
-        exceptions that are not :class:`Exception` subclasses (``SystemExit``) as
-        ``"interrupted"``. Either way nothing more is sent: what was queued and not yet sent is
-        dropped with a WARNING that names it (see :meth:`close`).
-        """
+        """Leaving normally is ``close()``; an exception drops what was queued (docs/api.rst)."""
         if exc_type is None:
             self.close("success")
             return

@@ -1,27 +1,11 @@
-"""Telemetry: batches of usage and error events sent to ``POST /api/v1/telemetry``
-(docs/protocol.rst §9).
-
-Events wait in an in-memory queue (at most 10,000; newer events are dropped when it is full) and
-a background thread sends them in batches of at most 100 every 10 seconds, or at once when a
-fatal error is recorded (the failing call then waits up to 30 s for the queue to drain). Event
-shapes follow docs/protocol.rst §9 (``SESSION_START``, ``SESSION_END``, ``UNHANDLED_EXCEPTION``,
-``GENERIC_EVENT``); a batch also carries ``process_uuid`` (docs/protocol.rst §3.1).
-
-Telemetry is on unless ``TINKER_TELEMETRY`` is set to something other than ``1``, ``true``,
-``yes`` or ``on``. It never sends the API key, headers or request bodies: events hold exception
-types and messages (credentials redacted) and the small ``event_data`` dicts callers give.
-
-Threading: one daemon thread per :class:`Telemetry`, started with it; every method may be called
-from any thread; :meth:`Telemetry.close` sends what is queued (bounded wait) and joins the thread.
-Sending failures are logged once and the batch is dropped: telemetry never blocks or breaks a
-user's call beyond the bounded flush waits. While the client closes, a batch is sent once (no
-retry): if the service does not answer, nothing more is sent or logged (docs/protocol.rst §6.6).
-"""
+"""Telemetry: usage and error events queued in memory and sent in batches by one daemon thread
+(docs/protocol.rst §9); it never sends credentials, headers or request bodies."""
 
 from __future__ import annotations
 
 import collections
 import datetime as _dt
+import itertools
 import logging
 import math
 import os
@@ -72,12 +56,8 @@ def is_telemetry_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def is_user_error(exc: BaseException) -> bool:
-    """Whether an error is the caller's fault (docs/protocol.rst §9).
-
-    A :class:`~tinker_lite.RequestFailedError` of category ``user``, an
-    :class:`~tinker_lite.InvalidInputError`, or any error with a 4xx ``status_code`` other than
-    408/429, also when found through ``__cause__`` / ``__context__``.
-    """
+    """Whether an error, or one in its ``__cause__`` / ``__context__`` chain, is the caller's fault
+    (docs/protocol.rst §9)."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -113,11 +93,8 @@ def _clean(value: Any, depth: int = 0) -> Any:
 
 
 class Telemetry:
-    """Queues telemetry events and sends them from one background thread.
-
-    ``send(body)`` posts one encoded batch (the requestor's ``send_telemetry``, with its few
-    retries); without it nothing is recorded.
-    """
+    """Queues telemetry events and sends them from one background thread; ``send(body)`` posts one
+    encoded batch (without it nothing is recorded)."""
 
     def __init__(
         self,
@@ -152,14 +129,13 @@ class Telemetry:
         self._enqueued = 0
         self._processed = 0
         self._flush_requested = False
-        self._index = 0
+        self._indexes = itertools.count()  # next() on it is atomic
         self._started_at = clock()
         self._dropped_logged = False
         self._failure_logged = False
         self._gone = False
         self._session_ended = False
         self._thread: threading.Thread | None = None
-        self.sent_batches = 0
         if self.enabled:
             self._thread = threading.Thread(
                 target=self._run, name="tinker-lite-telemetry", daemon=True
@@ -175,18 +151,10 @@ class Telemetry:
         """The session id sent with batches (``sessionless-<uuid4>`` without a session)."""
         return self._session_id
 
-    # -- events ------------------------------------------------------------------------------
-
-    def _next_index(self) -> int:
-        with self._cond:
-            index = self._index
-            self._index += 1
-            return index
-
     def _common(self) -> dict[str, Any]:
         return {
             "event_id": str(uuid.uuid4()),
-            "event_session_index": self._next_index(),
+            "event_session_index": next(self._indexes),
             "timestamp": self._now(),
         }
 
@@ -237,11 +205,8 @@ class Telemetry:
         )
 
     def log_exception(self, exc: BaseException, *, fatal: bool = False) -> None:
-        """Record an error; a fatal one is sent at once (the caller waits up to 30 s).
-
-        User errors are sent as a ``user_error`` GENERIC_EVENT with severity WARNING, others as
-        ``UNHANDLED_EXCEPTION`` with the formatted traceback (docs/protocol.rst §9).
-        """
+        """Record an error (a user error as a ``user_error`` GENERIC_EVENT, others as
+        ``UNHANDLED_EXCEPTION``); a fatal one is sent at once (docs/protocol.rst §9)."""
         if not self.enabled:
             return
         message = redact(str(exc))[:_MAX_TEXT]
@@ -268,8 +233,6 @@ class Telemetry:
             )
         if fatal:
             self.flush(timeout=self._fatal_flush_timeout)
-
-    # -- sending -----------------------------------------------------------------------------
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Send everything queued so far; wait at most ``timeout`` s. True if all was handled."""
@@ -343,8 +306,6 @@ class Telemetry:
                 logger.warning(
                     "Failed to send telemetry batch (%d events): %s", len(events), redact(str(e))
                 )
-            return
-        self.sent_batches += 1
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is queued (waiting at most ``timeout`` s) and stop the thread. Idempotent."""
@@ -357,8 +318,7 @@ class Telemetry:
         self.join(timeout)
 
     def abandon(self) -> None:
-        """Drop what is queued and stop the thread without sending anything (an unclosed
-        client being collected)."""
+        """Drop what is queued and stop the thread, sending nothing (an unclosed client is gone)."""
         with self._cond:
             self._gone = True
             self._queue.clear()

@@ -1,18 +1,8 @@
-"""TrainingClient: forward/backward passes, optimizer steps and checkpoints of one training run.
-
-Sequencing follows docs/protocol.rst §7.2: every training request reserves its ``seq_id`` at
-call time, in call order, and one single-thread executor per client sends the submits strictly
-in that order (:mod:`tinker_lite._training.queue`). Results are polled elsewhere, so
-``forward_backward(...)`` followed by ``optim_step(...)`` is pipelined: both return futures at
-once and both requests reach the service back to back.
-
-Threading contract: every method may be called from any thread; calls made from several threads
-are sent in the order the calls were made.
-"""
+"""TrainingClient: forward/backward passes, optimizer steps and checkpoints of one training run,
+sent in call order (docs/protocol.rst §7.2; docs/api.rst, "Clients")."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 import warnings
@@ -22,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import CONSOLE_URL
+from tinker_lite._api.endpoints import CONSOLE_URL
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._context import context_of
 from tinker_lite._deprecation import deprecated
@@ -64,10 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BackcompatTrainingClientFuture", "CustomLossFn", "TrainingClient"]
 
-logger = logging.getLogger("tinker_lite.training_client")
-
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
 
 _LOAD_STATE_DEPRECATION = (
     "TrainingClient.load_state*() is deprecated (as in the official SDK) and will not be "
@@ -80,13 +67,9 @@ _LOAD_STATE_DEPRECATION = (
 class TrainingClient:
     """Trains one LoRA model: forward/backward passes, optimizer steps, checkpoints, sampling.
 
-    Created by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``); every
-    training method returns an :class:`~tinker_lite.APIFuture` at once.
-
-    The official constructor works too, for a model a program created itself:
-    ``TrainingClient(service_client.holder, model_seq_id=n, model_id=...)``, where ``n`` came
-    from ``holder.get_training_client_id()`` (it numbered the ``create_model`` already sent).
-    """
+    Made by :meth:`ServiceClient.create_lora_training_client` (or ``..._from_state``), or with the
+    official constructor (docs/api.rst); every training method returns an
+    :class:`~tinker_lite.APIFuture` at once."""
 
     def __init__(
         self,
@@ -96,7 +79,6 @@ class TrainingClient:
         *,
         info: types.GetInfoResponse | None = None,
         base_model: str | None = None,
-        lora_config: types.LoraConfig | None = None,
     ) -> None:
         del model_seq_id  # taken by the caller with get_training_client_id(); nothing to send
         context = context_of(holder)
@@ -116,7 +98,6 @@ class TrainingClient:
         self.model_id = model_id
         self._info = info
         self._base_model = base_model
-        self._lora_config = lora_config
         self._queue = TrainingQueue(context, model_id, owner=self)
         self._tokenizer: PretrainedTokenizer | None = None
         self._tokenizer_lock = threading.Lock()
@@ -126,15 +107,29 @@ class TrainingClient:
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
-    def _json_submission(
-        self, request: object, result_cls: type[Any], sdk_method: str
-    ) -> Submission:
-        return Submission(self._api.training.encode_training(request, result_cls), sdk_method)
-
     def _single(self, build: Callable[[int], Submission], *, kind: str) -> APIFuture[Any]:
         return self._queue.schedule([build], created_at=time.monotonic(), kind=kind)[0]
 
-    # -- forward / backward ----------------------------------------------------------------------
+    def _submit(
+        self,
+        kind: str,
+        request: Callable[..., object],
+        *,
+        sdk_method: str | None = None,
+        **fields: Any,
+    ) -> APIFuture[Any]:
+        """Queue one JSON training request, ``request(model_id=, seq_id=, **fields)``, built
+        (and so checked) before its ``seq_id`` is taken."""
+        method = sdk_method or f"TrainingClient.{kind}"
+        return self._single(
+            lambda seq_id: Submission(
+                self._api.training.encode_training(
+                    request(model_id=self.model_id, seq_id=seq_id, **fields)
+                ),
+                method,
+            ),
+            kind=kind,
+        )
 
     def forward(
         self,
@@ -142,18 +137,8 @@ class TrainingClient:
         loss_fn: str | types.LossFnType,
         loss_fn_config: Mapping[str, float | str] | None = None,
     ) -> APIFuture[types.ForwardBackwardOutput]:
-        """Run the model and the loss on ``data`` without computing gradients.
-
-        The future's result has one output per datum (e.g. ``logprobs``) and the loss metrics.
-        """
-        return self._forward_backward(
-            data,
-            loss_fn,
-            loss_fn_config,
-            forward_only=True,
-            sdk_method="TrainingClient.forward",
-            kind="forward",
-        )
+        """Run the model and the loss on ``data`` without computing gradients."""
+        return self._forward_backward("forward", data, loss_fn, loss_fn_config)
 
     def forward_backward(
         self,
@@ -161,35 +146,19 @@ class TrainingClient:
         loss_fn: str | types.LossFnType,
         loss_fn_config: Mapping[str, float | str] | None = None,
     ) -> APIFuture[types.ForwardBackwardOutput]:
-        """Compute the loss on ``data`` and accumulate its gradients into the model.
-
-        ``loss_fn`` is one of ``cross_entropy`` (inputs ``target_tokens``, optional
-        ``weights``), ``importance_sampling``, ``ppo``, ``cispo``, ``dro`` (inputs
-        ``target_tokens``, ``logprobs``, ``advantages``). The batch is checked with
-        :func:`tinker_lite.validate` first and split into requests of at most the service's
-        chunk limits (docs/protocol.rst §7.4); the future's result merges them
-        (docs/protocol.rst §7.5).
-        """
-        return self._forward_backward(
-            data,
-            loss_fn,
-            loss_fn_config,
-            forward_only=False,
-            sdk_method="TrainingClient.forward_backward",
-            kind="forward_backward",
-        )
+        """Compute the loss on ``data`` and accumulate its gradients into the model (``loss_fn``,
+        checks and chunking: docs/api.rst)."""
+        return self._forward_backward("forward_backward", data, loss_fn, loss_fn_config)
 
     def _forward_backward(
         self,
+        kind: Literal["forward", "forward_backward"],
         data: Sequence[types.Datum],
         loss_fn: str | types.LossFnType,
         loss_fn_config: Mapping[str, float | str] | None,
-        *,
-        forward_only: bool,
-        sdk_method: str,
-        kind: str,
     ) -> APIFuture[types.ForwardBackwardOutput]:
         created_at = time.monotonic()
+        forward_only = kind == "forward"
         self._context.check_open()
         report = validate(
             data,
@@ -212,7 +181,7 @@ class TrainingClient:
                 report.loss_fn,
                 config,
                 forward_only=forward_only,
-                sdk_method=sdk_method,
+                sdk_method=f"TrainingClient.{kind}",
             )
             for c in report.chunks
         ]
@@ -258,35 +227,8 @@ class TrainingClient:
         *,
         loss_type_input: Literal["logprobs"] | None = None,
     ) -> APIFuture[types.ForwardBackwardOutput]:
-        """Train on a loss computed on the client from the model's logprobs
-        (docs/protocol.rst §7.6).
-
-        Runs ``forward(data, "cross_entropy")``, calls ``loss_fn`` on the logprobs, then sends
-        ``forward_backward`` with cross-entropy weights equal to minus the loss's gradient with
-        respect to the logprobs, which gives the model exactly the custom loss's gradient.
-        Returns at once, as in the official SDK: both requests take their place in the
-        client's order now, so a later ``optim_step`` is applied after this backward pass.
-        When ``loss_fn`` fails, the future raises its error and nothing is learned (the backward
-        is sent with zero weights, so the client stays usable). As in the official
-        SDK, its metrics report the custom loss as ``loss:sum`` and the service's surrogate
-        cross-entropy as ``surrogate_loss:sum``; the metrics ``loss_fn`` returned come with them
-        (and win over the service's other ones).
-
-        ``loss_fn`` is called exactly once per call. With torch installed, as in the official
-        SDK, ``loss_fn(data, logprobs)`` receives ``data`` and one float32 torch tensor per
-        datum (shaped like its ``target_tokens``, requiring grad) and returns
-        ``(loss, metrics)`` where ``loss`` is a scalar tensor; the gradient comes from
-        autograd. Without torch it receives one float32 numpy array per datum and returns
-        ``(loss, grads, metrics)``: the loss value (a finite float), ``d loss / d logprobs``
-        (one array per datum, same shapes) and a dict of float metrics; that form is also
-        accepted with torch (gradients as tensors or arrays). Every datum needs
-        ``target_tokens``; other inputs are passed to ``loss_fn`` but only ``target_tokens``
-        and ``weights`` are sent. ``loss_type_input`` is deprecated
-        (as in the official SDK): the loss always receives logprobs. ``loss_fn`` may also be a
-        :class:`~tinker_lite.LossHandle` from ``ServiceClient.create_custom_loss`` of the same
-        session: one the service runs (it has a ``loss_id``) is sent as one
-        ``forward_backward(data, "custom", {"loss_id": ...})``; otherwise it runs here.
-        """
+        """Train on a loss computed from the model's logprobs: a ``loss_fn`` here, or a
+        :class:`~tinker_lite.LossHandle` (docs/api.rst, "Custom losses"; docs/protocol.rst §7.6)."""
         check_loss_type_input(loss_type_input)
         items = list(data)
         if isinstance(loss_fn, LossHandle):
@@ -320,20 +262,14 @@ class TrainingClient:
             ),
         )
 
-    # -- optimizer and checkpoints ---------------------------------------------------------------
-
     def optim_step(
         self,
         optim_params: types.OptimParams | None = None,
         *,
         adam_params: types.AdamParams | None = None,
     ) -> APIFuture[types.OptimStepResponse]:
-        """Apply one optimizer step with the gradients accumulated so far, then clear them.
-
-        ``optim_params`` is an :class:`~tinker_lite.types.AdamParams` (AdamW, the default
-        optimizer) or a :class:`~tinker_lite.types.DimuonParams` (runs created with the Dimuon
-        optimizer); ``adam_params=`` is the legacy keyword for the former.
-        """
+        """Apply one optimizer step with the gradients accumulated so far, then clear them
+        (``AdamParams`` or ``DimuonParams``; ``adam_params=`` is the legacy keyword)."""
         params = check_optim_params(optim_params, adam_params)
         return self._single(
             lambda seq_id: Submission(
@@ -350,44 +286,23 @@ class TrainingClient:
         overwrite: bool = False,
         user_metadata: dict[str, str] | None = None,
     ) -> APIFuture[types.SaveWeightsResponse]:
-        """Save weights and optimizer state as ``tinker://<run>/weights/<name>`` (resumable).
-
-        ``ttl_seconds`` bounds the checkpoint's life (None: it never expires); ``overwrite``
-        replaces an existing checkpoint of that name (and its whole ``user_metadata``);
-        ``user_metadata`` (str -> str) is kept with the checkpoint and shown in its listings.
-        """
+        """Save weights and optimizer state as ``tinker://<run>/weights/<name>`` (resumable)."""
         check_name("name", name)
         check_flag("overwrite", overwrite)
-        metadata = check_user_metadata(user_metadata)
-
-        def request(seq_id: int | None) -> types.SaveWeightsRequest:
-            return types.SaveWeightsRequest(
-                model_id=self.model_id,
-                path=name,
-                seq_id=seq_id,
-                ttl_seconds=ttl_seconds,
-                overwrite=overwrite,
-                user_metadata=metadata,
-            )
-
-        request(None)  # checks ttl_seconds before a seq_id is taken
-        return self._single(
-            lambda seq_id: self._json_submission(
-                request(seq_id), types.SaveWeightsResponse, "TrainingClient.save_state"
-            ),
-            kind="save_state",
+        return self._submit(
+            "save_state",
+            types.SaveWeightsRequest,
+            path=name,
+            ttl_seconds=ttl_seconds,
+            overwrite=overwrite,
+            user_metadata=check_user_metadata(user_metadata),
         )
 
     @deprecated(_LOAD_STATE_DEPRECATION)
     def load_state(
         self, path: str, weights_access_token: str | None = None
     ) -> APIFuture[types.LoadWeightsResponse]:
-        """Load the weights of a saved state; the optimizer state starts fresh.
-
-        Deprecated, as in the official SDK: create a new training client from the checkpoint
-        with :meth:`ServiceClient.create_training_client_from_state`. ``weights_access_token``
-        loads a checkpoint of another account.
-        """
+        """Deprecated: load a saved state's weights, with a fresh optimizer state."""
         return self._load(
             path,
             weights_access_token=weights_access_token,
@@ -400,11 +315,7 @@ class TrainingClient:
     def load_state_with_optimizer(
         self, path: str, weights_access_token: str | None = None
     ) -> APIFuture[types.LoadWeightsResponse]:
-        """Load the weights and the optimizer state of a saved state.
-
-        Deprecated, as in the official SDK: use
-        :meth:`ServiceClient.create_training_client_from_state_with_optimizer`.
-        """
+        """Deprecated: load a saved state's weights and optimizer state."""
         return self._load(
             path,
             weights_access_token=weights_access_token,
@@ -424,19 +335,13 @@ class TrainingClient:
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
         check_access_token(weights_access_token)
-        return self._single(
-            lambda seq_id: self._json_submission(
-                types.LoadWeightsRequest(
-                    model_id=self.model_id,
-                    seq_id=seq_id,
-                    path=path,
-                    optimizer=optimizer,
-                    weights_access_token=weights_access_token,
-                ),
-                types.LoadWeightsResponse,
-                sdk_method,
-            ),
-            kind=kind,
+        return self._submit(
+            kind,
+            types.LoadWeightsRequest,
+            sdk_method=sdk_method,
+            path=path,
+            optimizer=optimizer,
+            weights_access_token=weights_access_token,
         )
 
     def save_weights_for_sampler(
@@ -445,40 +350,18 @@ class TrainingClient:
         ttl_seconds: int | None = None,
         user_metadata: dict[str, str] | None = None,
     ) -> APIFuture[types.SaveWeightsForSamplerResponse]:
-        """Save weights for sampling as ``tinker://<run>/sampler_weights/<name>``.
-
-        ``user_metadata`` (str -> str) is kept with the checkpoint and shown in its listings.
-        """
+        """Save weights for sampling as ``tinker://<run>/sampler_weights/<name>``."""
         check_name("name", name)
-        metadata = check_user_metadata(user_metadata)
-
-        def request(seq_id: int | None) -> types.SaveWeightsForSamplerRequest:
-            return types.SaveWeightsForSamplerRequest(
-                model_id=self.model_id,
-                path=name,
-                seq_id=seq_id,
-                ttl_seconds=ttl_seconds,
-                user_metadata=metadata,
-            )
-
-        request(None)  # checks ttl_seconds before a seq_id is taken
-        future: APIFuture[types.SaveWeightsForSamplerResponseInternal] = self._single(
-            lambda seq_id: self._json_submission(
-                request(seq_id),
-                types.SaveWeightsForSamplerResponseInternal,
-                "TrainingClient.save_weights_for_sampler",
-            ),
-            kind="save_weights_for_sampler",
+        saved = self._submit(
+            "save_weights_for_sampler",
+            types.SaveWeightsForSamplerRequest,
+            path=name,
+            ttl_seconds=ttl_seconds,
+            user_metadata=check_user_metadata(user_metadata),
         )
-
-        def public(result: types.SaveWeightsForSamplerResponseInternal) -> Any:
-            if not result.path:
-                raise APIResponseValidationError(
-                    "save_weights_for_sampler answered without a path", body=attrs.asdict(result)
-                )
-            return types.SaveWeightsForSamplerResponse(path=result.path)
-
-        return chain(future, public)
+        return chain(
+            saved, _with_path(types.SaveWeightsForSamplerResponse, "save_weights_for_sampler")
+        )
 
     def save_weights_external(
         self,
@@ -486,44 +369,20 @@ class TrainingClient:
         ttl_seconds: int | None = None,
         age_encryption_recipients: list[str] | None = None,
     ) -> APIFuture[types.SaveWeightsExternalResponse]:
-        """Export the weights in an external (Hugging Face PEFT) layout as a checkpoint.
-
-        The result's ``path`` is a ``tinker://<run>/external_weights/<name>`` checkpoint, listed
-        and deleted like any other. ``age_encryption_recipients`` (at most 10 ``age1...`` or SSH
-        public keys) has every exported file encrypted to them (stored with a ``.age`` suffix).
-        """
+        """Export the weights in the Hugging Face PEFT layout as a
+        ``tinker://<run>/external_weights/<name>`` checkpoint (optionally age-encrypted)."""
         check_name("name", name)
-        recipients = check_recipients(age_encryption_recipients)
-
-        def request(seq_id: int | None) -> types.SaveWeightsExternalRequest:
-            return types.SaveWeightsExternalRequest(
-                model_id=self.model_id,
-                path=name,
-                seq_id=seq_id,
-                ttl_seconds=ttl_seconds,
-                age_encryption_recipients=recipients,
-            )
-
-        request(None)  # checks ttl_seconds before a seq_id is taken
-        future: APIFuture[types.SaveWeightsExternalResponseInternal] = self._single(
-            lambda seq_id: Submission(
-                self._api.training.encode_save_weights_external(request(seq_id)),
-                "TrainingClient.save_weights_external",
-            ),
-            kind="save_weights_external",
+        saved = self._submit(
+            "save_weights_external",
+            types.SaveWeightsExternalRequest,
+            path=name,
+            ttl_seconds=ttl_seconds,
+            age_encryption_recipients=check_recipients(age_encryption_recipients),
         )
-
-        def public(result: types.SaveWeightsExternalResponseInternal) -> Any:
-            if not result.path:
-                raise APIResponseValidationError(
-                    "save_weights_external answered without a path", body=attrs.asdict(result)
-                )
-            return types.SaveWeightsExternalResponse(path=result.path)
-
-        return chain(future, public)
+        return chain(saved, _with_path(types.SaveWeightsExternalResponse, "save_weights_external"))
 
     def get_console_url(self) -> str:
-        """Return the Tinker Console URL of this training run (built locally, nothing is sent)."""
+        """The Tinker Console URL of this training run (nothing is sent)."""
         return f"{CONSOLE_URL}/training_runs/{self.model_id}"
 
     def save_weights_and_get_sampling_client(
@@ -533,18 +392,8 @@ class TrainingClient:
         record_stability_info: bool = False,
         kind: types.SamplingClientKind = "snapshot",
     ) -> BackcompatSamplingClientFuture:
-        """Save the current weights for sampling; the future of a SamplingClient on them.
-
-        The save is ephemeral (not listed, not downloadable) and creates no extra sampling
-        session (docs/protocol.rst §7.3). ``kind``: ``"snapshot"`` fixes the weights saved now;
-        ``"inflight"`` publishes weights shared by this model's inflight samplers (later inflight
-        saves update them). ``record_stability_info`` is sent with every sample request of the
-        returned client. ``name`` is deprecated and has no effect, as in the official SDK 0.38
-        (a :class:`DeprecationWarning`): for a named checkpoint use
-        ``save_weights_for_sampler(name)`` and ``create_sampling_client(path)``. Returns at once
-        (the save is queued in call order); ``result()`` or ``await`` gives the client once the
-        save is done. ``retry_config`` is accepted for compatibility.
-        """
+        """Save the current weights (ephemeral) for sampling; the future of a SamplingClient on them
+        (docs/api.rst; docs/protocol.rst §7.3)."""
         del retry_config
         if name is not None:
             warnings.warn(
@@ -570,9 +419,8 @@ class TrainingClient:
                 seq_id=seq_id,
                 kind=kind,
             )
-            return self._json_submission(
-                request,
-                types.SaveWeightsForSamplerResponseInternal,
+            return Submission(
+                self._api.training.encode_training(request),
                 "TrainingClient.save_weights_and_get_sampling_client",
             )
 
@@ -602,12 +450,7 @@ class TrainingClient:
         retry_config: object | None = None,
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
-        """The future of a SamplingClient for saved weights (``tinker://.../sampler_weights/...``).
-
-        Returns at once; ``result()`` or ``await`` gives the client. ``record_stability_info`` is
-        sent with every sample request of the client; ``retry_config`` is accepted for
-        compatibility.
-        """
+        """The future of a SamplingClient for saved weights (``tinker://.../sampler_weights/...``)."""
         del retry_config
         self._context.check_open()
         return BackcompatSamplingClientFuture(
@@ -620,13 +463,8 @@ class TrainingClient:
             )
         )
 
-    # -- information -----------------------------------------------------------------------------
-
     def get_info(self) -> types.GetInfoResponse:
-        """Return the model's base model, LoRA rank and tokenizer id.
-
-        Read once when the client was created (golden-0.38: this call sends nothing).
-        """
+        """The model's base model, LoRA rank and tokenizer id, read when the client was made."""
         self._context.check_open()
         return self._model_info(sdk_method="TrainingClient.get_info")
 
@@ -645,14 +483,8 @@ class TrainingClient:
         return self._info
 
     def get_tokenizer(self) -> PretrainedTokenizer:
-        """Return the model's tokenizer, as the official SDK does (docs/protocol.rst §10).
-
-        ``transformers``' tokenizer when it is installed, else tinker_lite's
-        :class:`~tinker_lite.tokenizer.LightTokenizer` (``encode`` gives ``list[int]``); both
-        from the model's tokenizer files, resolved per docs/protocol.rst §10 and loaded by
-        :mod:`tinker_lite.tokenizer` (local files first, the Hugging Face hub otherwise); cached
-        for this client.
-        """
+        """The model's tokenizer, as the official SDK's (docs/protocol.rst §10; docs/api.rst,
+        "Tokenizers"); cached."""
         with self._tokenizer_lock:
             if self._tokenizer is None:
                 self._context.check_open()
@@ -686,10 +518,19 @@ class TrainingClient:
     save_weights_for_sampler_async = async_future_twin(save_weights_for_sampler)
 
 
+def _with_path(public: Callable[..., T], what: str) -> Callable[[Any], T]:
+    """The public answer of a save from the service's, which must carry a path."""
+
+    def read(result: Any) -> T:
+        if not result.path:
+            message = f"{what} answered without a path"
+            raise APIResponseValidationError(message, body=attrs.asdict(result))
+        return public(path=result.path)
+
+    return read
+
+
 @forwarding_to(TrainingClient)
 class BackcompatTrainingClientFuture(ClientFuture[TrainingClient], TrainingClient):
-    """The future of a TrainingClient, as the creation methods return it (the official name).
-
-    ``result()`` or ``await`` gives the client. Used as the client itself, it waits for the
-    client and forwards, with the official deprecation warning (see :class:`ClientFuture`).
-    """
+    """The future of a TrainingClient, as the creation methods return it (the official name;
+    see :class:`ClientFuture`)."""

@@ -2,27 +2,14 @@
 (docs/architecture.rst, "The layers" and "One request's path").
 """
 
-from tinker_lite._api.endpoints import (
-    ACCESS_SCOPES,
-    ASAMPLE_PATH,
-    CONSOLE_URL,
-    REDIRECT_STATUSES,
-    SAMPLE_BACKPRESSURE_HEADERS,
-)
-from tinker_lite._api.requestor import Requestor, new_idempotency_key
+from tinker_lite._api.requestor import Requestor
 from tinker_lite._api.sampling import decode_sample
 from tinker_lite._api.training import TrainingRequest, decode_forward_backward, json_result
 
 __all__ = [
-    "ACCESS_SCOPES",
-    "ASAMPLE_PATH",
-    "CONSOLE_URL",
-    "REDIRECT_STATUSES",
-    "SAMPLE_BACKPRESSURE_HEADERS",
     "Requestor",
     "TrainingRequest",
     "decode_forward_backward",
     "decode_sample",
     "json_result",
-    "new_idempotency_key",
 ]

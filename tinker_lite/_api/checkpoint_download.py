@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tinker_lite._transport.download import (
     DEFAULT_MAX_ARCHIVE_BYTES,
-    DEFAULT_STALL_TIMEOUT_S,
     DownloadResult,
     download,
     extract_archive,
@@ -23,7 +21,6 @@ from tinker_lite.types import ParsedCheckpointTinkerPath
 
 __all__ = [
     "DEFAULT_MAX_ARCHIVE_BYTES",
-    "CheckpointDownload",
     "DownloadProgress",
     "default_archive_name",
     "download_checkpoint",
@@ -51,15 +48,6 @@ class DownloadProgress:
 
 
 ProgressCallback = Callable[[DownloadProgress], object]
-
-
-@dataclass(frozen=True)
-class CheckpointDownload:
-    """What :func:`download_checkpoint` did: the archive, its size, and the files extracted."""
-
-    archive: DownloadResult
-    extracted_to: Path | None
-    files: list[str] | None
 
 
 def default_archive_name(parsed: ParsedCheckpointTinkerPath) -> str:
@@ -113,17 +101,11 @@ def download_checkpoint(
     progress: ProgressCallback | None = None,
     overwrite: bool = False,
     max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
-    sleep: Callable[[float], object] = time.sleep,
-    stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
-) -> CheckpointDownload:
-    """Download the checkpoint's archive to ``dest`` and, when asked, extract it.
-
-    ``archive_url`` returns a fresh signed URL (called once, then again whenever the last one
-    has expired). With ``extract`` false, ``dest`` is the archive file (or an existing folder
-    to put ``<run>-<kind>-<name>.tar.gz`` in). With ``extract`` true, ``dest`` is the folder
-    to extract into: the archive goes beside it as ``<dest>.tar.gz`` (resumable from
-    ``<dest>.tar.gz.part``) and is removed once extracted.
-    """
+    sleep: Callable[[float], object],
+    stall_timeout: float,
+) -> Path:
+    """Download the checkpoint's archive to ``dest`` and, when asked, extract it (docs/api.rst,
+    "Downloading a checkpoint"); ``archive_url`` gives a fresh signed URL."""
     dest_path = Path(dest)
     folder: Path | None = None
     if extract:
@@ -149,14 +131,13 @@ def download_checkpoint(
         stall_timeout=stall_timeout,
         max_bytes=max_bytes,
     )
-    files: list[str] | None = None
     if folder is not None:
         try:
-            files = extract_archive(result.path, folder, max_bytes=max_bytes)
+            extract_archive(result.path, folder, max_bytes=max_bytes)
         finally:
             result.path.unlink()  # asked for the folder: the archive goes, extracted or refused
     if relay is not None:
         relay.count = result.size
         relay.total = result.size
         relay.callback(relay.value(done=True, result=result))
-    return CheckpointDownload(archive=result, extracted_to=folder, files=files)
+    return result.path if folder is None else folder

@@ -39,12 +39,9 @@ REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 @dataclass(frozen=True)
 class Endpoint(Generic[T]):
-    """One operation of the service: ``verb``, ``path`` (a template whose ``{names}`` are ids,
-    each one path segment), the ``response`` model its answer is read into (``None``: the
-    answer carries nothing), the ``request`` model it is sent (both named in ``types``), the
-    SDK method named in ``x-sdk-method`` (a caller may name another: ``*_from_tinker_path``,
-    ServiceClient).
-    ``request_type`` is the name a submitted request's future is polled under."""
+    """One operation of the service: verb, path template (``{names}`` are ids), response and
+    request models (named in ``types``), the SDK method sent as ``x-sdk-method`` and the
+    ``request_type`` its future is polled under."""
 
     verb: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
@@ -241,13 +238,8 @@ _DOT_SEGMENTS = (".", "..")
 
 
 def segment(argument: str, value: object) -> str:
-    """``value`` as one URL path segment, percent-encoded; ``.``, ``..`` and empty values are
-    refused with :class:`~tinker_lite.InvalidInputError` naming ``argument``.
-
-    A ``.``/``..`` segment would be removed before sending (RFC 3986 §5.2.4), and the request
-    would reach another resource (``training_runs/..`` is the list of every run); a
-    percent-encoded one is decoded back by requests, so it cannot be sent literally either.
-    """
+    """``value`` as one percent-encoded URL path segment; ``.``, ``..`` and empty values are refused
+    naming ``argument`` (they would address another resource, docs/protocol.rst §2.1)."""
     if not isinstance(value, str) or not value:
         raise InvalidInputError(argument, f"must be a non-empty string, got {value!r}")
     if value in _DOT_SEGMENTS:

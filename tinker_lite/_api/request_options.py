@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+import attrs
+
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._repr import tolerant_repr
 
@@ -22,6 +24,7 @@ def _seconds(field: str, value: object) -> float | None:
     return float(value)
 
 
+@attrs.frozen(init=False, repr=False)
 class Timeout:
     """Timeouts of one HTTP request, in seconds (``None``: no limit), as ``httpx.Timeout``.
 
@@ -30,8 +33,6 @@ class Timeout:
     must then name all four; ``Timeout((connect, read, write, pool))`` and
     ``Timeout(other_timeout)`` copy them.
     """
-
-    __slots__ = _PHASES
 
     connect: float | None
     read: float | None
@@ -72,23 +73,11 @@ class Timeout:
             values = given
         else:
             values = {name: timeout if value is _UNSET else value for name, value in given.items()}
-        for name in _PHASES:
-            object.__setattr__(self, name, _seconds(name, values[name]))
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Timeout is immutable")
+        self.__attrs_init__(**{name: _seconds(name, values[name]) for name in _PHASES})
 
     def as_dict(self) -> dict[str, float | None]:
         """The four timeouts by name (``httpx.Timeout.as_dict``)."""
-        return {name: getattr(self, name) for name in _PHASES}
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Timeout):
-            return NotImplemented
-        return self.as_dict() == other.as_dict()
-
-    def __hash__(self) -> int:
-        return hash(tuple(self.as_dict().values()))
+        return attrs.asdict(self)
 
     @tolerant_repr
     def __repr__(self) -> str:

@@ -22,8 +22,6 @@ from tinker_lite._errors import (
     APITimeoutError,
     ClientClosedError,
 )
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
 from tinker_lite._transport.retry import StallWatch
@@ -81,10 +79,6 @@ class TraceExports:
             sleep=api.sleep,
         )
 
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return f"TraceExports(base_url={redact_url(self._api.base_url)!r})"
-
     def export_session_trace(self, session_id: str, *, sdk_method: str) -> str:
         """The download URL of a session's trace, asked again every 5 s while the service
         builds it, for at most the stall timeout (docs/protocol.rst §6.6)."""
@@ -128,16 +122,14 @@ class TraceExports:
         )
 
 
+@attrs.define
 class _TraceExport:
     """One trace export being waited for."""
 
-    __slots__ = ("announced", "life", "sdk_method", "session_id")
-
-    def __init__(self, session_id: str, sdk_method: str, life: StallWatch) -> None:
-        self.session_id = session_id
-        self.sdk_method = sdk_method
-        self.life = life
-        self.announced = False
+    session_id: str
+    sdk_method: str
+    life: StallWatch
+    announced: bool = False
 
 
 @attrs.frozen(kw_only=True)

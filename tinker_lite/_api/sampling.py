@@ -8,6 +8,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._api.endpoints import (
     ASAMPLE_PATH,
@@ -18,8 +20,6 @@ from tinker_lite._api.endpoints import (
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import ClientClosedError
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse, raise_for_status
 from tinker_lite._transport.http import PoolKind
 from tinker_lite._transport.loops import (
@@ -70,10 +70,6 @@ class SamplingRequests:
             sleep=api.sleep,
         )
 
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return f"SamplingRequests(base_url={redact_url(self._api.base_url)!r})"
-
     def create_sampling_session(
         self, request: types.CreateSamplingSessionRequest, *, sdk_method: str
     ) -> types.CreateSamplingSessionResponse:
@@ -115,10 +111,8 @@ class SamplingRequests:
         try:
             return self._submits(self._submit_sample_once, call)
         except (RetryableStatus, _HeldBack):  # stopped: the client is closing
-            closed = True
-        if closed:
-            raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
-        raise AssertionError("unreachable")  # pragma: no cover
+            pass
+        raise ClientClosedError("The ServiceClient was closed during a 429 back-off.")
 
     def _submit_sample_once(self, call: _SampleCall) -> str:
         """One turn of the sample loop: wait out an open window (or give up), else send."""
@@ -154,19 +148,15 @@ class SamplingRequests:
         return parse_model(resp, types.UntypedAPIFuture, what="asample").request_id
 
 
+@attrs.define
 class _SampleCall:
     """One sample's submit loop: its life (docs/protocol.rst §6.6), bytes and last 429."""
 
-    __slots__ = ("body", "closing", "life", "sdk_method", "throttled")
-
-    def __init__(
-        self, closing: threading.Event, life: StallWatch, body: bytes, sdk_method: str
-    ) -> None:
-        self.closing = closing
-        self.life = life
-        self.body = body
-        self.sdk_method = sdk_method
-        self.throttled: HttpResponse | None = None
+    closing: threading.Event
+    life: StallWatch
+    body: bytes
+    sdk_method: str
+    throttled: HttpResponse | None = None
 
 
 class _HeldBack(Exception):

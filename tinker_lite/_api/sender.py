@@ -24,23 +24,14 @@ __all__ = ["Sender"]
 class Sender(Protocol):
     """The requestor as its subjects see it: its one send, clocks, policy and session."""
 
+    policy: RetryPolicy
+    closing: threading.Event
+    sleep: Callable[[float], object]
+    wall_clock: Callable[[], float]
+    sample_gate: SampleGate
+
     @property
     def base_url(self) -> str: ...
-
-    @property
-    def policy(self) -> RetryPolicy: ...
-
-    @property
-    def closing(self) -> threading.Event: ...
-
-    @property
-    def sleep(self) -> Callable[[float], object]: ...
-
-    @property
-    def wall_clock(self) -> Callable[[], float]: ...
-
-    @property
-    def sample_gate(self) -> SampleGate: ...
 
     def session_holder(self) -> SessionHolder: ...
 

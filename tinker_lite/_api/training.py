@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -21,15 +21,12 @@ from tinker_lite._api.endpoints import (
     SAVE_WEIGHTS,
     SAVE_WEIGHTS_EXTERNAL,
     SAVE_WEIGHTS_FOR_SAMPLER,
-    WEIGHTS_INFO,
     Endpoint,
 )
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact_url
 from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse
 
 if TYPE_CHECKING:
@@ -46,23 +43,15 @@ T = TypeVar("T")
 
 logger = logging.getLogger("tinker_lite.api")
 
-_zstd_warned = threading.Event()
 
-
+@functools.cache
 def _warn_zstd_missing() -> None:
     """Say once per process that the service asks for zstd bodies and they go uncompressed."""
-    if _zstd_warned.is_set():
-        return
-    _zstd_warned.set()
     logger.warning(
         "The service asks for zstd-compressed forward/forward_backward requests "
         "(proto_compress_fwdbwd), but the 'zstandard' package is not installed: they are sent "
         "uncompressed. Install it with: pip install 'tinker-lite[zstd]'"
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Decoding polled results
 
 
 def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
@@ -84,10 +73,6 @@ def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
     return _wire.structure(resp.json(), types.ForwardBackwardOutput)
 
 
-# ---------------------------------------------------------------------------------------------
-# Training requests
-
-
 @attrs.frozen
 class TrainingRequest:
     """One training request, encoded at call time, waiting for its turn to be submitted."""
@@ -105,7 +90,13 @@ class TrainingRequest:
 # The training requests encode_training sends, by the name of their request model.
 _TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
     endpoint.request: endpoint
-    for endpoint in (OPTIM_STEP, SAVE_WEIGHTS, LOAD_WEIGHTS, SAVE_WEIGHTS_FOR_SAMPLER)
+    for endpoint in (
+        OPTIM_STEP,
+        SAVE_WEIGHTS,
+        LOAD_WEIGHTS,
+        SAVE_WEIGHTS_FOR_SAMPLER,
+        SAVE_WEIGHTS_EXTERNAL,
+    )
 }
 
 
@@ -114,10 +105,6 @@ class TrainingRequests:
 
     def __init__(self, api: Sender) -> None:
         self._api = api
-
-    @tolerant_repr
-    def __repr__(self) -> str:
-        return f"TrainingRequests(base_url={redact_url(self._api.base_url)!r})"
 
     def submit(
         self, endpoint: Endpoint[T], request: object, *, sdk_method: str, created_at: float
@@ -147,16 +134,6 @@ class TrainingRequests:
             sdk_method=sdk_method,
         )
 
-    def weights_info(self, tinker_path: str, *, sdk_method: str) -> types.WeightsInfoResponse:
-        """What a checkpoint holds (a 0.4.1-era service answers 404: NotFoundError)."""
-        resp = self._api.call(
-            WEIGHTS_INFO.verb,
-            WEIGHTS_INFO.path,
-            body_obj=types.WeightsInfoRequest(tinker_path=tinker_path),
-            sdk_method=sdk_method,
-        )
-        return parse_model(resp, types.WeightsInfoResponse)
-
     def get_info(
         self, model_id: str, *, sdk_method: str, operation_retries: bool = True
     ) -> types.GetInfoResponse:
@@ -169,8 +146,6 @@ class TrainingRequests:
             operation_retries=operation_retries,
         )
         return parse_model(resp, types.GetInfoResponse)
-
-    # -- training ----------------------------------------------------------------------------
 
     def chunk_limits(self) -> ChunkLimits:
         """Forward/forward_backward chunk limits: the service's client config, else
@@ -185,15 +160,18 @@ class TrainingRequests:
             )
         return DEFAULT_LIMITS
 
-    def encode_training(self, request: object, result_cls: type[Any]) -> TrainingRequest:
-        """Encode an optim_step / save / load request for :meth:`submit_training`."""
-        endpoint = _TRAINING_ENDPOINTS[type(request).__name__]
+    def encode_training(
+        self, request: object, endpoint: Endpoint[Any] | None = None
+    ) -> TrainingRequest:
+        """Encode an optim_step / save / load request (its row found by its model's name) for
+        :meth:`submit_training`; the result is read into the row's response model."""
+        endpoint = endpoint or _TRAINING_ENDPOINTS[type(request).__name__]
         return TrainingRequest(
             path=endpoint.path,
             body=_wire.dumps(request),
             content_type=JSON,
             request_type=endpoint.request_type or "",
-            decode=json_result(result_cls),
+            decode=json_result(endpoint.response_type),
         )
 
     def encode_forward_backward(
@@ -209,7 +187,6 @@ class TrainingRequests:
     ) -> TrainingRequest:
         """Encode one forward/forward_backward chunk in the connection's wire format."""
         endpoint = FORWARD if forward_only else FORWARD_BACKWARD
-        request_type = endpoint.request_type or ""
         tokens = sum(datum.model_input.length for datum in data)
         if wire == "protobuf":
             from tinker_lite._codec import proto as _proto
@@ -234,7 +211,7 @@ class TrainingRequests:
                 path=FORWARD_BACKWARD.path,
                 body=body,
                 content_type=PROTOBUF,
-                request_type=request_type,
+                request_type=endpoint.request_type or "",
                 decode=decode_forward_backward,
                 accept=PROTOBUF,
                 headers=headers,
@@ -250,14 +227,8 @@ class TrainingRequests:
             request = types.ForwardBackwardRequest(
                 forward_backward_input=fb_input, model_id=model_id, seq_id=seq_id
             )
-        return TrainingRequest(
-            path=endpoint.path,
-            body=_wire.dumps(request),
-            content_type=JSON,
-            request_type=request_type,
-            decode=decode_forward_backward,
-            tokens=tokens,
-        )
+        json_request = self.encode_training(request, endpoint)
+        return attrs.evolve(json_request, decode=decode_forward_backward, tokens=tokens)
 
     def encode_optim_step(
         self, model_id: str, seq_id: int, params: types.AdamParams | types.DimuonParams
@@ -266,32 +237,14 @@ class TrainingRequests:
         ``optimizer_params`` with their ``type``, as 0.38 sends them."""
         if isinstance(params, types.AdamParams):
             request = types.OptimStepRequest(model_id=model_id, seq_id=seq_id, adam_params=params)
-            return self.encode_training(request, types.OptimStepResponse)
+            return self.encode_training(request)
         body = {
             "model_id": model_id,
             "seq_id": seq_id,
             "type": "optim_step",
             "optimizer_params": _wire.to_builtins(params),
         }
-        return TrainingRequest(
-            path=OPTIM_STEP.path,
-            body=_wire.dumps(body),
-            content_type=JSON,
-            request_type=OPTIM_STEP.request_type or "",
-            decode=json_result(types.OptimStepResponse),
-        )
-
-    def encode_save_weights_external(
-        self, request: types.SaveWeightsExternalRequest
-    ) -> TrainingRequest:
-        """Encode a save_weights_external (a training request, polled like save_weights)."""
-        return TrainingRequest(
-            path=SAVE_WEIGHTS_EXTERNAL.path,
-            body=_wire.dumps(request),
-            content_type=JSON,
-            request_type=SAVE_WEIGHTS_EXTERNAL.request_type or "",
-            decode=json_result(types.SaveWeightsExternalResponseInternal),
-        )
+        return self.encode_training(body, OPTIM_STEP)
 
     def submit_training(self, request: TrainingRequest, *, sdk_method: str) -> str:
         """Submit an encoded training request (HTTP and operation retries); its request id."""
@@ -304,5 +257,3 @@ class TrainingRequests:
             sdk_method=sdk_method,
         )
         return parse_model(resp, types.UntypedAPIFuture, what=request.path).request_id
-
-    # -- sampling --------------------------------------------------------------------------------

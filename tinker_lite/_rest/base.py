@@ -1,10 +1,5 @@
-"""What the REST-only clients, :class:`RestClient` and :class:`AdminClient`, share.
-
-Both are built the same way: over a session-less connection of their own
-(``base_url=..., api_key=...``, started on first use), or over the connection a ServiceClient or
-another client hands over. Both run each operation on the connection's REST threads and return
-its :class:`~tinker_lite.APIFuture` at once.
-"""
+"""What the REST-only clients, :class:`RestClient` and :class:`AdminClient`, share: their
+connection (their own, or a ServiceClient's) and running an operation on its REST threads."""
 
 from __future__ import annotations
 
@@ -31,13 +26,8 @@ C = TypeVar("C", bound="RestOnlyClient")
 def rest_connection(
     client_name: str, holder: object | None, options: Mapping[str, Any]
 ) -> tuple[ClientContext, bool]:
-    """The connection a REST-only client runs over, and whether the client owns it.
-
-    ``holder`` is what the official SDK calls the internal holder: ``None`` (build a
-    session-less connection from the client's keyword ``options``, resolved once here), a
-    :class:`ServiceClient`, or the connection of another client. It cannot be combined with
-    connection options, which it already has.
-    """
+    """The connection a REST-only client runs over, and whether the client owns it: a new
+    session-less one from ``options``, or ``holder``'s (a ServiceClient or another client's)."""
     if holder is None:
         # golden-0.38 README: a REST-only client creates no session and sends nothing
         # until its first call.
@@ -113,11 +103,7 @@ class RestOnlyClient:
         return f"{type(self).__name__}(base_url={redact_url(self._context.base_url)!r})"
 
     def close(self) -> None:
-        """Close the connection this client opened itself (idempotent).
-
-        Stops its threads and a local server it started. A client created over a
-        ServiceClient's connection leaves it open: close the ServiceClient instead.
-        """
+        """Close the connection this client opened itself (idempotent); a shared one stays open."""
         if self._owns_context:
             self._context.close()
 
@@ -147,11 +133,8 @@ class RestOnlyClient:
         headers: Mapping[str, str] | None = None,
         **ids: str,
     ) -> APIFuture[T]:
-        """Send a row of the endpoint table on the REST threads; its future at once.
-
-        The path is built now, so an id that cannot be a path segment is refused before
-        anything is sent (:class:`~tinker_lite.InvalidInputError` naming its argument).
-        """
+        """Send a row of the endpoint table on the REST threads; its future at once (a bad id is
+        refused now)."""
         path = endpoint.url_path(**ids)
         method = sdk_method or endpoint.sdk_method or ""
         api = self._api

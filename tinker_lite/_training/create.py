@@ -1,6 +1,5 @@
-"""Making a TrainingClient: the model is created on the service, then its client is made, in the
-background on the REST threads (docs/protocol.rst §7.1).
-"""
+"""Making a TrainingClient: the model is created on the service, then its client is made, on the
+REST threads (docs/protocol.rst §7.1)."""
 
 from __future__ import annotations
 
@@ -66,9 +65,9 @@ def create_model_steps(
         return source
 
     def finish(created: types.CreateModelResponse) -> TrainingClient:
-        return _made(
-            cls, context, created.model_id, base_model=base_model, lora=lora, sdk_method=sdk_method
-        )
+        # 0.38 reads the new model's info once.
+        info = _info(context, created.model_id, sdk_method)
+        return cls(context, model_id=created.model_id, base_model=base_model, info=info)
 
     return send, finish
 
@@ -86,12 +85,8 @@ def from_state_steps(
     weights_access_token: str | None,
     sdk_method: str,
 ) -> Steps[types.LoadWeightsResponse]:
-    """Create a model from a saved state with one ``load_weights`` (golden-0.38).
-
-    The request carries ``session_id`` + ``model_seq_id`` instead of ``model_id`` / ``seq_id``:
-    the service creates the model ``<session_id>:train:<model_seq_id>`` from the checkpoint, so
-    the new client's first request has ``seq_id`` 1.
-    """
+    """Create a model from a saved state with one ``load_weights`` carrying ``session_id`` +
+    ``model_seq_id`` (golden-0.38): the model is ``<session_id>:train:<model_seq_id>``."""
     api = context.api
     created_at = time.monotonic()
 
@@ -118,7 +113,7 @@ def from_state_steps(
         model_id = f"{context.holder.ensure_session()}:train:{model_seq_id}"
         info = _info(context, model_id, sdk_method)
         base = info.model_data.model_name or info.model_name
-        return cls(context, model_id=model_id, base_model=base, lora_config=None, info=info)
+        return cls(context, model_id=model_id, base_model=base, info=info)
 
     return send, finish
 
@@ -126,12 +121,8 @@ def from_state_steps(
 def in_background(
     context: ClientContext, steps: Steps[T], *, request_type: str
 ) -> APIFuture[TrainingClient]:
-    """The future of a creation's client, returned at once: both steps run on the REST
-    threads, and no thread waits while the service works on the request the first one sent.
-
-    Registered for close() as one ``create_model`` request: a close that finishes what was
-    queued waits for the client; one that drops it names it, and nothing is sent after that.
-    """
+    """The future of a creation's client, at once: both steps run on the REST threads, registered
+    for close() as one ``create_model``."""
     send, finish = steps
     pool = context.rest_pool()
 
@@ -155,20 +146,6 @@ def in_background(
         raise
     out.forward_from(then(started, lambda sent: then(sent, finish, run=run)))
     return out
-
-
-def _made(
-    cls: type[TrainingClient],
-    context: ClientContext,
-    model_id: str,
-    *,
-    base_model: str | None,
-    lora: types.LoraConfig | None,
-    sdk_method: str,
-) -> TrainingClient:
-    """The client of a model the service has just created (0.38 reads its info once)."""
-    info = _info(context, model_id, sdk_method)
-    return cls(context, model_id=model_id, base_model=base_model, lora_config=lora, info=info)
 
 
 def _info(context: ClientContext, model_id: str, sdk_method: str) -> types.GetInfoResponse:

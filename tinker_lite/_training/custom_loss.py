@@ -1,6 +1,5 @@
 """The client side of ``forward_backward_custom``: the gradient of a user's loss
-(docs/protocol.rst §7.6).
-"""
+(docs/protocol.rst §7.6; docs/api.rst, "Custom losses")."""
 
 from __future__ import annotations
 
@@ -51,12 +50,8 @@ class CustomLoss:
 
 
 def merge_metrics(service: Mapping[str, float], custom: CustomLoss) -> dict[str, float]:
-    """The metrics of a forward_backward_custom result, as the official SDK reports them.
-
-    The service's ``loss:sum`` is the surrogate (cross-entropy weighted by minus the gradient),
-    so it becomes ``surrogate_loss:sum``; ``loss:sum`` is the custom loss itself. The loss
-    function's own metrics come next and win over the service's other ones.
-    """
+    """The metrics of a forward_backward_custom result, as the official SDK reports them: the
+    service's ``loss:sum`` becomes ``surrogate_loss:sum``, the custom loss is ``loss:sum``."""
     merged = dict(service)
     surrogate = merged.pop("loss:sum", None)
     merged.update(custom.metrics)
@@ -98,12 +93,8 @@ def logprobs_of(out: Mapping[str, types.TensorData], index: int) -> npt.NDArray[
 def custom_gradients(
     loss_fn: CustomLossFn, data: list[types.Datum], logprobs: list[npt.NDArray[np.float32]]
 ) -> CustomLoss:
-    """Call ``loss_fn`` once and return d loss / d logprobs per datum, its metrics and its value.
-
-    With torch installed it receives torch tensors that require grad, as in 0.38; without torch,
-    numpy arrays. Which form runs is decided before the call: a loss with side effects (a
-    counter, logging, random draws) sees exactly one call per ``forward_backward_custom``.
-    """
+    """Call ``loss_fn`` once (torch tensors when torch is installed, else numpy arrays, decided
+    before the call); d loss / d logprobs per datum, its metrics and its value."""
     torch = _torch()
     if torch is not None:
         return _torch_form(torch, loss_fn, data, logprobs)
@@ -274,14 +265,8 @@ def schedule_custom(
     first_last: bool,
     encode: ChunkEncoder,
 ) -> APIFuture[types.ForwardBackwardOutput]:
-    """The forward pass now and the backward pass's ``seq_id`` reserved now (as 0.38 does):
-    a later call is ordered after the backward even though its body waits for the loss.
-
-    The backward chunks keep the forward's boundaries. When the loss function (or reading
-    the forward's result) fails, the future raises that error and the backward is sent with
-    zero weights, so the reserved ``seq_id`` is filled without changing the model and the
-    client stays usable. ``encode(chunk, forward_only)`` builds one chunk's submission.
-    """
+    """Queue the forward now and reserve the backward's ``seq_id`` now (as 0.38 does), its body
+    built from the loss once the forward is back; a failed loss sends zero weights."""
     report = validate(forward_data, "cross_entropy", None, limits=limits, vocab_size=vocab_size)
     outcome: list[tuple[list[types.Datum], CustomLoss | None, BaseException | None]] = []
 

@@ -32,6 +32,14 @@ class Submission:
     request: TrainingRequest
     sdk_method: str
 
+    @property
+    def request_type(self) -> str:
+        return self.request.request_type
+
+    @property
+    def tokens(self) -> int | None:
+        return self.request.tokens
+
 
 @attrs.frozen
 class Deferred:
@@ -54,12 +62,8 @@ class _Operation:
 
 
 class TrainingQueue:
-    """The request ids and the single-thread submit executor of one training run.
-
-    ``owner`` is the TrainingClient: the submit thread ends once it is garbage and its queued
-    submits are sent. The thread starts here, where the client is made (on the REST threads),
-    not in the first training call, which may be made from an event loop.
-    """
+    """The request ids and the single-thread submit executor of one training run (the thread ends
+    once ``owner``, the client, is garbage and its submits are sent)."""
 
     def __init__(self, context: ClientContext, model_id: str, owner: object) -> None:
         self._context = context
@@ -74,6 +78,7 @@ class TrainingQueue:
         # Journal lines in seq_id order (results may be polled back out of order).
         self._journal_order = SeqOrder(first=self._next_request_id + 1)
         self._queue_logger = QueueStateLogger("Training", model_id, kind="training")
+        # Starts the thread here, on the REST threads, not in a first call from an event loop.
         self.executor.submit(int)
 
     def schedule(
@@ -84,12 +89,8 @@ class TrainingQueue:
         kind: str,
         first_last: bool = False,
     ) -> list[APIFuture[Any]]:
-        """Reserve one request id per build (in call order) and queue the submits.
-
-        ``kind`` names the operation in the run journal (the public method's name).
-        ``first_last`` queues the first submit after the others (their ``seq_id`` stay in call
-        order); the futures are returned in ``seq_id`` order either way.
-        """
+        """Reserve one ``seq_id`` per build, in call order, and queue the submits (``first_last``:
+        the first is sent last); the futures in ``seq_id`` order."""
         with self.order_lock:
             self._context.check_open()
             first_seq = self._next_request_id + 1
@@ -100,14 +101,14 @@ class TrainingQueue:
             ]
             self._next_request_id += len(submissions)
             futures: list[APIFuture[Any]] = [
-                APIFuture(request_type=_request_type(submission)) for submission in submissions
+                APIFuture(request_type=submission.request_type) for submission in submissions
             ]
             order = list(range(len(submissions)))
             if first_last and len(order) > 1:
                 order = [*order[1:], 0]
             for index in order:
                 submission, out = submissions[index], futures[index]
-                op = _Operation(kind, first_seq + index, created_at, _tokens(submission))
+                op = _Operation(kind, first_seq + index, created_at, submission.tokens)
                 # Registered for close(): finished on a normal close, named if dropped. Its
                 # entry lives until the result arrives, so it does not hold the encoded body
                 # (freed once the request is sent).
@@ -128,11 +129,8 @@ class TrainingQueue:
         return futures
 
     def _deliver(self, source: APIFuture[Any], out: APIFuture[Any], op: _Operation) -> None:
-        """Journal ``source``'s outcome, then hand it to the caller's future ``out``.
-
-        Called exactly once per scheduled request: journal lines are released in ``seq_id``
-        order, so a request that never got here would hold back the later lines.
-        """
+        """Journal ``source``'s outcome, then hand it to ``out``; called exactly once per request
+        (journal lines are released in ``seq_id`` order)."""
         # Watched first: the line is written (or queued behind an earlier seq_id still
         # pending) before ``out`` completes.
         self._context.journal_watch(
@@ -160,7 +158,7 @@ class TrainingQueue:
         if not pending.claim():
             return  # dropped by close(): its future already holds a ClientClosedError
         if self._lost_submit is not None:
-            held = _held_back(self._lost_submit, op.seq_id, _request_type(submission))
+            held = _held_back(self._lost_submit, op.seq_id, submission.request_type)
             self._deliver(APIFuture.failed(held), out, op)
             return
         if isinstance(submission, Deferred):
@@ -204,18 +202,6 @@ class TrainingQueue:
                 telemetry.log_exception(error)
             except Exception:  # pragma: no cover - telemetry never breaks a call
                 logger.debug("telemetry failed", exc_info=True)
-
-
-def _request_type(submission: Submission | Deferred) -> str:
-    if isinstance(submission, Deferred):
-        return submission.request_type
-    return submission.request.request_type
-
-
-def _tokens(submission: Submission | Deferred) -> int | None:
-    if isinstance(submission, Deferred):
-        return submission.tokens
-    return submission.request.tokens
 
 
 def _maybe_not_received(error: BaseException) -> bool:

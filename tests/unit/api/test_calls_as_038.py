@@ -8,7 +8,6 @@ and what a 0.4.1-era service (no ``client/config``) still gets.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Iterator
 
@@ -168,7 +167,7 @@ def test_zstd_asked_without_zstandard_warns_once_and_sends_uncompressed(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(_zstd_codec, "_zstd", lambda: None)
-    monkeypatch.setattr(_api_training, "_zstd_warned", threading.Event())
+    _api_training._warn_zstd_missing.cache_clear()  # the warning is once per process
     fake = FakeTinker(server, client_config={"proto_compress_fwdbwd": True})
     with ServiceClient(base_url=server.url, api_key=API_KEY, telemetry=False) as client:
         trainer = client.create_lora_training_client(BASE).result()

@@ -25,8 +25,8 @@ from tinker_lite import (
 )
 from tinker_lite._transport.http import ClientClosedError
 from tinker_lite.local import LocalServer
-from tinker_lite.rest_client import parse_tinker_path
 
+parse_tinker_path = types.ParsedCheckpointTinkerPath.from_tinker_path
 CKPT = f"tinker://{RUN}/weights/ckpt-001"
 ARCHIVE = f"/api/v1/training_runs/{RUN}/checkpoints/weights/ckpt-001/archive"
 
