@@ -118,7 +118,7 @@ def encode_forward_backward_request(
             raise InvalidInputError("seq_id", f"{seq_id} does not fit in int32")
         out.varint_field(K2_VARINT, seq_id)
     for index, datum in enumerate(data):
-        out.message_field(K3_LEN, _encode_datum(datum, index))
+        _encode_datum(out, datum, index)
     if loss_fn:
         out.string_field(K4_LEN, loss_fn)
     config_v2 = Writer()
@@ -154,11 +154,13 @@ def encode_forward_backward_request(
     return out.getvalue()
 
 
-def _encode_datum(datum: types.Datum, index: int) -> Writer:
+def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
     # The hot path of a large request: each text chunk and each tensor becomes one header piece
-    # (all its nested keys and length prefixes) plus its array, sizes computed up front.
-    out = Writer()
+    # (all its nested keys and length prefixes) plus its array, sizes computed up front; the
+    # datum's own key and length go in front once its size is known.
     parts = out.parts
+    at = len(parts)
+    parts.append(b"")
     size = 0
     for position, chunk in enumerate(datum.model_input.chunks):
         if isinstance(chunk, types.EncodedTextChunk):
@@ -204,7 +206,7 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
                 f"unsupported chunk type {type(chunk).__name__}",
             )
     for name, tensor in datum.loss_fn_inputs.items():
-        if tensor.is_sparse:
+        if tensor.sparse_crow_indices is not None:
             entry = _sparse_tensor_entry(name, tensor, index)
             parts.append(entry)
             size += len(entry)
@@ -217,8 +219,9 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
         parts.append(view)
         parts.append(tail)
         size += len(head) + count + len(tail)
-    out.size = size
-    return out
+    head = K3_LEN + encode_varint(size)
+    parts[at] = head
+    out.size += len(head) + size
 
 
 # Requests repeat the same few sizes and keys, so the bytes around each array are remembered.
@@ -298,16 +301,13 @@ def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, i
 
 def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memoryview, int]:
     typecode, code = _wire_dtype(tensor, index, name)
-    stored = tensor._values
-    if type(stored) is array and stored.typecode == typecode and _LITTLE_ENDIAN:
-        return memoryview(stored).cast("B"), code  # values built from lists: no numpy, no copy
+    values = tensor._values  # dense: a sparse tensor is written by _sparse_tensor_entry
+    if type(values) is array:
+        if values.typecode == typecode and _LITTLE_ENDIAN:
+            return memoryview(values).cast("B"), code  # values built from lists: no numpy
+        values = tensor._dense_flat()
     dtype = _protowire.F32 if typecode == "f" else _protowire.I64
-    values = (
-        stored
-        if tensor.sparse_crow_indices is None and type(stored) is not array
-        else (tensor._dense_flat())
-    )
-    if values.dtype == dtype and values.ndim == 1 and values.flags.c_contiguous:
+    if values.dtype == dtype and values.flags.c_contiguous:
         return values.data.cast("B"), code  # the usual case: no copy, no conversion
     import numpy as np
 
