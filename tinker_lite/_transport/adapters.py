@@ -373,6 +373,7 @@ class ServiceAuth(requests.auth.AuthBase):
         self.strips = strips
         self.secrets = dict(secrets or {})
         self.stripped = CREDENTIAL_HEADERS | {name.lower() for name in self.secrets}
+        self._checked: str | None = None  # the last credential found fit to send
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -393,9 +394,11 @@ class ServiceAuth(requests.auth.AuthBase):
         else:
             credential = self._current() or None
             if credential:
-                problem = check_header(_API_KEY_HEADER, credential)
-                if problem is not None:
-                    raise header_error(problem, f"{r.method} {r.path_url}", _API_KEY_HEADER)
+                if credential != self._checked:
+                    problem = check_header(_API_KEY_HEADER, credential)
+                    if problem is not None:
+                        raise header_error(problem, f"{r.method} {r.path_url}", _API_KEY_HEADER)
+                    self._checked = credential
                 r.headers[_API_KEY_HEADER] = credential
         r.register_hook("response", _AnswerHook(self, credential))  # type: ignore[no-untyped-call]
         return r

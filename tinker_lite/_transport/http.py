@@ -259,7 +259,7 @@ class Transport:
         self._closed = False
         self._lock = threading.Lock()
         # requests' preparation of each URL, made once (bench/README.rst, "Preparing a request").
-        self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
         for kind in PoolKind:
@@ -389,25 +389,27 @@ class Transport:
     def sent_path(self, path: str) -> str:
         """``path`` as it is sent, below the base URL's path: requests' preparation quotes it
         and removes ``.``/``..`` segments, and a message names the path that was sent."""
-        full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
-        base = urllib.parse.urlsplit(self.base_url).path
-        return "/" + full[len(base) :] if full.startswith(base) else full
+        return self._prepared_url(path, None)[1]
 
-    def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
-        """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
+    def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> tuple[str, str]:
+        """requests' preparation of the URL of ``path`` and ``query``, and the path it sends,
+        done once per URL."""
         key = (path, tuple(query.items()) if query else ())
-        url = self._urls.get(key)
-        if url is None:
+        known = self._urls.get(key)
+        if known is None:
             prepared = PreparedRequest()
             try:
                 prepared.prepare_url(self.url(path), query)
             except (requests.exceptions.RequestException, ValueError) as e:
                 raise InvalidInputError("path", f"{path!r} is not a valid URL path") from e
             url = str(prepared.url)
+            full = urllib.parse.urlsplit(url).path
+            base = urllib.parse.urlsplit(self.base_url).path
+            known = (url, "/" + full[len(base) :] if full.startswith(base) else full)
             if len(self._urls) >= MAX_KEPT_URLS:
                 self._urls.clear()
-            self._urls[key] = url
-        return url
+            self._urls[key] = known
+        return known
 
     def prepare(
         self,
@@ -435,13 +437,16 @@ class Transport:
         # request's.
         prepared.hooks = {event: list(hooks) for event, hooks in template.hooks.items()}
         prepared.prepare_method(method)
-        prepared.url = self._prepared_url(path, query)
+        prepared.url = self._prepared_url(path, query)[0]
         if headers:
             prepared.headers.update(headers)
         prepared.prepare_body(body, None)
-        session = self._sessions[pool]
-        jar = merge_cookies(RequestsCookieJar(), session.cookies)  # type: ignore[no-untyped-call]
-        prepared.prepare_cookies(jar)
+        cookies = self._sessions[pool].cookies
+        if cookies:
+            jar = merge_cookies(RequestsCookieJar(), cookies)  # type: ignore[no-untyped-call]
+            prepared.prepare_cookies(jar)
+        else:  # what prepare_cookies makes of an empty jar, without its cookie lookup
+            prepared._cookies = RequestsCookieJar()  # type: ignore[attr-defined]
         prepared.prepare_auth(self._auth)
         return prepared
 
