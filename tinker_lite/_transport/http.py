@@ -1,7 +1,5 @@
-"""HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping.
-
-docs/architecture.rst, "The transport", explains it; docs/protocol.rst §2 gives the wire rules.
-"""
+"""HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping
+(docs/architecture.rst, "The transport"; docs/protocol.rst §2)."""
 
 from __future__ import annotations
 
@@ -192,12 +190,8 @@ def _as_is(r: PreparedRequest) -> PreparedRequest:
 
 
 def _template(session: requests.Session, base_url: str, headers: _Headers) -> PreparedRequest:
-    """What every request of ``session`` starts from, prepared once by ``Session.prepare_request``:
-    ``headers`` (a header of the session they leave out is not sent) and the session's hooks.
-
-    Cookies and auth are each request's own (:meth:`Transport.prepare`), so the template takes
-    neither: its auth is a no-op, which keeps requests from adding the session's or netrc's.
-    """
+    """``headers`` and the session's hooks, prepared once by ``Session.prepare_request``; cookies
+    and auth are each request's own (a no-op auth keeps the session's and netrc's out)."""
     wanted: CaseInsensitiveDict[str | None] = CaseInsensitiveDict()
     wanted.update(dict.fromkeys(list(session.headers)))  # requests' merge drops a None
     wanted.update(headers)
@@ -213,24 +207,8 @@ def _template(session: requests.Session, base_url: str, headers: _Headers) -> Pr
 
 
 class Transport:
-    """Sends single HTTP attempts to one base URL through per-purpose requests sessions.
-
-    ``headers`` are sent on every request, over the defaults (``User-Agent`` of tinker_lite,
-    ``Accept: application/json``, ``Accept-Encoding``, ``Connection: keep-alive``; a ``None``
-    value removes one); ``auth`` returns the current credential (API key or JWT) sent as
-    ``X-API-Key`` (omitted when empty). When ``reauth`` is given, a 401 answer to a request
-    authenticated through ``auth`` calls ``reauth(rejected_credential)``; if it returns true the
-    request is sent once more with the new credential (docs/protocol.rst §8.3, JWT refresh).
-    ``json_loads`` parses JSON bodies for :meth:`HttpResponse.json` (default: the standard
-    library; it must raise :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is
-    ``True`` (the session's, else certifi's bundle or ``REQUESTS_CA_BUNDLE`` /
-    ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``. ``session`` is a caller's own
-    ``requests.Session``, used for every pool kind (its adapters decide the pool sizes); without
-    one, each pool kind gets a session of its own sized by ``pool_sizes``. ``secret_headers``
-    names headers (besides ``X-API-Key``, ``Authorization`` and the Cloudflare Access pair) that
-    hold a credential: they never follow a redirect to another origin. ``max_answer_bytes`` caps
-    every answer read (after decompression).
-    """
+    """Sends single HTTP attempts to one base URL through per-purpose requests sessions
+    (docs/architecture.rst, "The transport": its headers, credentials, sessions and limits)."""
 
     def __init__(
         self,
@@ -421,11 +399,8 @@ class Transport:
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> PreparedRequest:
-        """The request :meth:`send` hands to ``Session.send``: a copy of the pool's template
-        (made by ``Session.prepare_request``) with this request's own parts.
-
-        Raises :class:`~tinker_lite.InvalidInputError` naming a header that cannot be sent.
-        """
+        """A copy of the pool's template with this request's own parts, for ``Session.send``;
+        InvalidInputError names a header that cannot be sent."""
         problem = self._base_header_problem
         if problem is None and headers:
             problem = next(((p, n) for n, v in headers.items() if (p := check_header(n, v))), None)
@@ -462,14 +437,8 @@ class Transport:
         timeout: Timeout = DEFAULT_TIMEOUT,
         allow_redirects: bool = True,
     ) -> HttpResponse:
-        """Send one HTTP attempt and return its answer, whatever the status.
-
-        ``headers`` are the request's own, over the connection's (the service's headers are
-        the requestor's, :mod:`tinker_lite._api`). Raises :class:`~tinker_lite.APITimeoutError`
-        on a connect/read timeout, :class:`~tinker_lite.APIConnectionError` on any other
-        transport failure, :class:`~tinker_lite.InvalidInputError` for a header that cannot be
-        sent and :class:`ClientClosedError` after :meth:`close`.
-        """
+        """Send one HTTP attempt and return its answer, whatever the status; a failure is an
+        APITimeoutError, APIConnectionError, InvalidInputError (a header) or ClientClosedError."""
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
         what = f"{method} {self.sent_path(path)}"
@@ -546,10 +515,8 @@ class Transport:
         )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
-        """Shut down the sockets of ``pools`` (default: all), failing requests in flight.
-
-        Only the transport's own sessions are aborted; a caller's session is left alone.
-        """
+        """Shut down the sockets of ``pools`` (default: all) of the own sessions, failing requests
+        in flight."""
         if not self._own_sessions:
             return
         for kind in pools if pools is not None else list(PoolKind):
