@@ -1,7 +1,5 @@
-"""Client protobuf codecs: the forward/forward_backward request, and the results it reads back.
-
-docs/protocol.rst §3.4 gives the schema; docs/architecture.rst, "The codec", the design.
-"""
+"""Client protobuf codecs: the forward/forward_backward request and the results it reads back
+(docs/protocol.rst §3.4; docs/architecture.rst, "The codec")."""
 
 from __future__ import annotations
 
@@ -102,14 +100,8 @@ def encode_forward_backward_request(
     loss_fn_config: Mapping[str, float | str] | None,
     forward_only: bool,
 ) -> bytes:
-    """Return the protobuf body of a forward (``forward_only``) or forward_backward request.
-
-    Map entries (``loss_fn_inputs``, both config maps) are written in insertion order. An
-    ImageChunk is sent as ``{data, format, expected_tokens}``: the schema has no place for the
-    0.4.1 fields ``height``, ``width`` and ``tokens``. Raises InvalidInputError for what
-    protobuf cannot carry: an ImageAssetPointerChunk, a token or ``seq_id`` outside int32, a
-    config value that is neither a number nor a string.
-    """
+    """The protobuf body of a forward (``forward_only``) or forward_backward request; what
+    protobuf cannot carry (docs/protocol.rst §3.4) is an InvalidInputError."""
     out = Writer()
     if model_id:
         out.string_field(K1_LEN, model_id)

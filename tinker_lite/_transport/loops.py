@@ -1,8 +1,5 @@
-"""The retry loops of tinker_lite, on tenacity, with its one wait strategy; the only module
-that imports tenacity.
-
-docs/architecture.rst, "Waiting on the service", explains them.
-"""
+"""The retry loops of tinker_lite on tenacity, with their one wait strategy; the only module that
+imports tenacity (docs/architecture.rst, "Waiting on the service")."""
 
 from __future__ import annotations
 
@@ -92,11 +89,7 @@ class SharedWindow(Protocol):
 
 
 class ShortenedWait(tenacity.wait.wait_base):
-    """``wait`` less up to ``fraction`` of it at random: ``wait * (1 - fraction * rand())``.
-
-    A jitter that only shortens (tenacity's ``wait_random`` only lengthens, and
-    ``wait_exponential_jitter`` adds seconds rather than a fraction).
-    """
+    """``wait * (1 - fraction * rand())``: a jitter that only shortens (tenacity's lengthen)."""
 
     def __init__(
         self,
@@ -148,11 +141,8 @@ def at_attempt(state: tenacity.RetryCallState, attempt_number: int) -> tenacity.
 
 
 class ServiceWait(tenacity.wait.wait_base):
-    """The one wait of tinker_lite's retry loops: what the service asks, else ``fallback(state)``.
-
-    A shared ``window`` makes every loop sharing it wait; ``at_most(state)`` caps the wait
-    (docs/architecture.rst, "Waiting on the service").
-    """
+    """What the service asks, else ``fallback(state)``; at most ``at_most(state)``, and as long as
+    a shared ``window`` says (docs/architecture.rst, "Waiting on the service")."""
 
     def __init__(
         self,
@@ -197,17 +187,9 @@ def retry_loop(
     before: Callable[[tenacity.RetryCallState], None] | None = None,
     before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
 ) -> Retrier:
-    """A tenacity loop: call, wait (:class:`ServiceWait`), call again until done or ``stop``.
-
-    ``retry_on`` chooses the errors retried (a predicate, or a tenacity ``retry_*`` that sees
-    the whole state), ``retry_result`` the results asked again (e.g. a
-    poll answered ``try_again``). When ``stop`` ends the loop, its last error is raised as it
-    was (never a tenacity error), or its last result is returned. Build a loop once and call it
-    for each request, with what belongs to the request as the first argument (the callbacks
-    read it as ``state.args[0]``): tenacity keeps the last iteration's steps, which refer to
-    the loop itself, so a loop built per call (a download's) lives until the garbage collector
-    frees it.
-    """
+    """A tenacity loop retrying the errors ``retry_on`` accepts and the results ``retry_result``
+    asks again; when ``stop`` ends it, its last error is raised as it was (or its last result
+    returned). Built once, it is given what belongs to a request as the first argument."""
     retry = (
         retry_on
         if isinstance(retry_on, tenacity.retry_base)
@@ -235,9 +217,8 @@ class Retrier(Protocol):
 
 
 class _FirstTryOutside:
-    """A loop whose first call is made before tenacity is entered: a call done at once (most
-    are) skips tenacity's bookkeeping, a third of a request's own CPU. Anything else becomes
-    the loop's first attempt, so every decision stays tenacity's."""
+    """A loop whose first call is made before tenacity is entered (docs/architecture.rst,
+    "Waiting on the service")."""
 
     __slots__ = ("_again", "_retrying")
 
@@ -295,14 +276,8 @@ def attempt_error(state: tenacity.RetryCallState) -> BaseException | None:
 
 @dataclass(frozen=True)
 class Tries:
-    """One logical request as its retry loops see it: their first argument (``state.args[0]``).
-
-    ``what`` names it in logs; ``notice`` says whether its first retry the caller cannot see was
-    announced (once for both layers). Its HTTP retries (Layer A) start no wait that would end
-    past ``deadline`` (the injected clock's time; ``None``: bounded by count alone); its
-    operation retries (Layer B) go on until ``operation_deadline`` for the errors ``retryable``
-    accepts. Per-attempt state is tenacity's :class:`RetryCallState`.
-    """
+    """One logical request as its retry loops see it (``state.args[0]``): Layer A waits end
+    before ``deadline``, Layer B retries what ``retryable`` accepts until ``operation_deadline``."""
 
     what: str
     deadline: float | None = None
@@ -362,10 +337,8 @@ def http_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer A (docs/protocol.rst §6.2), built once: ``loop(attempt, tries, *args)`` calls
-    ``attempt(tries, *args)`` and retries up to ``policy.max_retries`` times within
-    ``tries.deadline``; nothing once ``closing`` is set. The last failure is raised as it was.
-    """
+    """Layer A (docs/protocol.rst §6.2): ``loop(attempt, tries, *args)`` retries ``attempt`` up
+    to ``policy.max_retries`` times within ``tries.deadline``, never once ``closing`` is set."""
     exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
@@ -412,10 +385,8 @@ def operation_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer B (docs/protocol.rst §6.3), built once: ``loop(operation, tries, *args)`` calls
-    ``operation(tries, *args)`` and re-sends the same request while ``tries`` allows; nothing once
-    ``closing`` is set. The last error is raised as it was.
-    """
+    """Layer B (docs/protocol.rst §6.3): ``loop(operation, tries, *args)`` re-sends the request
+    while ``tries`` allows, never once ``closing`` is set."""
 
     def left(state: tenacity.RetryCallState) -> float:
         deadline: float = call_of(state).operation_deadline
