@@ -33,6 +33,7 @@ __all__ = [
     "SharedWindow",
     "ShortenedWait",
     "Tries",
+    "after_first",
     "answer_headers",
     "at_attempt",
     "attempt_error",
@@ -207,7 +208,7 @@ def retry_loop(
         retry_error_callback=_last_outcome,
         reraise=True,
     )
-    return retrying if before is not None else _FirstTryOutside(retrying, retry_result)
+    return retrying if before or retry_result else _FirstTryOutside(retrying)
 
 
 class Retrier(Protocol):
@@ -220,33 +221,29 @@ class _FirstTryOutside:
     """A loop whose first call is made before tenacity is entered (docs/architecture.rst,
     "Waiting on the service")."""
 
-    __slots__ = ("_again", "_retrying")
+    __slots__ = ("_retrying",)
 
-    def __init__(self, retrying: Retrier, again: Callable[[object], bool] | None) -> None:
+    def __init__(self, retrying: Retrier) -> None:
         self._retrying = retrying
-        self._again = again
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        first: tuple[BaseException | None, Any] | None
         try:
-            result = fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         except Exception as e:
-            first = (e, None)
-        else:
-            if self._again is None or not self._again(result):
-                return result
-            first = (None, result)
+            return self._retrying(after_first(e, fn), *args, **kwargs)
 
-        def replay(*args: Any, **kwargs: Any) -> T:
-            nonlocal first
-            if first is None:
-                return fn(*args, **kwargs)
-            (error, result), first = first, None
-            if error is not None:
-                raise error
-            return result  # type: ignore[no-any-return]
 
-        return self._retrying(replay, *args, **kwargs)
+def after_first(error: BaseException, fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` whose first call raises ``error``: a try already made, handed to a loop as its first
+    attempt."""
+    pending = [error]
+
+    def again(*args: Any, **kwargs: Any) -> T:
+        if pending:
+            raise pending.pop()
+        return fn(*args, **kwargs)
+
+    return again
 
 
 def call_of(state: tenacity.RetryCallState) -> Any:
