@@ -203,14 +203,16 @@ def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
             parts.append(entry)
             size += len(entry)
             continue
-        view, code = _tensor_bytes(tensor, index, name)
-        count = len(view)
-        shape = tensor.shape
-        head, tail = _tensor_entry_frame(name, count, code, tuple(shape) if shape else ())
-        parts.append(head)
-        parts.append(view)
-        parts.append(tail)
-        size += len(head) + count + len(tail)
+        shape = tuple(tensor.shape or ())
+        # A tensor's values never change: its wire pieces are kept with it, for the same key.
+        memo = getattr(tensor, "_memo_wire", None)
+        if memo is None or memo[0] != name or memo[1] != shape:
+            view, code = _tensor_bytes(tensor, index, name)
+            head, tail = _tensor_entry_frame(name, len(view), code, shape)
+            memo = (name, shape, head, view, tail, len(head) + len(view) + len(tail))
+            object.__setattr__(tensor, "_memo_wire", memo)
+        parts += memo[2:5]
+        size += memo[5]
     head = K3_LEN + encode_varint(size)
     parts[at] = head
     out.size += len(head) + size

@@ -189,7 +189,7 @@ class _ValueFacts:
     pickling or wire format sees them.
     """
 
-    __slots__ = ("_memo_max", "_memo_min", "_memo_non_finite")
+    __slots__ = ("_memo_max", "_memo_min", "_memo_non_finite", "_memo_wire")
 
 
 _UNKNOWN: Any = object()
