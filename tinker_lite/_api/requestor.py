@@ -412,7 +412,7 @@ class Requestor:
             timeout=timeout,
             allow_redirects=call.allow_redirects,
         )
-        _answered(self.base_url)
+        _ANSWERED.add(self.base_url)
         status = resp.status
         if call.raw or 200 <= status < 300 or status in call.accept_status:
             return resp
@@ -600,8 +600,3 @@ class Requestor:
 # Base URLs that have answered this process (any status): a service reached once is lost, not
 # absent, when it stops answering (docs/protocol.rst §6.7, "never reached vs lost").
 _ANSWERED: set[str] = set()
-
-
-def _answered(base_url: str) -> None:
-    if base_url not in _ANSWERED:
-        _ANSWERED.add(base_url)
