@@ -213,38 +213,25 @@ def _retried(error: BaseException) -> bool:
     return isinstance(error, (APIConnectionError, _Restart))
 
 
+@dataclass(eq=False)
 class _Download:
     """One download's progress between its attempts (each attempt is one GET from the offset)."""
 
-    def __init__(
-        self,
-        part: Path,
-        url: str,
-        *,
-        what: str,
-        http: requests.Session,
-        refresh_url: Callable[[], str] | None,
-        progress: ProgressSink | None,
-        timeout: tuple[float, float],
-        chunk_size: int,
-        stall: StallWatch,
-        max_bytes: int | None,
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.part = part
-        self.url = url
-        self.what = what
-        self.http = http
-        self.refresh_url = refresh_url
-        self.progress = progress
-        self.timeout = timeout
-        self.chunk_size = chunk_size
-        self.stall = stall
-        self.attempts = 0
-        self.failures = 0  # failed attempts since the last byte written
-        self.refreshes = 0
-        self.refreshed_since_progress = False
-        self.total: int | None = None
+    part: Path
+    url: str
+    what: str
+    http: requests.Session
+    refresh_url: Callable[[], str] | None
+    progress: ProgressSink | None
+    timeout: tuple[float, float]
+    chunk_size: int
+    stall: StallWatch
+    max_bytes: int | None
+    attempts: int = 0
+    failures: int = 0  # failed attempts since the last byte written
+    refreshes: int = 0
+    refreshed_since_progress: bool = False
+    total: int | None = None
 
     def failed(self, error: TinkerError) -> TinkerError:
         self.failures += 1

@@ -176,15 +176,6 @@ def _validate_base_url(base_url: str) -> str:
 _Headers = CaseInsensitiveDict[str]
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    """What requests would read from a session and the environment for the base URL, once."""
-
-    proxies: dict[str, str]
-    verify: bool | str
-    cert: str | tuple[str, str] | None
-
-
 def _as_is(r: PreparedRequest) -> PreparedRequest:
     return r
 
@@ -294,12 +285,9 @@ class Transport:
         settings = first.merge_environment_settings(
             self.base_url, {}, None, None if verify is True else verify, None
         )
-        resolved_verify = settings["verify"]
-        self._resolved = _Resolved(
-            proxies=dict(settings["proxies"] or {}),
-            verify=True if resolved_verify is None else resolved_verify,
-            cert=settings["cert"],
-        )
+        self._proxies: dict[str, str] = dict(settings["proxies"] or {})
+        self._verify: bool | str = True if settings["verify"] is None else settings["verify"]
+        self._cert: str | tuple[str, str] | None = settings["cert"]
         inner: Callable[[PreparedRequest], PreparedRequest] | None = None
         if first.auth is not None:
             inner = session_auth(first.auth)
@@ -319,7 +307,7 @@ class Transport:
     def _check_proxy(self) -> None:
         """Build the proxy route of the base URL now, so a SOCKS proxy without PySocks is named
         before anything is sent."""
-        proxy = requests.utils.select_proxy(self.base_url, self._resolved.proxies)
+        proxy = requests.utils.select_proxy(self.base_url, self._proxies)
         if not proxy or not proxy.lower().startswith("socks"):
             return
         adapter = self._sessions[PoolKind.SESSION].get_adapter(self.base_url)
@@ -348,12 +336,12 @@ class Transport:
     @property
     def verify(self) -> bool | str:
         """The ``verify`` setting in force: a CA bundle path, ``True`` or ``False``."""
-        return self._resolved.verify
+        return self._verify
 
     @property
     def proxies(self) -> Mapping[str, str]:
         """The proxies in force for the base URL (requests' resolution, made once)."""
-        return self._resolved.proxies
+        return self._proxies
 
     @property
     def sessions(self) -> Mapping[PoolKind, requests.Session]:
@@ -447,7 +435,6 @@ class Transport:
         limit = self.max_answer_bytes
         if allow_redirects:
             prepared.register_hook("response", self._redirect_body)  # type: ignore[no-untyped-call]
-        resolved = self._resolved
         started = time.monotonic()
         attempt = DEADLINES.start(timeout.deadline)
         answer: requests.Response | None = None
@@ -456,9 +443,9 @@ class Transport:
                 prepared,
                 timeout=(timeout.connect, timeout.read),
                 allow_redirects=allow_redirects,
-                proxies=resolved.proxies,
-                verify=resolved.verify,
-                cert=resolved.cert,
+                proxies=self._proxies,
+                verify=self._verify,
+                cert=self._cert,
                 stream=True,
             )
             attempt.attach(answer.raw.connection if is_urllib3(answer.raw) else None)
