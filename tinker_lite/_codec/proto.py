@@ -412,6 +412,9 @@ def _record_outputs(values: dict[str, Any]) -> list[dict[str, types.TensorData]]
     count = sizes.pop() if sizes else num_datums
     if count < 0 or (not columns and count > _MAX_EMPTY_RECORD_DATUMS):
         raise FieldError(f"num_datums {num_datums} is invalid")
+    if len(columns) == 1:  # the usual case (logprobs alone) without a dict comprehension per datum
+        ((name, column),) = columns.items()
+        return [{name: tensor} for tensor in column]
     return [{name: column[i] for name, column in columns.items()} for i in range(count)]
 
 
