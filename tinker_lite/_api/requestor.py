@@ -1,7 +1,5 @@
-"""The requestor: one connection's send path and its connection requests.
-
-docs/architecture.rst, "One request's path", follows a request through it.
-"""
+"""The requestor: one connection's send path and its connection requests
+(docs/architecture.rst, "One request's path")."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite import types
@@ -58,7 +56,13 @@ from tinker_lite._transport.http import (
     Timeout,
     Transport,
 )
-from tinker_lite._transport.loops import RetryableStatus, Tries, http_loop, operation_loop
+from tinker_lite._transport.loops import (
+    RetryableStatus,
+    Tries,
+    after_first,
+    http_loop,
+    operation_loop,
+)
 from tinker_lite._transport.retry import (
     DEFAULT_RETRY_POLICY,
     MIN_ATTEMPT_TIMEOUT,
@@ -94,69 +98,30 @@ def _seconds(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
+@dataclass(slots=True)
 class _Call:
     """One logical request: what is sent, built once for all of its attempts."""
 
-    __slots__ = (
-        "accept_status",
-        "allow_redirects",
-        "body",
-        "headers",
-        "idempotency_key",
-        "method",
-        "path",
-        "policy",
-        "pool",
-        "query",
-        "raw",
-        "retries",
-        "timeout",
-        "timeout_header",
-        "what",
-    )
-
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        *,
-        pool: PoolKind,
-        body: bytes | None,
-        headers: dict[str, str],
-        query: Mapping[str, str] | None,
-        timeout: Timeout,
-        policy: RetryPolicy,
-        accept_status: Collection[int] = (),
-        allow_redirects: bool = True,
-        raw: bool = False,
-        idempotency_key: str | None = None,
-        sent_path: str | None = None,
-    ) -> None:
-        self.what = f"{method} {sent_path or path}"
-        self.policy = policy
-        self.method = method
-        self.path = path
-        self.pool = pool
-        self.body = body
-        self.headers = headers
-        self.query = query
-        self.timeout = timeout
-        self.accept_status = accept_status
-        self.allow_redirects = allow_redirects
-        self.raw = raw  # every status is the answer (the caller reads it), none is retried
-        self.idempotency_key = idempotency_key
-        self.retries = 0
-        self.timeout_header: str | None = None  # the read timeout as a request says it
+    method: str
+    path: str
+    what: str
+    pool: PoolKind
+    body: bytes | None
+    headers: dict[str, str]
+    query: Mapping[str, str] | None
+    timeout: Timeout
+    policy: RetryPolicy
+    accept_status: Collection[int] = ()
+    allow_redirects: bool = True
+    raw: bool = False  # every status is the answer (the caller reads it), none is retried
+    idempotency_key: str | None = None
+    retries: int = 0
+    timeout_header: str | None = None  # the read timeout as a request says it
 
 
 class Requestor:
-    """Named operations of the Tinker API over one connection's transport.
-
-    ``settings`` are the connection's resolved options; ``retry_policy`` decides every wait,
-    ``request_timeout`` is the timeout of requests without one of their own; ``poll_threads``
-    widens the poll pool; ``sleep``, ``rand``, ``clock`` (monotonic) and ``wall_clock`` (epoch)
-    are injectable for tests (the default sleep ends at once when :attr:`closing` is set).
-    """
+    """Named operations of the Tinker API over one connection's transport; ``sleep``, ``rand``
+    and the clocks are injectable for tests (the default sleep ends once :attr:`closing` is set)."""
 
     def __init__(
         self,
@@ -270,13 +235,8 @@ class Requestor:
         deadline: StallWatch | None = None,
         idempotency_key: str | None = None,
     ) -> HttpResponse:
-        """Send one request of the service (starting the connection first) and return its 2xx
-        answer (or one in ``accept_status``); raise its error after the retries.
-
-        ``body_obj`` is encoded with ``_wire.dumps``, ``body`` sent as is; ``retry=False`` makes
-        one attempt; ``operation_retries`` adds Layer B (docs/protocol.rst §6.3), bounded by what is
-        left of ``deadline`` (a :meth:`stall_watch`).
-        """
+        """Send one request (connecting first) and return its 2xx answer, or one in
+        ``accept_status``; Layer B (docs/protocol.rst §6.3) is bounded by ``deadline``."""
         started = self.clock()
         # The start-up a first call triggers counts against the call's budget too.
         self.session_holder().ensure_started()
@@ -322,14 +282,8 @@ class Requestor:
         idempotency_key: str | None = None,
         **ids: str,
     ) -> T:
-        """Send one operation of the endpoint table (:mod:`~tinker_lite._api.endpoints`) with
-        :meth:`call`'s retries; its answer read into the row's response model (``None`` when
-        the row reads nothing).
-
-        ``ids`` fill the row's path (``path``: already built with them); ``query`` values that
-        are ``None`` are left out (docs/protocol.rst §4.5); ``sdk_method`` defaults to the row's.
-        ``idempotency_key``: sent on every re-send, operation retries included.
-        """
+        """One operation of the endpoint table, read into its row's response model; ``ids``
+        fill the row's path, ``None`` query values are left out (docs/protocol.rst §4.5)."""
         resp = self.call(
             endpoint.verb,
             endpoint.url_path(**ids) if path is None else path,
@@ -376,17 +330,17 @@ class Requestor:
         return _Call(
             method,
             path,
-            pool=pool,
-            body=body,
-            headers=wire,
-            query=query,
-            timeout=self._request_timeout if timeout is None else timeout,
-            policy=policy,
-            accept_status=accept_status,
-            allow_redirects=allow_redirects,
-            raw=raw,
-            idempotency_key=idempotency_key,
-            sent_path=self.transport.sent_path(path),
+            f"{method} {self.transport.sent_path(path)}",
+            pool,
+            body,
+            wire,
+            query,
+            self._request_timeout if timeout is None else timeout,
+            policy,
+            accept_status,
+            allow_redirects,
+            raw,
+            idempotency_key,
         )
 
     def _send(
@@ -396,18 +350,17 @@ class Requestor:
         operation_deadline: float | None = None,
         retryable: Callable[[BaseException], bool] = is_retryable_error,
     ) -> HttpResponse:
-        """The one retrying send: the operation layer (until ``operation_deadline``, for the
-        errors ``retryable`` accepts) around the HTTP layer around one transport attempt.
-
-        A failure is raised with a traceback that starts here, its low-level cause kept: an
-        uncaught one prints the caller's frames and the cause, not every retry
-        (docs/protocol.rst §6.6).
-        """
+        """The operation layer around the HTTP layer around one attempt; a failure's traceback
+        starts here, its low-level cause kept (docs/protocol.rst §6.6)."""
         tries = Tries(call.what, operation_deadline=operation_deadline, retryable=retryable)
         try:
-            if operation_deadline is None:
+            try:  # the first try outside the loop (docs/architecture.rst, "Waiting on the service")
                 return self._operation_try(tries, call)
-            return self._operations(self._operation_try, tries, call)
+            except TinkerError as e:
+                if operation_deadline is None:
+                    raise
+                first = e
+            return self._operations(after_first(first, self._operation_try), tries, call)
         except TinkerError as e:
             failure = e
         raise failure.with_traceback(None)
@@ -425,9 +378,13 @@ class Requestor:
             deadline = now + (left if budget is None else min(left, budget))
         tries = replace(tries, deadline=deadline)
         try:
-            if call.policy.max_retries == 0:
+            try:
                 return self._attempt(tries, call)
-            return self._http_loop(call.policy)(self._attempt, tries, call)
+            except Exception as e:
+                if call.policy.max_retries == 0:
+                    raise
+                first = e
+            return self._http_loop(call.policy)(after_first(first, self._attempt), tries, call)
         except RetryableStatus as e:
             refused = e.response
         # Raised here, not in the handler: the error's cause is the service's answer alone.
@@ -455,7 +412,7 @@ class Requestor:
             timeout=timeout,
             allow_redirects=call.allow_redirects,
         )
-        _answered(self.base_url)
+        _ANSWERED.add(self.base_url)
         status = resp.status
         if call.raw or 200 <= status < 300 or status in call.accept_status:
             return resp
@@ -475,27 +432,38 @@ class Requestor:
             policy, max_retries=min(policy.max_retries, _STARTUP_MAX_RETRIES), budget_s=budget
         )
 
+    def _post(
+        self,
+        path: str,
+        body: object,
+        *,
+        pool: PoolKind = PoolKind.SESSION,
+        what: str | None = None,
+        operation_deadline: float | None = None,
+        retryable: Callable[[BaseException], bool] = is_retryable_error,
+        **options: Any,
+    ) -> HttpResponse:
+        """One POST of the connection's own (its body encoded unless bytes): :meth:`_prepare`'s
+        ``options``, sent by :meth:`_send`."""
+        data = body if isinstance(body, bytes) else _wire.dumps(body)
+        call = self._prepare("POST", path, pool=pool, body=data, **options)
+        call.what = what or call.what
+        return self._send(call, operation_deadline=operation_deadline, retryable=retryable)
+
     def client_config(self) -> HttpResponse:
-        """``POST client/config``: a connection that cannot be made is retried for the start-up
-        budget (docs/protocol.rst §6.7) when this process never had an answer from the service (a
-        wrong URL, no network), for the stall timeout when it had (the service is lost, not absent);
-        then an :class:`~tinker_lite.APIConnectionError` names the URL and the cause. Any
-        answer is returned."""
+        """``POST client/config``, retried for the start-up budget while the service never
+        answered this process, for the stall timeout once it had (docs/protocol.rst §6.7)."""
         settings = self.settings
         reached = self.base_url in _ANSWERED
         budget = settings.stall_timeout if reached else settings.startup_timeout
-        body = _wire.dumps(types.ClientConfigRequest(sdk_version=settings.sdk_version))
-        call = self._prepare(
-            "POST",
-            CLIENT_CONFIG_PATH,
-            pool=PoolKind.SESSION,
-            body=body,
-            policy=self._startup_policy(budget),
-        )
-        call.what = f"POST {CLIENT_CONFIG_PATH} (start-up)"
         try:
-            return self._send(
-                call, operation_deadline=self.clock() + budget, retryable=is_connection_failure
+            return self._post(
+                CLIENT_CONFIG_PATH,
+                types.ClientConfigRequest(sdk_version=settings.sdk_version),
+                policy=self._startup_policy(budget),
+                what=f"POST {CLIENT_CONFIG_PATH} (start-up)",
+                operation_deadline=self.clock() + budget,
+                retryable=is_connection_failure,
             )
         except APIConnectionError as e:
             if reached or not is_connection_failure(e):
@@ -509,56 +477,29 @@ class Requestor:
         raise error from unreachable.__cause__
 
     def _post_with_key(self, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
-        """``auth/token``: sent with the start-up retries (on any thread, whenever a JWT is
-        refreshed)."""
-        call = self._prepare(
-            "POST",
-            AUTH_TOKEN_PATH,
-            pool=PoolKind.SESSION,
-            body=body,
-            headers=headers,
-            policy=self._startup_policy(),
-        )
-        return self._send(call)
+        """``auth/token`` with the start-up retries (whenever a JWT is refreshed)."""
+        return self._post(AUTH_TOKEN_PATH, body, headers=headers, policy=self._startup_policy())
 
     def dynamic_config(self, *, initial: bool) -> HttpResponse:
-        """``POST client/dynamic_config``: with the start-up retries at first, then one attempt
-        per refresh."""
-        body = _wire.dumps(types.ClientConfigRequest(sdk_version=self.settings.sdk_version))
-        call = self._prepare(
-            "POST",
+        """``POST client/dynamic_config``: the start-up retries at first, one attempt later."""
+        return self._post(
             DYNAMIC_CONFIG_PATH,
-            pool=PoolKind.SESSION,
-            body=body,
+            types.ClientConfigRequest(sdk_version=self.settings.sdk_version),
             timeout=DYNAMIC_CONFIG_TIMEOUT,
             policy=self._startup_policy() if initial else NO_RETRIES,
         )
-        return self._send(call)
 
     def create_session(self, request: types.CreateSessionRequest) -> types.CreateSessionResponse:
         """``POST create_session`` (HTTP retries)."""
-        call = self._prepare(
-            "POST",
-            CREATE_SESSION_PATH,
-            pool=PoolKind.SESSION,
-            body=_wire.dumps(request),
-            policy=self.policy,
-        )
-        return parse_model(self._send(call), types.CreateSessionResponse, what="create_session")
+        resp = self._post(CREATE_SESSION_PATH, request, policy=self.policy)
+        return parse_model(resp, types.CreateSessionResponse, what="create_session")
 
     def heartbeat(self, session_id: str) -> HttpResponse:
         """One ``session_heartbeat``; its answer, whatever the status (docs/protocol.rst §8.4)."""
-        body = _wire.dumps(types.SessionHeartbeatRequest(session_id=session_id))
-        call = self._prepare(
-            "POST",
-            HEARTBEAT_PATH,
-            pool=PoolKind.SESSION,
-            body=body,
-            timeout=HEARTBEAT_TIMEOUT,
-            policy=NO_RETRIES,
-            raw=True,
+        request = types.SessionHeartbeatRequest(session_id=session_id)
+        return self._post(
+            HEARTBEAT_PATH, request, timeout=HEARTBEAT_TIMEOUT, policy=NO_RETRIES, raw=True
         )
-        return self._send(call)
 
     def finish_session(
         self,
@@ -569,32 +510,26 @@ class Requestor:
         read_timeout: float,
     ) -> HttpResponse:
         """``POST sessions/{id}/finish``, one attempt (docs/protocol.rst §8.5)."""
-        call = self._prepare(
-            "POST",
+        return self._post(
             FINISH_SESSION.url_path(session_id=session_id),
-            pool=PoolKind.SESSION,
-            body=_wire.dumps(request),
+            request,
             sdk_method=sdk_method,
             timeout=Timeout(connect=min(5.0, read_timeout), read=read_timeout),
             policy=NO_RETRIES,
         )
-        return self._send(call)
 
     def send_telemetry(self, body: bytes) -> None:
         """``POST telemetry`` with a few HTTP retries (docs/protocol.rst §9)."""
-        call = self._prepare(
-            "POST",
+        self._post(
             TELEMETRY_PATH,
+            body,
             pool=PoolKind.TELEMETRY,
-            body=body,
             timeout=TELEMETRY_TIMEOUT,
             policy=_TELEMETRY_POLICY,
         )
-        self._send(call)
 
     def retrieve_future(self, poll: Poll) -> HttpResponse:
-        """One ``retrieve_future`` poll; its answer, whatever the status
-        (docs/protocol.rst §5, §5.2)."""
+        """One ``retrieve_future`` poll: its answer, any status (docs/protocol.rst §5.2)."""
         headers = {
             "Accept": poll.accept,
             "X-Tinker-Request-Iteration": str(poll.iteration),
@@ -604,23 +539,19 @@ class Requestor:
         if poll.roundtrip_s is not None:
             # docs/protocol.rst §2.3: seconds from the caller's start to the creation of the future.
             headers["X-Tinker-Create-Promise-Roundtrip-Time"] = str(poll.roundtrip_s)
-        body = _wire.dumps(
-            types.FutureRetrieveRequest(
-                request_id=poll.request_id, allow_metadata_only=poll.metadata_only
-            )
+        request = types.FutureRetrieveRequest(
+            request_id=poll.request_id, allow_metadata_only=poll.metadata_only
         )
-        call = self._prepare(
-            "POST",
+        return self._post(
             RETRIEVE_FUTURE_PATH,
+            request,
             pool=PoolKind.RETRIEVE_PROMISE,
-            body=body,
             headers=headers,
             sdk_method=poll.sdk_method,
             timeout=poll.timeout,
             policy=NO_RETRIES,
             raw=True,
         )
-        return self._send(call)
 
     def retrieve_futures(
         self, request: types.FuturesRetrieveRequest, timeout: Timeout
@@ -669,8 +600,3 @@ class Requestor:
 # Base URLs that have answered this process (any status): a service reached once is lost, not
 # absent, when it stops answering (docs/protocol.rst §6.7, "never reached vs lost").
 _ANSWERED: set[str] = set()
-
-
-def _answered(base_url: str) -> None:
-    if base_url not in _ANSWERED:
-        _ANSWERED.add(base_url)

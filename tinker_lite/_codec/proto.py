@@ -1,11 +1,10 @@
-"""Client protobuf codecs: the forward/forward_backward request, and the results it reads back.
-
-docs/protocol.rst §3.4 gives the schema; docs/architecture.rst, "The codec", the design.
-"""
+"""Client protobuf codecs: the forward/forward_backward request and the results it reads back
+(docs/protocol.rst §3.4; docs/architecture.rst, "The codec")."""
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import struct
 import sys
@@ -101,14 +100,8 @@ def encode_forward_backward_request(
     loss_fn_config: Mapping[str, float | str] | None,
     forward_only: bool,
 ) -> bytes:
-    """Return the protobuf body of a forward (``forward_only``) or forward_backward request.
-
-    Map entries (``loss_fn_inputs``, both config maps) are written in insertion order. An
-    ImageChunk is sent as ``{data, format, expected_tokens}``: the schema has no place for the
-    0.4.1 fields ``height``, ``width`` and ``tokens``. Raises InvalidInputError for what
-    protobuf cannot carry: an ImageAssetPointerChunk, a token or ``seq_id`` outside int32, a
-    config value that is neither a number nor a string.
-    """
+    """The protobuf body of a forward (``forward_only``) or forward_backward request; what
+    protobuf cannot carry (docs/protocol.rst §3.4) is an InvalidInputError."""
     out = Writer()
     if model_id:
         out.string_field(K1_LEN, model_id)
@@ -117,7 +110,7 @@ def encode_forward_backward_request(
             raise InvalidInputError("seq_id", f"{seq_id} does not fit in int32")
         out.varint_field(K2_VARINT, seq_id)
     for index, datum in enumerate(data):
-        out.message_field(K3_LEN, _encode_datum(datum, index))
+        _encode_datum(out, datum, index)
     if loss_fn:
         out.string_field(K4_LEN, loss_fn)
     config_v2 = Writer()
@@ -153,11 +146,13 @@ def encode_forward_backward_request(
     return out.getvalue()
 
 
-def _encode_datum(datum: types.Datum, index: int) -> Writer:
+def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
     # The hot path of a large request: each text chunk and each tensor becomes one header piece
-    # (all its nested keys and length prefixes) plus its array, sizes computed up front.
-    out = Writer()
+    # (all its nested keys and length prefixes) plus its array, sizes computed up front; the
+    # datum's own key and length go in front once its size is known.
     parts = out.parts
+    at = len(parts)
+    parts.append(b"")
     size = 0
     for position, chunk in enumerate(datum.model_input.chunks):
         if isinstance(chunk, types.EncodedTextChunk):
@@ -203,21 +198,24 @@ def _encode_datum(datum: types.Datum, index: int) -> Writer:
                 f"unsupported chunk type {type(chunk).__name__}",
             )
     for name, tensor in datum.loss_fn_inputs.items():
-        if tensor.is_sparse:
+        if tensor.sparse_crow_indices is not None:
             entry = _sparse_tensor_entry(name, tensor, index)
             parts.append(entry)
             size += len(entry)
             continue
-        view, code = _tensor_bytes(tensor, index, name)
-        count = len(view)
-        shape = tensor.shape
-        head, tail = _tensor_entry_frame(name, count, code, tuple(shape) if shape else ())
-        parts.append(head)
-        parts.append(view)
-        parts.append(tail)
-        size += len(head) + count + len(tail)
-    out.size = size
-    return out
+        shape = tuple(tensor.shape or ())
+        # A tensor's values never change: its wire pieces are kept with it, for the same key.
+        memo = getattr(tensor, "_memo_wire", None)
+        if memo is None or memo[0] != name or memo[1] != shape:
+            view, code = _tensor_bytes(tensor, index, name)
+            head, tail = _tensor_entry_frame(name, len(view), code, shape)
+            memo = (name, shape, head, view, tail, len(head) + len(view) + len(tail))
+            object.__setattr__(tensor, "_memo_wire", memo)
+        parts += memo[2:5]
+        size += memo[5]
+    head = K3_LEN + encode_varint(size)
+    parts[at] = head
+    out.size += len(head) + size
 
 
 # Requests repeat the same few sizes and keys, so the bytes around each array are remembered.
@@ -297,16 +295,13 @@ def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, i
 
 def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memoryview, int]:
     typecode, code = _wire_dtype(tensor, index, name)
-    stored = tensor._values
-    if type(stored) is array and stored.typecode == typecode and _LITTLE_ENDIAN:
-        return memoryview(stored).cast("B"), code  # values built from lists: no numpy, no copy
+    values = tensor._values  # dense: a sparse tensor is written by _sparse_tensor_entry
+    if type(values) is array:
+        if values.typecode == typecode and _LITTLE_ENDIAN:
+            return memoryview(values).cast("B"), code  # values built from lists: no numpy
+        values = tensor._dense_flat()
     dtype = _protowire.F32 if typecode == "f" else _protowire.I64
-    values = (
-        stored
-        if tensor.sparse_crow_indices is None and type(stored) is not array
-        else (tensor._dense_flat())
-    )
-    if values.dtype == dtype and values.ndim == 1 and values.flags.c_contiguous:
+    if values.dtype == dtype and values.flags.c_contiguous:
         return values.data.cast("B"), code  # the usual case: no copy, no conversion
     import numpy as np
 
@@ -354,47 +349,45 @@ def _split_batched(values: dict[str, Any]) -> list[types.TensorData]:
     trailing: list[int] = values.get("trailing_shape", [])
     wire_dtype, dtype_name = tensor_dtype(code)
     itemsize = wire_dtype.itemsize
-    import numpy as np
-
     data = values.get("data", b"")
     flat = read_array(data, wire_dtype, "data")
-    offsets = read_array(values.get("offsets", b""), _protowire.I64, "offsets")
+    offsets = read_array(values.get("offsets", b""), _protowire.I64, "offsets").tolist()
     if any(dim < 0 for dim in trailing):
         raise FieldError(f"trailing_shape {trailing} is negative")
-    per_row = math.prod(trailing)
-    if offsets.size == 0:
+    if not offsets:
         if flat.size:
             raise FieldError("has data but no offsets")
         return []
     # docs/protocol.rst §3.4: offsets are int64 byte offsets into data, one per datum plus the end.
     if (
-        int(offsets[0]) < 0
-        or int(offsets[-1]) > len(data)
-        or bool(np.any(np.diff(offsets) < 0))
-        or bool(np.any(offsets % itemsize))
+        offsets[0] < 0
+        or offsets[-1] > len(data)
+        or offsets != sorted(offsets)
+        or any(offset % itemsize for offset in offsets)
     ):
         raise FieldError("offsets are out of range or not aligned")
+    bounds = [offset // itemsize for offset in offsets]
+    sizes = [end - start for start, end in itertools.pairwise(bounds)]
+    per_row = math.prod(trailing)
+    for size in set(sizes):
+        if (size % per_row) if per_row else size:
+            i = sizes.index(size)
+            if not per_row:
+                raise FieldError("values with an empty trailing shape")
+            raise FieldError(
+                f"datum {i} has {size} values, not a multiple of trailing shape {trailing}"
+            )
     # One copy for all datums, aligned and independent of the body they were read from.
     widened = owned(widen(flat, code))
-    # In Python: numpy's int64 floor_divide alone pages in 1 MiB of its library (RSS).
-    bounds = [offset // itemsize for offset in offsets.tolist()]
-    result: list[types.TensorData] = []
+    if len(set(sizes)) == 1:  # the usual case: equal datums are the rows of one matrix
+        segments = list(widened[bounds[0] : bounds[-1]].reshape(len(sizes), sizes[0]))
+    else:
+        segments = [widened[start:end] for start, end in itertools.pairwise(bounds)]
     trusted = types.TensorData._trusted
-    for i in range(len(bounds) - 1):
-        segment = widened[bounds[i] : bounds[i + 1]]
-        size = segment.size
-        if per_row:
-            if size % per_row:
-                raise FieldError(
-                    f"datum {i} has {size} values, not a multiple of trailing shape {trailing}"
-                )
-            shape = [size // per_row, *trailing]
-        elif size:
-            raise FieldError("values with an empty trailing shape")
-        else:
-            shape = [0, *trailing]
-        result.append(trusted(segment, dtype_name, shape))
-    return result
+    return [
+        trusted(segment, dtype_name, [size // per_row if per_row else 0, *trailing])
+        for segment, size in zip(segments, sizes, strict=True)
+    ]
 
 
 BATCHED_TENSOR: Final = Message(
@@ -419,6 +412,9 @@ def _record_outputs(values: dict[str, Any]) -> list[dict[str, types.TensorData]]
     count = sizes.pop() if sizes else num_datums
     if count < 0 or (not columns and count > _MAX_EMPTY_RECORD_DATUMS):
         raise FieldError(f"num_datums {num_datums} is invalid")
+    if len(columns) == 1:  # the usual case (logprobs alone) without a dict comprehension per datum
+        ((name, column),) = columns.items()
+        return [{name: tensor} for tensor in column]
     return [{name: column[i] for name, column in columns.items()} for i in range(count)]
 
 

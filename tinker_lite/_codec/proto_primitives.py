@@ -1,8 +1,5 @@
-"""proto3 wire primitives: wire types, varints, field keys and the field scanner.
-
-docs/protocol.rst §4.3; :mod:`tinker_lite._codec.protowire` builds its message reader and
-:class:`~tinker_lite._codec.protowire.Writer` on these (and re-exports them).
-"""
+"""proto3 wire primitives: wire types, varints, field keys and the field scanner, under
+:mod:`tinker_lite._codec.protowire`'s reader and writer (docs/protocol.rst §4.3)."""
 
 from __future__ import annotations
 
@@ -111,12 +108,8 @@ def as_uint32(value: int) -> int:
 
 
 def iter_fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """Yield ``(field, wire_type, a, b)`` for each field of the message in ``buf[start:end]``.
-
-    For a varint ``a`` is the value (mod 2**64) and ``b`` is 0; for every other wire type
-    ``buf[a:b]`` is the payload (a length-delimited field's bytes, or the 8 / 4 fixed bytes).
-    Groups (deprecated, never in this schema) are skipped whole.
-    """
+    """Yield ``(field, wire_type, a, b)`` per field of ``buf[start:end]``: a varint's value and 0,
+    else the payload's bounds ``buf[a:b]``; groups (never in this schema) are skipped whole."""
     pos = start
     while pos < end:
         # One-byte varints (keys of fields 1-15, small values and lengths) are read inline.

@@ -1,7 +1,5 @@
-"""requests' extension points, as tinker_lite uses them: the pool adapter and the credentials.
-
-docs/architecture.rst, "The transport", explains both.
-"""
+"""requests' extension points as tinker_lite uses them: the pool adapter and the credentials
+(docs/architecture.rst, "The transport")."""
 
 from __future__ import annotations
 
@@ -114,12 +112,8 @@ def _shut(conn: Any) -> bool:
 
 
 class Attempt:
-    """One HTTP attempt under a deadline: the connection it uses, and whether time ran out.
-
-    The read timeout bounds each read, so a server trickling a byte a second never trips it;
-    the attempt's deadline bounds connect, headers and the whole body together: when it passes,
-    the connection's socket is shut down and the blocked read returns (:class:`Deadlines`).
-    """
+    """One HTTP attempt under a deadline for connect, headers and body together (a read timeout
+    bounds each read only): the connection it uses, and whether time ran out."""
 
     __slots__ = ("_conn", "_owner", "cancelled", "deadline", "expired", "outer", "seconds")
 
@@ -152,11 +146,8 @@ class Attempt:
 
 
 class Deadlines:
-    """One thread that ends attempts past their deadline, shared by every transport.
-
-    The thread runs only while attempts are in flight (and a second or two more), so a closed
-    client leaves no thread behind.
-    """
+    """One thread, shared by every transport, that shuts down the sockets of attempts past their
+    deadline; it runs only while attempts are in flight (and a second more)."""
 
     _LINGER_S = 1.0
     _RETRY_S = 0.05
@@ -285,9 +276,7 @@ def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker
 
 
 class PoolAdapter(requests.adapters.HTTPAdapter):
-    """requests' adapter sized to one pool kind, whose open connections close() can abort
-    (docs/architecture.rst, "The transport").
-    """
+    """requests' adapter sized to one pool kind, whose open connections close() can abort."""
 
     def __init__(self, maxsize: int) -> None:
         self.tracker = _ConnectionTracker()
@@ -351,13 +340,8 @@ CREDENTIAL_HEADERS: frozenset[str] = frozenset(
 
 
 class ServiceAuth(requests.auth.AuthBase):
-    """Every credential of the connection as one requests auth handler.
-
-    ``current()`` gives each request's ``X-API-Key``; ``secrets`` are the other credential headers;
-    ``reauth(rejected)`` may refresh the credential after a 401 (docs/protocol.rst §8.3); ``inner``
-    (the session's auth or netrc's) is applied first. A request naming its own header keeps it, and
-    a redirect to another origin carries none (docs/architecture.rst, "The transport").
-    """
+    """Every credential of the connection (``X-API-Key`` from ``current()``, the ``secrets``
+    headers) as one requests auth handler (docs/architecture.rst, "The transport")."""
 
     def __init__(
         self,
@@ -373,6 +357,7 @@ class ServiceAuth(requests.auth.AuthBase):
         self.strips = strips
         self.secrets = dict(secrets or {})
         self.stripped = CREDENTIAL_HEADERS | {name.lower() for name in self.secrets}
+        self._checked: str | None = None  # the last credential found fit to send
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -393,9 +378,11 @@ class ServiceAuth(requests.auth.AuthBase):
         else:
             credential = self._current() or None
             if credential:
-                problem = check_header(_API_KEY_HEADER, credential)
-                if problem is not None:
-                    raise header_error(problem, f"{r.method} {r.path_url}", _API_KEY_HEADER)
+                if credential != self._checked:
+                    problem = check_header(_API_KEY_HEADER, credential)
+                    if problem is not None:
+                        raise header_error(problem, f"{r.method} {r.path_url}", _API_KEY_HEADER)
+                    self._checked = credential
                 r.headers[_API_KEY_HEADER] = credential
         r.register_hook("response", _AnswerHook(self, credential))  # type: ignore[no-untyped-call]
         return r

@@ -1,6 +1,5 @@
-"""One HTTP answer: :class:`HttpResponse`, its error (:func:`raise_for_status`, docs/protocol.rst
-§2.6), and reading its body within the answer cap (docs/configuration.rst, "Limits").
-"""
+"""One HTTP answer: :class:`HttpResponse`, its error (docs/protocol.rst §2.6), and reading its
+body within the answer cap (docs/configuration.rst, "Limits")."""
 
 from __future__ import annotations
 
@@ -135,13 +134,8 @@ def _body_for_message(resp: HttpResponse) -> object:
 def raise_for_status(
     resp: HttpResponse, *, request_id: str | None = None, what: str | None = None
 ) -> None:
-    """Raise the :class:`~tinker_lite.APIStatusError` subclass for a non-2xx answer
-    (docs/protocol.rst §2.6).
-
-    2xx answers return ``None``. 3xx answers (seen only when redirects are not followed) and every
-    other status raise; ``request_id`` (else the ``x-request-id`` header) is attached. ``what``
-    (e.g. ``"POST /api/v1/forward_backward"``) names the request in the message.
-    """
+    """Raise the :class:`~tinker_lite.APIStatusError` subclass of a non-2xx answer, naming the
+    request ``what`` and its request id (docs/protocol.rst §2.6)."""
     if 200 <= resp.status < 300:
         return
     body = _body_for_message(resp)
@@ -191,14 +185,8 @@ def _too_large(
 
 
 def read_capped(answer: requests.Response, limit: int, what: str) -> bytes:
-    """The whole (decoded) body of a streamed answer, at most ``limit`` bytes.
-
-    Refused from ``Content-Length`` before anything is read; otherwise read in chunks, so an
-    endless or inflating body (gzip, deflate, zstd) stops at the cap with
-    :class:`~tinker_lite.ResponseTooLargeError`. A plain body of known length is read at once
-    from urllib3's response when that is what the adapter gave (requests' chunked ``content``
-    reading costs more).
-    """
+    """The whole decoded body of a streamed answer, refused by its ``Content-Length`` or cut off
+    at ``limit`` bytes read (an endless or inflating one) with ResponseTooLargeError."""
     length = _declared_length(answer)
     if length is not None and length > limit:
         raise _too_large(answer, limit, what, f"Content-Length: {length}")

@@ -1,6 +1,5 @@
-"""Resumable download of checkpoint archives from a signed URL, and safe extraction.
-
-docs/protocol.rst §4.6 gives the download's rules."""
+"""Resumable download of checkpoint archives from a signed URL, and safe extraction
+(docs/protocol.rst §4.6)."""
 
 from __future__ import annotations
 
@@ -147,23 +146,8 @@ def download(
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
 ) -> DownloadResult:
-    """Download ``url`` to ``dest``, resuming from ``<dest>.part`` when one is there.
-
-    ``refresh_url`` returns a fresh signed URL when the current one is refused as expired; it
-    is called at most once between two successful reads. Retryable failures (408, 409, 425,
-    429, 5xx, dropped connections) are retried up to ``max_attempts`` times in a row without
-    progress, waiting ``Retry-After`` (when 0 < delay <= 60 s) or 1, 2, 4 ... 30 s, and never past
-    ``stall_timeout`` seconds without progress. ``session`` is the requests session to use (a
-    new one, closed at the end, by default). ``sleep``, ``now`` (wall clock) and ``clock``
-    (monotonic) are injectable for tests. The body streams to disk and may not exceed
-    ``max_bytes`` (``None``: no bound): a larger announced size is refused before reading, and a
-    body that grows past it is cut off and its part file removed.
-
-    Raises :class:`FileExistsError` when ``dest`` exists and ``overwrite`` is false, an
-    :class:`~tinker_lite.APIStatusError` subclass for a final HTTP error,
-    :class:`~tinker_lite.APIConnectionError` when the connection keeps failing, and
-    :class:`DownloadError` when the size cannot be verified or exceeds ``max_bytes``.
-    """
+    """Download ``url`` to ``dest`` by the rules of docs/protocol.rst §4.6, resuming from
+    ``<dest>.part``; ``refresh_url`` gives a new signed URL for an expired one."""
     dest_path = Path(dest)
     if dest_path.exists() and not overwrite:
         raise FileExistsError(f"{dest_path} already exists (use --force to replace it)")
@@ -229,38 +213,25 @@ def _retried(error: BaseException) -> bool:
     return isinstance(error, (APIConnectionError, _Restart))
 
 
+@dataclass(eq=False)
 class _Download:
     """One download's progress between its attempts (each attempt is one GET from the offset)."""
 
-    def __init__(
-        self,
-        part: Path,
-        url: str,
-        *,
-        what: str,
-        http: requests.Session,
-        refresh_url: Callable[[], str] | None,
-        progress: ProgressSink | None,
-        timeout: tuple[float, float],
-        chunk_size: int,
-        stall: StallWatch,
-        max_bytes: int | None,
-    ) -> None:
-        self.max_bytes = max_bytes
-        self.part = part
-        self.url = url
-        self.what = what
-        self.http = http
-        self.refresh_url = refresh_url
-        self.progress = progress
-        self.timeout = timeout
-        self.chunk_size = chunk_size
-        self.stall = stall
-        self.attempts = 0
-        self.failures = 0  # failed attempts since the last byte written
-        self.refreshes = 0
-        self.refreshed_since_progress = False
-        self.total: int | None = None
+    part: Path
+    url: str
+    what: str
+    http: requests.Session
+    refresh_url: Callable[[], str] | None
+    progress: ProgressSink | None
+    timeout: tuple[float, float]
+    chunk_size: int
+    stall: StallWatch
+    max_bytes: int | None
+    attempts: int = 0
+    failures: int = 0  # failed attempts since the last byte written
+    refreshes: int = 0
+    refreshed_since_progress: bool = False
+    total: int | None = None
 
     def failed(self, error: TinkerError) -> TinkerError:
         self.failures += 1
@@ -393,12 +364,8 @@ def _within(root: str, path: str) -> bool:
 
 
 def _check_member(member: tarfile.TarInfo, root: str) -> None:
-    """Refuse a member that is not a plain file or directory, or whose path leaves ``root``.
-
-    Links are refused outright, whatever they point to: a checkpoint holds plain files, and a
-    link is what every escape from tarfile's own checks has used (CVE-2025-4517: a symlink chain
-    that expands past PATH_MAX, where ``os.path.realpath`` stops resolving).
-    """
+    """Refuse a member that is not a plain file or directory, or whose path leaves ``root``; a
+    link is refused whatever it points to (every escape from tarfile's checks used one)."""
     name = member.name
     if member.issym() or member.islnk():
         kind = "symbolic link" if member.issym() else "hard link"
@@ -469,16 +436,8 @@ def extract_archive(
     *,
     max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
 ) -> list[str]:
-    """Extract a checkpoint tar (optionally compressed) into ``dest_dir``; return member names.
-
-    Every member is checked before anything is written, the same way on every Python: only
-    plain files and directories are extracted; symbolic and hard links, devices and FIFOs are
-    refused outright, as is any member whose path is absolute or lands outside ``dest_dir``
-    once resolved, and any file written through a link already in ``dest_dir``. A refusal
-    raises :class:`~tinker_lite.UnsafeArchiveError` naming the member. The files' sizes
-    together may not exceed ``max_bytes`` (``None``: no bound). Where Python has tarfile's
-    ``"data"`` filter, each member also passes it; it is a floor, not the whole answer.
-    """
+    """Extract a checkpoint tar into ``dest_dir`` after checking every member (docs/protocol.rst
+    §4.6); return the member names. A refusal is an UnsafeArchiveError naming the member."""
     target = Path(dest_dir)
     use_filter = _has_data_filter()
     try:

@@ -1,6 +1,5 @@
 """Failures of an HTTP attempt: requests', urllib3's and the socket's errors become tinker_lite's
-(docs/protocol.rst §2.6).
-"""
+(docs/protocol.rst §2.6)."""
 
 from __future__ import annotations
 
@@ -30,12 +29,8 @@ __all__ = [
 
 
 def nested_errors(exc: BaseException) -> Iterator[BaseException]:
-    """``exc`` and every error nested in it (causes, contexts, exception arguments, reasons).
-
-    requests and urllib3 keep the underlying failure as ``__cause__``, as an argument
-    (``ConnectionError(MaxRetryError(...))``, ``ProtocolError("...", ConnectionResetError())``)
-    or as ``MaxRetryError.reason``.
-    """
+    """``exc`` and every error nested in it: causes, contexts, arguments (where requests and
+    urllib3 keep the underlying failure) and ``MaxRetryError.reason``."""
     seen: set[int] = set()
     stack: list[BaseException] = [exc]
     while stack:
@@ -54,13 +49,8 @@ FailureKind = Literal["refused", "unreachable", "tls", "timeout", "other"]
 
 
 def classify_failure(exc: BaseException) -> FailureKind:
-    """What went wrong in a failed HTTP attempt.
-
-    ``refused``: nothing listens at the address; ``unreachable``: no connection could be made
-    for another reason (name resolution, network unreachable); ``tls``: the TLS handshake
-    failed; ``timeout``: a connect or read timeout expired; ``other``: the connection broke
-    (reset, protocol error).
-    """
+    """What went wrong in a failed HTTP attempt: nothing listens (``refused``), no connection
+    for another reason (``unreachable``), ``tls``, a ``timeout``, or a broken connection."""
     errors = list(nested_errors(exc))
     if any(isinstance(e, ConnectionRefusedError) for e in errors):
         return "refused"
@@ -85,10 +75,8 @@ def is_connect_timeout(exc: BaseException) -> bool:
 
 
 def is_certificate_error(exc: BaseException) -> bool:
-    """Whether a failed attempt (or the error it caused) rejected the server's TLS certificate.
-
-    A rejected certificate is a setting to fix (``verify=``), not a service that is starting.
-    """
+    """Whether a failed attempt rejected the server's TLS certificate (a setting to fix, not a
+    service that is starting)."""
     return any(isinstance(e, ssl.SSLCertVerificationError) for e in nested_errors(exc))
 
 
@@ -122,13 +110,8 @@ def _unreachable_message(exc: BaseException, where: str, request: str) -> str:
 
 
 def low_level_cause(exc: BaseException) -> BaseException:
-    """The failure under requests' wrapping: urllib3's, http.client's, the socket's or ssl's.
-
-    requests wraps urllib3's error (``ConnectionError(MaxRetryError(reason=...))``); a
-    tinker_lite error keeps only what happened as its ``__cause__`` (its message names the OS's
-    reason), without the chain and the urllib3 frames under it, so an uncaught one prints a
-    short traceback (docs/protocol.rst §6.8).
-    """
+    """The failure under requests' wrapping, without its chain and frames: a tinker_lite error's
+    cause, so an uncaught one prints a short traceback (docs/protocol.rst §6.8)."""
     current = exc
     while isinstance(
         current, (requests.exceptions.RequestException, urllib3.exceptions.MaxRetryError)
@@ -154,10 +137,8 @@ TRANSPORT_ERRORS = (OSError, urllib3.exceptions.HTTPError, http.client.HTTPExcep
 def connection_failure(
     exc: BaseException, *, what: str, base_url: str, timeouts: tuple[float, float], elapsed: float
 ) -> APIConnectionError:
-    """The tinker_lite error for a failed attempt ``what`` (its cause is set by the caller):
-    :class:`~tinker_lite.APITimeoutError` for a timeout (``timeouts``: the attempt's connect and
-    read timeouts), else :class:`~tinker_lite.APIConnectionError` saying what happened in a
-    plain sentence."""
+    """The tinker_lite error for a failed attempt ``what``: APITimeoutError for a timeout, else
+    APIConnectionError saying what happened in a plain sentence."""
     kind = classify_failure(exc)
     detail = redact(f"{type(exc).__name__}: {exc}")
     if kind == "timeout":

@@ -1,7 +1,5 @@
-"""HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping.
-
-docs/architecture.rst, "The transport", explains it; docs/protocol.rst §2 gives the wire rules.
-"""
+"""HTTP transport: one ``requests.Session`` per pool kind, one attempt per send, the error mapping
+(docs/architecture.rst, "The transport"; docs/protocol.rst §2)."""
 
 from __future__ import annotations
 
@@ -178,26 +176,13 @@ def _validate_base_url(base_url: str) -> str:
 _Headers = CaseInsensitiveDict[str]
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    """What requests would read from a session and the environment for the base URL, once."""
-
-    proxies: dict[str, str]
-    verify: bool | str
-    cert: str | tuple[str, str] | None
-
-
 def _as_is(r: PreparedRequest) -> PreparedRequest:
     return r
 
 
 def _template(session: requests.Session, base_url: str, headers: _Headers) -> PreparedRequest:
-    """What every request of ``session`` starts from, prepared once by ``Session.prepare_request``:
-    ``headers`` (a header of the session they leave out is not sent) and the session's hooks.
-
-    Cookies and auth are each request's own (:meth:`Transport.prepare`), so the template takes
-    neither: its auth is a no-op, which keeps requests from adding the session's or netrc's.
-    """
+    """``headers`` and the session's hooks, prepared once by ``Session.prepare_request``; cookies
+    and auth are each request's own (a no-op auth keeps the session's and netrc's out)."""
     wanted: CaseInsensitiveDict[str | None] = CaseInsensitiveDict()
     wanted.update(dict.fromkeys(list(session.headers)))  # requests' merge drops a None
     wanted.update(headers)
@@ -213,24 +198,8 @@ def _template(session: requests.Session, base_url: str, headers: _Headers) -> Pr
 
 
 class Transport:
-    """Sends single HTTP attempts to one base URL through per-purpose requests sessions.
-
-    ``headers`` are sent on every request, over the defaults (``User-Agent`` of tinker_lite,
-    ``Accept: application/json``, ``Accept-Encoding``, ``Connection: keep-alive``; a ``None``
-    value removes one); ``auth`` returns the current credential (API key or JWT) sent as
-    ``X-API-Key`` (omitted when empty). When ``reauth`` is given, a 401 answer to a request
-    authenticated through ``auth`` calls ``reauth(rejected_credential)``; if it returns true the
-    request is sent once more with the new credential (docs/protocol.rst §8.3, JWT refresh).
-    ``json_loads`` parses JSON bodies for :meth:`HttpResponse.json` (default: the standard
-    library; it must raise :class:`~tinker_lite.WireFormatError` on a bad body). ``verify`` is
-    ``True`` (the session's, else certifi's bundle or ``REQUESTS_CA_BUNDLE`` /
-    ``CURL_CA_BUNDLE``), a CA bundle path, or ``False``. ``session`` is a caller's own
-    ``requests.Session``, used for every pool kind (its adapters decide the pool sizes); without
-    one, each pool kind gets a session of its own sized by ``pool_sizes``. ``secret_headers``
-    names headers (besides ``X-API-Key``, ``Authorization`` and the Cloudflare Access pair) that
-    hold a credential: they never follow a redirect to another origin. ``max_answer_bytes`` caps
-    every answer read (after decompression).
-    """
+    """Sends single HTTP attempts to one base URL through per-purpose requests sessions
+    (docs/architecture.rst, "The transport": its headers, credentials, sessions and limits)."""
 
     def __init__(
         self,
@@ -259,7 +228,7 @@ class Transport:
         self._closed = False
         self._lock = threading.Lock()
         # requests' preparation of each URL, made once (bench/README.rst, "Preparing a request").
-        self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+        self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
         for kind in PoolKind:
@@ -316,12 +285,9 @@ class Transport:
         settings = first.merge_environment_settings(
             self.base_url, {}, None, None if verify is True else verify, None
         )
-        resolved_verify = settings["verify"]
-        self._resolved = _Resolved(
-            proxies=dict(settings["proxies"] or {}),
-            verify=True if resolved_verify is None else resolved_verify,
-            cert=settings["cert"],
-        )
+        self._proxies: dict[str, str] = dict(settings["proxies"] or {})
+        self._verify: bool | str = True if settings["verify"] is None else settings["verify"]
+        self._cert: str | tuple[str, str] | None = settings["cert"]
         inner: Callable[[PreparedRequest], PreparedRequest] | None = None
         if first.auth is not None:
             inner = session_auth(first.auth)
@@ -341,7 +307,7 @@ class Transport:
     def _check_proxy(self) -> None:
         """Build the proxy route of the base URL now, so a SOCKS proxy without PySocks is named
         before anything is sent."""
-        proxy = requests.utils.select_proxy(self.base_url, self._resolved.proxies)
+        proxy = requests.utils.select_proxy(self.base_url, self._proxies)
         if not proxy or not proxy.lower().startswith("socks"):
             return
         adapter = self._sessions[PoolKind.SESSION].get_adapter(self.base_url)
@@ -370,12 +336,12 @@ class Transport:
     @property
     def verify(self) -> bool | str:
         """The ``verify`` setting in force: a CA bundle path, ``True`` or ``False``."""
-        return self._resolved.verify
+        return self._verify
 
     @property
     def proxies(self) -> Mapping[str, str]:
         """The proxies in force for the base URL (requests' resolution, made once)."""
-        return self._resolved.proxies
+        return self._proxies
 
     @property
     def sessions(self) -> Mapping[PoolKind, requests.Session]:
@@ -389,25 +355,27 @@ class Transport:
     def sent_path(self, path: str) -> str:
         """``path`` as it is sent, below the base URL's path: requests' preparation quotes it
         and removes ``.``/``..`` segments, and a message names the path that was sent."""
-        full = urllib.parse.urlsplit(self._prepared_url(path, None)).path
-        base = urllib.parse.urlsplit(self.base_url).path
-        return "/" + full[len(base) :] if full.startswith(base) else full
+        return self._prepared_url(path, None)[1]
 
-    def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> str:
-        """requests' preparation of the URL of ``path`` and ``query``, done once per URL."""
+    def _prepared_url(self, path: str, query: Mapping[str, str] | None) -> tuple[str, str]:
+        """requests' preparation of the URL of ``path`` and ``query``, and the path it sends,
+        done once per URL."""
         key = (path, tuple(query.items()) if query else ())
-        url = self._urls.get(key)
-        if url is None:
+        known = self._urls.get(key)
+        if known is None:
             prepared = PreparedRequest()
             try:
                 prepared.prepare_url(self.url(path), query)
             except (requests.exceptions.RequestException, ValueError) as e:
                 raise InvalidInputError("path", f"{path!r} is not a valid URL path") from e
             url = str(prepared.url)
+            full = urllib.parse.urlsplit(url).path
+            base = urllib.parse.urlsplit(self.base_url).path
+            known = (url, "/" + full[len(base) :] if full.startswith(base) else full)
             if len(self._urls) >= MAX_KEPT_URLS:
                 self._urls.clear()
-            self._urls[key] = url
-        return url
+            self._urls[key] = known
+        return known
 
     def prepare(
         self,
@@ -419,11 +387,8 @@ class Transport:
         query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> PreparedRequest:
-        """The request :meth:`send` hands to ``Session.send``: a copy of the pool's template
-        (made by ``Session.prepare_request``) with this request's own parts.
-
-        Raises :class:`~tinker_lite.InvalidInputError` naming a header that cannot be sent.
-        """
+        """A copy of the pool's template with this request's own parts, for ``Session.send``;
+        InvalidInputError names a header that cannot be sent."""
         problem = self._base_header_problem
         if problem is None and headers:
             problem = next(((p, n) for n, v in headers.items() if (p := check_header(n, v))), None)
@@ -435,13 +400,16 @@ class Transport:
         # request's.
         prepared.hooks = {event: list(hooks) for event, hooks in template.hooks.items()}
         prepared.prepare_method(method)
-        prepared.url = self._prepared_url(path, query)
+        prepared.url = self._prepared_url(path, query)[0]
         if headers:
             prepared.headers.update(headers)
         prepared.prepare_body(body, None)
-        session = self._sessions[pool]
-        jar = merge_cookies(RequestsCookieJar(), session.cookies)  # type: ignore[no-untyped-call]
-        prepared.prepare_cookies(jar)
+        cookies = self._sessions[pool].cookies
+        if cookies:
+            jar = merge_cookies(RequestsCookieJar(), cookies)  # type: ignore[no-untyped-call]
+            prepared.prepare_cookies(jar)
+        else:  # what prepare_cookies makes of an empty jar, without its cookie lookup
+            prepared._cookies = RequestsCookieJar()  # type: ignore[attr-defined]
         prepared.prepare_auth(self._auth)
         return prepared
 
@@ -457,14 +425,8 @@ class Transport:
         timeout: Timeout = DEFAULT_TIMEOUT,
         allow_redirects: bool = True,
     ) -> HttpResponse:
-        """Send one HTTP attempt and return its answer, whatever the status.
-
-        ``headers`` are the request's own, over the connection's (the service's headers are
-        the requestor's, :mod:`tinker_lite._api`). Raises :class:`~tinker_lite.APITimeoutError`
-        on a connect/read timeout, :class:`~tinker_lite.APIConnectionError` on any other
-        transport failure, :class:`~tinker_lite.InvalidInputError` for a header that cannot be
-        sent and :class:`ClientClosedError` after :meth:`close`.
-        """
+        """Send one HTTP attempt and return its answer, whatever the status; a failure is an
+        APITimeoutError, APIConnectionError, InvalidInputError (a header) or ClientClosedError."""
         if self._closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
         what = f"{method} {self.sent_path(path)}"
@@ -473,7 +435,6 @@ class Transport:
         limit = self.max_answer_bytes
         if allow_redirects:
             prepared.register_hook("response", self._redirect_body)  # type: ignore[no-untyped-call]
-        resolved = self._resolved
         started = time.monotonic()
         attempt = DEADLINES.start(timeout.deadline)
         answer: requests.Response | None = None
@@ -482,9 +443,9 @@ class Transport:
                 prepared,
                 timeout=(timeout.connect, timeout.read),
                 allow_redirects=allow_redirects,
-                proxies=resolved.proxies,
-                verify=resolved.verify,
-                cert=resolved.cert,
+                proxies=self._proxies,
+                verify=self._verify,
+                cert=self._cert,
                 stream=True,
             )
             attempt.attach(answer.raw.connection if is_urllib3(answer.raw) else None)
@@ -541,10 +502,8 @@ class Transport:
         )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
-        """Shut down the sockets of ``pools`` (default: all), failing requests in flight.
-
-        Only the transport's own sessions are aborted; a caller's session is left alone.
-        """
+        """Shut down the sockets of ``pools`` (default: all) of the own sessions, failing requests
+        in flight."""
         if not self._own_sessions:
             return
         for kind in pools if pools is not None else list(PoolKind):

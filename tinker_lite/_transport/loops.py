@@ -1,8 +1,5 @@
-"""The retry loops of tinker_lite, on tenacity, with its one wait strategy; the only module
-that imports tenacity.
-
-docs/architecture.rst, "Waiting on the service", explains them.
-"""
+"""The retry loops of tinker_lite on tenacity, with their one wait strategy; the only module that
+imports tenacity (docs/architecture.rst, "Waiting on the service")."""
 
 from __future__ import annotations
 
@@ -36,6 +33,7 @@ __all__ = [
     "SharedWindow",
     "ShortenedWait",
     "Tries",
+    "after_first",
     "answer_headers",
     "at_attempt",
     "attempt_error",
@@ -92,11 +90,7 @@ class SharedWindow(Protocol):
 
 
 class ShortenedWait(tenacity.wait.wait_base):
-    """``wait`` less up to ``fraction`` of it at random: ``wait * (1 - fraction * rand())``.
-
-    A jitter that only shortens (tenacity's ``wait_random`` only lengthens, and
-    ``wait_exponential_jitter`` adds seconds rather than a fraction).
-    """
+    """``wait * (1 - fraction * rand())``: a jitter that only shortens (tenacity's lengthen)."""
 
     def __init__(
         self,
@@ -148,11 +142,8 @@ def at_attempt(state: tenacity.RetryCallState, attempt_number: int) -> tenacity.
 
 
 class ServiceWait(tenacity.wait.wait_base):
-    """The one wait of tinker_lite's retry loops: what the service asks, else ``fallback(state)``.
-
-    A shared ``window`` makes every loop sharing it wait; ``at_most(state)`` caps the wait
-    (docs/architecture.rst, "Waiting on the service").
-    """
+    """What the service asks, else ``fallback(state)``; at most ``at_most(state)``, and as long as
+    a shared ``window`` says (docs/architecture.rst, "Waiting on the service")."""
 
     def __init__(
         self,
@@ -197,17 +188,9 @@ def retry_loop(
     before: Callable[[tenacity.RetryCallState], None] | None = None,
     before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
 ) -> Retrier:
-    """A tenacity loop: call, wait (:class:`ServiceWait`), call again until done or ``stop``.
-
-    ``retry_on`` chooses the errors retried (a predicate, or a tenacity ``retry_*`` that sees
-    the whole state), ``retry_result`` the results asked again (e.g. a
-    poll answered ``try_again``). When ``stop`` ends the loop, its last error is raised as it
-    was (never a tenacity error), or its last result is returned. Build a loop once and call it
-    for each request, with what belongs to the request as the first argument (the callbacks
-    read it as ``state.args[0]``): tenacity keeps the last iteration's steps, which refer to
-    the loop itself, so a loop built per call (a download's) lives until the garbage collector
-    frees it.
-    """
+    """A tenacity loop retrying the errors ``retry_on`` accepts and the results ``retry_result``
+    asks again; when ``stop`` ends it, its last error is raised as it was (or its last result
+    returned). Built once, it is given what belongs to a request as the first argument."""
     retry = (
         retry_on
         if isinstance(retry_on, tenacity.retry_base)
@@ -215,7 +198,7 @@ def retry_loop(
     )
     if retry_result is not None:
         retry = retry | tenacity.retry_if_result(retry_result)
-    return tenacity.Retrying(
+    retrying = tenacity.Retrying(
         wait=wait,
         stop=stop,  # tenacity takes a predicate of the call state as it is
         retry=retry,
@@ -225,12 +208,42 @@ def retry_loop(
         retry_error_callback=_last_outcome,
         reraise=True,
     )
+    return retrying if before or retry_result else _FirstTryOutside(retrying)
 
 
 class Retrier(Protocol):
     """A configured retry loop: ``retrier(fn, *args)`` calls ``fn(*args)`` until it is done."""
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
+
+
+class _FirstTryOutside:
+    """A loop whose first call is made before tenacity is entered (docs/architecture.rst,
+    "Waiting on the service")."""
+
+    __slots__ = ("_retrying",)
+
+    def __init__(self, retrying: Retrier) -> None:
+        self._retrying = retrying
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            return self._retrying(after_first(e, fn), *args, **kwargs)
+
+
+def after_first(error: BaseException, fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` whose first call raises ``error``: a try already made, handed to a loop as its first
+    attempt."""
+    pending = [error]
+
+    def again(*args: Any, **kwargs: Any) -> T:
+        if pending:
+            raise pending.pop()
+        return fn(*args, **kwargs)
+
+    return again
 
 
 def call_of(state: tenacity.RetryCallState) -> Any:
@@ -260,14 +273,8 @@ def attempt_error(state: tenacity.RetryCallState) -> BaseException | None:
 
 @dataclass(frozen=True)
 class Tries:
-    """One logical request as its retry loops see it: their first argument (``state.args[0]``).
-
-    ``what`` names it in logs; ``notice`` says whether its first retry the caller cannot see was
-    announced (once for both layers). Its HTTP retries (Layer A) start no wait that would end
-    past ``deadline`` (the injected clock's time; ``None``: bounded by count alone); its
-    operation retries (Layer B) go on until ``operation_deadline`` for the errors ``retryable``
-    accepts. Per-attempt state is tenacity's :class:`RetryCallState`.
-    """
+    """One logical request as its retry loops see it (``state.args[0]``): Layer A waits end
+    before ``deadline``, Layer B retries what ``retryable`` accepts until ``operation_deadline``."""
 
     what: str
     deadline: float | None = None
@@ -327,10 +334,8 @@ def http_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer A (docs/protocol.rst §6.2), built once: ``loop(attempt, tries, *args)`` calls
-    ``attempt(tries, *args)`` and retries up to ``policy.max_retries`` times within
-    ``tries.deadline``; nothing once ``closing`` is set. The last failure is raised as it was.
-    """
+    """Layer A (docs/protocol.rst §6.2): ``loop(attempt, tries, *args)`` retries ``attempt`` up
+    to ``policy.max_retries`` times within ``tries.deadline``, never once ``closing`` is set."""
     exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
@@ -377,10 +382,8 @@ def operation_loop(
     wall_clock: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
 ) -> Retrier:
-    """Layer B (docs/protocol.rst §6.3), built once: ``loop(operation, tries, *args)`` calls
-    ``operation(tries, *args)`` and re-sends the same request while ``tries`` allows; nothing once
-    ``closing`` is set. The last error is raised as it was.
-    """
+    """Layer B (docs/protocol.rst §6.3): ``loop(operation, tries, *args)`` re-sends the request
+    while ``tries`` allows, never once ``closing`` is set."""
 
     def left(state: tenacity.RetryCallState) -> float:
         deadline: float = call_of(state).operation_deadline

@@ -1,6 +1,5 @@
 """The one retry and deadline policy of tinker_lite: a frozen value of pure decisions
-(docs/protocol.rst §6).
-"""
+(docs/protocol.rst §6)."""
 
 from __future__ import annotations
 
@@ -45,13 +44,8 @@ def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float | None:
-    """Seconds the service asks to wait, or ``None`` when it does not say (docs/protocol.rst §6.2).
-
-    First match wins: ``retry-after-ms`` (float milliseconds), ``retry-after`` as float seconds,
-    ``retry-after`` as an HTTP date (IMF-fixdate, e.g. ``Wed, 21 Oct 2015 07:28:00 GMT``)
-    converted to ``date - now`` with ``now`` in epoch seconds. The result may be <= 0 (a date in
-    the past); callers decide whether to honour it.
-    """
+    """Seconds the service asks to wait (``retry-after-ms``, else ``retry-after`` in seconds or as
+    an HTTP date less ``now``), maybe <= 0; ``None``: not said (docs/protocol.rst §6.2)."""
     ms = _header(headers, "retry-after-ms")
     if ms is not None:
         try:
@@ -78,11 +72,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float) -> float
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The frozen retry and deadline policy; every decision is a pure method.
-
-    Its fields are the numbers of docs/protocol.rst §6 (Layer A §6.2, Layer B §6.3, polls §5.2,
-    sampling 429s §6.4); ``budget_s`` bounds one logical request in time, as §6.3 says.
-    """
+    """The numbers of docs/protocol.rst §6 (Layer A §6.2, Layer B §6.3, polls §5.2, 429s §6.4)
+    and the decisions made from them; ``budget_s`` bounds one logical request in time."""
 
     max_retries: int = 10
     initial_delay: float = 0.5
@@ -134,10 +125,7 @@ class RetryPolicy:
     def honoured_retry_after(
         self, headers: Mapping[str, str] | None, *, now: float
     ) -> float | None:
-        """The wait the service asks for, when it is honoured; ``None`` otherwise.
-
-        ``now`` is the wall clock in epoch seconds (for an HTTP-date ``Retry-After``).
-        """
+        """The wait the service asks for when it is honoured, else ``None`` (``now``: epoch s)."""
         # docs/protocol.rst §6.2: retry-after is honoured only when 0 < delay <= 60 s.
         asked = parse_retry_after(headers, now=now)
         if asked is not None and 0 < asked <= self.max_retry_after:
@@ -145,12 +133,8 @@ class RetryPolicy:
         return None
 
     def pace_delay(self, answered_in: float, fast_answers: int) -> float:
-        """Polls: the pause before the next poll after a ``try_again`` or 408.
-
-        ``answered_in`` is how long the service held the poll; ``fast_answers`` how many answers
-        in a row (this one included) came in under ``pace_below_s``. A held poll (long-poll) is
-        followed at once; fast answers are paced so that no future polls in a hot loop.
-        """
+        """The pause before a poll after a ``try_again`` or 408: none after a held poll, growing
+        with ``fast_answers`` (in a row, under ``pace_below_s``) so no future polls hot."""
         if answered_in >= self.pace_below_s or fast_answers < 1:
             return 0.0
         return min(self.pace_initial * 2.0 ** min(fast_answers - 1, 64), self.pace_max)
@@ -166,9 +150,8 @@ NO_RETRIES = RetryPolicy(max_retries=0)
 
 
 def cut_timeout(timeout: Timeout, left: float) -> Timeout:
-    """``timeout`` with its connect and read parts cut to ``left`` seconds (at least a moment),
-    and its overall deadline to ``left`` (at least a second: a bound is overshot by at most one
-    attempt's second, docs/protocol.rst §6.6)."""
+    """``timeout`` cut to the ``left`` seconds of its budget (the deadline to at least a second,
+    docs/protocol.rst §6.6)."""
     left = max(left, MIN_ATTEMPT_TIMEOUT)
     total = max(left, MIN_ATTEMPT_DEADLINE)
     if timeout.deadline <= total and timeout.connect <= left and timeout.read <= left:
@@ -182,11 +165,7 @@ def cut_timeout(timeout: Timeout, left: float) -> Timeout:
 
 class StallWatch:
     """The deadline of one request's life: no useful answer for ``stall_timeout`` s
-    (docs/protocol.rst §6.6); :meth:`answered` restarts it. Used by one thread at a time.
-
-    ``sleep`` is how waits within this life sleep (it may return true when interrupted, as
-    ``Event.wait`` does).
-    """
+    (docs/protocol.rst §6.6); :meth:`answered` restarts it. One thread at a time uses it."""
 
     __slots__ = ("_clock", "_parked_at", "last_answer", "sleep", "stall_timeout")
 
@@ -268,12 +247,8 @@ def announce_retry(
     invisible: bool,
     notice: RetryNotice,
 ) -> None:
-    """Log one retry: the first invisible one of a request at WARNING, every other at DEBUG.
-
-    ``what`` names the request, ``problem`` the failure, ``until_s`` how many more seconds it
-    may be retried (``None``: no time bound), ``wall_now`` the wall clock (epoch seconds) and
-    ``notice`` the request's own (one per logical request, shared by its retry layers).
-    """
+    """Log one retry: the first invisible one of a request (``notice``) at WARNING, the others at
+    DEBUG, with how long it may go on (``until_s``; ``None``: no time bound)."""
     first = invisible and not notice.warned
     if first:
         notice.warned = True

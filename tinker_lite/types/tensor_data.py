@@ -189,7 +189,7 @@ class _ValueFacts:
     pickling or wire format sees them.
     """
 
-    __slots__ = ("_memo_max", "_memo_min", "_memo_non_finite")
+    __slots__ = ("_memo_max", "_memo_min", "_memo_non_finite", "_memo_wire")
 
 
 _UNKNOWN: Any = object()
@@ -310,11 +310,11 @@ class TensorData(_ValueFacts):
         # `dtype`, or a C-contiguous read-only numpy array of it), holding math.prod(shape)
         # values. Skips checking and copying them again.
         tensor = object.__new__(cls)
-        object.__setattr__(tensor, "_values", data)
-        object.__setattr__(tensor, "dtype", dtype)
-        object.__setattr__(tensor, "shape", shape)
-        object.__setattr__(tensor, "sparse_crow_indices", None)
-        object.__setattr__(tensor, "sparse_col_indices", None)
+        _set_values(tensor, data)
+        _set_dtype(tensor, dtype)
+        _set_shape(tensor, shape)
+        _set_crow(tensor, None)
+        _set_col(tensor, None)
         return tensor
 
     @classmethod
@@ -499,3 +499,11 @@ class TensorData(_ValueFacts):
     def size(self) -> int:
         """Number of values of the dense tensor."""
         return math.prod(self._dims())
+
+
+# The slots' own setters: a decoder makes a tensor per datum, and these cost half of
+# object.__setattr__ on a frozen class.
+_set_values, _set_dtype, _set_shape, _set_crow, _set_col = (
+    TensorData.__dict__[name].__set__
+    for name in ("_values", "dtype", "shape", "sparse_crow_indices", "sparse_col_indices")
+)
