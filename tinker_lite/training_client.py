@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
+from tinker_lite._api import TrainingRequest
 from tinker_lite._api.endpoints import CONSOLE_URL
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._context import context_of
@@ -39,7 +40,7 @@ from tinker_lite._training.custom_loss import (
     schedule_custom,
 )
 from tinker_lite._training.loss_handle import LossHandle, check_handle_session
-from tinker_lite._training.queue import Submission, TrainingQueue
+from tinker_lite._training.queue import TrainingQueue
 from tinker_lite._training.validate import validate
 from tinker_lite.sampling_client import (
     BackcompatSamplingClientFuture,
@@ -107,7 +108,7 @@ class TrainingClient:
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
-    def _single(self, build: Callable[[int], Submission], *, kind: str) -> APIFuture[Any]:
+    def _single(self, build: Callable[[int], TrainingRequest], *, kind: str) -> APIFuture[Any]:
         return self._queue.schedule([build], created_at=time.monotonic(), kind=kind)[0]
 
     def _submit(
@@ -122,11 +123,8 @@ class TrainingClient:
         (and so checked) before its ``seq_id`` is taken."""
         method = sdk_method or f"TrainingClient.{kind}"
         return self._single(
-            lambda seq_id: Submission(
-                self._api.training.encode_training(
-                    request(model_id=self.model_id, seq_id=seq_id, **fields)
-                ),
-                method,
+            lambda seq_id: self._api.training.encode_training(
+                request(model_id=self.model_id, seq_id=seq_id, **fields), sdk_method=method
             ),
             kind=kind,
         )
@@ -202,12 +200,12 @@ class TrainingClient:
         *,
         forward_only: bool,
         sdk_method: str,
-    ) -> Callable[[int], Submission]:
+    ) -> Callable[[int], TrainingRequest]:
         """The encoder of one forward/forward_backward chunk, given its ``seq_id``."""
         wire = self._context.holder.wire_format
 
-        def build(seq_id: int) -> Submission:
-            encoded = self._api.training.encode_forward_backward(
+        def build(seq_id: int) -> TrainingRequest:
+            return self._api.training.encode_forward_backward(
                 model_id=self.model_id,
                 seq_id=seq_id,
                 data=chunk,
@@ -215,8 +213,8 @@ class TrainingClient:
                 loss_fn_config=config,
                 forward_only=forward_only,
                 wire=wire,
+                sdk_method=sdk_method,
             )
-            return Submission(encoded, sdk_method)
 
         return build
 
@@ -272,9 +270,8 @@ class TrainingClient:
         (``AdamParams`` or ``DimuonParams``; ``adam_params=`` is the legacy keyword)."""
         params = check_optim_params(optim_params, adam_params)
         return self._single(
-            lambda seq_id: Submission(
-                self._api.training.encode_optim_step(self.model_id, seq_id, params),
-                "TrainingClient.optim_step",
+            lambda seq_id: self._api.training.encode_optim_step(
+                self.model_id, seq_id, params, sdk_method="TrainingClient.optim_step"
             ),
             kind="optim_step",
         )
@@ -410,7 +407,7 @@ class TrainingClient:
             )
         stability = check_record_stability_info(record_stability_info)
 
-        def build(seq_id: int) -> Submission:
+        def build(seq_id: int) -> TrainingRequest:
             # docs/protocol.rst §7.1: the session-wide counter is shared with
             # create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
@@ -419,9 +416,8 @@ class TrainingClient:
                 seq_id=seq_id,
                 kind=kind,
             )
-            return Submission(
-                self._api.training.encode_training(request),
-                "TrainingClient.save_weights_and_get_sampling_client",
+            return self._api.training.encode_training(
+                request, sdk_method="TrainingClient.save_weights_and_get_sampling_client"
             )
 
         saved = self._single(build, kind="save_weights_and_get_sampling_client")

@@ -82,6 +82,7 @@ class TrainingRequest:
     content_type: str
     request_type: str
     decode: Callable[[HttpResponse], Any]
+    sdk_method: str
     accept: str = JSON
     headers: Mapping[str, str] = attrs.field(factory=dict)
     tokens: int | None = None  # input tokens of a forward/forward_backward chunk (journal)
@@ -161,7 +162,7 @@ class TrainingRequests:
         return DEFAULT_LIMITS
 
     def encode_training(
-        self, request: object, endpoint: Endpoint[Any] | None = None
+        self, request: object, endpoint: Endpoint[Any] | None = None, *, sdk_method: str
     ) -> TrainingRequest:
         """Encode an optim_step / save / load request (its row found by its model's name) for
         :meth:`submit_training`; the result is read into the row's response model."""
@@ -172,6 +173,7 @@ class TrainingRequests:
             content_type=JSON,
             request_type=endpoint.request_type or "",
             decode=json_result(endpoint.response_type),
+            sdk_method=sdk_method,
         )
 
     def encode_forward_backward(
@@ -184,6 +186,7 @@ class TrainingRequests:
         loss_fn_config: dict[str, float | str] | None,
         forward_only: bool,
         wire: Literal["protobuf", "json"],
+        sdk_method: str,
     ) -> TrainingRequest:
         """Encode one forward/forward_backward chunk in the connection's wire format."""
         endpoint = FORWARD if forward_only else FORWARD_BACKWARD
@@ -213,6 +216,7 @@ class TrainingRequests:
                 content_type=PROTOBUF,
                 request_type=endpoint.request_type or "",
                 decode=decode_forward_backward,
+                sdk_method=sdk_method,
                 accept=PROTOBUF,
                 headers=headers,
                 tokens=tokens,
@@ -227,24 +231,24 @@ class TrainingRequests:
             request = types.ForwardBackwardRequest(
                 forward_backward_input=fb_input, model_id=model_id, seq_id=seq_id
             )
-        json_request = self.encode_training(request, endpoint)
+        json_request = self.encode_training(request, endpoint, sdk_method=sdk_method)
         return attrs.evolve(json_request, decode=decode_forward_backward, tokens=tokens)
 
     def encode_optim_step(
-        self, model_id: str, seq_id: int, params: types.AdamParams | types.DimuonParams
+        self, model_id: str, seq_id: int, params: types.OptimParams, *, sdk_method: str
     ) -> TrainingRequest:
         """Encode an optim_step: AdamW settings go as ``adam_params``, others (Dimuon) as
         ``optimizer_params`` with their ``type``, as 0.38 sends them."""
         if isinstance(params, types.AdamParams):
             request = types.OptimStepRequest(model_id=model_id, seq_id=seq_id, adam_params=params)
-            return self.encode_training(request)
+            return self.encode_training(request, sdk_method=sdk_method)
         body = {
             "model_id": model_id,
             "seq_id": seq_id,
             "type": "optim_step",
             "optimizer_params": _wire.to_builtins(params),
         }
-        return self.encode_training(body, OPTIM_STEP)
+        return self.encode_training(body, OPTIM_STEP, sdk_method=sdk_method)
 
     def submit_training(self, request: TrainingRequest, *, sdk_method: str) -> str:
         """Submit an encoded training request (HTTP and operation retries); its request id."""

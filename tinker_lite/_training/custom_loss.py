@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import types
+from tinker_lite._api import TrainingRequest
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
 from tinker_lite._futures.future import APIFuture, chain, combine
-from tinker_lite._training.queue import Deferred, Submission, TrainingQueue
+from tinker_lite._training.queue import Deferred, TrainingQueue
 from tinker_lite._training.validate import validate
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ __all__ = [
 # loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
 CustomLossFn = Callable[[list["types.Datum"], list[Any]], Any]
 # encode(chunk, forward_only): the submission of one forward/forward_backward chunk by seq_id.
-ChunkEncoder = Callable[[list["types.Datum"], bool], Callable[[int], Submission]]
+ChunkEncoder = Callable[[list["types.Datum"], bool], Callable[[int], TrainingRequest]]
 
 
 @attrs.frozen
@@ -291,7 +292,7 @@ def schedule_custom(
         return outcome[0]
 
     def deferred(chunk: range) -> Deferred:
-        def build(seq_id: int) -> Submission:
+        def build(seq_id: int) -> TrainingRequest:
             return encode(backward()[0][chunk.start : chunk.stop], False)(seq_id)
 
         tokens = sum(datum.model_input.length for datum in forward_data[chunk.start : chunk.stop])
