@@ -149,16 +149,16 @@ class RestClient(RestOnlyClient):
         )
 
     def _at_path(
-        self, name: str, endpoint: Endpoint[None], tinker_path: str, body: object | None = None
+        self, endpoint: Endpoint[None], tinker_path: str, body: object | None = None
     ) -> APIFuture[None]:
-        """``endpoint`` on the checkpoint at ``tinker_path``; golden-0.38 names the call
-        ``RestClient.<name>`` in x-sdk-method."""
+        """``endpoint`` on the checkpoint at ``tinker_path``, named
+        ``<row's method>_from_tinker_path`` in x-sdk-method (golden-0.38)."""
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         return self._checkpoint_call(
             endpoint,
             parsed.training_run_id,
             parsed.checkpoint_id,
-            sdk_method=f"RestClient.{name}",
+            sdk_method=f"{endpoint.sdk_method}_from_tinker_path",
             body=body,
         )
 
@@ -168,9 +168,7 @@ class RestClient(RestOnlyClient):
 
     def delete_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Delete the checkpoint at a ``tinker://`` path."""
-        return self._at_path(
-            "delete_checkpoint_from_tinker_path", endpoints.DELETE_CHECKPOINT, tinker_path
-        )
+        return self._at_path(endpoints.DELETE_CHECKPOINT, tinker_path)
 
     def publish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint public (409 if it already is)."""
@@ -178,9 +176,7 @@ class RestClient(RestOnlyClient):
 
     def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path public."""
-        return self._at_path(
-            "publish_checkpoint_from_tinker_path", endpoints.PUBLISH_CHECKPOINT, tinker_path
-        )
+        return self._at_path(endpoints.PUBLISH_CHECKPOINT, tinker_path)
 
     def unpublish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint private again (409 if it is not public)."""
@@ -188,9 +184,7 @@ class RestClient(RestOnlyClient):
 
     def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path private."""
-        return self._at_path(
-            "unpublish_checkpoint_from_tinker_path", endpoints.UNPUBLISH_CHECKPOINT, tinker_path
-        )
+        return self._at_path(endpoints.UNPUBLISH_CHECKPOINT, tinker_path)
 
     def set_checkpoint_ttl(
         self, training_run_id: str, checkpoint_id: str, ttl_seconds: int | None
@@ -206,37 +200,31 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[None]:
         """Set the time-to-live of the checkpoint at a ``tinker://`` path."""
         request = types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds)
-        name = "set_checkpoint_ttl_from_tinker_path"
-        return self._at_path(name, endpoints.SET_CHECKPOINT_TTL, tinker_path, request)
+        return self._at_path(endpoints.SET_CHECKPOINT_TTL, tinker_path, request)
 
     def get_checkpoint_archive_url(
         self, training_run_id: str, checkpoint_id: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """A signed URL to a checkpoint's archive, and its expiry (docs/protocol.rst §4.6)."""
-        return self._archive_call(
-            training_run_id, checkpoint_id, method="RestClient.get_checkpoint_archive_url"
-        )
-
-    def _archive_call(
-        self, training_run_id: str, checkpoint_id: str, *, method: str
-    ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
-        path = endpoints.CHECKPOINT_ARCHIVE.url_path(
-            training_run_id=training_run_id, checkpoint_id=check_checkpoint_id(checkpoint_id)
-        )
-        api = self._api
-        return self._call(
-            lambda: checkpoint_archive(api, path, sdk_method=method), sdk_method=method
-        )
+        return self._archive_call(training_run_id, checkpoint_id, "")
 
     def get_checkpoint_archive_url_from_tinker_path(
         self, tinker_path: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """A signed download URL for the checkpoint at a ``tinker://`` path."""
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
-        return self._archive_call(
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            method="RestClient.get_checkpoint_archive_url_from_tinker_path",
+        return self._archive_call(parsed.training_run_id, parsed.checkpoint_id, "_from_tinker_path")
+
+    def _archive_call(
+        self, training_run_id: str, checkpoint_id: str, suffix: str
+    ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
+        path = endpoints.CHECKPOINT_ARCHIVE.url_path(
+            training_run_id=training_run_id, checkpoint_id=check_checkpoint_id(checkpoint_id)
+        )
+        method = f"{endpoints.CHECKPOINT_ARCHIVE.sdk_method}{suffix}"
+        api = self._api
+        return self._call(
+            lambda: checkpoint_archive(api, path, sdk_method=method), sdk_method=method
         )
 
     def download_checkpoint(
