@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api import TrainingRequest
-from tinker_lite._api.endpoints import CONSOLE_URL
+from tinker_lite._api import TrainingRequest, endpoints
+from tinker_lite._api.endpoints import CONSOLE_URL, Endpoint
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._context import context_of
 from tinker_lite._deprecation import deprecated
@@ -114,17 +114,20 @@ class TrainingClient:
     def _submit(
         self,
         kind: str,
-        request: Callable[..., object],
+        endpoint: Endpoint[Any],
         *,
         sdk_method: str | None = None,
         **fields: Any,
     ) -> APIFuture[Any]:
-        """Queue one JSON training request, ``request(model_id=, seq_id=, **fields)``, built
-        (and so checked) before its ``seq_id`` is taken."""
+        """Queue one JSON training request, the row's request model with ``model_id``, ``seq_id``
+        and ``fields``, built (and so checked) before its ``seq_id`` is taken."""
         method = sdk_method or f"TrainingClient.{kind}"
+        request = endpoint.request_model
         return self._single(
             lambda seq_id: self._api.training.encode_training(
-                request(model_id=self.model_id, seq_id=seq_id, **fields), sdk_method=method
+                endpoint,
+                request(model_id=self.model_id, seq_id=seq_id, **fields),
+                sdk_method=method,
             ),
             kind=kind,
         )
@@ -288,7 +291,7 @@ class TrainingClient:
         check_flag("overwrite", overwrite)
         return self._submit(
             "save_state",
-            types.SaveWeightsRequest,
+            endpoints.SAVE_WEIGHTS,
             path=name,
             ttl_seconds=ttl_seconds,
             overwrite=overwrite,
@@ -334,7 +337,7 @@ class TrainingClient:
         check_access_token(weights_access_token)
         return self._submit(
             kind,
-            types.LoadWeightsRequest,
+            endpoints.LOAD_WEIGHTS,
             sdk_method=sdk_method,
             path=path,
             optimizer=optimizer,
@@ -351,7 +354,7 @@ class TrainingClient:
         check_name("name", name)
         saved = self._submit(
             "save_weights_for_sampler",
-            types.SaveWeightsForSamplerRequest,
+            endpoints.SAVE_WEIGHTS_FOR_SAMPLER,
             path=name,
             ttl_seconds=ttl_seconds,
             user_metadata=check_user_metadata(user_metadata),
@@ -371,7 +374,7 @@ class TrainingClient:
         check_name("name", name)
         saved = self._submit(
             "save_weights_external",
-            types.SaveWeightsExternalRequest,
+            endpoints.SAVE_WEIGHTS_EXTERNAL,
             path=name,
             ttl_seconds=ttl_seconds,
             age_encryption_recipients=check_recipients(age_encryption_recipients),
@@ -417,7 +420,9 @@ class TrainingClient:
                 kind=kind,
             )
             return self._api.training.encode_training(
-                request, sdk_method="TrainingClient.save_weights_and_get_sampling_client"
+                endpoints.SAVE_WEIGHTS_FOR_SAMPLER,
+                request,
+                sdk_method="TrainingClient.save_weights_and_get_sampling_client",
             )
 
         saved = self._single(build, kind="save_weights_and_get_sampling_client")

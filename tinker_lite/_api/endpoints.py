@@ -55,6 +55,11 @@ class Endpoint(Generic[T]):
         """The model of the answer (rows name their models: ``types`` loads them lazily)."""
         return cast("type[T]", getattr(types, self.response or ""))
 
+    @property
+    def request_model(self) -> type[Any]:
+        """The model of the request body (``types`` loads it lazily)."""
+        return cast("type[Any]", getattr(types, self.request or ""))
+
     def url_path(self, **ids: str) -> str:
         """The path with every id as an encoded segment (``.``/``..`` refused, naming the
         id's argument); ``checkpoint_id`` is two segments (``weights/<name>``)."""

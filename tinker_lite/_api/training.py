@@ -16,11 +16,7 @@ from tinker_lite._api.endpoints import (
     FORWARD,
     FORWARD_BACKWARD,
     GET_INFO,
-    LOAD_WEIGHTS,
     OPTIM_STEP,
-    SAVE_WEIGHTS,
-    SAVE_WEIGHTS_EXTERNAL,
-    SAVE_WEIGHTS_FOR_SAMPLER,
     Endpoint,
 )
 from tinker_lite._codec import wire as _wire
@@ -56,11 +52,7 @@ def _warn_zstd_missing() -> None:
 
 def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
     """A poll decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
+    return lambda resp: _wire.structure(resp.json(), cls)
 
 
 def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
@@ -86,19 +78,6 @@ class TrainingRequest:
     accept: str = JSON
     headers: Mapping[str, str] = attrs.field(factory=dict)
     tokens: int | None = None  # input tokens of a forward/forward_backward chunk (journal)
-
-
-# The training requests encode_training sends, by the name of their request model.
-_TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
-    endpoint.request: endpoint
-    for endpoint in (
-        OPTIM_STEP,
-        SAVE_WEIGHTS,
-        LOAD_WEIGHTS,
-        SAVE_WEIGHTS_FOR_SAMPLER,
-        SAVE_WEIGHTS_EXTERNAL,
-    )
-}
 
 
 class TrainingRequests:
@@ -162,11 +141,10 @@ class TrainingRequests:
         return DEFAULT_LIMITS
 
     def encode_training(
-        self, request: object, endpoint: Endpoint[Any] | None = None, *, sdk_method: str
+        self, endpoint: Endpoint[Any], request: object, *, sdk_method: str
     ) -> TrainingRequest:
-        """Encode an optim_step / save / load request (its row found by its model's name) for
-        :meth:`submit_training`; the result is read into the row's response model."""
-        endpoint = endpoint or _TRAINING_ENDPOINTS[type(request).__name__]
+        """Encode a JSON training request for :meth:`submit_training`; the result is read into
+        the row's response model."""
         return TrainingRequest(
             path=endpoint.path,
             body=_wire.dumps(request),
@@ -231,7 +209,7 @@ class TrainingRequests:
             request = types.ForwardBackwardRequest(
                 forward_backward_input=fb_input, model_id=model_id, seq_id=seq_id
             )
-        json_request = self.encode_training(request, endpoint, sdk_method=sdk_method)
+        json_request = self.encode_training(endpoint, request, sdk_method=sdk_method)
         return attrs.evolve(json_request, decode=decode_forward_backward, tokens=tokens)
 
     def encode_optim_step(
@@ -241,14 +219,14 @@ class TrainingRequests:
         ``optimizer_params`` with their ``type``, as 0.38 sends them."""
         if isinstance(params, types.AdamParams):
             request = types.OptimStepRequest(model_id=model_id, seq_id=seq_id, adam_params=params)
-            return self.encode_training(request, sdk_method=sdk_method)
+            return self.encode_training(OPTIM_STEP, request, sdk_method=sdk_method)
         body = {
             "model_id": model_id,
             "seq_id": seq_id,
             "type": "optim_step",
             "optimizer_params": _wire.to_builtins(params),
         }
-        return self.encode_training(body, OPTIM_STEP, sdk_method=sdk_method)
+        return self.encode_training(OPTIM_STEP, body, sdk_method=sdk_method)
 
     def submit_training(self, request: TrainingRequest, *, sdk_method: str) -> str:
         """Submit an encoded training request (HTTP and operation retries); its request id."""
