@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 
@@ -47,21 +47,6 @@ __all__ = ["CheckpointListing", "DownloadProgress", "RestClient"]
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
-
-
-def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
-    """The identity in a JWT's claims (an empty ``email`` is ``None``, as officially)."""
-    subject, org = claims.get("sub"), claims.get("org_id")
-    if not isinstance(subject, str) or org is None:
-        raise APIResponseValidationError(
-            "the access token carries no identity claims (sub, org_id)", body=dict(claims)
-        )
-    email = claims.get("email")
-    return types.WhoamiResponse(
-        user_urn=subject,
-        org_urn=f"tml:organization:{org}",
-        email=email if isinstance(email, str) and email else None,
-    )
 
 
 class RestClient(RestOnlyClient):
@@ -305,7 +290,17 @@ class RestClient(RestOnlyClient):
                     "whoami requires JWT auth, but the server has it disabled and the "
                     "credential is a plain API key."
                 )
-            return _whoami_from_claims(claims)
+            subject, org = claims.get("sub"), claims.get("org_id")
+            if not isinstance(subject, str) or org is None:
+                raise APIResponseValidationError(
+                    "the access token carries no identity claims (sub, org_id)", body=dict(claims)
+                )
+            email = claims.get("email")  # an empty one is None, as officially
+            return types.WhoamiResponse(
+                user_urn=subject,
+                org_urn=f"tml:organization:{org}",
+                email=email if isinstance(email, str) and email else None,
+            )
 
         return self._call(run_whoami, sdk_method="RestClient.whoami")
 

@@ -276,11 +276,8 @@ class ServiceClient:
         context = self._context
         context.check_open()
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)
-        method = (
-            "ServiceClient.create_training_client_from_state_with_optimizer"
-            if optimizer_state
-            else "ServiceClient.create_training_client_from_state"
-        )
+        suffix = "_with_optimizer" if optimizer_state else ""
+        method = f"ServiceClient.create_training_client_from_state{suffix}"
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
         # docs/protocol.rst §7.1: numbered in call order, before anything is sent.
         model_seq_id = context.holder.next_model_seq_id()
