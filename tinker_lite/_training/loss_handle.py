@@ -137,20 +137,16 @@ def loss_inputs(fn: object, input_ranks: object) -> tuple[types.CustomLossInput,
             "fn", f"{name} takes {len(params)} parameters; at most {_MAX_INPUTS}, logprobs included"
         )
     for param in params:
+        problem, hint = "", ""
         if not _INPUT_NAME.fullmatch(param.name):
-            raise InvalidInputError(
-                "fn", f"{name} parameter {param.name!r} must be a lowercase name"
-            )
-        if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-            raise InvalidInputError(
-                "fn", f"{name} parameter {param.name!r} must be a plain positional parameter"
-            )
-        if param.default is not param.empty:
-            raise InvalidInputError(
-                "fn",
-                f"{name} parameter {param.name!r} has a default",
-                "every parameter after logprobs names a required loss_fn_inputs key",
-            )
+            problem = "must be a lowercase name"
+        elif param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            problem = "must be a plain positional parameter"
+        elif param.default is not param.empty:
+            problem = "has a default"
+            hint = "every parameter after logprobs names a required loss_fn_inputs key"
+        if problem:
+            raise InvalidInputError("fn", f"{name} parameter {param.name!r} {problem}", hint)
     names = [param.name for param in params]
     if set(input_ranks) != set(names):
         raise InvalidInputError(
