@@ -63,8 +63,6 @@ class Endpoint(Generic[T]):
     def url_path(self, **ids: str) -> str:
         """The path with every id as an encoded segment (``.``/``..`` refused, naming the
         id's argument); ``checkpoint_id`` is two segments (``weights/<name>``)."""
-        if not ids:
-            return self.path
         return self.path.format_map(
             {
                 name: checkpoint_segments(name, value)
@@ -252,6 +250,5 @@ def segment(argument: str, value: object) -> str:
 def checkpoint_segments(argument: str, checkpoint_id: object) -> str:
     """A checkpoint id (``weights/<name>``) as its two path segments, each checked and encoded
     (docs/protocol.rst §2.1: the '/' between kind and name stays)."""
-    if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise InvalidInputError(argument, f"must be a non-empty string, got {checkpoint_id!r}")
-    return "/".join(segment(argument, part) for part in checkpoint_id.split("/"))
+    parts = checkpoint_id.split("/") if isinstance(checkpoint_id, str) else [checkpoint_id]
+    return "/".join(segment(argument, part) for part in parts)
