@@ -366,12 +366,7 @@ class ServiceClient:
         )
         client = finish(send().result())
         try:
-            client._load(
-                parsed.tinker_path,
-                optimizer=optimizer_state,
-                sdk_method=method,
-                kind="load_state_with_optimizer" if optimizer_state else "load_state",
-            ).result()
+            client._load(parsed.tinker_path, optimizer=optimizer_state, sdk_method=method).result()
         except BaseException:
             client._shutdown()
             raise

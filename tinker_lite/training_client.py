@@ -303,40 +303,27 @@ class TrainingClient:
         self, path: str, weights_access_token: str | None = None
     ) -> APIFuture[types.LoadWeightsResponse]:
         """Deprecated: load a saved state's weights, with a fresh optimizer state."""
-        return self._load(
-            path,
-            weights_access_token=weights_access_token,
-            optimizer=False,
-            sdk_method="TrainingClient.load_state",
-            kind="load_state",
-        )
+        return self._load(path, weights_access_token, optimizer=False)
 
     @deprecated(_LOAD_STATE_DEPRECATION)
     def load_state_with_optimizer(
         self, path: str, weights_access_token: str | None = None
     ) -> APIFuture[types.LoadWeightsResponse]:
         """Deprecated: load a saved state's weights and optimizer state."""
-        return self._load(
-            path,
-            weights_access_token=weights_access_token,
-            optimizer=True,
-            sdk_method="TrainingClient.load_state_with_optimizer",
-            kind="load_state_with_optimizer",
-        )
+        return self._load(path, weights_access_token, optimizer=True)
 
     def _load(
         self,
         path: str,
+        weights_access_token: str | None = None,
         *,
         optimizer: bool,
-        sdk_method: str,
-        kind: str,
-        weights_access_token: str | None = None,
+        sdk_method: str | None = None,
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
         check_access_token(weights_access_token)
         return self._submit(
-            kind,
+            "load_state_with_optimizer" if optimizer else "load_state",
             endpoints.LOAD_WEIGHTS,
             sdk_method=sdk_method,
             path=path,
