@@ -3,6 +3,7 @@ sent in call order (docs/protocol.rst §7.2; docs/api.rst, "Clients")."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import warnings
@@ -205,21 +206,16 @@ class TrainingClient:
         sdk_method: str,
     ) -> Callable[[int], TrainingRequest]:
         """The encoder of one forward/forward_backward chunk, given its ``seq_id``."""
-        wire = self._context.holder.wire_format
-
-        def build(seq_id: int) -> TrainingRequest:
-            return self._api.training.encode_forward_backward(
-                model_id=self.model_id,
-                seq_id=seq_id,
-                data=chunk,
-                loss_fn=loss_fn,
-                loss_fn_config=config,
-                forward_only=forward_only,
-                wire=wire,
-                sdk_method=sdk_method,
-            )
-
-        return build
+        return functools.partial(
+            self._api.training.encode_forward_backward,
+            model_id=self.model_id,
+            data=chunk,
+            loss_fn=loss_fn,
+            loss_fn_config=config,
+            forward_only=forward_only,
+            wire=self._context.holder.wire_format,
+            sdk_method=sdk_method,
+        )
 
     def forward_backward_custom(
         self,

@@ -156,9 +156,9 @@ class TrainingRequests:
 
     def encode_forward_backward(
         self,
+        seq_id: int,
         *,
         model_id: str,
-        seq_id: int,
         data: list[types.Datum],
         loss_fn: str,
         loss_fn_config: dict[str, float | str] | None,
