@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import warnings
@@ -269,27 +270,23 @@ def schedule_custom(
     """Queue the forward now and reserve the backward's ``seq_id`` now (as 0.38 does), its body
     built from the loss once the forward is back; a failed loss sends zero weights."""
     report = validate(forward_data, "cross_entropy", None, limits=limits, vocab_size=vocab_size)
-    outcome: list[tuple[list[types.Datum], CustomLoss | None, BaseException | None]] = []
 
+    @functools.cache  # called by the client's submit thread, chunk after chunk
     def backward() -> tuple[list[types.Datum], CustomLoss | None, BaseException | None]:
-        # Only the client's submit thread calls this, chunk after chunk.
-        if not outcome:
-            try:
-                forward_out = forward.result()
-                logprobs = [
-                    logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
-                ]
-                if len(logprobs) != len(items):
-                    raise APIResponseValidationError(
-                        f"forward returned {len(logprobs)} outputs for {len(items)} datums"
-                    )
-                custom = custom_gradients(loss_fn, items, logprobs)
-                grads = [(-grad).astype("float32") for grad in custom.grads]
-                outcome.append((with_weights(forward_data, grads), custom, None))
-            except Exception as e:
-                zeros = [zero_weights(datum) for datum in forward_data]
-                outcome.append((zeros, None, e))
-        return outcome[0]
+        try:
+            forward_out = forward.result()
+            logprobs = [
+                logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
+            ]
+            if len(logprobs) != len(items):
+                raise APIResponseValidationError(
+                    f"forward returned {len(logprobs)} outputs for {len(items)} datums"
+                )
+            custom = custom_gradients(loss_fn, items, logprobs)
+            grads = [(-grad).astype("float32") for grad in custom.grads]
+            return with_weights(forward_data, grads), custom, None
+        except Exception as e:
+            return [zero_weights(datum) for datum in forward_data], None, e
 
     def deferred(chunk: range) -> Deferred:
         def build(seq_id: int) -> TrainingRequest:
@@ -314,7 +311,7 @@ def schedule_custom(
         )
 
     def result(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
-        _, custom, error = outcome[0]
+        _, custom, error = backward()
         if error is not None:
             raise error
         assert custom is not None
