@@ -174,8 +174,7 @@ class ServiceClient:
         return self._context.closed
 
     def chunk_limits(self) -> ChunkLimits:
-        """Forward/forward_backward chunk limits: the service's client config, else
-        docs/protocol.rst §7.4."""
+        """Forward/forward_backward chunk limits (docs/protocol.rst §7.4)."""
         return self._context.api.training.chunk_limits()
 
     @deprecated(

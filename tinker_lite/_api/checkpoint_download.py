@@ -1,6 +1,4 @@
-"""A checkpoint's archive to disk: the signed URL, the resumable download, the safe extraction
-(docs/protocol.rst §4.6).
-"""
+"""A checkpoint's archive to disk: resumable download, safe extraction (docs/protocol.rst §4.6)."""
 
 from __future__ import annotations
 

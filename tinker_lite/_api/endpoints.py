@@ -1,6 +1,5 @@
-"""The service's endpoints, one table: verb, path, request and response types, SDK method
-(docs/protocol.rst §4); and how ids become path segments (docs/protocol.rst §2.1).
-"""
+"""The service's endpoints, one table (docs/protocol.rst §4), and how ids become path segments
+(docs/protocol.rst §2.1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""What the endpoint table cannot say of a REST operation: the trace export's wait, the archive
-redirect.
-"""
+"""What the endpoint table cannot say: the trace export's wait, the archive redirect."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The requestor's sampling operations: sampling sessions and the sample submit loop
-(docs/protocol.rst §6.4).
-"""
+"""The requestor's sampling sessions and sample submit loop (docs/protocol.rst §6.4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The requestor's model and training operations: create, load, inspect, encode, submit
-(docs/protocol.rst §4.3).
-"""
+"""The requestor's model and training operations (docs/protocol.rst §4.3)."""
 
 from __future__ import annotations
 
@@ -128,8 +126,7 @@ class TrainingRequests:
         return parse_model(resp, types.GetInfoResponse)
 
     def chunk_limits(self) -> ChunkLimits:
-        """Forward/forward_backward chunk limits: the service's client config, else
-        docs/protocol.rst §7.4."""
+        """Forward/forward_backward chunk limits: the service's, else docs/protocol.rst §7.4."""
         session = self._api.session_holder()
         if session.client_config_from_server:
             config = session.client_config

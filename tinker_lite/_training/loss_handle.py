@@ -1,6 +1,4 @@
-"""Custom losses made with ``ServiceClient.create_custom_loss``: ``LossHandle`` and tracing
-(docs/protocol.rst §7.6).
-"""
+"""``LossHandle`` and the tracing behind ``create_custom_loss`` (docs/protocol.rst §7.6)."""
 
 from __future__ import annotations
 
