@@ -271,8 +271,7 @@ class RestClient(RestOnlyClient):
         )
 
     def export_session_trace(self, session_id: str) -> APIFuture[str]:
-        """Export a session's timeline as a Perfetto trace; the future gives its signed URL
-        (docs/api.rst)."""
+        """Export a session's timeline as a Perfetto trace; the future gives its signed URL."""
         endpoints.TRACE_EXPORT.url_path(session_id=session_id)  # refused now if it cannot be
         method = "RestClient.export_session_trace"
         exports = self._api.trace_exports
@@ -325,8 +324,7 @@ class RestClient(RestOnlyClient):
     def get_external_weights_urls(
         self, tinker_path: str
     ) -> APIFuture[types.ExternalWeightsUrlsResponse]:
-        """Signed download URLs, one per file, of a ``tinker://<run>/external_weights/<name>``
-        checkpoint."""
+        """Signed download URLs, one per file, of an ``external_weights`` checkpoint."""
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         if not parsed.checkpoint_id.startswith("external_weights/"):
             raise InvalidInputError(

@@ -378,8 +378,7 @@ class ServiceClient:
         retry_config: object | None = None,
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
-        """The future of a SamplingClient for saved weights (``model_path``) or a ``base_model``
-        (exactly one)."""
+        """The future of a SamplingClient for ``model_path`` or (exclusive) ``base_model``."""
         del retry_config
         self._context.check_open()
         return BackcompatSamplingClientFuture(

@@ -60,8 +60,7 @@ def checkpoint_archive(
 
 
 class TraceExports:
-    """A session trace's export, asked again while the service builds it
-    (``requestor.trace_exports``)."""
+    """A session trace's export, asked again while the service builds it."""
 
     def __init__(self, api: Sender) -> None:
         self._api = api
@@ -140,8 +139,7 @@ class TraceExportStatus:
 
 
 def archive_url(resp: HttpResponse, base_url: str) -> types.CheckpointArchiveUrlResponse:
-    """The signed URL and expiry of an archive answer: a redirect or JSON
-    (docs/protocol.rst §4.6)."""
+    """The signed URL and expiry of a redirect or JSON archive answer (docs/protocol.rst §4.6)."""
     now = datetime.now(timezone.utc)
     if resp.status in REDIRECT_STATUSES:
         location = resp.headers.get("Location")

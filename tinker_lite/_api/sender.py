@@ -1,8 +1,5 @@
-"""What the requestor's subjects (training, sampling, trace exports) use of the requestor.
-
-:class:`~tinker_lite._api.requestor.Requestor` builds its subjects and hands itself to them;
-they know it through this protocol, so the subjects and the requestor import one way only.
-"""
+"""The requestor as its subjects (training, sampling, trace exports) see it: a protocol, so that
+they and the requestor import one way only."""
 
 from __future__ import annotations
 

@@ -54,8 +54,7 @@ def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
 
 
 def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
-    """A forward/forward_backward result in whichever content type came back
-    (docs/protocol.rst §3.5)."""
+    """A forward/forward_backward result in either content type (docs/protocol.rst §3.5)."""
     if resp.is_protobuf:
         from tinker_lite._codec import proto as _proto
 
