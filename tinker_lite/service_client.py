@@ -60,11 +60,10 @@ logger = logging.getLogger("tinker_lite.service_client")
 
 @attrs.define
 class _CustomLosses:
-    """The custom losses one session made, by traced key, and the next upload's number."""
+    """The custom losses one session made, by traced key (their number is their upload's)."""
 
     lock: threading.Lock = attrs.Factory(threading.Lock)
     by_key: dict[str, LossHandle] = attrs.Factory(dict)
-    next_seq_id: int = 0
 
 
 class ServiceClient:
@@ -437,9 +436,8 @@ class ServiceClient:
                     f"this session already made {existing.name!r} with the same traced loss",
                     "reuse its LossHandle",
                 )
+            seq_id = len(state.by_key)
             state.by_key[handle.key] = handle
-            seq_id = state.next_seq_id
-            state.next_seq_id += 1
         if not self._context.holder.client_config.custom_loss_server_side:
             return APIFuture.completed(handle)
         request = types.CreateCustomLossRequest(
