@@ -461,30 +461,26 @@ class RestClient(RestOnlyClient):
             return CheckpointListing(items)
         items = []
         seen: set[str] = set()
-        offset = 0
         while True:
-            page = self.list_user_checkpoints(limit=page_size, offset=offset).result(page_timeout)
+            page = self.list_user_checkpoints(limit=page_size, offset=len(items)).result(
+                page_timeout
+            )
             batch = list(page.checkpoints)
-            for checkpoint in batch:
-                if checkpoint.tinker_path in seen:
-                    reason = "a checkpoint appeared twice while paging"
-                    return CheckpointListing(items, complete=False, reason=reason)
-                seen.add(checkpoint.tinker_path)
+            paths = {checkpoint.tinker_path for checkpoint in batch}
+            if len(paths) < len(batch) or not seen.isdisjoint(paths):
+                reason = "a checkpoint appeared twice while paging"
+                return CheckpointListing(items, complete=False, reason=reason)
+            seen |= paths
             items.extend(batch)
-            offset += len(batch)
             cursor = page.cursor
-            if cursor is None:
-                if len(batch) >= page_size:
-                    reason = "the service sent a full page without a cursor"
-                    return CheckpointListing(items, complete=False, reason=reason)
-                return CheckpointListing(items)
-            if not batch or offset >= cursor.total_count:
-                if len(items) != cursor.total_count:
-                    reason = (
-                        f"got {len(items)} checkpoints but the service counts {cursor.total_count}"
-                    )
-                    return CheckpointListing(items, complete=False, reason=reason)
-                return CheckpointListing(items)
+            if cursor is not None and batch and len(items) < cursor.total_count:
+                continue
+            reason = ""
+            if cursor is None and len(batch) >= page_size:
+                reason = "the service sent a full page without a cursor"
+            elif cursor is not None and len(items) != cursor.total_count:
+                reason = f"got {len(items)} checkpoints but the service counts {cursor.total_count}"
+            return CheckpointListing(items, complete=not reason, reason=reason)
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 
