@@ -452,10 +452,6 @@ class TrainingClient:
         self._context.check_open()
         return self._model_info(sdk_method="TrainingClient.get_info")
 
-    def _info_unread(self) -> bool:
-        """Whether :meth:`get_info` would ask the service (this client was made without it)."""
-        return self._info is None
-
     def _model_info(
         self, *, sdk_method: str, operation_retries: bool = True
     ) -> types.GetInfoResponse:
@@ -489,7 +485,7 @@ class TrainingClient:
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 
     create_sampling_client_async = async_twin(create_sampling_client)
-    get_info_async = async_twin(get_info, blocks=_info_unread)
+    get_info_async = async_twin(get_info, blocks=lambda self: self._info is None)
     save_weights_and_get_sampling_client_async = async_twin(save_weights_and_get_sampling_client)
     forward_async = async_future_twin(forward)
     forward_backward_async = async_future_twin(forward_backward)
