@@ -38,9 +38,8 @@ REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 @dataclass(frozen=True)
 class Endpoint(Generic[T]):
-    """One operation of the service: verb, path template (``{names}`` are ids), response and
-    request models (named in ``types``), the SDK method sent as ``x-sdk-method`` and the
-    ``request_type`` its future is polled under."""
+    """One operation of the service: verb, path template (``{names}`` are ids), the models of
+    ``types`` it answers and takes, its ``x-sdk-method`` and the ``request_type`` it polls as."""
 
     verb: Literal["GET", "POST", "PUT", "DELETE"]
     path: str

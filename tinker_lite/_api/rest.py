@@ -45,8 +45,7 @@ def checkpoint_archive(
     api: Sender, path: str, *, sdk_method: str
 ) -> types.CheckpointArchiveUrlResponse:
     """A checkpoint's signed download URL and its expiry, read from the redirect (or a JSON answer)
-    and not followed (docs/protocol.rst §4.6); ``path`` is :data:`CHECKPOINT_ARCHIVE`'s.
-    """
+    and not followed (docs/protocol.rst §4.6); ``path`` is :data:`CHECKPOINT_ARCHIVE`'s."""
     resp = api.call(
         CHECKPOINT_ARCHIVE.verb,
         path,

@@ -102,8 +102,7 @@ class SamplingRequests:
         self, request: types.SampleRequest, *, sdk_method: str, closing: threading.Event
     ) -> str:
         """Send one ``asample`` until the service accepts it, waiting out 429s in the shared window;
-        return its request id (docs/protocol.rst §6.4).
-        """
+        return its request id (docs/protocol.rst §6.4)."""
         call = _SampleCall(closing, self._api.stall_watch(), _wire.dumps(request), sdk_method)
         try:
             return self._submits(self._submit_sample_once, call)

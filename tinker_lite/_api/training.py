@@ -86,9 +86,8 @@ class TrainingRequests:
     def submit(
         self, endpoint: Endpoint[T], request: object, *, sdk_method: str, created_at: float
     ) -> APIFuture[T]:
-        """Send a request the service answers with a future (``create_model``, a
-        ``load_weights`` that creates its model, ``create_custom_loss``: HTTP retries only,
-        docs/protocol.rst §6.5) and poll its result into the row's response model."""
+        """Send a request answered with a future (HTTP retries only, docs/protocol.rst §6.5) and
+        poll its result into the row's response model."""
         try:
             resp = self._api.call(
                 endpoint.verb,

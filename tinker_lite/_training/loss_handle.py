@@ -61,11 +61,8 @@ class LossHandle:
         return tuple(loss_input.name for loss_input in self.inputs[1:])
 
     def as_loss_fn(self) -> Callable[[list[types.Datum], list[Any]], tuple[Any, dict[str, Any]]]:
-        """The client-side form ``forward_backward_custom`` runs: ``(data, logprobs)`` ->
-        ``(summed loss, metrics)`` over torch tensors, the per-datum graph called on each datum.
-
-        ``:sum`` metrics are added over the datums and ``:mean`` metrics averaged.
-        """
+        """``(data, logprobs) -> (summed loss, metrics)`` run client-side: the graph on each datum,
+        ``:sum`` metrics added over the datums, ``:mean`` ones averaged."""
         names = self.input_names
 
         def run(data: list[types.Datum], logprobs: list[Any]) -> tuple[Any, dict[str, Any]]:

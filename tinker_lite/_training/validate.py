@@ -1,9 +1,5 @@
-"""Dry-run checks of a forward/forward_backward batch, run before anything is sent.
-
-:func:`validate` is what ``TrainingClient.forward`` / ``forward_backward`` run first; calling it
-directly (``tinker_lite.validate(data, "cross_entropy")``) tells whether a batch would be accepted
-and how it would be split into requests, without a server.
-"""
+"""The checks ``TrainingClient.forward`` / ``forward_backward`` run before sending; called directly,
+whether a batch would be accepted and how it would be split, without a server."""
 
 from __future__ import annotations
 
