@@ -97,7 +97,10 @@ def custom_gradients(
 ) -> CustomLoss:
     """Call ``loss_fn`` once (torch tensors when torch is installed, else numpy arrays, decided
     before the call); d loss / d logprobs per datum, its metrics and its value."""
-    torch = _torch()
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        torch = None
     if torch is not None:
         return _torch_form(torch, loss_fn, data, logprobs)
     result = loss_fn(data, [lp.copy() for lp in logprobs])
@@ -167,13 +170,6 @@ def _metrics_dict(metrics: object) -> dict[str, float]:
                 f"loss_fn metrics[{key!r}]", f"must be a number, got {value!r}"
             ) from None
     return out
-
-
-def _torch() -> Any:
-    try:
-        return importlib.import_module("torch")
-    except ImportError:
-        return None
 
 
 def _torch_form(
