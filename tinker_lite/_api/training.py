@@ -10,13 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import (
-    FORWARD,
-    FORWARD_BACKWARD,
-    GET_INFO,
-    OPTIM_STEP,
-    Endpoint,
-)
+from tinker_lite._api.endpoints import FORWARD, FORWARD_BACKWARD, GET_INFO, OPTIM_STEP, Endpoint
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec.decoding import parse_model
