@@ -92,8 +92,7 @@ class AdminClient(RestOnlyClient):
     def get_current_checkpoint_storage_usage(
         self, project_id: str | None = None
     ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
-        """Checkpoint count, size and projected storage cost now, of the whole organization
-        or of one project."""
+        """Checkpoint count, size and projected cost now, of the organization or a project."""
         query = {"project_id": check_optional_id("project_id", project_id)}
         return self._request(endpoints.CHECKPOINT_STORAGE_USAGE, query=query)
 

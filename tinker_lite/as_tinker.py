@@ -68,11 +68,8 @@ def _target(fullname: str) -> str | None:
 
 
 class _StandIn(ModuleType):
-    """An official module name whose attributes are those of a tinker_lite module.
-
-    A separate module object, so that importing official submodules through it sets nothing on
-    tinker_lite's own modules (their ``__spec__`` and attributes stay as they are).
-    """
+    """An official module name with a tinker_lite module's attributes; a module of its own, so
+    importing official submodules through it changes nothing of tinker_lite's modules."""
 
     def __init__(self, name: str, target: ModuleType) -> None:
         super().__init__(name, target.__doc__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
 
@@ -47,21 +47,6 @@ __all__ = ["CheckpointListing", "DownloadProgress", "RestClient"]
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
-
-
-def _whoami_from_claims(claims: Mapping[str, object]) -> types.WhoamiResponse:
-    """The identity in a JWT's claims (an empty ``email`` is ``None``, as officially)."""
-    subject, org = claims.get("sub"), claims.get("org_id")
-    if not isinstance(subject, str) or org is None:
-        raise APIResponseValidationError(
-            "the access token carries no identity claims (sub, org_id)", body=dict(claims)
-        )
-    email = claims.get("email")
-    return types.WhoamiResponse(
-        user_urn=subject,
-        org_urn=f"tml:organization:{org}",
-        email=email if isinstance(email, str) and email else None,
-    )
 
 
 class RestClient(RestOnlyClient):
@@ -149,16 +134,16 @@ class RestClient(RestOnlyClient):
         )
 
     def _at_path(
-        self, name: str, endpoint: Endpoint[None], tinker_path: str, body: object | None = None
+        self, endpoint: Endpoint[None], tinker_path: str, body: object | None = None
     ) -> APIFuture[None]:
-        """``endpoint`` on the checkpoint at ``tinker_path``; golden-0.38 names the call
-        ``RestClient.<name>`` in x-sdk-method."""
+        """``endpoint`` on the checkpoint at ``tinker_path``, named
+        ``<row's method>_from_tinker_path`` in x-sdk-method (golden-0.38)."""
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         return self._checkpoint_call(
             endpoint,
             parsed.training_run_id,
             parsed.checkpoint_id,
-            sdk_method=f"RestClient.{name}",
+            sdk_method=f"{endpoint.sdk_method}_from_tinker_path",
             body=body,
         )
 
@@ -168,9 +153,7 @@ class RestClient(RestOnlyClient):
 
     def delete_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Delete the checkpoint at a ``tinker://`` path."""
-        return self._at_path(
-            "delete_checkpoint_from_tinker_path", endpoints.DELETE_CHECKPOINT, tinker_path
-        )
+        return self._at_path(endpoints.DELETE_CHECKPOINT, tinker_path)
 
     def publish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint public (409 if it already is)."""
@@ -178,9 +161,7 @@ class RestClient(RestOnlyClient):
 
     def publish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path public."""
-        return self._at_path(
-            "publish_checkpoint_from_tinker_path", endpoints.PUBLISH_CHECKPOINT, tinker_path
-        )
+        return self._at_path(endpoints.PUBLISH_CHECKPOINT, tinker_path)
 
     def unpublish_checkpoint(self, training_run_id: str, checkpoint_id: str) -> APIFuture[None]:
         """Make a checkpoint private again (409 if it is not public)."""
@@ -188,9 +169,7 @@ class RestClient(RestOnlyClient):
 
     def unpublish_checkpoint_from_tinker_path(self, tinker_path: str) -> APIFuture[None]:
         """Make the checkpoint at a ``tinker://`` path private."""
-        return self._at_path(
-            "unpublish_checkpoint_from_tinker_path", endpoints.UNPUBLISH_CHECKPOINT, tinker_path
-        )
+        return self._at_path(endpoints.UNPUBLISH_CHECKPOINT, tinker_path)
 
     def set_checkpoint_ttl(
         self, training_run_id: str, checkpoint_id: str, ttl_seconds: int | None
@@ -206,37 +185,31 @@ class RestClient(RestOnlyClient):
     ) -> APIFuture[None]:
         """Set the time-to-live of the checkpoint at a ``tinker://`` path."""
         request = types.SetCheckpointTTLRequest(ttl_seconds=ttl_seconds)
-        name = "set_checkpoint_ttl_from_tinker_path"
-        return self._at_path(name, endpoints.SET_CHECKPOINT_TTL, tinker_path, request)
+        return self._at_path(endpoints.SET_CHECKPOINT_TTL, tinker_path, request)
 
     def get_checkpoint_archive_url(
         self, training_run_id: str, checkpoint_id: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """A signed URL to a checkpoint's archive, and its expiry (docs/protocol.rst §4.6)."""
-        return self._archive_call(
-            training_run_id, checkpoint_id, method="RestClient.get_checkpoint_archive_url"
-        )
-
-    def _archive_call(
-        self, training_run_id: str, checkpoint_id: str, *, method: str
-    ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
-        path = endpoints.CHECKPOINT_ARCHIVE.url_path(
-            training_run_id=training_run_id, checkpoint_id=check_checkpoint_id(checkpoint_id)
-        )
-        api = self._api
-        return self._call(
-            lambda: checkpoint_archive(api, path, sdk_method=method), sdk_method=method
-        )
+        return self._archive_call(training_run_id, checkpoint_id, "")
 
     def get_checkpoint_archive_url_from_tinker_path(
         self, tinker_path: str
     ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
         """A signed download URL for the checkpoint at a ``tinker://`` path."""
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
-        return self._archive_call(
-            parsed.training_run_id,
-            parsed.checkpoint_id,
-            method="RestClient.get_checkpoint_archive_url_from_tinker_path",
+        return self._archive_call(parsed.training_run_id, parsed.checkpoint_id, "_from_tinker_path")
+
+    def _archive_call(
+        self, training_run_id: str, checkpoint_id: str, suffix: str
+    ) -> APIFuture[types.CheckpointArchiveUrlResponse]:
+        path = endpoints.CHECKPOINT_ARCHIVE.url_path(
+            training_run_id=training_run_id, checkpoint_id=check_checkpoint_id(checkpoint_id)
+        )
+        method = f"{endpoints.CHECKPOINT_ARCHIVE.sdk_method}{suffix}"
+        api = self._api
+        return self._call(
+            lambda: checkpoint_archive(api, path, sdk_method=method), sdk_method=method
         )
 
     def download_checkpoint(
@@ -298,8 +271,7 @@ class RestClient(RestOnlyClient):
         )
 
     def export_session_trace(self, session_id: str) -> APIFuture[str]:
-        """Export a session's timeline as a Perfetto trace; the future gives its signed URL
-        (docs/api.rst)."""
+        """Export a session's timeline as a Perfetto trace; the future gives its signed URL."""
         endpoints.TRACE_EXPORT.url_path(session_id=session_id)  # refused now if it cannot be
         method = "RestClient.export_session_trace"
         exports = self._api.trace_exports
@@ -317,7 +289,17 @@ class RestClient(RestOnlyClient):
                     "whoami requires JWT auth, but the server has it disabled and the "
                     "credential is a plain API key."
                 )
-            return _whoami_from_claims(claims)
+            subject, org = claims.get("sub"), claims.get("org_id")
+            if not isinstance(subject, str) or org is None:
+                raise APIResponseValidationError(
+                    "the access token carries no identity claims (sub, org_id)", body=dict(claims)
+                )
+            email = claims.get("email")  # an empty one is None, as officially
+            return types.WhoamiResponse(
+                user_urn=subject,
+                org_urn=f"tml:organization:{org}",
+                email=email if isinstance(email, str) and email else None,
+            )
 
         return self._call(run_whoami, sdk_method="RestClient.whoami")
 
@@ -342,8 +324,7 @@ class RestClient(RestOnlyClient):
     def get_external_weights_urls(
         self, tinker_path: str
     ) -> APIFuture[types.ExternalWeightsUrlsResponse]:
-        """Signed download URLs, one per file, of a ``tinker://<run>/external_weights/<name>``
-        checkpoint."""
+        """Signed download URLs, one per file, of an ``external_weights`` checkpoint."""
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(tinker_path)
         if not parsed.checkpoint_id.startswith("external_weights/"):
             raise InvalidInputError(
@@ -480,30 +461,26 @@ class RestClient(RestOnlyClient):
             return CheckpointListing(items)
         items = []
         seen: set[str] = set()
-        offset = 0
         while True:
-            page = self.list_user_checkpoints(limit=page_size, offset=offset).result(page_timeout)
+            page = self.list_user_checkpoints(limit=page_size, offset=len(items)).result(
+                page_timeout
+            )
             batch = list(page.checkpoints)
-            for checkpoint in batch:
-                if checkpoint.tinker_path in seen:
-                    reason = "a checkpoint appeared twice while paging"
-                    return CheckpointListing(items, complete=False, reason=reason)
-                seen.add(checkpoint.tinker_path)
+            paths = {checkpoint.tinker_path for checkpoint in batch}
+            if len(paths) < len(batch) or not seen.isdisjoint(paths):
+                reason = "a checkpoint appeared twice while paging"
+                return CheckpointListing(items, complete=False, reason=reason)
+            seen |= paths
             items.extend(batch)
-            offset += len(batch)
             cursor = page.cursor
-            if cursor is None:
-                if len(batch) >= page_size:
-                    reason = "the service sent a full page without a cursor"
-                    return CheckpointListing(items, complete=False, reason=reason)
-                return CheckpointListing(items)
-            if not batch or offset >= cursor.total_count:
-                if len(items) != cursor.total_count:
-                    reason = (
-                        f"got {len(items)} checkpoints but the service counts {cursor.total_count}"
-                    )
-                    return CheckpointListing(items, complete=False, reason=reason)
-                return CheckpointListing(items)
+            if cursor is not None and batch and len(items) < cursor.total_count:
+                continue
+            reason = ""
+            if cursor is None and len(batch) >= page_size:
+                reason = "the service sent a full page without a cursor"
+            elif cursor is not None and len(items) != cursor.total_count:
+                reason = f"got {len(items)} checkpoints but the service counts {cursor.total_count}"
+            return CheckpointListing(items, complete=not reason, reason=reason)
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 

@@ -60,11 +60,10 @@ logger = logging.getLogger("tinker_lite.service_client")
 
 @attrs.define
 class _CustomLosses:
-    """The custom losses one session made, by traced key, and the next upload's number."""
+    """The custom losses one session made, by traced key (their number is their upload's)."""
 
     lock: threading.Lock = attrs.Factory(threading.Lock)
     by_key: dict[str, LossHandle] = attrs.Factory(dict)
-    next_seq_id: int = 0
 
 
 class ServiceClient:
@@ -174,8 +173,7 @@ class ServiceClient:
         return self._context.closed
 
     def chunk_limits(self) -> ChunkLimits:
-        """Forward/forward_backward chunk limits: the service's client config, else
-        docs/protocol.rst §7.4."""
+        """Forward/forward_backward chunk limits (docs/protocol.rst §7.4)."""
         return self._context.api.training.chunk_limits()
 
     @deprecated(
@@ -276,11 +274,8 @@ class ServiceClient:
         context = self._context
         context.check_open()
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)
-        method = (
-            "ServiceClient.create_training_client_from_state_with_optimizer"
-            if optimizer_state
-            else "ServiceClient.create_training_client_from_state"
-        )
+        suffix = "_with_optimizer" if optimizer_state else ""
+        method = f"ServiceClient.create_training_client_from_state{suffix}"
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
         # docs/protocol.rst §7.1: numbered in call order, before anything is sent.
         model_seq_id = context.holder.next_model_seq_id()
@@ -369,12 +364,7 @@ class ServiceClient:
         )
         client = finish(send().result())
         try:
-            client._load(
-                parsed.tinker_path,
-                optimizer=optimizer_state,
-                sdk_method=method,
-                kind="load_state_with_optimizer" if optimizer_state else "load_state",
-            ).result()
+            client._load(parsed.tinker_path, optimizer=optimizer_state, sdk_method=method).result()
         except BaseException:
             client._shutdown()
             raise
@@ -387,8 +377,7 @@ class ServiceClient:
         retry_config: object | None = None,
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
-        """The future of a SamplingClient for saved weights (``model_path``) or a ``base_model``
-        (exactly one)."""
+        """The future of a SamplingClient for ``model_path`` or (exclusive) ``base_model``."""
         del retry_config
         self._context.check_open()
         return BackcompatSamplingClientFuture(
@@ -447,9 +436,8 @@ class ServiceClient:
                     f"this session already made {existing.name!r} with the same traced loss",
                     "reuse its LossHandle",
                 )
+            seq_id = len(state.by_key)
             state.by_key[handle.key] = handle
-            seq_id = state.next_seq_id
-            state.next_seq_id += 1
         if not self._context.holder.client_config.custom_loss_server_side:
             return APIFuture.completed(handle)
         request = types.CreateCustomLossRequest(

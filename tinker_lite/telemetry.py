@@ -309,11 +309,8 @@ class Telemetry:
 
     def close(self, timeout: float = 5.0) -> None:
         """Send what is queued (waiting at most ``timeout`` s) and stop the thread. Idempotent."""
-        thread = self._thread
-        if thread is None:
-            return
-        self._stopping.set()
         with self._cond:
+            self._stopping.set()
             self._cond.notify_all()
         self.join(timeout)
 

@@ -3,6 +3,7 @@ sent in call order (docs/protocol.rst §7.2; docs/api.rst, "Clients")."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import warnings
@@ -12,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import CONSOLE_URL
+from tinker_lite._api import TrainingRequest, endpoints
+from tinker_lite._api.endpoints import CONSOLE_URL, Endpoint
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._context import context_of
 from tinker_lite._deprecation import deprecated
@@ -39,7 +41,7 @@ from tinker_lite._training.custom_loss import (
     schedule_custom,
 )
 from tinker_lite._training.loss_handle import LossHandle, check_handle_session
-from tinker_lite._training.queue import Submission, TrainingQueue
+from tinker_lite._training.queue import TrainingQueue
 from tinker_lite._training.validate import validate
 from tinker_lite.sampling_client import (
     BackcompatSamplingClientFuture,
@@ -107,26 +109,26 @@ class TrainingClient:
     def __repr__(self) -> str:
         return f"TrainingClient(model_id={self.model_id!r}, base_model={self._base_model!r})"
 
-    def _single(self, build: Callable[[int], Submission], *, kind: str) -> APIFuture[Any]:
+    def _single(self, build: Callable[[int], TrainingRequest], *, kind: str) -> APIFuture[Any]:
         return self._queue.schedule([build], created_at=time.monotonic(), kind=kind)[0]
 
     def _submit(
         self,
         kind: str,
-        request: Callable[..., object],
+        endpoint: Endpoint[Any],
         *,
         sdk_method: str | None = None,
         **fields: Any,
     ) -> APIFuture[Any]:
-        """Queue one JSON training request, ``request(model_id=, seq_id=, **fields)``, built
-        (and so checked) before its ``seq_id`` is taken."""
+        """Queue one JSON training request, the row's request model with ``model_id``, ``seq_id``
+        and ``fields``, built (and so checked) before its ``seq_id`` is taken."""
         method = sdk_method or f"TrainingClient.{kind}"
+        request = endpoint.request_model
         return self._single(
-            lambda seq_id: Submission(
-                self._api.training.encode_training(
-                    request(model_id=self.model_id, seq_id=seq_id, **fields)
-                ),
-                method,
+            lambda seq_id: self._api.training.encode_training(
+                endpoint,
+                request(model_id=self.model_id, seq_id=seq_id, **fields),
+                sdk_method=method,
             ),
             kind=kind,
         )
@@ -202,23 +204,18 @@ class TrainingClient:
         *,
         forward_only: bool,
         sdk_method: str,
-    ) -> Callable[[int], Submission]:
+    ) -> Callable[[int], TrainingRequest]:
         """The encoder of one forward/forward_backward chunk, given its ``seq_id``."""
-        wire = self._context.holder.wire_format
-
-        def build(seq_id: int) -> Submission:
-            encoded = self._api.training.encode_forward_backward(
-                model_id=self.model_id,
-                seq_id=seq_id,
-                data=chunk,
-                loss_fn=loss_fn,
-                loss_fn_config=config,
-                forward_only=forward_only,
-                wire=wire,
-            )
-            return Submission(encoded, sdk_method)
-
-        return build
+        return functools.partial(
+            self._api.training.encode_forward_backward,
+            model_id=self.model_id,
+            data=chunk,
+            loss_fn=loss_fn,
+            loss_fn_config=config,
+            forward_only=forward_only,
+            wire=self._context.holder.wire_format,
+            sdk_method=sdk_method,
+        )
 
     def forward_backward_custom(
         self,
@@ -272,9 +269,8 @@ class TrainingClient:
         (``AdamParams`` or ``DimuonParams``; ``adam_params=`` is the legacy keyword)."""
         params = check_optim_params(optim_params, adam_params)
         return self._single(
-            lambda seq_id: Submission(
-                self._api.training.encode_optim_step(self.model_id, seq_id, params),
-                "TrainingClient.optim_step",
+            lambda seq_id: self._api.training.encode_optim_step(
+                self.model_id, seq_id, params, sdk_method="TrainingClient.optim_step"
             ),
             kind="optim_step",
         )
@@ -291,7 +287,7 @@ class TrainingClient:
         check_flag("overwrite", overwrite)
         return self._submit(
             "save_state",
-            types.SaveWeightsRequest,
+            endpoints.SAVE_WEIGHTS,
             path=name,
             ttl_seconds=ttl_seconds,
             overwrite=overwrite,
@@ -303,41 +299,28 @@ class TrainingClient:
         self, path: str, weights_access_token: str | None = None
     ) -> APIFuture[types.LoadWeightsResponse]:
         """Deprecated: load a saved state's weights, with a fresh optimizer state."""
-        return self._load(
-            path,
-            weights_access_token=weights_access_token,
-            optimizer=False,
-            sdk_method="TrainingClient.load_state",
-            kind="load_state",
-        )
+        return self._load(path, weights_access_token, optimizer=False)
 
     @deprecated(_LOAD_STATE_DEPRECATION)
     def load_state_with_optimizer(
         self, path: str, weights_access_token: str | None = None
     ) -> APIFuture[types.LoadWeightsResponse]:
         """Deprecated: load a saved state's weights and optimizer state."""
-        return self._load(
-            path,
-            weights_access_token=weights_access_token,
-            optimizer=True,
-            sdk_method="TrainingClient.load_state_with_optimizer",
-            kind="load_state_with_optimizer",
-        )
+        return self._load(path, weights_access_token, optimizer=True)
 
     def _load(
         self,
         path: str,
+        weights_access_token: str | None = None,
         *,
         optimizer: bool,
-        sdk_method: str,
-        kind: str,
-        weights_access_token: str | None = None,
+        sdk_method: str | None = None,
     ) -> APIFuture[types.LoadWeightsResponse]:
         types.check_tinker_path("path", path)
         check_access_token(weights_access_token)
         return self._submit(
-            kind,
-            types.LoadWeightsRequest,
+            "load_state_with_optimizer" if optimizer else "load_state",
+            endpoints.LOAD_WEIGHTS,
             sdk_method=sdk_method,
             path=path,
             optimizer=optimizer,
@@ -354,7 +337,7 @@ class TrainingClient:
         check_name("name", name)
         saved = self._submit(
             "save_weights_for_sampler",
-            types.SaveWeightsForSamplerRequest,
+            endpoints.SAVE_WEIGHTS_FOR_SAMPLER,
             path=name,
             ttl_seconds=ttl_seconds,
             user_metadata=check_user_metadata(user_metadata),
@@ -374,7 +357,7 @@ class TrainingClient:
         check_name("name", name)
         saved = self._submit(
             "save_weights_external",
-            types.SaveWeightsExternalRequest,
+            endpoints.SAVE_WEIGHTS_EXTERNAL,
             path=name,
             ttl_seconds=ttl_seconds,
             age_encryption_recipients=check_recipients(age_encryption_recipients),
@@ -410,7 +393,7 @@ class TrainingClient:
             )
         stability = check_record_stability_info(record_stability_info)
 
-        def build(seq_id: int) -> Submission:
+        def build(seq_id: int) -> TrainingRequest:
             # docs/protocol.rst §7.1: the session-wide counter is shared with
             # create_sampling_session.
             request = types.SaveWeightsForSamplerRequest(
@@ -419,9 +402,10 @@ class TrainingClient:
                 seq_id=seq_id,
                 kind=kind,
             )
-            return Submission(
-                self._api.training.encode_training(request),
-                "TrainingClient.save_weights_and_get_sampling_client",
+            return self._api.training.encode_training(
+                endpoints.SAVE_WEIGHTS_FOR_SAMPLER,
+                request,
+                sdk_method="TrainingClient.save_weights_and_get_sampling_client",
             )
 
         saved = self._single(build, kind="save_weights_and_get_sampling_client")
@@ -468,10 +452,6 @@ class TrainingClient:
         self._context.check_open()
         return self._model_info(sdk_method="TrainingClient.get_info")
 
-    def _info_unread(self) -> bool:
-        """Whether :meth:`get_info` would ask the service (this client was made without it)."""
-        return self._info is None
-
     def _model_info(
         self, *, sdk_method: str, operation_retries: bool = True
     ) -> types.GetInfoResponse:
@@ -505,7 +485,7 @@ class TrainingClient:
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 
     create_sampling_client_async = async_twin(create_sampling_client)
-    get_info_async = async_twin(get_info, blocks=_info_unread)
+    get_info_async = async_twin(get_info, blocks=lambda self: self._info is None)
     save_weights_and_get_sampling_client_async = async_twin(save_weights_and_get_sampling_client)
     forward_async = async_future_twin(forward)
     forward_backward_async = async_future_twin(forward_backward)

@@ -1,6 +1,5 @@
-"""The requestor: named operations in ``types`` between the clients and the transport
-(docs/architecture.rst, "The layers" and "One request's path").
-"""
+"""The requestor: named operations between the clients and the transport
+(docs/architecture.rst, "The layers")."""
 
 from tinker_lite._api.requestor import Requestor
 from tinker_lite._api.sampling import decode_sample

@@ -1,18 +1,17 @@
-"""A checkpoint's archive to disk: the signed URL, the resumable download, the safe extraction
-(docs/protocol.rst §4.6).
-"""
+"""A checkpoint's archive to disk: resumable download, safe extraction (docs/protocol.rst §4.6)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tinker_lite._transport.download import (
     DEFAULT_MAX_ARCHIVE_BYTES,
-    DownloadResult,
     download,
     extract_archive,
     part_path,
@@ -61,35 +60,21 @@ class _ProgressRelay:
     """The download's progress hooks (``set_total``/``reset``/``update``) as callback values."""
 
     def __init__(self, path: Path, callback: ProgressCallback, resumed_from: int) -> None:
-        self.path = path
         self.callback = callback
-        self.resumed_from = resumed_from
-        self.total: int | None = None
-        self.count = resumed_from
-
-    def value(
-        self, *, done: bool = False, result: DownloadResult | None = None
-    ) -> DownloadProgress:
-        return DownloadProgress(
-            path=self.path,
-            bytes_done=self.count,
-            total_bytes=self.total,
-            resumed_from=self.resumed_from,
-            attempts=result.attempts if result is not None else 0,
-            url_refreshes=result.url_refreshes if result is not None else 0,
-            done=done,
-        )
+        self.now = DownloadProgress(path, resumed_from, None, resumed_from)
 
     def set_total(self, total: int | None) -> None:
-        self.total = total
+        self.now = dataclasses.replace(self.now, total_bytes=total)
 
     def reset(self, count: int = 0) -> None:
-        self.count = count
-        self.callback(self.value())
+        self.say(bytes_done=count)
 
     def update(self, n: int = 1) -> None:
-        self.count += n
-        self.callback(self.value())
+        self.say(bytes_done=self.now.bytes_done + n)
+
+    def say(self, **changes: Any) -> None:
+        self.now = dataclasses.replace(self.now, **changes)
+        self.callback(self.now)
 
 
 def download_checkpoint(
@@ -137,7 +122,11 @@ def download_checkpoint(
         finally:
             result.path.unlink()  # asked for the folder: the archive goes, extracted or refused
     if relay is not None:
-        relay.count = result.size
-        relay.total = result.size
-        relay.callback(relay.value(done=True, result=result))
+        relay.say(
+            bytes_done=result.size,
+            total_bytes=result.size,
+            attempts=result.attempts,
+            url_refreshes=result.url_refreshes,
+            done=True,
+        )
     return result.path if folder is None else folder

@@ -1,6 +1,5 @@
-"""The service's endpoints, one table: verb, path, request and response types, SDK method
-(docs/protocol.rst §4); and how ids become path segments (docs/protocol.rst §2.1).
-"""
+"""The service's endpoints, one table (docs/protocol.rst §4), and how ids become path segments
+(docs/protocol.rst §2.1)."""
 
 from __future__ import annotations
 
@@ -39,9 +38,8 @@ REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 @dataclass(frozen=True)
 class Endpoint(Generic[T]):
-    """One operation of the service: verb, path template (``{names}`` are ids), response and
-    request models (named in ``types``), the SDK method sent as ``x-sdk-method`` and the
-    ``request_type`` its future is polled under."""
+    """One operation of the service: verb, path template (``{names}`` are ids), the models of
+    ``types`` it answers and takes, its ``x-sdk-method`` and the ``request_type`` it polls as."""
 
     verb: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
@@ -55,11 +53,14 @@ class Endpoint(Generic[T]):
         """The model of the answer (rows name their models: ``types`` loads them lazily)."""
         return cast("type[T]", getattr(types, self.response or ""))
 
+    @property
+    def request_model(self) -> type[Any]:
+        """The model of the request body (``types`` loads it lazily)."""
+        return cast("type[Any]", getattr(types, self.request or ""))
+
     def url_path(self, **ids: str) -> str:
         """The path with every id as an encoded segment (``.``/``..`` refused, naming the
         id's argument); ``checkpoint_id`` is two segments (``weights/<name>``)."""
-        if not ids:
-            return self.path
         return self.path.format_map(
             {
                 name: checkpoint_segments(name, value)
@@ -70,14 +71,6 @@ class Endpoint(Generic[T]):
         )
 
 
-def _rest(name: str) -> str:
-    return f"RestClient.{name}"
-
-
-def _admin(name: str) -> str:
-    return f"AdminClient.{name}"
-
-
 _RUN = f"{API}/training_runs/{{training_run_id}}"
 _CHECKPOINT = f"{_RUN}/checkpoints/{{checkpoint_id}}"
 _SESSION = f"{API}/sessions/{{session_id}}"
@@ -85,80 +78,80 @@ _SESSION = f"{API}/sessions/{{session_id}}"
 # -- REST: training runs, checkpoints, sessions, samplers (docs/protocol.rst §4.5-§4.8) ------------
 GET_SERVER_CAPABILITIES: Endpoint[types.GetServerCapabilitiesResponse] = Endpoint(
     "GET", f"{API}/get_server_capabilities", "GetServerCapabilitiesResponse",
-    sdk_method=_rest("get_server_capabilities"),
+    sdk_method="RestClient.get_server_capabilities",
 )  # fmt: skip
 LIST_TRAINING_RUNS: Endpoint[types.TrainingRunsResponse] = Endpoint(
     "GET", f"{API}/training_runs", "TrainingRunsResponse",
-    sdk_method=_rest("list_training_runs"),
+    sdk_method="RestClient.list_training_runs",
 )  # fmt: skip
 GET_TRAINING_RUN: Endpoint[types.TrainingRun] = Endpoint(
-    "GET", _RUN, "TrainingRun", sdk_method=_rest("get_training_run")
+    "GET", _RUN, "TrainingRun", sdk_method="RestClient.get_training_run"
 )
 LIST_CHECKPOINTS: Endpoint[types.CheckpointsListResponse] = Endpoint(
     "GET", f"{_RUN}/checkpoints", "CheckpointsListResponse",
-    sdk_method=_rest("list_checkpoints"),
+    sdk_method="RestClient.list_checkpoints",
 )  # fmt: skip
 LIST_USER_CHECKPOINTS: Endpoint[types.CheckpointsListResponse] = Endpoint(
     "GET", f"{API}/checkpoints", "CheckpointsListResponse",
-    sdk_method=_rest("list_user_checkpoints"),
+    sdk_method="RestClient.list_user_checkpoints",
 )  # fmt: skip
 DELETE_CHECKPOINT: Endpoint[None] = Endpoint(
-    "DELETE", _CHECKPOINT, sdk_method=_rest("delete_checkpoint")
+    "DELETE", _CHECKPOINT, sdk_method="RestClient.delete_checkpoint"
 )
 PUBLISH_CHECKPOINT: Endpoint[None] = Endpoint(
-    "POST", f"{_CHECKPOINT}/publish", sdk_method=_rest("publish_checkpoint")
+    "POST", f"{_CHECKPOINT}/publish", sdk_method="RestClient.publish_checkpoint"
 )
 UNPUBLISH_CHECKPOINT: Endpoint[None] = Endpoint(
-    "DELETE", f"{_CHECKPOINT}/publish", sdk_method=_rest("unpublish_checkpoint")
+    "DELETE", f"{_CHECKPOINT}/publish", sdk_method="RestClient.unpublish_checkpoint"
 )
 SET_CHECKPOINT_TTL: Endpoint[None] = Endpoint(
     "PUT", f"{_CHECKPOINT}/ttl", request="SetCheckpointTTLRequest",
-    sdk_method=_rest("set_checkpoint_ttl"),
+    sdk_method="RestClient.set_checkpoint_ttl",
 )  # fmt: skip
 CHECKPOINT_ARCHIVE: Endpoint[types.CheckpointArchiveUrlResponse] = Endpoint(
     "GET", f"{_CHECKPOINT}/archive", "CheckpointArchiveUrlResponse",
-    sdk_method=_rest("get_checkpoint_archive_url"),
+    sdk_method="RestClient.get_checkpoint_archive_url",
 )  # fmt: skip
 EXTERNAL_WEIGHTS_URLS: Endpoint[types.ExternalWeightsUrlsResponse] = Endpoint(
     "GET", f"{_CHECKPOINT}/external_weights_urls", "ExternalWeightsUrlsResponse",
-    sdk_method=_rest("get_external_weights_urls"),
+    sdk_method="RestClient.get_external_weights_urls",
 )  # fmt: skip
 LIST_SESSIONS: Endpoint[types.ListSessionsResponse] = Endpoint(
-    "GET", f"{API}/sessions", "ListSessionsResponse", sdk_method=_rest("list_sessions")
+    "GET", f"{API}/sessions", "ListSessionsResponse", sdk_method="RestClient.list_sessions"
 )
 GET_SESSION: Endpoint[types.GetSessionResponse] = Endpoint(
-    "GET", _SESSION, "GetSessionResponse", sdk_method=_rest("get_session")
+    "GET", _SESSION, "GetSessionResponse", sdk_method="RestClient.get_session"
 )
 ASSIGN_SESSION_PROJECT: Endpoint[None] = Endpoint(
-    "PUT", f"{_SESSION}/project", sdk_method=_rest("assign_session_project")
+    "PUT", f"{_SESSION}/project", sdk_method="RestClient.assign_session_project"
 )
 TRACE_EXPORT: Endpoint[Any] = Endpoint(
-    "GET", f"{_SESSION}/trace_export", sdk_method=_rest("export_session_trace")
+    "GET", f"{_SESSION}/trace_export", sdk_method="RestClient.export_session_trace"
 )
 SEARCH_SESSIONS: Endpoint[types.SessionSearchResponse] = Endpoint(
     "POST", f"{API}/sessions/search", "SessionSearchResponse",
-    request="SessionSearchRequest", sdk_method=_rest("search_sessions"),
+    request="SessionSearchRequest", sdk_method="RestClient.search_sessions",
 )  # fmt: skip
 GET_SAMPLER: Endpoint[types.GetSamplerResponse] = Endpoint(
     "GET", f"{API}/samplers/{{sampler_id}}", "GetSamplerResponse",
-    sdk_method=_rest("get_sampler"),
+    sdk_method="RestClient.get_sampler",
 )  # fmt: skip
 COPY_WEIGHTS: Endpoint[types.CopyWeightsResponse] = Endpoint(
     "POST", f"{API}/copy_weights", "CopyWeightsResponse",
-    request="CopyWeightsRequest", sdk_method=_rest("copy_weights"),
+    request="CopyWeightsRequest", sdk_method="RestClient.copy_weights",
 )  # fmt: skip
 # -- admin ----------------------------------------------------------------------------------------
 AUDIT_LOG: Endpoint[types.AuditLogResponse] = Endpoint(
-    "GET", f"{API}/audit", "AuditLogResponse", sdk_method=_admin("get_audit_log")
+    "GET", f"{API}/audit", "AuditLogResponse", sdk_method="AdminClient.get_audit_log"
 )
 BILLING_USAGE: Endpoint[types.BillingUsageResponse] = Endpoint(
     "GET", f"{API}/billing/usage/events", "BillingUsageResponse",
-    request="GetBillingUsageRequest", sdk_method=_admin("get_billing_usage"),
+    request="GetBillingUsageRequest", sdk_method="AdminClient.get_billing_usage",
 )  # fmt: skip
 CHECKPOINT_STORAGE_USAGE: Endpoint[types.CurrentCheckpointStorageUsageResponse] = Endpoint(
     "GET", f"{API}/billing/usage/checkpoints/current",
     "CurrentCheckpointStorageUsageResponse",
-    sdk_method=_admin("get_current_checkpoint_storage_usage"),
+    sdk_method="AdminClient.get_current_checkpoint_storage_usage",
 )  # fmt: skip
 
 # -- models and training (docs/protocol.rst §4.2-§4.4) ---------------------------------------------
@@ -255,6 +248,5 @@ def segment(argument: str, value: object) -> str:
 def checkpoint_segments(argument: str, checkpoint_id: object) -> str:
     """A checkpoint id (``weights/<name>``) as its two path segments, each checked and encoded
     (docs/protocol.rst §2.1: the '/' between kind and name stays)."""
-    if not isinstance(checkpoint_id, str) or not checkpoint_id:
-        raise InvalidInputError(argument, f"must be a non-empty string, got {checkpoint_id!r}")
-    return "/".join(segment(argument, part) for part in checkpoint_id.split("/"))
+    parts = checkpoint_id.split("/") if isinstance(checkpoint_id, str) else [checkpoint_id]
+    return "/".join(segment(argument, part) for part in parts)

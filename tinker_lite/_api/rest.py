@@ -1,6 +1,4 @@
-"""What the endpoint table cannot say of a REST operation: the trace export's wait, the archive
-redirect.
-"""
+"""What the endpoint table cannot say: the trace export's wait, the archive redirect."""
 
 from __future__ import annotations
 
@@ -47,8 +45,7 @@ def checkpoint_archive(
     api: Sender, path: str, *, sdk_method: str
 ) -> types.CheckpointArchiveUrlResponse:
     """A checkpoint's signed download URL and its expiry, read from the redirect (or a JSON answer)
-    and not followed (docs/protocol.rst §4.6); ``path`` is :data:`CHECKPOINT_ARCHIVE`'s.
-    """
+    and not followed (docs/protocol.rst §4.6); ``path`` is :data:`CHECKPOINT_ARCHIVE`'s."""
     resp = api.call(
         CHECKPOINT_ARCHIVE.verb,
         path,
@@ -62,8 +59,7 @@ def checkpoint_archive(
 
 
 class TraceExports:
-    """A session trace's export, asked again while the service builds it
-    (``requestor.trace_exports``)."""
+    """A session trace's export, asked again while the service builds it."""
 
     def __init__(self, api: Sender) -> None:
         self._api = api
@@ -142,8 +138,7 @@ class TraceExportStatus:
 
 
 def archive_url(resp: HttpResponse, base_url: str) -> types.CheckpointArchiveUrlResponse:
-    """The signed URL and expiry of an archive answer: a redirect or JSON
-    (docs/protocol.rst §4.6)."""
+    """The signed URL and expiry of a redirect or JSON archive answer (docs/protocol.rst §4.6)."""
     now = datetime.now(timezone.utc)
     if resp.status in REDIRECT_STATUSES:
         location = resp.headers.get("Location")

@@ -1,6 +1,4 @@
-"""The requestor's sampling operations: sampling sessions and the sample submit loop
-(docs/protocol.rst §6.4).
-"""
+"""The requestor's sampling sessions and sample submit loop (docs/protocol.rst §6.4)."""
 
 from __future__ import annotations
 
@@ -40,7 +38,7 @@ logger = logging.getLogger("tinker_lite.api")
 
 
 def decode_sample(resp: HttpResponse) -> types.SampleResponse:
-    """A sample result in whichever content type came back (docs/protocol.rst §3.5)."""
+    """A sample result in either content type (docs/protocol.rst §3.5)."""
     if resp.is_protobuf:
         from tinker_lite._codec import proto as _proto
 
@@ -90,8 +88,7 @@ class SamplingRequests:
         return PROTOBUF if self._api.session_holder().wire_format == "protobuf" else JSON
 
     def join_sampling_session(self, sampling_session_id: str, *, sdk_method: str) -> int:
-        """Join a sampling session as a copied sampler; its ``client_counter``
-        (docs/protocol.rst §7.3)."""
+        """Join a sampling session as a copy; its ``client_counter`` (docs/protocol.rst §7.3)."""
         resp = self._api.call(
             JOIN_SAMPLING_SESSION.verb,
             JOIN_SAMPLING_SESSION.path,
@@ -105,8 +102,7 @@ class SamplingRequests:
         self, request: types.SampleRequest, *, sdk_method: str, closing: threading.Event
     ) -> str:
         """Send one ``asample`` until the service accepts it, waiting out 429s in the shared window;
-        return its request id (docs/protocol.rst §6.4).
-        """
+        return its request id (docs/protocol.rst §6.4)."""
         call = _SampleCall(closing, self._api.stall_watch(), _wire.dumps(request), sdk_method)
         try:
             return self._submits(self._submit_sample_once, call)

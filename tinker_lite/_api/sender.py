@@ -1,12 +1,9 @@
-"""What the requestor's subjects (training, sampling, trace exports) use of the requestor.
-
-:class:`~tinker_lite._api.requestor.Requestor` builds its subjects and hands itself to them;
-they know it through this protocol, so the subjects and the requestor import one way only.
-"""
+"""The requestor as its subjects (training, sampling, trace exports) see it: a protocol, so that
+they and the requestor import one way only."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -15,7 +12,6 @@ if TYPE_CHECKING:
     from tinker_lite._session.holder import SessionHolder
     from tinker_lite._session.sample_gate import SampleGate
     from tinker_lite._transport.answers import HttpResponse
-    from tinker_lite._transport.http import PoolKind
     from tinker_lite._transport.retry import RetryPolicy, StallWatch
 
 __all__ = ["Sender"]
@@ -37,19 +33,6 @@ class Sender(Protocol):
 
     def stall_watch(self) -> StallWatch: ...
 
-    def call(
-        self,
-        method: str,
-        path: str,
-        *,
-        sdk_method: str | None = ...,
-        pool: PoolKind = ...,
-        body_obj: object | None = ...,
-        body: bytes | None = ...,
-        content_type: str | None = ...,
-        headers: Mapping[str, str] | None = ...,
-        accept_status: Collection[int] = ...,
-        allow_redirects: bool = ...,
-        deadline: StallWatch | None = ...,
-        operation_retries: bool = ...,
-    ) -> HttpResponse: ...
+    @property
+    def call(self) -> Callable[..., HttpResponse]:
+        """``Requestor.call``: one request with the connection's retries."""

@@ -1,6 +1,4 @@
-"""The requestor's model and training operations: create, load, inspect, encode, submit
-(docs/protocol.rst §4.3).
-"""
+"""The requestor's model and training operations (docs/protocol.rst §4.3)."""
 
 from __future__ import annotations
 
@@ -12,17 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import (
-    FORWARD,
-    FORWARD_BACKWARD,
-    GET_INFO,
-    LOAD_WEIGHTS,
-    OPTIM_STEP,
-    SAVE_WEIGHTS,
-    SAVE_WEIGHTS_EXTERNAL,
-    SAVE_WEIGHTS_FOR_SAMPLER,
-    Endpoint,
-)
+from tinker_lite._api.endpoints import FORWARD, FORWARD_BACKWARD, GET_INFO, OPTIM_STEP, Endpoint
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.chunking import DEFAULT_LIMITS, ChunkLimits
 from tinker_lite._codec.decoding import parse_model
@@ -56,16 +44,11 @@ def _warn_zstd_missing() -> None:
 
 def json_result(cls: type[T]) -> Callable[[HttpResponse], T]:
     """A poll decoder reading a JSON result into ``cls``."""
-
-    def decode(resp: HttpResponse) -> T:
-        return _wire.structure(resp.json(), cls)
-
-    return decode
+    return lambda resp: _wire.structure(resp.json(), cls)
 
 
 def decode_forward_backward(resp: HttpResponse) -> types.ForwardBackwardOutput:
-    """A forward/forward_backward result in whichever content type came back
-    (docs/protocol.rst §3.5)."""
+    """A forward/forward_backward result in either content type (docs/protocol.rst §3.5)."""
     if resp.is_protobuf:
         from tinker_lite._codec import proto as _proto
 
@@ -82,22 +65,10 @@ class TrainingRequest:
     content_type: str
     request_type: str
     decode: Callable[[HttpResponse], Any]
+    sdk_method: str
     accept: str = JSON
     headers: Mapping[str, str] = attrs.field(factory=dict)
     tokens: int | None = None  # input tokens of a forward/forward_backward chunk (journal)
-
-
-# The training requests encode_training sends, by the name of their request model.
-_TRAINING_ENDPOINTS: Mapping[str | None, Endpoint[Any]] = {
-    endpoint.request: endpoint
-    for endpoint in (
-        OPTIM_STEP,
-        SAVE_WEIGHTS,
-        LOAD_WEIGHTS,
-        SAVE_WEIGHTS_FOR_SAMPLER,
-        SAVE_WEIGHTS_EXTERNAL,
-    )
-}
 
 
 class TrainingRequests:
@@ -109,9 +80,8 @@ class TrainingRequests:
     def submit(
         self, endpoint: Endpoint[T], request: object, *, sdk_method: str, created_at: float
     ) -> APIFuture[T]:
-        """Send a request the service answers with a future (``create_model``, a
-        ``load_weights`` that creates its model, ``create_custom_loss``: HTTP retries only,
-        docs/protocol.rst §6.5) and poll its result into the row's response model."""
+        """Send a request answered with a future (HTTP retries only, docs/protocol.rst §6.5) and
+        poll its result into the row's response model."""
         try:
             resp = self._api.call(
                 endpoint.verb,
@@ -148,8 +118,7 @@ class TrainingRequests:
         return parse_model(resp, types.GetInfoResponse)
 
     def chunk_limits(self) -> ChunkLimits:
-        """Forward/forward_backward chunk limits: the service's client config, else
-        docs/protocol.rst §7.4."""
+        """Forward/forward_backward chunk limits: the service's, else docs/protocol.rst §7.4."""
         session = self._api.session_holder()
         if session.client_config_from_server:
             config = session.client_config
@@ -161,29 +130,30 @@ class TrainingRequests:
         return DEFAULT_LIMITS
 
     def encode_training(
-        self, request: object, endpoint: Endpoint[Any] | None = None
+        self, endpoint: Endpoint[Any], request: object, *, sdk_method: str
     ) -> TrainingRequest:
-        """Encode an optim_step / save / load request (its row found by its model's name) for
-        :meth:`submit_training`; the result is read into the row's response model."""
-        endpoint = endpoint or _TRAINING_ENDPOINTS[type(request).__name__]
+        """Encode a JSON training request for :meth:`submit_training`; the result is read into
+        the row's response model."""
         return TrainingRequest(
             path=endpoint.path,
             body=_wire.dumps(request),
             content_type=JSON,
             request_type=endpoint.request_type or "",
             decode=json_result(endpoint.response_type),
+            sdk_method=sdk_method,
         )
 
     def encode_forward_backward(
         self,
+        seq_id: int,
         *,
         model_id: str,
-        seq_id: int,
         data: list[types.Datum],
         loss_fn: str,
         loss_fn_config: dict[str, float | str] | None,
         forward_only: bool,
         wire: Literal["protobuf", "json"],
+        sdk_method: str,
     ) -> TrainingRequest:
         """Encode one forward/forward_backward chunk in the connection's wire format."""
         endpoint = FORWARD if forward_only else FORWARD_BACKWARD
@@ -213,6 +183,7 @@ class TrainingRequests:
                 content_type=PROTOBUF,
                 request_type=endpoint.request_type or "",
                 decode=decode_forward_backward,
+                sdk_method=sdk_method,
                 accept=PROTOBUF,
                 headers=headers,
                 tokens=tokens,
@@ -227,24 +198,24 @@ class TrainingRequests:
             request = types.ForwardBackwardRequest(
                 forward_backward_input=fb_input, model_id=model_id, seq_id=seq_id
             )
-        json_request = self.encode_training(request, endpoint)
+        json_request = self.encode_training(endpoint, request, sdk_method=sdk_method)
         return attrs.evolve(json_request, decode=decode_forward_backward, tokens=tokens)
 
     def encode_optim_step(
-        self, model_id: str, seq_id: int, params: types.AdamParams | types.DimuonParams
+        self, model_id: str, seq_id: int, params: types.OptimParams, *, sdk_method: str
     ) -> TrainingRequest:
         """Encode an optim_step: AdamW settings go as ``adam_params``, others (Dimuon) as
         ``optimizer_params`` with their ``type``, as 0.38 sends them."""
         if isinstance(params, types.AdamParams):
             request = types.OptimStepRequest(model_id=model_id, seq_id=seq_id, adam_params=params)
-            return self.encode_training(request)
+            return self.encode_training(OPTIM_STEP, request, sdk_method=sdk_method)
         body = {
             "model_id": model_id,
             "seq_id": seq_id,
             "type": "optim_step",
             "optimizer_params": _wire.to_builtins(params),
         }
-        return self.encode_training(body, OPTIM_STEP)
+        return self.encode_training(OPTIM_STEP, body, sdk_method=sdk_method)
 
     def submit_training(self, request: TrainingRequest, *, sdk_method: str) -> str:
         """Submit an encoded training request (HTTP and operation retries); its request id."""

@@ -40,8 +40,7 @@ def check_page(limit: object, offset: object) -> tuple[int, int]:
 
 
 def check_scope(access_scope: object) -> str | None:
-    """docs/protocol.rst §4.5: ``access_scope`` is sent as a query parameter (``None``: not
-    sent)."""
+    """``access_scope`` as a query parameter, ``None`` not sent (docs/protocol.rst §4.5)."""
     if access_scope is not None and (
         not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES
     ):

@@ -133,8 +133,7 @@ class RestOnlyClient:
         headers: Mapping[str, str] | None = None,
         **ids: str,
     ) -> APIFuture[T]:
-        """Send a row of the endpoint table on the REST threads; its future at once (a bad id is
-        refused now)."""
+        """Send an endpoint row on the REST threads; its future at once (a bad id refused now)."""
         path = endpoint.url_path(**ids)
         method = sdk_method or endpoint.sdk_method or ""
         api = self._api

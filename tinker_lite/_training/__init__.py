@@ -1,2 +1,1 @@
-"""The training client's parts: its ordered submit queue, creation, argument and batch checks,
-and the custom loss."""
+"""The training client's parts: submit queue, creation, argument and batch checks, custom loss."""

@@ -1,6 +1,5 @@
-"""Checks of the arguments of TrainingClient's optimizer and checkpoint calls: each bad value
-raises an :class:`~tinker_lite.InvalidInputError` naming the field and the fix, before anything
-is sent."""
+"""Checks of TrainingClient's optimizer and checkpoint arguments, before anything is sent: each
+bad value raises an :class:`~tinker_lite.InvalidInputError` naming the field and the fix."""
 
 from __future__ import annotations
 

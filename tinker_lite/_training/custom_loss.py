@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import warnings
@@ -12,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinker_lite import types
+from tinker_lite._api import TrainingRequest
 from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError, TinkerError
 from tinker_lite._futures.future import APIFuture, chain, combine
-from tinker_lite._training.queue import Deferred, Submission, TrainingQueue
+from tinker_lite._training.queue import Deferred, TrainingQueue
 from tinker_lite._training.validate import validate
 
 if TYPE_CHECKING:
@@ -37,7 +39,7 @@ __all__ = [
 # loss_fn(data, logprobs) -> (loss, grads, metrics) without torch, or (loss_tensor, metrics).
 CustomLossFn = Callable[[list["types.Datum"], list[Any]], Any]
 # encode(chunk, forward_only): the submission of one forward/forward_backward chunk by seq_id.
-ChunkEncoder = Callable[[list["types.Datum"], bool], Callable[[int], Submission]]
+ChunkEncoder = Callable[[list["types.Datum"], bool], Callable[[int], TrainingRequest]]
 
 
 @attrs.frozen
@@ -95,7 +97,10 @@ def custom_gradients(
 ) -> CustomLoss:
     """Call ``loss_fn`` once (torch tensors when torch is installed, else numpy arrays, decided
     before the call); d loss / d logprobs per datum, its metrics and its value."""
-    torch = _torch()
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        torch = None
     if torch is not None:
         return _torch_form(torch, loss_fn, data, logprobs)
     result = loss_fn(data, [lp.copy() for lp in logprobs])
@@ -165,13 +170,6 @@ def _metrics_dict(metrics: object) -> dict[str, float]:
                 f"loss_fn metrics[{key!r}]", f"must be a number, got {value!r}"
             ) from None
     return out
-
-
-def _torch() -> Any:
-    try:
-        return importlib.import_module("torch")
-    except ImportError:
-        return None
 
 
 def _torch_form(
@@ -268,30 +266,26 @@ def schedule_custom(
     """Queue the forward now and reserve the backward's ``seq_id`` now (as 0.38 does), its body
     built from the loss once the forward is back; a failed loss sends zero weights."""
     report = validate(forward_data, "cross_entropy", None, limits=limits, vocab_size=vocab_size)
-    outcome: list[tuple[list[types.Datum], CustomLoss | None, BaseException | None]] = []
 
+    @functools.cache  # called by the client's submit thread, chunk after chunk
     def backward() -> tuple[list[types.Datum], CustomLoss | None, BaseException | None]:
-        # Only the client's submit thread calls this, chunk after chunk.
-        if not outcome:
-            try:
-                forward_out = forward.result()
-                logprobs = [
-                    logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
-                ]
-                if len(logprobs) != len(items):
-                    raise APIResponseValidationError(
-                        f"forward returned {len(logprobs)} outputs for {len(items)} datums"
-                    )
-                custom = custom_gradients(loss_fn, items, logprobs)
-                grads = [(-grad).astype("float32") for grad in custom.grads]
-                outcome.append((with_weights(forward_data, grads), custom, None))
-            except Exception as e:
-                zeros = [zero_weights(datum) for datum in forward_data]
-                outcome.append((zeros, None, e))
-        return outcome[0]
+        try:
+            forward_out = forward.result()
+            logprobs = [
+                logprobs_of(out, index) for index, out in enumerate(forward_out.loss_fn_outputs)
+            ]
+            if len(logprobs) != len(items):
+                raise APIResponseValidationError(
+                    f"forward returned {len(logprobs)} outputs for {len(items)} datums"
+                )
+            custom = custom_gradients(loss_fn, items, logprobs)
+            grads = [(-grad).astype("float32") for grad in custom.grads]
+            return with_weights(forward_data, grads), custom, None
+        except Exception as e:
+            return [zero_weights(datum) for datum in forward_data], None, e
 
     def deferred(chunk: range) -> Deferred:
-        def build(seq_id: int) -> Submission:
+        def build(seq_id: int) -> TrainingRequest:
             return encode(backward()[0][chunk.start : chunk.stop], False)(seq_id)
 
         tokens = sum(datum.model_input.length for datum in forward_data[chunk.start : chunk.stop])
@@ -313,7 +307,7 @@ def schedule_custom(
         )
 
     def result(out: types.ForwardBackwardOutput) -> types.ForwardBackwardOutput:
-        _, custom, error = outcome[0]
+        _, custom, error = backward()
         if error is not None:
             raise error
         assert custom is not None

@@ -1,6 +1,4 @@
-"""Custom losses made with ``ServiceClient.create_custom_loss``: ``LossHandle`` and tracing
-(docs/protocol.rst §7.6).
-"""
+"""``LossHandle`` and the tracing behind ``create_custom_loss`` (docs/protocol.rst §7.6)."""
 
 from __future__ import annotations
 
@@ -63,11 +61,8 @@ class LossHandle:
         return tuple(loss_input.name for loss_input in self.inputs[1:])
 
     def as_loss_fn(self) -> Callable[[list[types.Datum], list[Any]], tuple[Any, dict[str, Any]]]:
-        """The client-side form ``forward_backward_custom`` runs: ``(data, logprobs)`` ->
-        ``(summed loss, metrics)`` over torch tensors, the per-datum graph called on each datum.
-
-        ``:sum`` metrics are added over the datums and ``:mean`` metrics averaged.
-        """
+        """``(data, logprobs) -> (summed loss, metrics)`` run client-side: the graph on each datum,
+        ``:sum`` metrics added over the datums, ``:mean`` ones averaged."""
         names = self.input_names
 
         def run(data: list[types.Datum], logprobs: list[Any]) -> tuple[Any, dict[str, Any]]:
@@ -137,20 +132,16 @@ def loss_inputs(fn: object, input_ranks: object) -> tuple[types.CustomLossInput,
             "fn", f"{name} takes {len(params)} parameters; at most {_MAX_INPUTS}, logprobs included"
         )
     for param in params:
+        problem, hint = "", ""
         if not _INPUT_NAME.fullmatch(param.name):
-            raise InvalidInputError(
-                "fn", f"{name} parameter {param.name!r} must be a lowercase name"
-            )
-        if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-            raise InvalidInputError(
-                "fn", f"{name} parameter {param.name!r} must be a plain positional parameter"
-            )
-        if param.default is not param.empty:
-            raise InvalidInputError(
-                "fn",
-                f"{name} parameter {param.name!r} has a default",
-                "every parameter after logprobs names a required loss_fn_inputs key",
-            )
+            problem = "must be a lowercase name"
+        elif param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            problem = "must be a plain positional parameter"
+        elif param.default is not param.empty:
+            problem = "has a default"
+            hint = "every parameter after logprobs names a required loss_fn_inputs key"
+        if problem:
+            raise InvalidInputError("fn", f"{name} parameter {param.name!r} {problem}", hint)
     names = [param.name for param in params]
     if set(input_ranks) != set(names):
         raise InvalidInputError(

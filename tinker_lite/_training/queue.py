@@ -20,25 +20,9 @@ from tinker_lite._session.journal import SeqOrder
 if TYPE_CHECKING:
     from tinker_lite._futures.pending import PendingRequest
 
-__all__ = ["Deferred", "Submission", "TrainingQueue"]
+__all__ = ["Deferred", "TrainingQueue"]
 
 logger = logging.getLogger("tinker_lite.training_client")
-
-
-@attrs.frozen
-class Submission:
-    """One encoded training request and the public method that sent it."""
-
-    request: TrainingRequest
-    sdk_method: str
-
-    @property
-    def request_type(self) -> str:
-        return self.request.request_type
-
-    @property
-    def tokens(self) -> int | None:
-        return self.request.tokens
 
 
 @attrs.frozen
@@ -48,7 +32,7 @@ class Deferred:
 
     request_type: str
     tokens: int | None
-    build: Callable[[int], Submission]
+    build: Callable[[int], TrainingRequest]
 
 
 @attrs.frozen
@@ -83,7 +67,7 @@ class TrainingQueue:
 
     def schedule(
         self,
-        builds: Sequence[Callable[[int], Submission] | Deferred],
+        builds: Sequence[Callable[[int], TrainingRequest] | Deferred],
         *,
         created_at: float,
         kind: str,
@@ -149,7 +133,7 @@ class TrainingQueue:
 
     def _send(
         self,
-        submission: Submission | Deferred,
+        request: TrainingRequest | Deferred,
         out: APIFuture[Any],
         op: _Operation,
         pending: PendingRequest,
@@ -158,22 +142,22 @@ class TrainingQueue:
         if not pending.claim():
             return  # dropped by close(): its future already holds a ClientClosedError
         if self._lost_submit is not None:
-            held = _held_back(self._lost_submit, op.seq_id, submission.request_type)
+            held = _held_back(self._lost_submit, op.seq_id, request.request_type)
             self._deliver(APIFuture.failed(held), out, op)
             return
-        if isinstance(submission, Deferred):
-            deferred = submission
+        if isinstance(request, Deferred):
+            deferred = request
             try:
-                submission = deferred.build(op.seq_id)
+                request = deferred.build(op.seq_id)
             except BaseException as e:
                 # Nothing was sent: the service would wait for this seq_id forever.
                 self._lost_submit = (op.seq_id, deferred.request_type, e)
                 self._deliver(APIFuture.failed(e), out, op)
                 return
-        request = submission.request
-        api = self._context.api
         try:
-            request_id = api.training.submit_training(request, sdk_method=submission.sdk_method)
+            request_id = self._context.api.training.submit_training(
+                request, sdk_method=request.sdk_method
+            )
         except BaseException as e:
             self._report(e)
             if _maybe_not_received(e):
@@ -188,7 +172,7 @@ class TrainingQueue:
                 created_at=op.created_at,
                 accept=request.accept,
                 on_queue_state=self._queue_logger,
-                sdk_method=submission.sdk_method,
+                sdk_method=request.sdk_method,
             )
         except BaseException as e:
             self._deliver(APIFuture.failed(e, request_id=request_id), out, op)

@@ -1,9 +1,5 @@
-"""Dry-run checks of a forward/forward_backward batch, run before anything is sent.
-
-:func:`validate` is what ``TrainingClient.forward`` / ``forward_backward`` run first; calling it
-directly (``tinker_lite.validate(data, "cross_entropy")``) tells whether a batch would be accepted
-and how it would be split into requests, without a server.
-"""
+"""The checks ``TrainingClient.forward`` / ``forward_backward`` run before sending; called directly,
+whether a batch would be accepted and how it would be split, without a server."""
 
 from __future__ import annotations
 
@@ -130,17 +126,14 @@ def _check_keys(
     optional: frozenset[str],
 ) -> None:
     names = datum.loss_fn_inputs.keys()
-    if names >= required and not names - required - optional:
-        return
-    keys = set(names)
-    missing = sorted(required - keys)
+    missing = sorted(required - names)
     if missing:
         raise InvalidInputError(
             f"data[{index}].loss_fn_inputs",
             f"{loss_name} needs {', '.join(repr(k) for k in missing)}",
             f"{loss_name} takes {_describe_keys(required, optional)}",
         )
-    extra = sorted(keys - required - optional)
+    extra = sorted(names - required - optional)
     if extra:
         raise InvalidInputError(
             f"data[{index}].loss_fn_inputs",
@@ -158,9 +151,8 @@ def _describe_keys(required: frozenset[str], optional: frozenset[str]) -> str:
 
 
 def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> None:
-    # Reads stored values through TensorData's own helpers: no numpy for list-built tensors.
-    # The facts read from stored values are kept by the tensors and chunks (they never change),
-    # so a batch sent again is not scanned again; the field names are built only for an error.
+    # Reads stored values through TensorData's own helpers (no numpy for list-built tensors),
+    # which cache what they find, so a batch sent again is not scanned again.
     target_shape: list[int] | None = None
     for key, tensor in datum.loss_fn_inputs.items():
         expected_dtype = types.LOSS_FN_INPUT_DTYPES.get(key)
@@ -179,8 +171,8 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
             )
         if key == "target_tokens":
             target_shape = tensor.shape if tensor.shape is not None else [tensor.size]
-            if vocab_size is not None and _outside_vocab(tensor._stored_max(), vocab_size):
-                raise _vocab_error(_input_field(index, key), tensor._stored_max(), vocab_size)
+            if vocab_size is not None:
+                _check_vocab(_input_field(index, key), tensor._stored_max(), vocab_size)
     if target_shape is not None:
         for key in _ALIGNED_KEYS:
             other = datum.loss_fn_inputs.get(key)
@@ -196,13 +188,8 @@ def _check_values(index: int, datum: types.Datum, vocab_size: int | None) -> Non
     if vocab_size is not None:
         for chunk_index, chunk in enumerate(datum.model_input.chunks):
             if isinstance(chunk, types.EncodedTextChunk):
-                highest = chunk._max_id()
-                if _outside_vocab(highest, vocab_size):
-                    raise _vocab_error(
-                        f"data[{index}].model_input.chunks[{chunk_index}].tokens",
-                        highest,
-                        vocab_size,
-                    )
+                field = f"data[{index}].model_input.chunks[{chunk_index}].tokens"
+                _check_vocab(field, chunk._max_id(), vocab_size)
 
 
 def _input_field(index: int, key: str) -> str:
@@ -218,14 +205,11 @@ def _dense_position(tensor: types.TensorData, stored: int) -> int:
     return row * tensor.shape[1] + cols[stored]
 
 
-def _outside_vocab(highest: Any, vocab_size: int) -> bool:
-    """Whether the largest id (None: no ids) is outside a vocabulary of ``vocab_size``."""
-    return highest is not None and int(highest) >= vocab_size
-
-
-def _vocab_error(field: str, highest: Any, vocab_size: int) -> InvalidInputError:
-    return InvalidInputError(
-        field,
-        f"token id {int(highest)} is outside the model's vocabulary (size {vocab_size})",
-        "use ids from the model's tokenizer",
-    )
+def _check_vocab(field: str, highest: Any, vocab_size: int) -> None:
+    """Refuse a largest id (None: no ids) outside a vocabulary of ``vocab_size``."""
+    if highest is not None and int(highest) >= vocab_size:
+        raise InvalidInputError(
+            field,
+            f"token id {int(highest)} is outside the model's vocabulary (size {vocab_size})",
+            "use ids from the model's tokenizer",
+        )
