@@ -5,7 +5,6 @@ docs/architecture.rst, "The layers" and "The threading contract", explain it.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import logging
 import math
@@ -59,7 +58,6 @@ FINISH_REASONS = ("success", "errored", "interrupted")
 DEFAULT_REST_WORKERS = 4
 ENV_EXIT_TIMEOUT = "TINKER_LITE_EXIT_TIMEOUT"
 DEFAULT_EXIT_TIMEOUT = 60.0
-"""Seconds an unclosed connection finishes its queued work at interpreter exit (then drops)."""
 # Threads that run the queued work: a close() made on one of them cannot wait for that work.
 _WORKER_THREAD_PREFIXES = (
     "tinker-lite-train",
@@ -74,12 +72,7 @@ _LIVE_LOCK = threading.Lock()
 
 
 def context_of(connection: object) -> ClientContext | None:
-    """The open connection behind what the official SDK passes as ``holder``, or ``None``.
-
-    That is a connection itself, a client that has one (a ServiceClient, ...), or the session
-    holder a client exposes as ``holder`` (public code builds ``TrainingClient(service.holder,
-    ...)`` as 0.38 allows).
-    """
+    """The open connection behind a context, a client, or a client's ``holder`` (as 0.38 takes)."""
     if isinstance(connection, ClientContext):
         return connection
     if isinstance(connection, SessionHolder):
@@ -99,12 +92,7 @@ _SHARED_OPTIONS = frozenset(
 def connect(
     settings: Settings, *, create_session: bool = True, **options: Any
 ) -> tuple[Requestor, SessionHolder]:
-    """The requestor and the session holder of one connection, wired together.
-
-    ``options`` are :class:`~tinker_lite._api.Requestor` and
-    :class:`~tinker_lite._session.holder.SessionHolder` keywords (``lazy``, injected clocks and
-    sleeps, ...); a ``max_retries`` setting is applied to the retry policy here.
-    """
+    """The requestor and the session holder of one connection, each given its ``options``."""
     if settings.max_retries is not None:
         policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
         options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
@@ -128,12 +116,8 @@ def connect(
 class ClientContext:
     """The shared state of one connection: session holder, requestor, executors, journal.
 
-    ``settings`` are the options a public client resolved once
-    (:func:`~tinker_lite._session.settings.resolve_settings`); ``local://`` starts the offline local
-    server here and the holder gets its URL. ``session=False`` makes a session-less connection
-    (a standalone RestClient). ``holder_options`` are extra arguments of :func:`connect`
-    (injected clocks and sleeps in tests). Construction sends nothing: the connection starts on
-    first use (docs/protocol.rst §8.1).
+    ``local://`` starts the offline local server here; ``session=False`` is a standalone
+    RestClient's. Nothing is sent until first use (docs/protocol.rst §8.1).
     """
 
     def __init__(
@@ -166,15 +150,9 @@ class ClientContext:
             raise
         with _LIVE_LOCK:
             _LIVE.add(self)
-        _ensure_exit_hook()
-        # docs/protocol.rst §8.5: an unclosed context is closed at interpreter exit (a started local
-        # server is stopped and its temporary data removed); see close_at_interpreter_exit.
-        ref = weakref.ref(self)
-        self._atexit_hook: Callable[[], None] = lambda: _close_at_exit(ref)
-        atexit.register(self._atexit_hook)
+        _ensure_exit_hook()  # docs/protocol.rst §8.5
 
     def _start_local_server(self) -> str:
-        # Imported here: the client modules never import the local server at module level.
         from tinker_lite.local import server as local_server
 
         server = local_server.LocalServer()
@@ -204,8 +182,6 @@ class ClientContext:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    # -- journal -------------------------------------------------------------------------------
-
     def journal_watch(
         self,
         future: APIFuture[Any],
@@ -230,20 +206,13 @@ class ClientContext:
                 defer=defer,
             )
 
-    # -- executors -----------------------------------------------------------------------------
-
     def check_open(self) -> None:
         """Raise :class:`~tinker_lite.ClientClosedError` once the connection is closed."""
         if self._closed:
             raise ClientClosedError("The ServiceClient is closed.")
 
     def new_train_executor(self, owner: object) -> ThreadPoolExecutor:
-        """A single-thread executor for one TrainingClient's submits (joined on close).
-
-        Its thread ends once ``owner`` (the TrainingClient) is garbage and its queued submits
-        are sent, so a long-lived connection that creates many training clients does not keep
-        a thread for each.
-        """
+        """A single-thread executor for one TrainingClient's submits, shut down with ``owner``."""
         with self._lock:
             self.check_open()
             executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinker-lite-train")
@@ -262,10 +231,7 @@ class ClientContext:
             return self._sample_executor
 
     def batch_poller(self) -> BatchPoller | None:
-        """The ``retrieve_futures`` poller when the service's client config turns it on.
-
-        ``None`` otherwise: each sample is then polled on its own by the session's poller.
-        """
+        """The ``retrieve_futures`` poller when the client config turns it on, else ``None``."""
         batch = self._batch_poller
         if batch is not None or self._batch_checked:
             return batch
@@ -323,8 +289,6 @@ class ClientContext:
                 out.try_set_exception(ClientClosedError("The ServiceClient is closed."))
         return out
 
-    # -- shutdown ------------------------------------------------------------------------------
-
     def close(
         self,
         status: FinishReason = "success",
@@ -380,7 +344,6 @@ class ClientContext:
         # ClientClosedError that names it, never sent to a closing connection.
         self.pending.cancel(why)
         self.closing.set()
-        atexit.unregister(self._atexit_hook)
         with _LIVE_LOCK:
             _LIVE.discard(self)
         batch = self._batch_poller
@@ -417,11 +380,7 @@ _exit_hook_registered = False
 
 
 def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """Seconds an unclosed connection finishes its queued work at interpreter exit.
-
-    ``TINKER_LITE_EXIT_TIMEOUT`` (seconds, ``0``: drop at once), else
-    :data:`DEFAULT_EXIT_TIMEOUT`.
-    """
+    """Seconds an unclosed connection finishes its queued work at exit (``ENV_EXIT_TIMEOUT``)."""
     raw = (os.environ if environ is None else environ).get(ENV_EXIT_TIMEOUT, "").strip()
     if not raw:
         return DEFAULT_EXIT_TIMEOUT
@@ -441,7 +400,6 @@ def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
 
 
 def _uncaught_exception() -> BaseException | None:
-    """The exception that is ending the interpreter, if one escaped the main script."""
     if sys.flags.interactive or hasattr(sys, "ps1"):
         return None  # a prompt's last error is not why the interpreter exits
     error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
@@ -451,10 +409,7 @@ def _uncaught_exception() -> BaseException | None:
 def close_at_interpreter_exit(context: ClientContext) -> None:
     """Close a connection the program never closed, as the interpreter exits.
 
-    After a normal end (or ``sys.exit``) the queued work is finished, bounded by
-    :func:`exit_timeout` and the stall timeout, then the rest is dropped with a WARNING; after
-    an uncaught exception (KeyboardInterrupt included) it is dropped at once with a WARNING and
-    the session ends as errored (interrupted).
+    docs/architecture.rst, "Closing and queued work", says what is finished and what dropped.
     """
     error = _uncaught_exception()
     try:
@@ -484,27 +439,14 @@ def _close_live_contexts() -> None:
 
 
 def _ensure_exit_hook() -> None:
-    """Close live contexts before the interpreter waits for worker threads at exit.
-
-    concurrent.futures joins its worker threads in threading's exit hooks, which run before
-    ``atexit``: a submit thread still retrying against a failing service would keep the
-    process alive for minutes after an uncaught error. Closing first makes them return at once.
-    """
+    """Close live contexts in threading's exit hooks, before ``atexit`` and before the
+    concurrent.futures workers are joined (a retrying submit would hold the exit for minutes)."""
     global _exit_hook_registered
     with _LIVE_LOCK:
         if _exit_hook_registered:
             return
         _exit_hook_registered = True
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:  # pragma: no cover - CPython >= 3.9 has it
-        return
     try:
-        register(_close_live_contexts)
+        threading._register_atexit(_close_live_contexts)  # type: ignore[attr-defined]
     except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
         logger.debug("could not register the exit hook", exc_info=True)
-
-
-def _close_at_exit(ref: weakref.ref[ClientContext]) -> None:
-    context = ref()
-    if context is not None:
-        close_at_interpreter_exit(context)

@@ -51,8 +51,7 @@ __all__ = [
 logger = logging.getLogger("tinker_lite.session")
 
 DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
-LOCAL_BASE_URL = "local://"
-"""The base URL that runs the offline local server in this process (see ``ClientContext``)."""
+LOCAL_BASE_URL = "local://"  # runs the offline local server in this process
 
 ENV_BASE_URL = "TINKER_BASE_URL"
 ENV_CF_CLIENT_ID = "CLOUDFLARE_ACCESS_CLIENT_ID"
@@ -66,13 +65,9 @@ ENV_MAX_ANSWER_BYTES = "TINKER_LITE_MAX_ANSWER_BYTES"
 ENV_SECRET_HEADERS = "TINKER_LITE_SECRET_HEADERS"
 
 DEFAULT_STALL_TIMEOUT = 300.0
-DEFAULT_STARTUP_TIMEOUT = 30.0
-"""How long a service this process never had an answer from is tried (docs/protocol.rst §6.7): a
-wrong URL or a machine without network fails in half a minute, not after the stall timeout."""
+DEFAULT_STARTUP_TIMEOUT = 30.0  # docs/protocol.rst §6.7
 DEFAULT_SAMPLE_WORKERS = 16
-"""Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
-(about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
-sample takes over 1.25 s; more threads only contend for the GIL (bench/, figure 3)."""
+"""Threads submitting samples: 16 keep the service's in-flight cap full (bench/, figure 3)."""
 
 WireMode = Literal["auto", "protobuf", "json"]
 
@@ -82,12 +77,7 @@ _warned_lock = threading.Lock()
 
 @dataclass(frozen=True, repr=False)
 class Settings:
-    """The resolved options of one connection, built once by a public client.
-
-    Handed down whole (client context, session holder, transport) so no layer re-lists or
-    re-defaults an option. The API key, the Cloudflare secret and header values never show in
-    ``repr``.
-    """
+    """The resolved options of one connection, handed down whole; credentials stay out of repr."""
 
     base_url: str
     api_key: str | None
@@ -107,15 +97,10 @@ class Settings:
     max_retries: int | None = None
     journal: str | os.PathLike[str] | Journal | None = None
     credential_command: str | None = None
-    """``TINKER_CREDENTIAL_CMD`` when set: run at connect time (see ``Credentials``)."""
     credential_source: CredentialSource | None = None
-    """Where ``api_key`` came from (or ``"command"`` when only the command is set)."""
     requests_session: requests.Session | None = None
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
-    """The largest answer read, after decompression (``TINKER_LITE_MAX_ANSWER_BYTES``)."""
-    secret_headers: frozenset[str] = frozenset()
-    """Names of ``default_headers`` that hold a credential (``TINKER_LITE_SECRET_HEADERS``):
-    never sent across origins, redacted from messages."""
+    secret_headers: frozenset[str] = frozenset()  # names of default_headers holding credentials
 
     @property
     def is_local(self) -> bool:
@@ -123,7 +108,7 @@ class Settings:
         return self.base_url == LOCAL_BASE_URL
 
     def with_base_url(self, base_url: str) -> Settings:
-        """These settings with another base URL (the local server's, once it has started)."""
+        """These settings with another base URL (the local server's)."""
         return replace(self, base_url=base_url)
 
     @tolerant_repr
@@ -171,7 +156,6 @@ def parse_seconds(value: object, source: str) -> float:
 def _seconds(
     value: float | None, name: str, env: Mapping[str, str], env_name: str, default: float
 ) -> float:
-    """A duration: the argument, else the environment variable, else ``default``."""
     if value is not None:
         return parse_seconds(value, name)
     if _nonempty(env.get(env_name)) is not None:
@@ -180,8 +164,6 @@ def _seconds(
 
 
 def _answer_cap(value: int | None, env: Mapping[str, str]) -> int:
-    """The answer size cap: the argument, else ``TINKER_LITE_MAX_ANSWER_BYTES``, else the
-    default."""
     source = "max_answer_bytes"
     if value is None:
         raw = _nonempty(env.get(ENV_MAX_ANSWER_BYTES, "").strip())
@@ -200,24 +182,11 @@ def _answer_cap(value: int | None, env: Mapping[str, str]) -> int:
 
 
 def _secret_names(value: Collection[str] | None, env: Mapping[str, str]) -> frozenset[str]:
-    """Header names marked secret: the argument, else ``TINKER_LITE_SECRET_HEADERS``
-    (comma-separated)."""
     if value is None:
         value = [name.strip() for name in env.get(ENV_SECRET_HEADERS, "").split(",")]
     elif isinstance(value, str):
         raise InvalidInputError("secret_headers", "must be a list of header names, not a string")
     return frozenset(name for name in value if name)
-
-
-def _parse_tags(raw: str) -> tuple[str, ...]:
-    # docs/protocol.rst §2.2: comma-separated and de-duplicated (kept in first-seen order; empty
-    # dropped).
-    seen: dict[str, None] = {}
-    for tag in raw.split(","):
-        tag = tag.strip()
-        if tag:
-            seen.setdefault(tag, None)
-    return tuple(seen)
 
 
 def resolve_settings(
@@ -246,12 +215,8 @@ def resolve_settings(
 ) -> Settings:
     """Resolve every option once: explicit argument > environment variable > default.
 
-    Raises :class:`~tinker_lite.InvalidInputError` naming the argument or environment variable
-    at fault (an API key with whitespace, a missing key for a remote service, a bad stall
-    timeout, an unknown ``wire`` mode, a base URL that is not http(s), a bad ``sample_workers``
-    or ``max_retries``, a ``requests_session`` that is not a ``requests.Session``).
-    ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`; the client context
-    starts the local server and swaps in its URL).
+    InvalidInputError names the argument or variable at fault; ``allow_local`` accepts
+    ``local://``.
     """
     env = os.environ if environ is None else environ
 
@@ -287,7 +252,6 @@ def resolve_settings(
             f"no API key for {url} ({credential.origin})",
             f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
         )
-    # Only a credential that will be sent is worth the warning (none: the error above says so).
     if url.lower().startswith("http://") and not loopback:
         with _warned_lock:
             first = url not in _warned_insecure_urls
@@ -329,7 +293,10 @@ def resolve_settings(
             raise InvalidInputError("tags", "must be a list of strings, not a string")
         resolved_tags = tuple(dict.fromkeys(str(t) for t in tags))
     elif ENV_TAGS in env:
-        resolved_tags = _parse_tags(env[ENV_TAGS])
+        # docs/protocol.rst §2.2: comma-separated, de-duplicated in order, empty ones dropped.
+        resolved_tags = tuple(
+            dict.fromkeys(t.strip() for t in env[ENV_TAGS].split(",") if t.strip())
+        )
     else:
         resolved_tags = ()
 
