@@ -138,7 +138,10 @@ class ClientContext:
         self.pending = PendingRegistry()
         self._batch_poller: BatchPoller | None = None
         self._batch_checked = False
-        self.journal = None if settings.journal is None else Journal.resolve(settings.journal)
+        journal = settings.journal
+        self.journal = (
+            journal if journal is None or isinstance(journal, Journal) else Journal(journal)
+        )
         self.has_session = session
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
         if settings.is_local:
