@@ -171,14 +171,12 @@ class ClientContext:
 
     @tolerant_repr
     def __repr__(self) -> str:
-        return (
-            f"ClientContext(base_url={redact_url(self.holder.base_url)!r}, closed={self._closed})"
-        )
+        return f"ClientContext(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
 
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
-        return self.holder.base_url
+        return self.holder.settings.base_url
 
     @property
     def closed(self) -> bool:
@@ -249,11 +247,11 @@ class ClientContext:
                 fetcher = Poller(
                     self.api.retrieve_future,
                     max_workers=DEFAULT_FETCH_THREADS,
-                    stall_timeout=holder.stall_timeout,
+                    stall_timeout=holder.settings.stall_timeout,
                     thread_name="tinker-lite-poll-fetch",
                 )
                 self._batch_poller = BatchPoller(
-                    self.api.retrieve_futures, fetcher, stall_timeout=holder.stall_timeout
+                    self.api.retrieve_futures, fetcher, stall_timeout=holder.settings.stall_timeout
                 )
             self._batch_checked = True
             return self._batch_poller
@@ -335,7 +333,9 @@ class ClientContext:
                 f"{what}: close() was called on one of the client's own worker threads, which "
                 "cannot wait for the work queued behind it"
             )
-        return self.pending.drain(stall_timeout=self.holder.stall_timeout, budget=budget, what=what)
+        return self.pending.drain(
+            stall_timeout=self.holder.settings.stall_timeout, budget=budget, what=what
+        )
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:

@@ -424,7 +424,7 @@ class ServiceClient:
         gives the copy's path."""
         return self._rest_client().copy_weights(
             path,
-            self._context.holder.project_id,
+            self._context.holder.settings.project_id,
             ttl_seconds=ttl_seconds,
             weights_access_token=weights_access_token,
         )

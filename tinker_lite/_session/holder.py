@@ -237,26 +237,6 @@ class SessionHolder:
         )
 
     @property
-    def base_url(self) -> str:
-        """The service's base URL."""
-        return self.settings.base_url
-
-    @property
-    def project_id(self) -> str | None:
-        """The project sessions are created in (``TINKER_PROJECT_ID``), if any."""
-        return self.settings.project_id
-
-    @property
-    def stall_timeout(self) -> float:
-        """Seconds without an answer after which a future fails (docs/protocol.rst §6.6)."""
-        return self.settings.stall_timeout
-
-    @property
-    def sdk_version(self) -> str:
-        """The ``sdk_version`` sent to the service."""
-        return self.settings.sdk_version
-
-    @property
     def poller(self) -> Poller:
         """The poller resolving this holder's futures."""
         return self._poller

@@ -361,7 +361,7 @@ def test_archive_url_answers(
     holder: SessionHolder, status: int, headers: dict[str, str], body: bytes
 ) -> None:
     resp = HttpResponse(status, headers, body)
-    _typed_only(lambda: archive_url(resp, holder.base_url))
+    _typed_only(lambda: archive_url(resp, holder.settings.base_url))
 
 
 # -- the poller, end to end --------------------------------------------------------------------

@@ -494,7 +494,7 @@ def test_request_and_submit(
     assert len({r.header("X-Idempotency-Key") for r in sent[:11]}) == 1
     assert sent[11].header("X-Idempotency-Key") != sent[0].header("X-Idempotency-Key")
     assert sent[0].header("x-sdk-method") == "TrainingClient.optim_step"
-    assert sent[0].header("x-sdk-version") == holder.sdk_version
+    assert sent[0].header("x-sdk-version") == holder.settings.sdk_version
     assert clock.sleeps == [0.5, 1, 2, 4, 8, 10, 10, 10, 10, 10, 1]
 
     server.on("POST", "/api/v1/heartbeatish", Reply(503))
