@@ -1,9 +1,5 @@
-"""The environment variables tinker_lite reads: one row each, in the order the docs list them.
-
-README.rst ("Configuration") and docs/configuration.rst ("Environment variables") show this
-table between ``.. environment-table-start`` and ``.. environment-table-end``, as
-:func:`rst_table` renders it; a test checks both against it, and that every variable the package
-reads is a row (``python -m tests.architecture.test_reference_tables --write`` rewrites them).
+"""The environment variables tinker_lite reads, one row each; README.rst and
+docs/configuration.rst show :func:`rst_table` (tests/architecture/test_reference_tables.py).
 """
 
 from __future__ import annotations
@@ -19,10 +15,8 @@ class Variable:
     """One row: the variable (or a pair read together), what it does, where to read more."""
 
     names: tuple[str, ...]
-    effect: str
-    """reST without Sphinx roles: the README shows the same text."""
-    see: str | None = None
-    """A page of docs/ (without ``.rst``) that says more."""
+    effect: str  # reST without Sphinx roles: the README shows the same text
+    see: str | None = None  # a page of docs/ that says more
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -151,7 +145,6 @@ def rst_table(*, sphinx: bool) -> str:
 
 
 def _wrapped(text: str, *, first: str, rest: str, width: int = 100) -> list[str]:
-    """``text`` in lines of at most ``width`` characters (words are never split)."""
     return textwrap.wrap(
         text,
         width,
