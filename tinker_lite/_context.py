@@ -14,11 +14,10 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._api import Requestor
 from tinker_lite._errors import ClientClosedError
-from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
@@ -33,6 +32,9 @@ from tinker_lite._session.settings import (
     resolve_settings,
 )
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
+
+if TYPE_CHECKING:
+    from tinker_lite._futures.batch_poller import BatchPoller
 
 __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
@@ -243,6 +245,8 @@ class ClientContext:
                 # are polled one by one (the session's poller runs until the end of close()).
                 return self._batch_poller
             if use and self._batch_poller is None:
+                from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
+
                 holder = self.holder
                 fetcher = Poller(
                     self.api.retrieve_future,
