@@ -185,29 +185,10 @@ class ClientContext:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def journal_watch(
-        self,
-        future: APIFuture[Any],
-        kind: str,
-        *,
-        seq_id: int | None = None,
-        tokens: int | Callable[[Any], int | None] | None = None,
-        model_id: str | None = None,
-        started: float | None = None,
-        defer: Callable[[Callable[[], None]], None] | None = None,
-    ) -> None:
+    def journal_watch(self, future: APIFuture[Any], kind: str, **options: Any) -> None:
         """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
-        journal = self.journal
-        if journal is not None:
-            journal.watch(
-                future,
-                kind,
-                seq_id=seq_id,
-                tokens=tokens,
-                model_id=model_id,
-                started=started,
-                defer=defer,
-            )
+        if self.journal is not None:
+            self.journal.watch(future, kind, **options)
 
     def check_open(self) -> None:
         """Raise :class:`~tinker_lite.ClientClosedError` once the connection is closed."""

@@ -327,6 +327,7 @@ _MESSAGE_KEYS = ("detail", "message", "error", "msg", "reason")
 _MAX_SERVICE_MESSAGE = 4000
 _SEPARATORS = (". ", "; ", ", ", " ")
 
+_SERVER_FAULT = "A fault on the service side; try again later."
 _STATUS_HINTS: dict[int, str] = {
     400: "Check the arguments of the call.",
     401: "Check the API key (TINKER_API_KEY).",
@@ -417,9 +418,7 @@ def format_status_error(
     if request_id:
         text += f" (request id {request_id})"
     text = text.rstrip(".") + "."
-    hint = _STATUS_HINTS.get(status_code)
-    if hint is None and status_code >= 500:
-        hint = "A fault on the service side; try again later."
+    hint = _status_hint(status_code)
     return redact(f"{text} {hint}" if hint else text)
 
 
@@ -448,16 +447,20 @@ def describe_error(exc: BaseException) -> str:
     return redact(text)
 
 
+def _status_hint(status_code: int) -> str | None:
+    if status_code >= 500:
+        return _SERVER_FAULT
+    return _STATUS_HINTS.get(status_code)
+
+
 def _hint(exc: BaseException) -> str | None:
     if isinstance(exc, APIStatusError):
-        if exc.status_code >= 500:
-            return "A fault on the service side; try again later."
-        return _STATUS_HINTS.get(exc.status_code)
+        return _status_hint(exc.status_code)
     if isinstance(exc, RequestFailedError):
         if exc.category == RequestErrorCategory.USER:
             return "Fix the request's input before sending it again."
         if exc.category == RequestErrorCategory.SERVER:
-            return "A fault on the service side; try again later."
+            return _SERVER_FAULT
     if isinstance(exc, APIResponseValidationError):
         return (
             "Check that the base URL points at a Tinker service and that tinker-lite is up to date."
