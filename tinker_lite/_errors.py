@@ -78,6 +78,10 @@ class TinkerError(Exception):
         # Keyword-only constructors do not pickle by default: rebuild from state.
         return (_rebuild, (type(self), self.args, dict(self.__dict__)))
 
+    def __str__(self) -> str:
+        # A ``message`` (redacted) when the class keeps one, and built; else Exception's str.
+        return getattr(self, "message", None) or super().__str__()
+
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
     err = cls.__new__(cls)
@@ -107,10 +111,6 @@ class APIError(TinkerError):
         self.body = redact_value(body)
         self.request_id = request_id
 
-    def __str__(self) -> str:
-        # getattr: a half-built error (its __init__ not run) reads as Exception's own str.
-        return getattr(self, "message", None) or super().__str__()
-
 
 class APIConnectionError(APIError):
     """The request could not be sent or its answer not received (DNS, refused, reset, ...)."""
@@ -126,12 +126,11 @@ class APITimeoutError(APIConnectionError):
         self,
         message: str = "Request timed out.",
         *,
-        body: object | None = None,
-        request_id: str | None = None,
         queue_state: str | None = None,
         elapsed: float | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(message, body=body, request_id=request_id)
+        super().__init__(message, **kwargs)
         self.queue_state = queue_state
         self.elapsed = elapsed
 
@@ -139,31 +138,16 @@ class APITimeoutError(APIConnectionError):
 class APIResponseValidationError(APIError):
     """The service answered with a body that does not match the expected schema."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        body: object | None = None,
-        request_id: str | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message, body=body, request_id=request_id)
+    def __init__(self, message: str, *, status_code: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
         self.status_code = status_code
 
 
 class ResponseTooLargeError(APIResponseValidationError):
     """An answer exceeded ``TINKER_LITE_MAX_ANSWER_BYTES`` (decompressed); not retried."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        body: object | None = None,
-        request_id: str | None = None,
-        status_code: int | None = None,
-        limit: int | None = None,
-    ) -> None:
-        super().__init__(message, body=body, request_id=request_id, status_code=status_code)
+    def __init__(self, message: str, *, limit: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
         self.limit = limit
 
 
@@ -287,9 +271,6 @@ class RequestFailedError(TinkerError):
         self.request_id = request_id
         self.category = category
         self.details = redact_value(details)
-
-    def __str__(self) -> str:
-        return getattr(self, "message", None) or super().__str__()
 
 
 class ClientClosedError(APIConnectionError):
