@@ -28,16 +28,10 @@ from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
-from tinker_lite._session.credentials import Credentials, jwt_expiry
+from tinker_lite._session.credentials import Credentials
 from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
-from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
-from tinker_lite._session.settings import (
-    DEFAULT_BASE_URL,
-    ENV_BASE_URL,
-    Settings,
-    WireMode,
-    resolve_settings,
-)
+from tinker_lite._session.sample_gate import SampleGate
+from tinker_lite._session.settings import Settings
 from tinker_lite._session.startup import (
     MIN_REFRESH_INTERVAL_S,
     DynamicConfig,
@@ -48,19 +42,7 @@ from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, Timeout, redact
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from tinker_lite.telemetry import Telemetry
 
-__all__ = [
-    "DEFAULT_BASE_URL",
-    "ENV_BASE_URL",
-    "FinishReason",
-    "SampleGate",
-    "SessionCalls",
-    "SessionHolder",
-    "Settings",
-    "WireMode",
-    "jwt_expiry",
-    "resolve_settings",
-    "sample_gate_for",
-]
+__all__ = ["FinishReason", "SessionCalls", "SessionHolder"]
 
 logger = logging.getLogger("tinker_lite.session")
 

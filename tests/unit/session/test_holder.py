@@ -31,14 +31,10 @@ from tinker_lite._errors import (
     InternalServerError,
     InvalidInputError,
 )
-from tinker_lite._session.holder import (
-    DEFAULT_BASE_URL,
-    SampleGate,
-    SessionHolder,
-    jwt_expiry,
-    resolve_settings,
-    sample_gate_for,
-)
+from tinker_lite._session.credentials import jwt_expiry
+from tinker_lite._session.holder import SessionHolder
+from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
+from tinker_lite._session.settings import DEFAULT_BASE_URL, resolve_settings
 from tinker_lite._transport.http import ClientClosedError, PoolKind, Timeout
 
 CONFIG = "/api/v1/client/config"
