@@ -147,32 +147,23 @@ def run_credential_command(
         ) from None
     credential = done.stdout.strip()
     register_secret(credential)
+    exp = jwt_expiry(credential) if credential.startswith("eyJ") else None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         said = f": {redact(lines[-1])[:200]}" if lines else ""
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD,
-            f"the command exited with status {done.returncode}{said}",
-            "run it yourself to see why it fails",
-        )
-    if not credential:
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD,
-            "the command printed an empty credential",
-            "it must print the credential on stdout",
-        )
-    if any(ch.isspace() for ch in credential):
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD,
-            "the command printed more than one word",
-            "it must print only the credential on stdout",
-        )
-    exp = jwt_expiry(credential) if credential.startswith("eyJ") else None
-    if exp is not None and exp <= wall_clock():
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD, "the command printed an expired JWT", "it must print a fresh one"
-        )
-    return credential
+        problem = f"the command exited with status {done.returncode}{said}"
+        hint = "run it yourself to see why it fails"
+    elif not credential:
+        problem = "the command printed an empty credential"
+        hint = "it must print the credential on stdout"
+    elif any(ch.isspace() for ch in credential):
+        problem = "the command printed more than one word"
+        hint = "it must print only the credential on stdout"
+    elif exp is not None and exp <= wall_clock():
+        problem, hint = "the command printed an expired JWT", "it must print a fresh one"
+    else:
+        return credential
+    raise InvalidInputError(ENV_CREDENTIAL_CMD, problem, hint)
 
 
 class Credentials:

@@ -140,14 +140,10 @@ def _nonempty(value: str | None) -> str | None:
 
 def parse_seconds(value: object, source: str) -> float:
     """``value`` as a positive number of seconds; InvalidInputError naming ``source`` if not."""
-    if isinstance(value, bool):
-        raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise InvalidInputError(
-            source, f"must be a positive number of seconds, got {value!r}"
-        ) from None
+        number = math.nan
     if math.isnan(number) or number <= 0:
         raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
     return number
