@@ -133,8 +133,7 @@ class ClientContext:
         self.closing = threading.Event()
         self._closed = False
         self._sample_workers = settings.sample_workers
-        self._sample_executor: ThreadPoolExecutor | None = None
-        self._rest_executor: ThreadPoolExecutor | None = None
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
         self.pending = PendingRegistry()
@@ -206,13 +205,18 @@ class ClientContext:
 
     def sample_pool(self) -> ThreadPoolExecutor:
         """The wide executor shared by this connection's SamplingClients."""
+        return self._pool("sample", self._sample_workers)
+
+    def rest_pool(self) -> ThreadPoolExecutor:
+        """The small executor REST calls run on."""
+        return self._pool("rest", DEFAULT_REST_WORKERS)
+
+    def _pool(self, kind: str, workers: int) -> ThreadPoolExecutor:
         with self._lock:
             self.check_open()
-            if self._sample_executor is None:
-                self._sample_executor = ThreadPoolExecutor(
-                    max_workers=self._sample_workers, thread_name_prefix="tinker-lite-sample"
-                )
-            return self._sample_executor
+            if kind not in self._pools:
+                self._pools[kind] = ThreadPoolExecutor(workers, f"tinker-lite-{kind}")
+            return self._pools[kind]
 
     def batch_poller(self) -> BatchPoller | None:
         """The ``retrieve_futures`` poller when the client config turns it on, else ``None``."""
@@ -240,16 +244,6 @@ class ClientContext:
                 )
             self._batch_checked = True
             return self._batch_poller
-
-    def rest_pool(self) -> ThreadPoolExecutor:
-        """The small executor REST calls run on."""
-        with self._lock:
-            self.check_open()
-            if self._rest_executor is None:
-                self._rest_executor = ThreadPoolExecutor(
-                    max_workers=DEFAULT_REST_WORKERS, thread_name_prefix="tinker-lite-rest"
-                )
-            return self._rest_executor
 
     def run_in(
         self, pool: ThreadPoolExecutor, fn: Callable[[], T], *, request_type: str | None = None
@@ -324,10 +318,8 @@ class ClientContext:
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:
-            executors = list(self._train_executors)
-            for pool in (self._sample_executor, self._rest_executor):
-                if pool is not None:
-                    executors.append(pool)
+            pools = [self._pools[kind] for kind in ("sample", "rest") if kind in self._pools]
+            executors = [*self._train_executors, *pools]
         # Dropped before the holder closes: a request waiting for its turn is failed with a
         # ClientClosedError that names it, never sent to a closing connection.
         self.pending.cancel(why)
