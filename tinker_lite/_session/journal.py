@@ -116,7 +116,6 @@ class Journal:
         seq_id: int | None = None,
         tokens: int | Callable[[Any], int | None] | None = None,
         model_id: str | None = None,
-        request_id: str | None = None,
         started: float | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
@@ -129,7 +128,7 @@ class Journal:
 
         def on_done(done: Any) -> None:
             duration = max(self._monotonic() - begin, 0.0)
-            rid = request_id if request_id is not None else getattr(done, "request_id", None)
+            rid = getattr(done, "request_id", None)
             count: int | None = tokens if isinstance(tokens, int) or tokens is None else None
             error: str | None = None
             if done.cancelled():

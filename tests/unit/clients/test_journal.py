@@ -60,7 +60,8 @@ def test_watch_records_outcome_and_duration(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.jsonl", monotonic=lambda: next(ticks))
 
     done: Future[list[int]] = Future()
-    journal.watch(done, "sample", tokens=len, request_id="r1")
+    done.request_id = "r1"  # type: ignore[attr-defined]
+    journal.watch(done, "sample", tokens=len)
     done.set_result([1, 2, 3])
 
     failed: Future[int] = Future()
