@@ -221,13 +221,8 @@ def resolve_settings(
     if sample_workers < 1:
         raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
 
-    if _nonempty(base_url) is not None:
-        url, url_source = str(base_url), "base_url"
-    elif _nonempty(env.get(ENV_BASE_URL)) is not None:
-        url, url_source = env[ENV_BASE_URL], ENV_BASE_URL
-    else:
-        url, url_source = DEFAULT_BASE_URL, "base_url"
-    url = url.strip()
+    url_source = ENV_BASE_URL if not base_url and env.get(ENV_BASE_URL) else "base_url"
+    url = str(base_url or env.get(ENV_BASE_URL) or DEFAULT_BASE_URL).strip()
     register_url_credentials(url)  # a user:password@ in the URL is never shown
     local = url.lower().startswith(LOCAL_BASE_URL)
     if local and allow_local:
