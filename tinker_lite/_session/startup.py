@@ -64,15 +64,20 @@ def read_client_config(
             raise  # the service never answered: there is nothing to start with
         if not isinstance(e, TinkerError) or isinstance(e, AuthenticationError):
             raise  # as 0.38: a refused credential is said at once, not hidden by defaults
-        if isinstance(e, NotFoundError):
-            logger.debug("The service has no client/config; using built-in defaults")
-        else:
-            logger.info(
-                "Could not read the service's client config (%s); using built-in defaults",
-                redact(str(e)),
-            )
+        _log_defaults("client/config", "client config", e)
         return types.ClientConfigResponse(), False
     return config, True
+
+
+def _log_defaults(path: str, name: str, error: TinkerError) -> None:
+    if isinstance(error, NotFoundError):
+        logger.debug("The service has no %s; using built-in defaults", path)
+    else:
+        logger.info(
+            "Could not read the service's %s (%s); using built-in defaults",
+            name,
+            redact(str(error)),
+        )
 
 
 class DynamicConfig:
@@ -104,13 +109,7 @@ class DynamicConfig:
         except ClientClosedError:
             raise
         except TinkerError as e:
-            if isinstance(e, NotFoundError):
-                logger.debug("The service has no client/dynamic_config; using built-in defaults")
-            else:
-                logger.info(
-                    "Could not read the service's dynamic config (%s); using built-in defaults",
-                    redact(str(e)),
-                )
+            _log_defaults("client/dynamic_config", "dynamic config", e)
 
     def start(self) -> None:
         """Start the refresh thread (once)."""
