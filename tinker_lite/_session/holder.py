@@ -229,11 +229,6 @@ class SessionHolder:
         return self._telemetry_ref[0]
 
     @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
-
-    @property
     def uses_jwt(self) -> bool:
         """Whether requests are authenticated with a JWT obtained from the API key."""
         return self._credentials.uses_jwt
