@@ -159,7 +159,7 @@ class SessionHolder:
 
         self._credentials = api.credentials
         self.sample_gate = api.sample_gate
-        self._poller = Poller(
+        self.poller = Poller(  # resolves this holder's futures
             api.retrieve_future,
             abort=api.abort_polls,
             max_workers=poll_threads or self.sample_gate.limit + 32,
@@ -194,7 +194,7 @@ class SessionHolder:
             _shutdown_components,
             self._heartbeat_ref,
             self._telemetry_ref,
-            self._poller,
+            self.poller,
             api,
             self._dynamic,
         )
@@ -217,11 +217,6 @@ class SessionHolder:
             f"session_id={self._session_id!r}, "
             f"closed={self._closed})"
         )
-
-    @property
-    def poller(self) -> Poller:
-        """The poller resolving this holder's futures."""
-        return self._poller
 
     @property
     def telemetry(self) -> Telemetry | None:
@@ -318,7 +313,7 @@ class SessionHolder:
         if from_server:
             self.sample_gate.set_limit(max(1, config.sample_max_concurrent_requests))
             if self._user_poll_threads is None:
-                self._poller.set_max_workers(self.sample_gate.limit + 32)
+                self.poller.set_max_workers(self.sample_gate.limit + 32)
         self._credentials.use_client_config(config, from_server=from_server)
         if config.pjwt_auth_enabled:
             self._credentials.enable_jwt(self._api.fetch_jwt)
@@ -396,7 +391,6 @@ class SessionHolder:
 
     def get_client_config(self) -> types.ClientConfigResponse:
         """The service's client config, read on first use (the official holder's name)."""
-        self.ensure_started()
         return self.client_config
 
     def run_coroutine_threadsafe(self, coro: Coroutine[Any, Any, T]) -> APIFuture[T]:
@@ -445,7 +439,7 @@ class SessionHolder:
                 remaining = deadline - time.monotonic()
                 self._finish_session(finish, sdk_method, max(0.5, min(10.0, remaining)))
         finally:
-            self._poller.close(timeout=max(0.5, deadline - time.monotonic()))
+            self.poller.close(timeout=max(0.5, deadline - time.monotonic()))
             self._api.close()
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
