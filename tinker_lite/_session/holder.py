@@ -14,7 +14,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar
 
 from tinker_lite import types
@@ -471,22 +470,6 @@ class SessionHolder:
         self._closing.set()
         self._finalizer()
         atexit.unregister(self._atexit_hook)
-
-    def __enter__(self) -> SessionHolder:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close("success")
-        elif issubclass(exc_type, KeyboardInterrupt):
-            self.close("interrupted", exc_type.__name__)
-        else:
-            self.close("errored", exc_type.__name__)
 
 
 def _fetch_dynamic_config(api: SessionCalls, initial: bool) -> HttpResponse:

@@ -686,19 +686,13 @@ def test_close_during_startup_starts_no_thread(
     assert new_transport_threads(before) == []
 
 
-def test_context_manager_reports_errors_and_404_finish_is_ignored(
+def test_close_reports_errors_and_404_finish_is_ignored(
     server: ScriptedServer, make_holder: Callable[..., SessionHolder]
 ) -> None:
     script_service(server)
     server.default("POST", FINISH, Reply(404, {"detail": "Not Found"}))
     holder = make_holder()
-
-    def use_and_fail() -> None:
-        with holder:
-            raise RuntimeError("user code failed")
-
-    with pytest.raises(RuntimeError):
-        use_and_fail()
+    holder.close("errored", "RuntimeError")
     assert server.requests(FINISH)[0].json() == {
         "reason": {"type": "errored"},
         "detail": "RuntimeError",
