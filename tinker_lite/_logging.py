@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping
 
 __all__ = [
@@ -16,12 +17,16 @@ __all__ = [
     "configured_level",
     "level_from_env",
     "setup_logging",
+    "warn_once",
 ]
 
 ENV_VAR = "TINKER_LOG"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO}
+
+_warned: set[object] = set()
+_warned_lock = threading.Lock()
 
 configured_level: int | None = None  # what setup_logging applied (None: left alone)
 
@@ -59,3 +64,12 @@ def setup_logging(environ: Mapping[str, str] | None = None) -> int | None:
         logging.getLogger("urllib3").setLevel(logging.DEBUG)
     configured_level = level
     return level
+
+
+def warn_once(logger: logging.Logger, key: object, message: str, *args: object) -> None:
+    """Log ``message`` as a WARNING the first time this process sees ``key``."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    logger.warning(message, *args)

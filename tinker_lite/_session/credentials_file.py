@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import stat
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +16,7 @@ import attrs
 
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite._logging import warn_once
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import register_secret
 
@@ -33,9 +33,6 @@ __all__ = [
 logger = logging.getLogger("tinker_lite.session")
 
 _FIX = "fix it, or remove it and run `tinker-lite auth login`"
-
-_warned_modes: set[tuple[str, int]] = set()
-_warned_lock = threading.Lock()
 
 
 def default_credentials_path() -> Path:
@@ -181,13 +178,5 @@ class CredentialsFile:
         if not mode & (stat.S_IRWXG | stat.S_IRWXO):
             return
         bits = stat.S_IMODE(mode)
-        with _warned_lock:
-            first = (str(self.path), bits) not in _warned_modes
-            _warned_modes.add((str(self.path), bits))
-        if first:
-            logger.warning(
-                "%s holds API keys but others may read it (mode %04o): run chmod 600 %s",
-                self.path,
-                bits,
-                self.path,
-            )
+        message = "%s holds API keys but others may read it (mode %04o): run chmod 600 %s"
+        warn_once(logger, (str(self.path), bits), message, self.path, bits, self.path)

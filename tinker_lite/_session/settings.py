@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._logging import warn_once
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
@@ -70,9 +70,6 @@ DEFAULT_SAMPLE_WORKERS = 16
 """Threads submitting samples: 16 keep the service's in-flight cap full (bench/, figure 3)."""
 
 WireMode = Literal["auto", "protobuf", "json"]
-
-_warned_insecure_urls: set[str] = set()
-_warned_lock = threading.Lock()
 
 
 @dataclass(frozen=True, repr=False)
@@ -244,14 +241,8 @@ def resolve_settings(
             f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
         )
     if url.lower().startswith("http://") and not loopback:
-        with _warned_lock:
-            first = url not in _warned_insecure_urls
-            _warned_insecure_urls.add(url)
-        if first:
-            logger.warning(
-                "Connecting to %s over plain http://: the API key travels unencrypted",
-                redact_url(url),
-            )
+        message = "Connecting to %s over plain http://: the API key travels unencrypted"
+        warn_once(logger, ("http", url), message, redact_url(url))
 
     cf_headers: dict[str, str] = {}
     cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))
