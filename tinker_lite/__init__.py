@@ -177,10 +177,10 @@ __all__ = [
     "validate",
 ]
 
-# Public name -> module that defines it; resolved on first attribute access (PEP 562).
+# Public name -> module that defines it, resolved on first access (PEP 562); any other public
+# name not defined here comes from ``types``.
 _LAZY: dict[str, str] = {
     "APIFuture": "tinker_lite._futures.future",
-    # Defined with APIFuture for now; every other exception class lives in _errors.
     "RestClient": "tinker_lite.rest_client",
     "AdminClient": "tinker_lite.admin_client",
     "LossHandle": "tinker_lite._training.loss_handle",
@@ -197,49 +197,13 @@ _LAZY: dict[str, str] = {
     "ChunkLimits": "tinker_lite._codec.chunking",
     "ValidationReport": "tinker_lite._training.validate",
     "validate": "tinker_lite._training.validate",
-    **dict.fromkeys(
-        (
-            "AdamOptimizerConfig",
-            "AdamParams",
-            "Checkpoint",
-            "CheckpointType",
-            "Datum",
-            "DimuonOptimizerConfig",
-            "DimuonParams",
-            "DmelChunk",
-            "EncodedTextChunk",
-            "ForwardBackwardOutput",
-            "ImageAssetPointerChunk",
-            "ImageChunk",
-            "LoraConfig",
-            "LossFnType",
-            "ModelID",
-            "ModelInput",
-            "ModelInputChunk",
-            "OptimParams",
-            "OptimStepRequest",
-            "OptimStepResponse",
-            "ParsedCheckpointTinkerPath",
-            "PromptProvenanceSpan",
-            "SampledProvenanceSpan",
-            "SampleRequest",
-            "SampleResponse",
-            "SampledSequence",
-            "SamplingParams",
-            "StopReason",
-            "TensorData",
-            "TensorDtype",
-            "TrainingRun",
-        ),
-        "tinker_lite.types",
-    ),
 }
 
 
 def __getattr__(name: str) -> Any:
     if name in ("types", "auth"):
         return importlib.import_module(f"tinker_lite.{name}")
-    module = _LAZY.get(name)
+    module = _LAZY.get(name, "tinker_lite.types" if name in __all__ else None)
     if module is None:
         raise AttributeError(f"module 'tinker_lite' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

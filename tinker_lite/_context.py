@@ -5,7 +5,6 @@ docs/architecture.rst, "The layers" and "The threading contract", explain it.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import logging
 import math
@@ -15,11 +14,10 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._api import Requestor
 from tinker_lite._errors import ClientClosedError
-from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
@@ -34,6 +32,9 @@ from tinker_lite._session.settings import (
     resolve_settings,
 )
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
+
+if TYPE_CHECKING:
+    from tinker_lite._futures.batch_poller import BatchPoller
 
 __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
@@ -59,7 +60,6 @@ FINISH_REASONS = ("success", "errored", "interrupted")
 DEFAULT_REST_WORKERS = 4
 ENV_EXIT_TIMEOUT = "TINKER_LITE_EXIT_TIMEOUT"
 DEFAULT_EXIT_TIMEOUT = 60.0
-"""Seconds an unclosed connection finishes its queued work at interpreter exit (then drops)."""
 # Threads that run the queued work: a close() made on one of them cannot wait for that work.
 _WORKER_THREAD_PREFIXES = (
     "tinker-lite-train",
@@ -74,12 +74,7 @@ _LIVE_LOCK = threading.Lock()
 
 
 def context_of(connection: object) -> ClientContext | None:
-    """The open connection behind what the official SDK passes as ``holder``, or ``None``.
-
-    That is a connection itself, a client that has one (a ServiceClient, ...), or the session
-    holder a client exposes as ``holder`` (public code builds ``TrainingClient(service.holder,
-    ...)`` as 0.38 allows).
-    """
+    """The open connection behind a context, a client, or a client's ``holder`` (as 0.38 takes)."""
     if isinstance(connection, ClientContext):
         return connection
     if isinstance(connection, SessionHolder):
@@ -99,12 +94,7 @@ _SHARED_OPTIONS = frozenset(
 def connect(
     settings: Settings, *, create_session: bool = True, **options: Any
 ) -> tuple[Requestor, SessionHolder]:
-    """The requestor and the session holder of one connection, wired together.
-
-    ``options`` are :class:`~tinker_lite._api.Requestor` and
-    :class:`~tinker_lite._session.holder.SessionHolder` keywords (``lazy``, injected clocks and
-    sleeps, ...); a ``max_retries`` setting is applied to the retry policy here.
-    """
+    """The requestor and the session holder of one connection, each given its ``options``."""
     if settings.max_retries is not None:
         policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
         options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
@@ -128,12 +118,8 @@ def connect(
 class ClientContext:
     """The shared state of one connection: session holder, requestor, executors, journal.
 
-    ``settings`` are the options a public client resolved once
-    (:func:`~tinker_lite._session.settings.resolve_settings`); ``local://`` starts the offline local
-    server here and the holder gets its URL. ``session=False`` makes a session-less connection
-    (a standalone RestClient). ``holder_options`` are extra arguments of :func:`connect`
-    (injected clocks and sleeps in tests). Construction sends nothing: the connection starts on
-    first use (docs/protocol.rst §8.1).
+    ``local://`` starts the offline local server here; ``session=False`` is a standalone
+    RestClient's. Nothing is sent until first use (docs/protocol.rst §8.1).
     """
 
     def __init__(
@@ -147,14 +133,16 @@ class ClientContext:
         self.closing = threading.Event()
         self._closed = False
         self._sample_workers = settings.sample_workers
-        self._sample_executor: ThreadPoolExecutor | None = None
-        self._rest_executor: ThreadPoolExecutor | None = None
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
         self.pending = PendingRegistry()
         self._batch_poller: BatchPoller | None = None
         self._batch_checked = False
-        self.journal = None if settings.journal is None else Journal.resolve(settings.journal)
+        journal = settings.journal
+        self.journal = (
+            journal if journal is None or isinstance(journal, Journal) else Journal(journal)
+        )
         self.has_session = session
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
         if settings.is_local:
@@ -166,15 +154,9 @@ class ClientContext:
             raise
         with _LIVE_LOCK:
             _LIVE.add(self)
-        _ensure_exit_hook()
-        # docs/protocol.rst §8.5: an unclosed context is closed at interpreter exit (a started local
-        # server is stopped and its temporary data removed); see close_at_interpreter_exit.
-        ref = weakref.ref(self)
-        self._atexit_hook: Callable[[], None] = lambda: _close_at_exit(ref)
-        atexit.register(self._atexit_hook)
+        _ensure_exit_hook()  # docs/protocol.rst §8.5
 
     def _start_local_server(self) -> str:
-        # Imported here: the client modules never import the local server at module level.
         from tinker_lite.local import server as local_server
 
         server = local_server.LocalServer()
@@ -190,47 +172,22 @@ class ClientContext:
 
     @tolerant_repr
     def __repr__(self) -> str:
-        return (
-            f"ClientContext(base_url={redact_url(self.holder.base_url)!r}, closed={self._closed})"
-        )
+        return f"ClientContext(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
 
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
-        return self.holder.base_url
+        return self.holder.settings.base_url
 
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    # -- journal -------------------------------------------------------------------------------
-
-    def journal_watch(
-        self,
-        future: APIFuture[Any],
-        kind: str,
-        *,
-        seq_id: int | None = None,
-        tokens: int | Callable[[Any], int | None] | None = None,
-        model_id: str | None = None,
-        started: float | None = None,
-        defer: Callable[[Callable[[], None]], None] | None = None,
-    ) -> None:
+    def journal_watch(self, future: APIFuture[Any], kind: str, **options: Any) -> None:
         """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
-        journal = self.journal
-        if journal is not None:
-            journal.watch(
-                future,
-                kind,
-                seq_id=seq_id,
-                tokens=tokens,
-                model_id=model_id,
-                started=started,
-                defer=defer,
-            )
-
-    # -- executors -----------------------------------------------------------------------------
+        if self.journal is not None:
+            self.journal.watch(future, kind, **options)
 
     def check_open(self) -> None:
         """Raise :class:`~tinker_lite.ClientClosedError` once the connection is closed."""
@@ -238,12 +195,7 @@ class ClientContext:
             raise ClientClosedError("The ServiceClient is closed.")
 
     def new_train_executor(self, owner: object) -> ThreadPoolExecutor:
-        """A single-thread executor for one TrainingClient's submits (joined on close).
-
-        Its thread ends once ``owner`` (the TrainingClient) is garbage and its queued submits
-        are sent, so a long-lived connection that creates many training clients does not keep
-        a thread for each.
-        """
+        """A single-thread executor for one TrainingClient's submits, shut down with ``owner``."""
         with self._lock:
             self.check_open()
             executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinker-lite-train")
@@ -253,19 +205,21 @@ class ClientContext:
 
     def sample_pool(self) -> ThreadPoolExecutor:
         """The wide executor shared by this connection's SamplingClients."""
+        return self._pool("sample", self._sample_workers)
+
+    def rest_pool(self) -> ThreadPoolExecutor:
+        """The small executor REST calls run on."""
+        return self._pool("rest", DEFAULT_REST_WORKERS)
+
+    def _pool(self, kind: str, workers: int) -> ThreadPoolExecutor:
         with self._lock:
             self.check_open()
-            if self._sample_executor is None:
-                self._sample_executor = ThreadPoolExecutor(
-                    max_workers=self._sample_workers, thread_name_prefix="tinker-lite-sample"
-                )
-            return self._sample_executor
+            if kind not in self._pools:
+                self._pools[kind] = ThreadPoolExecutor(workers, f"tinker-lite-{kind}")
+            return self._pools[kind]
 
     def batch_poller(self) -> BatchPoller | None:
-        """The ``retrieve_futures`` poller when the service's client config turns it on.
-
-        ``None`` otherwise: each sample is then polled on its own by the session's poller.
-        """
+        """The ``retrieve_futures`` poller when the client config turns it on, else ``None``."""
         batch = self._batch_poller
         if batch is not None or self._batch_checked:
             return batch
@@ -276,28 +230,20 @@ class ClientContext:
                 # are polled one by one (the session's poller runs until the end of close()).
                 return self._batch_poller
             if use and self._batch_poller is None:
+                from tinker_lite._futures.batch_poller import DEFAULT_FETCH_THREADS, BatchPoller
+
                 holder = self.holder
                 fetcher = Poller(
                     self.api.retrieve_future,
                     max_workers=DEFAULT_FETCH_THREADS,
-                    stall_timeout=holder.stall_timeout,
+                    stall_timeout=holder.settings.stall_timeout,
                     thread_name="tinker-lite-poll-fetch",
                 )
                 self._batch_poller = BatchPoller(
-                    self.api.retrieve_futures, fetcher, stall_timeout=holder.stall_timeout
+                    self.api.retrieve_futures, fetcher, stall_timeout=holder.settings.stall_timeout
                 )
             self._batch_checked = True
             return self._batch_poller
-
-    def rest_pool(self) -> ThreadPoolExecutor:
-        """The small executor REST calls run on."""
-        with self._lock:
-            self.check_open()
-            if self._rest_executor is None:
-                self._rest_executor = ThreadPoolExecutor(
-                    max_workers=DEFAULT_REST_WORKERS, thread_name_prefix="tinker-lite-rest"
-                )
-            return self._rest_executor
 
     def run_in(
         self, pool: ThreadPoolExecutor, fn: Callable[[], T], *, request_type: str | None = None
@@ -322,8 +268,6 @@ class ClientContext:
             if pending.claim():
                 out.try_set_exception(ClientClosedError("The ServiceClient is closed."))
         return out
-
-    # -- shutdown ------------------------------------------------------------------------------
 
     def close(
         self,
@@ -368,19 +312,18 @@ class ClientContext:
                 f"{what}: close() was called on one of the client's own worker threads, which "
                 "cannot wait for the work queued behind it"
             )
-        return self.pending.drain(stall_timeout=self.holder.stall_timeout, budget=budget, what=what)
+        return self.pending.drain(
+            stall_timeout=self.holder.settings.stall_timeout, budget=budget, what=what
+        )
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:
-            executors = list(self._train_executors)
-            for pool in (self._sample_executor, self._rest_executor):
-                if pool is not None:
-                    executors.append(pool)
+            pools = [self._pools[kind] for kind in ("sample", "rest") if kind in self._pools]
+            executors = [*self._train_executors, *pools]
         # Dropped before the holder closes: a request waiting for its turn is failed with a
         # ClientClosedError that names it, never sent to a closing connection.
         self.pending.cancel(why)
         self.closing.set()
-        atexit.unregister(self._atexit_hook)
         with _LIVE_LOCK:
             _LIVE.discard(self)
         batch = self._batch_poller
@@ -417,11 +360,7 @@ _exit_hook_registered = False
 
 
 def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """Seconds an unclosed connection finishes its queued work at interpreter exit.
-
-    ``TINKER_LITE_EXIT_TIMEOUT`` (seconds, ``0``: drop at once), else
-    :data:`DEFAULT_EXIT_TIMEOUT`.
-    """
+    """Seconds an unclosed connection finishes its queued work at exit (``ENV_EXIT_TIMEOUT``)."""
     raw = (os.environ if environ is None else environ).get(ENV_EXIT_TIMEOUT, "").strip()
     if not raw:
         return DEFAULT_EXIT_TIMEOUT
@@ -441,7 +380,6 @@ def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
 
 
 def _uncaught_exception() -> BaseException | None:
-    """The exception that is ending the interpreter, if one escaped the main script."""
     if sys.flags.interactive or hasattr(sys, "ps1"):
         return None  # a prompt's last error is not why the interpreter exits
     error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
@@ -451,10 +389,7 @@ def _uncaught_exception() -> BaseException | None:
 def close_at_interpreter_exit(context: ClientContext) -> None:
     """Close a connection the program never closed, as the interpreter exits.
 
-    After a normal end (or ``sys.exit``) the queued work is finished, bounded by
-    :func:`exit_timeout` and the stall timeout, then the rest is dropped with a WARNING; after
-    an uncaught exception (KeyboardInterrupt included) it is dropped at once with a WARNING and
-    the session ends as errored (interrupted).
+    docs/architecture.rst, "Closing and queued work", says what is finished and what dropped.
     """
     error = _uncaught_exception()
     try:
@@ -484,27 +419,14 @@ def _close_live_contexts() -> None:
 
 
 def _ensure_exit_hook() -> None:
-    """Close live contexts before the interpreter waits for worker threads at exit.
-
-    concurrent.futures joins its worker threads in threading's exit hooks, which run before
-    ``atexit``: a submit thread still retrying against a failing service would keep the
-    process alive for minutes after an uncaught error. Closing first makes them return at once.
-    """
+    """Close live contexts in threading's exit hooks, before ``atexit`` and before the
+    concurrent.futures workers are joined (a retrying submit would hold the exit for minutes)."""
     global _exit_hook_registered
     with _LIVE_LOCK:
         if _exit_hook_registered:
             return
         _exit_hook_registered = True
-    register = getattr(threading, "_register_atexit", None)
-    if register is None:  # pragma: no cover - CPython >= 3.9 has it
-        return
     try:
-        register(_close_live_contexts)
+        threading._register_atexit(_close_live_contexts)  # type: ignore[attr-defined]
     except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
         logger.debug("could not register the exit hook", exc_info=True)
-
-
-def _close_at_exit(ref: weakref.ref[ClientContext]) -> None:
-    context = ref()
-    if context is not None:
-        close_at_interpreter_exit(context)

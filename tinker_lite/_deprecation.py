@@ -1,10 +1,5 @@
-"""Deprecated and experimental methods, warned about as the official SDK 0.38 warns.
-
-The official SDK marks a method with ``typing_extensions.deprecated(..., category=FutureWarning)``
-(or its ``ExperimentalWarning``, a ``FutureWarning``): every call warns, and the function carries
-``__deprecated__`` with the message, as :pep:`702` specifies. :func:`deprecated` does the same
-on Python 3.10+ without ``typing_extensions``.
-"""
+"""Deprecated and experimental methods warn on every call and carry ``__deprecated__``
+(:pep:`702`), as the official SDK's ``typing_extensions.deprecated`` does."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
-"""The environment variables tinker_lite reads: one row each, in the order the docs list them.
-
-README.rst ("Configuration") and docs/configuration.rst ("Environment variables") show this
-table between ``.. environment-table-start`` and ``.. environment-table-end``, as
-:func:`rst_table` renders it; a test checks both against it, and that every variable the package
-reads is a row (``python -m tests.architecture.test_reference_tables --write`` rewrites them).
+"""The environment variables tinker_lite reads, one row each; README.rst and
+docs/configuration.rst show them as tests/architecture/test_reference_tables.py renders them.
 """
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
-__all__ = ["VARIABLES", "Variable", "rst_table"]
+__all__ = ["VARIABLES", "Variable"]
 
 
 @dataclass(frozen=True)
@@ -19,10 +14,8 @@ class Variable:
     """One row: the variable (or a pair read together), what it does, where to read more."""
 
     names: tuple[str, ...]
-    effect: str
-    """reST without Sphinx roles: the README shows the same text."""
-    see: str | None = None
-    """A page of docs/ (without ``.rst``) that says more."""
+    effect: str  # reST without Sphinx roles: the README shows the same text
+    see: str | None = None  # a page of docs/ that says more
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -128,35 +121,3 @@ VARIABLES: tuple[Variable, ...] = (
     ),
 )
 """Every environment variable tinker_lite reads (the HF_* variables are huggingface_hub's)."""
-
-
-def rst_table(*, sphinx: bool) -> str:
-    """The table as reST: for the Sphinx docs (``sphinx``: links with ``:doc:``) or README.rst."""
-    lines = [
-        ".. list-table::",
-        "   :header-rows: 1",
-        "   :widths: 30 70",
-        "",
-        "   * - Variable",
-        "     - Effect",
-    ]
-    for row in VARIABLES:
-        effect = row.effect
-        if row.see is not None:
-            link = f":doc:`{row.see}`" if sphinx else f"``docs/{row.see}.rst``"
-            effect = f"{effect} See {link}."
-        lines.append("   * - " + ", ".join(f"``{name}``" for name in row.names))
-        lines.extend(_wrapped(effect, first="     - ", rest="       "))
-    return "\n".join(lines) + "\n"
-
-
-def _wrapped(text: str, *, first: str, rest: str, width: int = 100) -> list[str]:
-    """``text`` in lines of at most ``width`` characters (words are never split)."""
-    return textwrap.wrap(
-        text,
-        width,
-        initial_indent=first,
-        subsequent_indent=rest,
-        break_long_words=False,
-        break_on_hyphens=False,
-    )

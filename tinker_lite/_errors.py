@@ -1,11 +1,6 @@
-"""The exception hierarchy of tinker_lite, with the official SDK's public names.
+"""The exception hierarchy, with the official SDK's public names; every class pickles.
 
-Every error a public call can raise is a :class:`TinkerError`. Foreign exceptions (urllib3,
-http.client, json, cattrs, tenacity) are translated at the layer that meets them, with the original
-kept as ``__cause__``. Every class here pickles (so errors cross process pools) and carries the
-context needed to act on it: HTTP status, request id, response body, failure category.
-
-This module imports only the standard library, so every other layer may import it.
+Foreign exceptions are translated where they are met, the original kept as ``__cause__``.
 """
 
 from __future__ import annotations
@@ -50,11 +45,7 @@ __all__ = [
 
 
 class RequestErrorCategory(str, enum.Enum):
-    """Who is at fault for a failed asynchronous request (wire values are lower case).
-
-    The members have the official names (``User``, ``Server``, ``Unknown``); the upper-case
-    names are aliases of them.
-    """
+    """Who is at fault for a failed request: the official names, with upper-case aliases."""
 
     Unknown = "unknown"
     Server = "server"
@@ -78,19 +69,18 @@ class RequestErrorCategory(str, enum.Enum):
 
 
 class TinkerError(Exception):
-    """Base class of every error raised by tinker_lite.
-
-    Its message never holds a credential: every text argument is redacted
-    (:func:`~tinker_lite._secrets.redact`: registered secrets, runs of 16 of their characters,
-    URL userinfo).
-    """
+    """Base class of every error raised by tinker_lite; text arguments are redacted."""
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Exceptions with keyword-only constructors do not pickle by default: rebuild from state.
+        # Keyword-only constructors do not pickle by default: rebuild from state.
         return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+    def __str__(self) -> str:
+        # A ``message`` (redacted) when the class keeps one, and built; else Exception's str.
+        return getattr(self, "message", None) or super().__str__()
 
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
@@ -107,8 +97,7 @@ class WireFormatError(TinkerError, ValueError):
 class APIError(TinkerError):
     """An error talking to the service: ``message``, plus ``body`` and ``request_id`` when known."""
 
-    request: str | None = None
-    """The request that failed, as ``"METHOD /path"``, when known."""
+    request: str | None = None  # "METHOD /path", when known
 
     def __init__(
         self,
@@ -122,41 +111,26 @@ class APIError(TinkerError):
         self.body = redact_value(body)
         self.request_id = request_id
 
-    def __str__(self) -> str:
-        # getattr: a half-built error (its __init__ not run) reads as Exception's own str.
-        return getattr(self, "message", None) or super().__str__()
-
 
 class APIConnectionError(APIError):
     """The request could not be sent or its answer not received (DNS, refused, reset, ...)."""
 
-    def __init__(
-        self,
-        message: str = "Connection error.",
-        *,
-        body: object | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(message, body=body, request_id=request_id)
+    def __init__(self, message: str = "Connection error.", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
 
 
 class APITimeoutError(APIConnectionError):
-    """A deadline passed: an HTTP read timeout, a stalled future, or the caller's own timeout.
-
-    ``elapsed`` is the seconds waited and ``queue_state`` the last queue state the server
-    reported (``None`` when it never said), so a log line tells why the wait ended.
-    """
+    """A deadline passed; ``elapsed`` seconds waited, ``queue_state`` last reported (if any)."""
 
     def __init__(
         self,
         message: str = "Request timed out.",
         *,
-        body: object | None = None,
-        request_id: str | None = None,
         queue_state: str | None = None,
         elapsed: float | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(message, body=body, request_id=request_id)
+        super().__init__(message, **kwargs)
         self.queue_state = queue_state
         self.elapsed = elapsed
 
@@ -164,32 +138,16 @@ class APITimeoutError(APIConnectionError):
 class APIResponseValidationError(APIError):
     """The service answered with a body that does not match the expected schema."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        body: object | None = None,
-        request_id: str | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message, body=body, request_id=request_id)
+    def __init__(self, message: str, *, status_code: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
         self.status_code = status_code
 
 
 class ResponseTooLargeError(APIResponseValidationError):
-    """An answer was larger than the client reads (``TINKER_LITE_MAX_ANSWER_BYTES``, after
-    decompression); it was not read further, and the request is not retried."""
+    """An answer exceeded ``TINKER_LITE_MAX_ANSWER_BYTES`` (decompressed); not retried."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        body: object | None = None,
-        request_id: str | None = None,
-        status_code: int | None = None,
-        limit: int | None = None,
-    ) -> None:
-        super().__init__(message, body=body, request_id=request_id, status_code=status_code)
+    def __init__(self, message: str, *, limit: int | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
         self.limit = limit
 
 
@@ -209,7 +167,6 @@ class APIStatusError(APIError):
     ) -> None:
         super().__init__(message, body=body, request_id=request_id)
         self.status_code = status_code
-        # Only response headers are kept, redacted (a service may echo a credential).
         self.headers: dict[str, str] = {
             redact(name): redact(value) for name, value in (headers or {}).items()
         }
@@ -228,10 +185,7 @@ class BillingError(APIStatusError):
 
 
 class ExperimentalWarning(FutureWarning):
-    """Emitted by an API that may change or be removed in any release (as in the official SDK).
-
-    Silence it with ``warnings.filterwarnings("ignore", category=tinker_lite.ExperimentalWarning)``.
-    """
+    """Emitted by an API that may change or be removed in any release (as in the official SDK)."""
 
 
 class PermissionDeniedError(APIStatusError):
@@ -259,24 +213,16 @@ class InternalServerError(APIStatusError):
 
 
 class PromiseExpiredError(APIStatusError):
-    """HTTP 410 while polling: the service no longer holds this request's result.
-
-    Sampling re-submits on its own. A training request is not re-sent automatically (its
-    ``seq_id`` may already have been applied); the error names the request so the caller can
-    decide. ``retryable`` is always true.
-    """
+    """HTTP 410 while polling: the result is gone (docs/protocol.rst §5.3)."""
 
     retryable = True
 
 
 class InvalidInputError(BadRequestError, ValueError):
-    """An argument is invalid; raised before anything is sent.
+    """An argument is invalid (``field``, ``problem``, ``hint``); raised before anything is sent.
 
-    ``field`` names the offending field (with a datum index where it applies) and ``hint`` says
-    how to fix it. It is caught as what the service's answer to the request would raise, a
-    :class:`BadRequestError` with ``status_code`` 400 (no response: nothing was sent, so
-    ``body``, ``request_id`` and ``headers`` are empty), and as a :class:`ValueError`, which
-    the official SDK raises for bad input it checks itself.
+    A 400 :class:`BadRequestError` (what the service would answer) and a :class:`ValueError`
+    (what the official SDK raises for input it checks itself).
     """
 
     def __init__(self, field: str, problem: str, hint: str = "") -> None:
@@ -310,10 +256,7 @@ def status_error_class(status_code: int) -> type[APIStatusError]:
 
 
 class RequestFailedError(TinkerError):
-    """An asynchronous request completed with an error reported by the service.
-
-    ``category`` says whose fault it is (``user``: fix the input; ``server``: retry later).
-    """
+    """An asynchronous request failed on the service; ``category`` says whose fault it is."""
 
     def __init__(
         self,
@@ -329,10 +272,6 @@ class RequestFailedError(TinkerError):
         self.category = category
         self.details = redact_value(details)
 
-    def __str__(self) -> str:
-        # getattr: a half-built error (its __init__ not run) reads as Exception's own str.
-        return getattr(self, "message", None) or super().__str__()
-
 
 class ClientClosedError(APIConnectionError):
     """The client was closed; nothing more can be sent with it (never retried)."""
@@ -342,11 +281,7 @@ class ClientClosedError(APIConnectionError):
 
 
 class FutureTimeoutError(APITimeoutError, concurrent.futures.TimeoutError):
-    """``result(timeout=...)`` expired; the request itself continues on the service.
-
-    Catchable as :class:`~tinker_lite.APITimeoutError` and as the standard
-    :class:`concurrent.futures.TimeoutError` (what the official SDK raises there).
-    """
+    """``result(timeout=...)`` expired (the request continues); also the standard TimeoutError."""
 
 
 class TokenizerUnavailableError(TinkerError, LookupError):
@@ -366,17 +301,14 @@ class UnsafeArchiveError(DownloadError):
     """An archive member would be written outside the extraction directory."""
 
 
-# ---------------------------------------------------------------------------------------------
-# How errors read: one sentence for every error, built from its parts
-
+# How errors read: one sentence for every error, built from its parts.
 
 _MESSAGE_KEYS = ("detail", "message", "error", "msg", "reason")
-# Long enough for any message the service writes (a refusal listing every model it serves is
-# about 2,000 characters); only a stray body such as an HTML page is longer, and it is cut at a
-# separator with the length left out said.
+# Twice the longest message the service writes; a longer body (an HTML page) is cut.
 _MAX_SERVICE_MESSAGE = 4000
 _SEPARATORS = (". ", "; ", ", ", " ")
 
+_SERVER_FAULT = "A fault on the service side; try again later."
 _STATUS_HINTS: dict[int, str] = {
     400: "Check the arguments of the call.",
     401: "Check the API key (TINKER_API_KEY).",
@@ -390,11 +322,7 @@ _STATUS_HINTS: dict[int, str] = {
 
 
 def service_message(body: object) -> str | None:
-    """The service's own words in an error body (``detail``, ``message``, ``error``), or None.
-
-    Never a Python repr: a JSON object is searched for its message keys (nested objects and
-    FastAPI's list of validation problems included); a text body is used as it is.
-    """
+    """The service's own words in an error body (its message keys, FastAPI's problems), or None."""
     text = _message_of(body, depth=0)
     if not text:
         return None
@@ -462,11 +390,7 @@ def format_status_error(
     request: str | None = None,
     request_id: str | None = None,
 ) -> str:
-    """One sentence for an error answer: the request, the status, the service's message, the id.
-
-    E.g. ``GET /api/v1/training_runs/x failed with HTTP 404 Not Found: Training run not found
-    (request id r-1). Check the id or tinker:// path.``
-    """
+    """One sentence for an error answer: the request, the status, the service's message, the id."""
     what = f"{request} failed with" if request else "The service answered"
     text = f"{what} HTTP {status_phrase(status_code)}"
     message = service_message(body)
@@ -475,22 +399,16 @@ def format_status_error(
     if request_id:
         text += f" (request id {request_id})"
     text = text.rstrip(".") + "."
-    hint = _STATUS_HINTS.get(status_code)
-    if hint is None and status_code >= 500:
-        hint = "A fault on the service side; try again later."
+    hint = _status_hint(status_code)
     return redact(f"{text} {hint}" if hint else text)
 
 
 def describe_error(exc: BaseException) -> str:
     """Say what failed, where, and what to try, in plain words (no dict repr, no API key).
 
-    Every tinker_lite error renders through here; ``tinker-lite`` prints it after
-    ``error:``. A status error from a response is rebuilt from its parts (the request, the
-    status, the service's message, the request id); other errors carry their own sentence, to
-    which the status, the request id and what to try are added when they are not said yet.
+    ``tinker-lite`` prints it after ``error:``; docs/cli.rst, "Error messages", shows examples.
     """
     if isinstance(exc, InvalidInputError):
-        # Refused before sending: no HTTP status to report, and the message says the fix.
         return redact(" ".join(str(exc).split()))
     if isinstance(exc, APIStatusError) and (exc.request is not None or not exc.message.strip()):
         return format_status_error(
@@ -510,16 +428,20 @@ def describe_error(exc: BaseException) -> str:
     return redact(text)
 
 
+def _status_hint(status_code: int) -> str | None:
+    if status_code >= 500:
+        return _SERVER_FAULT
+    return _STATUS_HINTS.get(status_code)
+
+
 def _hint(exc: BaseException) -> str | None:
     if isinstance(exc, APIStatusError):
-        if exc.status_code >= 500:
-            return "A fault on the service side; try again later."
-        return _STATUS_HINTS.get(exc.status_code)
+        return _status_hint(exc.status_code)
     if isinstance(exc, RequestFailedError):
         if exc.category == RequestErrorCategory.USER:
             return "Fix the request's input before sending it again."
         if exc.category == RequestErrorCategory.SERVER:
-            return "A fault on the service side; try again later."
+            return _SERVER_FAULT
     if isinstance(exc, APIResponseValidationError):
         return (
             "Check that the base URL points at a Tinker service and that tinker-lite is up to date."

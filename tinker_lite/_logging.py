@@ -1,13 +1,5 @@
-"""``TINKER_LOG``: tinker_lite's log level from the environment, as the official SDK reads it.
-
-Quiet by default, but never silent about trouble: without ``TINKER_LOG`` only WARNING and ERROR
-records are shown, on stderr, and only while the application has configured no logging of its
-own (like Python's last-resort handler, which a library's ``NullHandler`` would hide): a retry
-the caller cannot see (docs/protocol.rst §6.6) or queued work dropped at exit is never
-invisible. With ``TINKER_LOG=info`` or ``TINKER_LOG=debug`` the ``tinker_lite`` logger (and, for
-``debug``, urllib3's connection log) is set to that level and, when the application has not
-configured logging itself, a stderr handler is added to the root logger (``logging.basicConfig``).
-It is applied once, when ``tinker_lite`` is imported; the API key never appears in a record.
+"""``TINKER_LOG`` (read once, at import, as the official SDK does) and the warnings shown while
+the application configures no logging; docs/cli.rst, "Logging", tells both.
 """
 
 from __future__ import annotations
@@ -15,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Mapping
 
 __all__ = [
@@ -24,6 +17,7 @@ __all__ = [
     "configured_level",
     "level_from_env",
     "setup_logging",
+    "warn_once",
 ]
 
 ENV_VAR = "TINKER_LOG"
@@ -31,16 +25,14 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO}
 
-configured_level: int | None = None
-"""The level :func:`setup_logging` applied from ``TINKER_LOG`` (``None``: left alone)."""
+_warned: set[object] = set()
+_warned_lock = threading.Lock()
+
+configured_level: int | None = None  # what setup_logging applied (None: left alone)
 
 
 class UnconfiguredWarningsHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Show WARNING and above on stderr while the root logger has no handler of its own.
-
-    Once the application (or ``TINKER_LOG``) configures logging, records reach its handlers
-    through propagation and this handler stays quiet, so nothing is printed twice.
-    """
+    """Show WARNING and above on stderr while the root logger has no handler of its own."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,3 +64,12 @@ def setup_logging(environ: Mapping[str, str] | None = None) -> int | None:
         logging.getLogger("urllib3").setLevel(logging.DEBUG)
     configured_level = level
     return level
+
+
+def warn_once(logger: logging.Logger, key: object, message: str, *args: object) -> None:
+    """Log ``message`` as a WARNING the first time this process sees ``key``."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    logger.warning(message, *args)

@@ -1,14 +1,6 @@
-"""A small, dependency-free progress reporter for long fan-outs and downloads.
+"""A progress bar (or periodic lines) on stderr for fan-outs and downloads.
 
-A :class:`Progress` draws a one-line bar on a terminal and, where a caller asks for it, prints a
-plain line every few seconds when the output is not a terminal (log files, cron mail). It is off
-when ``TINKER_LITE_PROGRESS=0``. :func:`gather` waits for a list of futures and counts them as
-they complete, which is how a sampling or training fan-out shows its progress::
-
-    futures = [sampler.sample(prompt, 4, params) for prompt in prompts]
-    results = gather(futures, desc="sampling")
-
-Everything writes to ``sys.stderr`` by default, so a script's own output on stdout stays clean.
+docs/configuration.rst, "Progress", says when it shows and how to turn it off.
 """
 
 from __future__ import annotations
@@ -23,7 +15,6 @@ from typing import Literal, Protocol, TextIO, TypeVar
 __all__ = ["Progress", "ProgressMode", "gather", "progress_mode"]
 
 ProgressMode = Literal["bar", "lines", "off"]
-"""How a :class:`Progress` reports: a redrawn bar, plain periodic lines, or nothing."""
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -55,13 +46,7 @@ def progress_mode(
     non_tty: ProgressMode = "off",
     environ: Mapping[str, str] | None = None,
 ) -> ProgressMode:
-    """Decide how to report progress on ``stream``.
-
-    ``TINKER_LITE_PROGRESS=0`` (or ``false``/``no``/``off``) turns reporting off everywhere;
-    ``=1`` (``true``/``yes``/``on``) turns it on even where the caller's default is off (plain
-    lines when ``stream`` is not a terminal). Otherwise a terminal gets a bar and anything else
-    gets ``non_tty`` (``"off"`` for library fan-outs, ``"lines"`` for downloads).
-    """
+    """A bar on a terminal, else ``non_tty``; ``TINKER_LITE_PROGRESS`` forces it off or on."""
     env = os.environ if environ is None else environ
     setting = env.get(ENV_VAR, "").strip().lower()
     if setting in _OFF_VALUES:
@@ -84,13 +69,9 @@ def format_bytes(n: float) -> str:
 
 
 class Progress:
-    """Report the progress of ``total`` units of work (items or bytes) on a stream.
+    """Report the progress of ``total`` items or bytes on a stream (thread-safe updates).
 
-    ``mode`` defaults to ``progress_mode()`` of ``stream`` (a bar on a terminal, nothing
-    otherwise). In ``"lines"`` mode a plain line such as ``download: 1.0 MiB/4.0 MiB (25%)`` is
-    written at most every ``interval_s`` seconds and once at :meth:`close`. Updates are
-    thread-safe, so futures' done-callbacks may call :meth:`update` from any thread. Use it as a
-    context manager, or call :meth:`close` to finish the line.
+    ``"lines"`` mode writes a plain line at most every ``interval_s`` seconds and at close.
     """
 
     def __init__(
@@ -214,11 +195,9 @@ def gather(
     progress: Progress | None = None,
     timeout: float | None = None,
 ) -> list[T]:
-    """Wait for every future and return their results in order, counting completions.
+    """Wait for every future (``timeout`` each) and return their results in order, counting them.
 
-    A :class:`Progress` is made (and closed) here unless one is given. The first failed future's
-    exception is raised, after every future has been waited for or ``timeout`` (seconds, per
-    future) has passed.
+    The first failure is raised once all are done.
     """
     items = list(futures)
     owned = progress is None

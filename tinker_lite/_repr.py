@@ -1,9 +1,4 @@
-"""``repr`` that works on any object, built or half-built.
-
-A constructor that raised halfway leaves an object without some attributes; a traceback with
-locals, a debugger or a log line may still ``repr`` it. Such a repr says so instead of raising
-``AttributeError`` (the default ``object.__repr__`` never raises either).
-"""
+"""``repr`` that works on a half-built object (a constructor raised) instead of raising."""
 
 from __future__ import annotations
 

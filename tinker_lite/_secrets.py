@@ -1,8 +1,5 @@
-"""Credentials never reach a message: every secret sent is registered, and texts built from
-answers are redacted before anyone sees them (logs, reprs, errors, telemetry).
-
-What :func:`redact` removes: every registered secret, any run of 16 or more of its characters
-(a service that echoes part of a key), and the userinfo (``user:password@``) of any URL.
+"""Credentials never reach a message: every secret sent is registered, and texts shown to
+anyone (logs, reprs, errors, telemetry) are redacted first.
 """
 
 from __future__ import annotations
@@ -18,8 +15,7 @@ _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
 _ORDERED: tuple[str, ...] = ()
 
-PARTIAL_ECHO = 16
-"""A run of this many characters of a secret, found anywhere in a text, is redacted too."""
+PARTIAL_ECHO = 16  # a run of this many characters of a secret is redacted too
 _BLOCK = PARTIAL_ECHO // 2
 # scheme://userinfo@ : the userinfo stops at the first '/', '?', '#', '@' or space.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]+@")
@@ -69,8 +65,7 @@ def redact(text: str) -> str:
 def _redact_partial(text: str, secret: str) -> str:
     """``text`` with every run of ``PARTIAL_ECHO`` or more characters of ``secret`` masked.
 
-    Any such run holds one of the secret's 8-character blocks at offsets 0, 8, 16, ...; each
-    block found is grown both ways along the secret, and kept when the run is long enough.
+    Any such run holds one of the secret's 8-character blocks: each found is grown both ways.
     """
     spans: list[tuple[int, int]] = []
     size = len(secret)
@@ -103,8 +98,7 @@ def _redact_partial(text: str, secret: str) -> str:
 
 
 def redact_value(value: object) -> object:
-    """A copy of a decoded body (JSON-like values, bytes) or header mapping with every string
-    redacted; other values are returned as they are."""
+    """A copy of a decoded body (JSON-like values, bytes) or mapping with every string redacted."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, bytes | bytearray):

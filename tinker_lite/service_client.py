@@ -37,21 +37,15 @@ from tinker_lite._secrets import redact_url
 from tinker_lite._session.journal import Journal
 from tinker_lite._training import create as _training_create
 from tinker_lite._training.args import check_flag
-from tinker_lite._training.loss_handle import (
-    LossHandle,
-    PerDatumLossFn,
-    encode_graph,
-    loss_inputs,
-    trace_loss,
-)
-from tinker_lite.rest_client import RestClient
-from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
-from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
 
 if TYPE_CHECKING:
     import requests
 
     from tinker_lite._session.holder import SessionHolder
+    from tinker_lite._training.loss_handle import LossHandle, PerDatumLossFn
+    from tinker_lite.rest_client import RestClient
+    from tinker_lite.sampling_client import BackcompatSamplingClientFuture
+    from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
 
 __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 
@@ -200,6 +194,8 @@ class ServiceClient:
     ) -> BackcompatTrainingClientFuture:
         """Create a LoRA training run on ``base_model``; the future of its TrainingClient, at once
         (arguments checked now)."""
+        from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
+
         self._context.check_open()
         if optimizer is not None and not isinstance(
             optimizer, (types.AdamOptimizerConfig, types.DimuonOptimizerConfig)
@@ -271,6 +267,8 @@ class ServiceClient:
         *,
         optimizer_state: bool,
     ) -> BackcompatTrainingClientFuture:
+        from tinker_lite.training_client import BackcompatTrainingClientFuture, TrainingClient
+
         context = self._context
         context.check_open()
         parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(path)
@@ -321,6 +319,8 @@ class ServiceClient:
     ) -> TrainingClient:
         """A service without ``client/config`` cannot create a model from a load: ``weights_info``,
         ``create_model``, then ``load_weights`` (docs/protocol.rst §4.3), on a REST thread."""
+        from tinker_lite.training_client import TrainingClient
+
         api = self._context.api
         try:
             info: types.WeightsInfoResponse | None = api.request(
@@ -378,6 +378,8 @@ class ServiceClient:
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
         """The future of a SamplingClient for ``model_path`` or (exclusive) ``base_model``."""
+        from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
+
         del retry_config
         self._context.check_open()
         return BackcompatSamplingClientFuture(
@@ -399,6 +401,8 @@ class ServiceClient:
         return self._rest_client()
 
     def _rest_client(self) -> RestClient:
+        from tinker_lite.rest_client import RestClient
+
         self._context.check_open()
         return RestClient._on_context(self._context)
 
@@ -413,7 +417,7 @@ class ServiceClient:
         gives the copy's path."""
         return self._rest_client().copy_weights(
             path,
-            self._context.holder.project_id,
+            self._context.holder.settings.project_id,
             ttl_seconds=ttl_seconds,
             weights_access_token=weights_access_token,
         )
@@ -423,6 +427,8 @@ class ServiceClient:
     ) -> APIFuture[LossHandle]:
         """Trace ``fn`` into a custom loss for ``TrainingClient.forward_backward_custom``; the
         future of its handle (docs/api.rst, "Custom losses")."""
+        from tinker_lite._training.loss_handle import encode_graph, loss_inputs, trace_loss
+
         self._context.check_open()
         inputs = loss_inputs(fn, input_ranks)
         api = self._context.api

@@ -1,7 +1,8 @@
 """Reference tables in the docs are checked against the one table in code each comes from.
 
 * the environment variables: README.rst and docs/configuration.rst hold the table
-  ``tinker_lite._environment.rst_table`` renders, and every variable the package reads is a row;
+  :func:`rst_table` renders from ``tinker_lite._environment``, and every variable the package
+  reads is a row;
 * the run journal's keys: docs/configuration.rst lists exactly the keys a line may carry;
 * the README's command list names every command of ``tinker-lite``'s parser, and only those.
 
@@ -14,6 +15,7 @@ import argparse
 import ast
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -33,11 +35,37 @@ NOT_VARIABLES = {"TINKER_PATH"}  # a metavar of tinker-lite
 _VARIABLE = re.compile(r"(TINKER|CLOUDFLARE)_[A-Z0-9_]+")
 
 
+def rst_table(*, sphinx: bool) -> str:
+    """The table as reST: for the Sphinx docs (``sphinx``: links with ``:doc:``) or README.rst."""
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 30 70",
+        "",
+        "   * - Variable",
+        "     - Effect",
+    ]
+    for row in _environment.VARIABLES:
+        effect = row.effect
+        if row.see is not None:
+            link = f":doc:`{row.see}`" if sphinx else f"``docs/{row.see}.rst``"
+            effect = f"{effect} See {link}."
+        lines.append("   * - " + ", ".join(f"``{name}``" for name in row.names))
+        lines.extend(
+            textwrap.wrap(
+                effect,
+                100,
+                initial_indent="     - ",
+                subsequent_indent="       ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _generated_tables() -> dict[Path, str]:
-    return {
-        README: _environment.rst_table(sphinx=False),
-        CONFIGURATION: _environment.rst_table(sphinx=True),
-    }
+    return {README: rst_table(sphinx=False), CONFIGURATION: rst_table(sphinx=True)}
 
 
 def _region(text: str) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 
 from tinker_lite._api import Requestor
 from tinker_lite._context import connect
-from tinker_lite._session.holder import SessionHolder, resolve_settings
+from tinker_lite._session.holder import SessionHolder
+from tinker_lite._session.settings import resolve_settings
 
 SETTING_NAMES = frozenset(inspect.signature(resolve_settings).parameters)
 

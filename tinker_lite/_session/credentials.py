@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +26,6 @@ from tinker_lite._errors import (
     WireFormatError,
 )
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._session.credentials_file import CredentialsFile
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import redact, register_secret
 
@@ -72,13 +70,8 @@ def jwt_expiry(token: str) -> float | None:
 
 @attrs.frozen
 class ResolvedCredential:
-    """Where a client's credential comes from, found once when the client is created.
-
-    ``key`` is the static API key (``None`` when only a command is configured, or nothing);
-    ``command`` is ``TINKER_CREDENTIAL_CMD`` when set (run at connect time, see
-    :class:`Credentials`); ``origin`` says where in words (or, with no credential, why none was
-    found), never showing the key.
-    """
+    """Where a client's credential comes from: the key, ``TINKER_CREDENTIAL_CMD``, and in words
+    where (or why none was found), never showing the key."""
 
     key: str | None = attrs.field(repr=False)
     source: CredentialSource | None
@@ -89,12 +82,7 @@ class ResolvedCredential:
 def resolve_credential(
     api_key: str | None = None, environ: Mapping[str, str] | None = None
 ) -> ResolvedCredential:
-    """Find the credential in the official SDK 0.38's order (see the module docstring).
-
-    The stored file is read only when neither a key nor ``TINKER_CREDENTIAL_CMD`` is set; a
-    file that cannot be read or is malformed raises :class:`~tinker_lite.InvalidInputError`
-    naming it. Nothing is run or sent here: the command runs when the connection starts.
-    """
+    """Find the credential in the official SDK 0.38's order; nothing is run or sent here."""
     env = os.environ if environ is None else environ
     command = env.get(ENV_CREDENTIAL_CMD) or None
     field = "api_key"
@@ -106,6 +94,8 @@ def resolve_credential(
     elif command:
         found = ResolvedCredential(None, "command", command, ENV_CREDENTIAL_CMD)
     else:
+        from tinker_lite._session.credentials_file import CredentialsFile
+
         store = CredentialsFile()
         default = store.default()
         if default is None:
@@ -129,12 +119,12 @@ def run_credential_command(
     timeout: float = CREDENTIAL_CMD_TIMEOUT,
     wall_clock: Callable[[], float] = time.time,
 ) -> str:
-    """Run ``TINKER_CREDENTIAL_CMD`` (through the shell) and return the credential it prints.
+    """Run ``TINKER_CREDENTIAL_CMD`` in the shell; the credential it prints.
 
-    Raises :class:`~tinker_lite.InvalidInputError` naming the variable (never quoting the
-    command, which may hold secrets) when it cannot run, fails, times out, prints nothing or
-    prints an expired JWT.
+    InvalidInputError names the variable, never the command (it may hold secrets).
     """
+    import subprocess
+
     try:
         done = subprocess.run(
             command,
@@ -157,40 +147,30 @@ def run_credential_command(
         ) from None
     credential = done.stdout.strip()
     register_secret(credential)
+    exp = jwt_expiry(credential) if credential.startswith("eyJ") else None
     if done.returncode != 0:
         lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
         said = f": {redact(lines[-1])[:200]}" if lines else ""
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD,
-            f"the command exited with status {done.returncode}{said}",
-            "run it yourself to see why it fails",
-        )
-    if not credential:
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD,
-            "the command printed an empty credential",
-            "it must print the credential on stdout",
-        )
-    if any(ch.isspace() for ch in credential):
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD,
-            "the command printed more than one word",
-            "it must print only the credential on stdout",
-        )
-    exp = jwt_expiry(credential) if credential.startswith("eyJ") else None
-    if exp is not None and exp <= wall_clock():
-        raise InvalidInputError(
-            ENV_CREDENTIAL_CMD, "the command printed an expired JWT", "it must print a fresh one"
-        )
-    return credential
+        problem = f"the command exited with status {done.returncode}{said}"
+        hint = "run it yourself to see why it fails"
+    elif not credential:
+        problem = "the command printed an empty credential"
+        hint = "it must print the credential on stdout"
+    elif any(ch.isspace() for ch in credential):
+        problem = "the command printed more than one word"
+        hint = "it must print only the credential on stdout"
+    elif exp is not None and exp <= wall_clock():
+        problem, hint = "the command printed an expired JWT", "it must print a fresh one"
+    else:
+        return credential
+    raise InvalidInputError(ENV_CREDENTIAL_CMD, problem, hint)
 
 
 class Credentials:
     """The credential sent as ``X-API-Key``: the API key, or a JWT refreshed before it expires.
 
-    ``command`` is ``TINKER_CREDENTIAL_CMD``: without an API key it authenticates the requests
-    sent before the JWT (the client config), and it authenticates every JWT exchange when there
-    is no API key or the service asks for it (``credential_default_source``).
+    ``command`` (``TINKER_CREDENTIAL_CMD``) stands in for a missing key, and authenticates the
+    JWT exchange when the service asks for it (docs/protocol.rst §8.3).
     """
 
     def __init__(
@@ -229,13 +209,9 @@ class Credentials:
     ) -> None:
         """Check the credential suits the service's client config, before anything else is sent.
 
-        A service that exchanges no tokens takes only API keys; one whose
-        ``credential_default_source`` is ``"credential_cmd"`` takes only the command's output
-        (or a JWT given as the key) for the exchange. ``from_server`` is false when the config
-        could not be read (built-in defaults).
+        ``from_server`` is false when the config could not be read (built-in defaults).
         """
-        if self._command_error is not None:
-            # The command failed before the client config was asked for: that is the problem.
+        if self._command_error is not None:  # it failed before the client config was asked
             raise self._command_error
         if not config.pjwt_auth_enabled:
             if self.api_key is None and self.command is not None and not from_server:
@@ -303,14 +279,12 @@ class Credentials:
             except InvalidInputError as e:
                 self._command_error = e
                 raise
-        # docs/protocol.rst §8.3: auth/token itself is authenticated with the API key, never
-        # the JWT.
+        # auth/token itself carries the API key, never the JWT (docs/protocol.rst §8.3).
         if token is None or getattr(self._fetching, "active", False):
             return self.api_key
         exp = self._exp
         if exp is not None:
             now = self._wall_clock()
-            # docs/protocol.rst §8.3: refresh ahead of expiry (a stale JWT is answered 401).
             if exp - now <= self._refresh_margin and now >= self._next_attempt:
                 self._refresh(token, force=False)
         return self._jwt
@@ -341,12 +315,7 @@ def token_fetcher(
     post: Callable[[bytes, Mapping[str, str]], HttpResponse],
     credential: Callable[[], str | None],
 ) -> Callable[[], str]:
-    """A function exchanging a credential for a JWT: ``POST /api/v1/auth/token {}``.
-
-    ``post(body, headers)`` sends it with the start-up retries; ``credential()`` gives the
-    API key or the credential command's output, which the request carries explicitly
-    (docs/protocol.rst §8.3: never the JWT being replaced).
-    """
+    """A function exchanging ``credential()`` for a JWT: ``POST /api/v1/auth/token {}`` (§8.3)."""
 
     def fetch() -> str:
         api_key = credential()

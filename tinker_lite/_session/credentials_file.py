@@ -1,17 +1,14 @@
-"""The stored login, ``~/.tinker/credentials.json``: the file ``tinker auth login`` writes.
+"""Reading the stored login, ``~/.tinker/credentials.json`` (``tinker-lite auth login`` writes it).
 
-docs/configuration.rst, "Where the API key comes from", gives its format and how it is written.
+docs/configuration.rst, "Where the API key comes from", gives its format.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import stat
-import tempfile
-import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +16,7 @@ import attrs
 
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import InvalidInputError, WireFormatError
+from tinker_lite._logging import warn_once
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.http import register_secret
 
@@ -35,9 +33,6 @@ __all__ = [
 logger = logging.getLogger("tinker_lite.session")
 
 _FIX = "fix it, or remove it and run `tinker-lite auth login`"
-
-_warned_modes: set[tuple[str, int]] = set()
-_warned_lock = threading.Lock()
 
 
 def default_credentials_path() -> Path:
@@ -88,11 +83,9 @@ class StoredCredentials:
 
 
 class CredentialsFile:
-    """The credentials file at ``path`` (default :func:`default_credentials_path`).
+    """The credentials file at ``path``, read afresh each time (missing: no keys).
 
-    Every method reads the file afresh; a missing file holds no keys. A file that cannot be read
-    or does not match the format raises :class:`~tinker_lite.InvalidInputError` naming the file
-    and the problem.
+    A file that cannot be read or does not match raises InvalidInputError naming it.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -104,10 +97,10 @@ class CredentialsFile:
 
     def load(self) -> StoredCredentials:
         """The file's contents (empty when there is no file)."""
-        raw = self._read()
-        return StoredCredentials() if raw is None else self._checked(raw)
+        raw = self.read()
+        return StoredCredentials() if raw is None else self.checked(raw)
 
-    def _checked(self, raw: dict[str, Any]) -> StoredCredentials:
+    def checked(self, raw: dict[str, Any]) -> StoredCredentials:
         """``raw`` as the file's model; InvalidInputError saying what does not match."""
         problem = None
         try:
@@ -147,28 +140,7 @@ class CredentialsFile:
             return f"the default of {self.path} names key {stored.default!r}, which is not there"
         return f"the default key of {self.path} ({stored.default!r}) is empty"
 
-    def add_default(self, key_id: str, record: StoredKey) -> None:
-        """Store ``record`` under ``key_id`` (replacing one of that id) and make it the default."""
-        raw = self._read_for_update()
-        keys = raw.setdefault("keys", {})
-        keys[key_id] = _wire.to_builtins(record)
-        raw["default"] = key_id
-        self._write(raw)
-
-    def remove_default(self) -> tuple[str, StoredKey] | None:
-        """Remove the default key (the default is cleared); return it, or ``None`` if none."""
-        found = self.default()
-        if found is None:
-            return None
-        raw = self._read_for_update()
-        raw.get("keys", {}).pop(found[0], None)
-        raw.pop("default", None)
-        self._write(raw)
-        return found
-
-    # -- reading and writing ---------------------------------------------------------------------
-
-    def _read(self) -> dict[str, Any] | None:
+    def read(self) -> dict[str, Any] | None:
         """The parsed file, or ``None`` when it does not exist; warns when others may read it."""
         try:
             with open(self.path, "rb") as f:
@@ -202,58 +174,9 @@ class CredentialsFile:
             )
         return raw
 
-    def _read_for_update(self) -> dict[str, Any]:
-        """The raw file to change and write back (checked first: a broken file is not replaced).
-
-        Changes are made to the raw document, so that fields this version does not know stay.
-        """
-        raw = self._read()
-        if raw is None:
-            return {"version": 1, "keys": {}}
-        self._checked(raw)
-        return raw
-
     def _warn_if_exposed(self, mode: int) -> None:
         if not mode & (stat.S_IRWXG | stat.S_IRWXO):
             return
         bits = stat.S_IMODE(mode)
-        with _warned_lock:
-            first = (str(self.path), bits) not in _warned_modes
-            _warned_modes.add((str(self.path), bits))
-        if first:
-            logger.warning(
-                "%s holds API keys but others may read it (mode %04o): run chmod 600 %s",
-                self.path,
-                bits,
-                self.path,
-            )
-
-    def _write(self, raw: dict[str, Any]) -> None:
-        """Replace the file atomically with ``raw``: mode 0600, in a directory of mode 0700."""
-        directory = self.path.parent
-        if not directory.is_dir():
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            directory.chmod(0o700)  # mkdir's mode is reduced by the umask
-        ordered = {name: raw[name] for name in ("version", "default", "keys") if name in raw}
-        text = json.dumps(_without_none({**ordered, **raw}), indent=2) + "\n"
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                os.fchmod(f.fileno(), 0o600)
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-
-
-def _without_none(value: Any) -> Any:
-    """``value`` with every ``None`` member left out (the official CLI writes no nulls)."""
-    if isinstance(value, dict):
-        return {k: _without_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_none(v) for v in value]
-    return value
+        message = "%s holds API keys but others may read it (mode %04o): run chmod 600 %s"
+        warn_once(logger, (str(self.path), bits), message, self.path, bits, self.path)

@@ -1,8 +1,6 @@
-"""The session heartbeat: ``session_heartbeat`` every 10 s on its own thread
-(docs/protocol.rst §8.4).
+"""The session heartbeat, every 10 s on its own thread (docs/protocol.rst §8.4).
 
-A heartbeat that keeps failing warns after two minutes; HTTP 410 (the session expired on the
-service) stops it with a warning. It holds the requestor's send, never the session holder.
+It warns after two minutes of failures and stops at HTTP 410 (the session expired).
 """
 
 from __future__ import annotations
@@ -25,10 +23,7 @@ HEARTBEAT_WARN_AFTER = 120.0
 
 
 class Heartbeat:
-    """Sends ``session_heartbeat`` every ``interval`` s on its own thread (docs/protocol.rst §8.4).
-
-    ``beat()`` sends one and returns the answer, whatever its status.
-    """
+    """Calls ``beat()`` (one heartbeat; its answer, whatever the status) every ``interval`` s."""
 
     def __init__(
         self,
@@ -47,8 +42,6 @@ class Heartbeat:
         self._clock = clock
         self._stop = threading.Event()
         self._wait = wait if wait is not None else self._stop.wait
-        self.beats = 0
-        self.failures = 0
         self.expired = False
         self._thread = threading.Thread(target=self._run, name="tinker-lite-heartbeat", daemon=True)
 
@@ -76,7 +69,6 @@ class Heartbeat:
             elif problem == "expired":
                 return
             else:
-                self.failures += 1
                 failing_for = self._clock() - last_success
                 if failing_for > self._warn_after:
                     logger.warning(
@@ -101,7 +93,6 @@ class Heartbeat:
         except TinkerError as e:
             return f"{type(e).__name__}: {redact(str(e))}"
         if 200 <= resp.status < 300:
-            self.beats += 1
             return None
         if resp.status == 410:
             self.expired = True

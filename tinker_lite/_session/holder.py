@@ -1,8 +1,7 @@
-"""The session holder shared by every client of one ServiceClient: start-up, session, background
-threads and ``close()``.
+"""The session holder of one ServiceClient: start-up, session, background threads, close.
 
-docs/protocol.rst §8 gives the sequence; docs/architecture.rst, "The threading contract",
-the threads.
+docs/protocol.rst §8 gives the sequence; docs/architecture.rst, "The threading contract", the
+threads.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Coroutine
-from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar
 
 from tinker_lite import types
@@ -29,16 +27,10 @@ from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poll, Poller
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
-from tinker_lite._session.credentials import Credentials, jwt_expiry
+from tinker_lite._session.credentials import Credentials
 from tinker_lite._session.heartbeat import HEARTBEAT_INTERVAL, Heartbeat
-from tinker_lite._session.sample_gate import SampleGate, sample_gate_for
-from tinker_lite._session.settings import (
-    DEFAULT_BASE_URL,
-    ENV_BASE_URL,
-    Settings,
-    WireMode,
-    resolve_settings,
-)
+from tinker_lite._session.sample_gate import SampleGate
+from tinker_lite._session.settings import Settings
 from tinker_lite._session.startup import (
     MIN_REFRESH_INTERVAL_S,
     DynamicConfig,
@@ -49,19 +41,7 @@ from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, Timeout, redact
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from tinker_lite.telemetry import Telemetry
 
-__all__ = [
-    "DEFAULT_BASE_URL",
-    "ENV_BASE_URL",
-    "FinishReason",
-    "SampleGate",
-    "SessionCalls",
-    "SessionHolder",
-    "Settings",
-    "WireMode",
-    "jwt_expiry",
-    "resolve_settings",
-    "sample_gate_for",
-]
+__all__ = ["FinishReason", "SessionCalls", "SessionHolder"]
 
 logger = logging.getLogger("tinker_lite.session")
 
@@ -108,10 +88,6 @@ class SessionCalls(Protocol):
     def close(self) -> None: ...
 
 
-# ---------------------------------------------------------------------------------------------
-# The holder
-
-
 def _shutdown_components(
     heartbeat: list[Heartbeat | None],
     telemetry: list[Telemetry | None],
@@ -147,15 +123,8 @@ def _atexit_close(ref: weakref.ref[SessionHolder]) -> None:
 class SessionHolder:
     """Session and background machinery shared by the clients of one ServiceClient.
 
-    ``settings`` are the connection's resolved options (:func:`resolve_settings`; its
-    ``user_metadata`` is sent with ``create_session``); ``api`` is the connection's requestor,
-    which sends every request. ``create_session=False`` makes a session-less holder (REST use);
-    ``lazy=True`` delays the start-up requests until first use; ``poll_threads`` caps the
-    polling threads (default: the sampling in-flight cap + 32); ``heartbeat_interval`` is the
-    heartbeat period; ``dynamic_config_min_interval`` the shortest refresh period of the dynamic
-    config; ``poll_timeout`` the timeout of each ``retrieve_future`` long poll. ``sleep``,
-    ``rand``, ``clock`` (monotonic), ``wall_clock`` (epoch) and ``heartbeat_wait`` are
-    injectable for tests.
+    ``api`` sends every request; ``create_session=False`` makes a session-less holder (REST
+    use); ``lazy=True`` delays start-up until first use; clocks and sleeps are injectable.
     """
 
     def __init__(
@@ -189,7 +158,7 @@ class SessionHolder:
 
         self._credentials = api.credentials
         self.sample_gate = api.sample_gate
-        self._poller = Poller(
+        self.poller = Poller(  # resolves this holder's futures
             api.retrieve_future,
             abort=api.abort_polls,
             max_workers=poll_threads or self.sample_gate.limit + 32,
@@ -224,7 +193,7 @@ class SessionHolder:
             _shutdown_components,
             self._heartbeat_ref,
             self._telemetry_ref,
-            self._poller,
+            self.poller,
             api,
             self._dynamic,
         )
@@ -248,49 +217,15 @@ class SessionHolder:
             f"closed={self._closed})"
         )
 
-    # -- settings ----------------------------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """The service's base URL."""
-        return self.settings.base_url
-
-    @property
-    def project_id(self) -> str | None:
-        """The project sessions are created in (``TINKER_PROJECT_ID``), if any."""
-        return self.settings.project_id
-
-    @property
-    def stall_timeout(self) -> float:
-        """Seconds without an answer after which a future fails (docs/protocol.rst §6.6)."""
-        return self.settings.stall_timeout
-
-    @property
-    def sdk_version(self) -> str:
-        """The ``sdk_version`` sent to the service (docs/protocol.rst §1.1)."""
-        return self.settings.sdk_version
-
-    @property
-    def poller(self) -> Poller:
-        """The poller resolving this holder's futures."""
-        return self._poller
-
     @property
     def telemetry(self) -> Telemetry | None:
         """The telemetry queue (``None`` before start-up)."""
         return self._telemetry_ref[0]
 
     @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
-
-    @property
     def uses_jwt(self) -> bool:
         """Whether requests are authenticated with a JWT obtained from the API key."""
         return self._credentials.uses_jwt
-
-    # -- start-up ----------------------------------------------------------------------------
 
     @property
     def client_config(self) -> types.ClientConfigResponse:
@@ -306,8 +241,7 @@ class SessionHolder:
 
     @property
     def dynamic_config(self) -> types.ClientDynamicConfigResponse:
-        """The service's dynamic flags, refreshed every ``refresh_interval_sec`` (defaults when
-        the service has none)."""
+        """The service's dynamic flags, refreshed every ``refresh_interval_sec``."""
         self.ensure_started()
         return self._dynamic.current
 
@@ -321,12 +255,7 @@ class SessionHolder:
 
     @property
     def first_chunk_last(self) -> bool:
-        """Whether a split forward/forward_backward sends its first chunk after the others.
-
-        golden-0.38 (``parallel_fwdbwd_chunks``, on by default): the service holds the later
-        chunks until the first arrives, then takes the whole batch together. A 0.4.1-era
-        service gets the chunks in ``seq_id`` order.
-        """
+        """Whether a split forward_backward sends its first chunk last (docs/protocol.rst §7.4)."""
         return self.client_config_from_server and self.client_config.parallel_fwdbwd_chunks
 
     @property
@@ -343,11 +272,7 @@ class SessionHolder:
         return None
 
     def ensure_started(self) -> None:
-        """Connect once (thread-safe): client config, then a JWT when the service asks for one.
-
-        A failed start is tried again on the next call. The session itself starts with
-        :meth:`ensure_session` (REST-only use never creates one; golden-0.38 README).
-        """
+        """Connect once (thread-safe): client config, then a JWT if asked; a failure is retried."""
         if self._started.is_set():
             return
         with self._start_lock:
@@ -361,11 +286,7 @@ class SessionHolder:
             self._started.set()
 
     def ensure_session(self) -> str:
-        """Start the session on first use (docs/protocol.rst §8.1) and return its id (thread-safe).
-
-        Connects first if needed, then sends ``create_session`` and starts the heartbeat.
-        Raises :class:`~tinker_lite.InvalidInputError` on a session-less holder.
-        """
+        """Start the session on first use (thread-safe; docs/protocol.rst §8.1); its id."""
         if self._session_id is not None:
             return self._session_id
         if not self._want_session:
@@ -391,13 +312,11 @@ class SessionHolder:
         if from_server:
             self.sample_gate.set_limit(max(1, config.sample_max_concurrent_requests))
             if self._user_poll_threads is None:
-                self._poller.set_max_workers(self.sample_gate.limit + 32)
+                self.poller.set_max_workers(self.sample_gate.limit + 32)
         self._credentials.use_client_config(config, from_server=from_server)
         if config.pjwt_auth_enabled:
             self._credentials.enable_jwt(self._api.fetch_jwt)
-        if from_server:
-            # docs/protocol.rst §8.1: after the JWT (it authenticates this request), before the
-            # session.
+        if from_server:  # after the JWT, before the session (docs/protocol.rst §8.1)
             self._dynamic.fetch_initial()
             self._dynamic.start()
 
@@ -445,50 +364,36 @@ class SessionHolder:
         logger.debug("Created session %s", created.session_id)
         return created.session_id
 
-    # -- counters ----------------------------------------------------------------------------
-
     def next_model_seq_id(self) -> int:
-        """The next training-client number of this session (0, 1, 2, ...;
-        docs/protocol.rst §7.1)."""
+        """The next training-client number of this session (docs/protocol.rst §7.1)."""
         with self._counter_lock:
             value = self._model_seq_id
             self._model_seq_id += 1
             return value
 
     def next_sampling_session_seq_id(self) -> int:
-        """The next sampling-session number of this session (0, 1, 2, ...;
-        docs/protocol.rst §7.1)."""
+        """The next sampling-session number of this session (docs/protocol.rst §7.1)."""
         with self._counter_lock:
             value = self._sampling_session_seq_id
             self._sampling_session_seq_id += 1
             return value
 
-    # -- the official holder's members that public code calls ---------------------------------
+    # The official holder's members that public code calls.
 
     def get_session_id(self) -> str:
-        """The session's id, started on first use (the official holder's name for it).
-
-        Public code reads it to call ``RestClient.get_session``; see :meth:`ensure_session`.
-        """
+        """The session's id, started on first use (the official holder's name for it)."""
         return self.ensure_session()
 
     def get_training_client_id(self) -> int:
-        """Take the next training-client number of this session (the official holder's name
-        for :meth:`next_model_seq_id`): code that sends ``create_model`` itself numbers it so."""
+        """The official holder's name for :meth:`next_model_seq_id`."""
         return self.next_model_seq_id()
 
     def get_client_config(self) -> types.ClientConfigResponse:
         """The service's client config, read on first use (the official holder's name)."""
-        self.ensure_started()
         return self.client_config
 
     def run_coroutine_threadsafe(self, coro: Coroutine[Any, Any, T]) -> APIFuture[T]:
-        """Run ``coro`` to completion on a thread of its own; the future of its result.
-
-        The official holder's member, which public code calls to run a batch of ``*_async``
-        calls from sync code. 0.38 runs it on the SDK's event loop; tinker_lite has none, so the
-        coroutine gets an event loop of its own (asyncio is imported only here).
-        """
+        """Run ``coro`` on a thread with an event loop of its own; the future of its result."""
         import asyncio
 
         if not asyncio.iscoroutine(coro):
@@ -504,8 +409,6 @@ class SessionHolder:
         threading.Thread(target=run, name="tinker-lite-coroutine", daemon=True).start()
         return out
 
-    # -- shutdown ----------------------------------------------------------------------------
-
     def close(
         self,
         reason: FinishReason = "success",
@@ -514,11 +417,7 @@ class SessionHolder:
         timeout: float = 10.0,
         sdk_method: str | None = None,
     ) -> None:
-        """End the session and stop every thread (idempotent; bounded by about ``timeout`` s).
-
-        Stops the heartbeat, flushes telemetry, sends ``POST /api/v1/sessions/{id}/finish``
-        (404 ignored), fails futures still pending, joins the threads and closes connections.
-        """
+        """End the session and stop every thread (idempotent; about ``timeout`` s; §8.5)."""
         finish = types.SessionFinishRequest(reason=types.SessionFinishReason(reason), detail=detail)
         with self._close_lock:
             if self._closed:
@@ -533,14 +432,13 @@ class SessionHolder:
                 heartbeat.stop(timeout=min(2.0, timeout))
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
-                # Sent once, bounded, before the session ends (docs/protocol.rst §6.6, §8.5).
                 telemetry.session_end()
                 telemetry.close(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
             if self._started.is_set() and self._session_id is not None:
                 remaining = deadline - time.monotonic()
                 self._finish_session(finish, sdk_method, max(0.5, min(10.0, remaining)))
         finally:
-            self._poller.close(timeout=max(0.5, deadline - time.monotonic()))
+            self.poller.close(timeout=max(0.5, deadline - time.monotonic()))
             self._api.close()
             telemetry = self._telemetry_ref[0]
             if telemetry is not None:
@@ -572,22 +470,6 @@ class SessionHolder:
         self._closing.set()
         self._finalizer()
         atexit.unregister(self._atexit_hook)
-
-    def __enter__(self) -> SessionHolder:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close("success")
-        elif issubclass(exc_type, KeyboardInterrupt):
-            self.close("interrupted", exc_type.__name__)
-        else:
-            self.close("errored", exc_type.__name__)
 
 
 def _fetch_dynamic_config(api: SessionCalls, initial: bool) -> HttpResponse:

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -23,7 +23,6 @@ __all__ = [
     "JOURNAL_OPTIONAL_KEYS",
     "Journal",
     "SeqOrder",
-    "read_journal",
 ]
 
 ENV_VAR = "TINKER_LITE_JOURNAL"
@@ -36,9 +35,7 @@ JOURNAL_KEYS: tuple[str, ...] = (
     "duration_s",
     "tokens",
 )
-"""The keys every journal line has, in the order they are written."""
-JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")
-"""Keys written after those when they apply: the training client's ``model_id``, the ``error``."""
+JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")  # written after, when they apply
 
 _logger = logging.getLogger("tinker_lite")
 
@@ -63,13 +60,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 class Journal:
-    """Append one JSON line per completed operation to ``path``.
-
-    The file and its parent directories are created on the first record. Writing never raises
-    into the operation being recorded: a failed write is logged as a warning (once) and the
-    work goes on. ``clock`` (wall time, for ``ts``) and ``monotonic`` (for :meth:`watch`'s
-    durations) are injectable for tests.
-    """
+    """Append one JSON line per completed operation to ``path``; a failed write warns once."""
 
     def __init__(
         self,
@@ -87,25 +78,6 @@ class Journal:
     @tolerant_repr
     def __repr__(self) -> str:
         return f"Journal({str(self.path)!r})"
-
-    @classmethod
-    def resolve(
-        cls,
-        journal: str | os.PathLike[str] | Journal | None,
-        environ: Mapping[str, str] | None = None,
-    ) -> Journal | None:
-        """Turn a client's ``journal=`` argument into a :class:`Journal`, or ``None``.
-
-        An explicit argument wins; otherwise ``TINKER_LITE_JOURNAL`` names the file (empty or
-        unset: no journal).
-        """
-        if isinstance(journal, Journal):
-            return journal
-        if journal is not None:
-            return cls(journal)
-        env = os.environ if environ is None else environ
-        path = env.get(ENV_VAR, "").strip()
-        return cls(path) if path else None
 
     def record(  # noqa: PLR0917 - the clients' hook takes these six positionally
         self,
@@ -144,22 +116,19 @@ class Journal:
         seq_id: int | None = None,
         tokens: int | Callable[[Any], int | None] | None = None,
         model_id: str | None = None,
-        request_id: str | None = None,
         started: float | None = None,
         defer: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
-        """Record ``future``'s outcome when it completes.
+        """Record ``future``'s outcome when it completes; ``defer`` takes the write (SeqOrder).
 
-        ``started`` is a ``time.monotonic()`` reading taken when the operation was submitted
-        (default: now). ``tokens`` is a count, or a function of the result that returns one.
-        ``request_id`` defaults to the future's ``request_id`` attribute. ``defer``, when given,
-        receives the write instead of it happening at once (see :class:`SeqOrder`).
+        ``started`` is a ``time.monotonic()`` reading; ``tokens`` a count or a function of the
+        result.
         """
         begin = self._monotonic() if started is None else started
 
         def on_done(done: Any) -> None:
             duration = max(self._monotonic() - begin, 0.0)
-            rid = request_id if request_id is not None else getattr(done, "request_id", None)
+            rid = getattr(done, "request_id", None)
             count: int | None = tokens if isinstance(tokens, int) or tokens is None else None
             error: str | None = None
             if done.cancelled():
@@ -195,10 +164,6 @@ class Journal:
 
         future.add_done_callback(on_done)
 
-    def entries(self) -> list[dict[str, Any]]:
-        """Read this journal back (see :func:`read_journal`)."""
-        return read_journal(self.path)
-
     def _append(self, data: bytes) -> None:
         with self._lock:
             try:
@@ -215,12 +180,10 @@ class Journal:
 
 
 class SeqOrder:
-    """Releases journal writes in sequence-number order: ``first``, ``first + 1``, ...
+    """Releases journal writes in sequence-number order (``first``, ``first + 1``, ...).
 
-    A training client's requests may complete out of order on the client (their results are
-    polled in parallel) although the service runs them in ``seq_id`` order; passing
-    ``defer=order.slot(seq_id)`` to :meth:`Journal.watch` keeps their lines in ``seq_id``
-    order. Every number must get exactly one write, or later lines wait for it.
+    Results are polled in parallel, so they complete out of order; every number must get exactly
+    one write, or later lines wait for it.
     """
 
     def __init__(self, first: int = 1) -> None:
@@ -250,29 +213,3 @@ class SeqOrder:
         """Writes held back until an earlier number completes."""
         with self._lock:
             return len(self._waiting)
-
-
-def read_journal(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Return the journal's entries, oldest first (an empty list when the file is missing).
-
-    A last line without its newline (a crash while writing) and lines that are not JSON objects
-    are skipped, so a job can always resume from what was fully recorded.
-    """
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        return []
-    lines = raw.split(b"\n")
-    if lines and lines[-1]:
-        lines = lines[:-1]  # torn last line: no newline yet
-    entries: list[dict[str, Any]] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            entries.append(value)
-    return entries

@@ -10,8 +10,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._repr import tolerant_repr
@@ -20,14 +19,11 @@ __all__ = ["THROTTLE_WARNING_INTERVAL_S", "SampleGate", "sample_gate_for"]
 
 logger = logging.getLogger("tinker_lite.sample_gate")
 
-THROTTLE_WARNING_INTERVAL_S = 60.0
-"""How often a sampler held back by 429s logs a warning (docs/protocol.rst §6.6)."""
+THROTTLE_WARNING_INTERVAL_S = 60.0  # docs/protocol.rst §6.6
 
 
 class SampleGate:
-    """The in-flight cap (:meth:`slot`) and the shared 429 back-off window (:meth:`hold`) of one
-    ``(base_url, api_key)``, shared by every SamplingClient of the process (docs/protocol.rst §6.4).
-    """
+    """The in-flight cap and the 429 back-off window of one ``(base_url, api_key)``."""
 
     def __init__(self, limit: int = 400, *, clock: Callable[[], float] = time.monotonic) -> None:
         if limit < 1:
@@ -76,15 +72,6 @@ class SampleGate:
             self._in_flight = max(0, self._in_flight - 1)
             self._cond.notify()
 
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold one in-flight place for the duration of the ``with`` block."""
-        self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
-
     def hold(self, seconds: float) -> None:
         """After a 429: no sampler sends for ``seconds`` (the window is opened or extended)."""
         now = self._clock()
@@ -92,7 +79,6 @@ class SampleGate:
             self._backoff_until = max(self._backoff_until, now + seconds)
             if self._throttled_since is None:
                 self._throttled_since = now
-            # docs/protocol.rst §6.6: a wait says why it waits, at most once a minute.
             warn = now - self._throttled_since >= THROTTLE_WARNING_INTERVAL_S and (
                 self._last_throttle_warning is None
                 or now - self._last_throttle_warning >= THROTTLE_WARNING_INTERVAL_S

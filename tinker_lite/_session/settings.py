@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 import math
 import os
-import threading
 import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinker_lite._errors import InvalidInputError
+from tinker_lite._logging import warn_once
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url, register_url_credentials
 from tinker_lite._session.credentials import ENV_API_KEY, CredentialSource, resolve_credential
@@ -51,8 +51,7 @@ __all__ = [
 logger = logging.getLogger("tinker_lite.session")
 
 DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
-LOCAL_BASE_URL = "local://"
-"""The base URL that runs the offline local server in this process (see ``ClientContext``)."""
+LOCAL_BASE_URL = "local://"  # runs the offline local server in this process
 
 ENV_BASE_URL = "TINKER_BASE_URL"
 ENV_CF_CLIENT_ID = "CLOUDFLARE_ACCESS_CLIENT_ID"
@@ -66,28 +65,16 @@ ENV_MAX_ANSWER_BYTES = "TINKER_LITE_MAX_ANSWER_BYTES"
 ENV_SECRET_HEADERS = "TINKER_LITE_SECRET_HEADERS"
 
 DEFAULT_STALL_TIMEOUT = 300.0
-DEFAULT_STARTUP_TIMEOUT = 30.0
-"""How long a service this process never had an answer from is tried (docs/protocol.rst §6.7): a
-wrong URL or a machine without network fails in half a minute, not after the stall timeout."""
+DEFAULT_STARTUP_TIMEOUT = 30.0  # docs/protocol.rst §6.7
 DEFAULT_SAMPLE_WORKERS = 16
-"""Threads submitting samples. A submit is one short request: 16 sustain 16 / round-trip time
-(about 320 a second at 50 ms), which keeps the service's in-flight cap (400) full whenever a
-sample takes over 1.25 s; more threads only contend for the GIL (bench/, figure 3)."""
+"""Threads submitting samples: 16 keep the service's in-flight cap full (bench/, figure 3)."""
 
 WireMode = Literal["auto", "protobuf", "json"]
-
-_warned_insecure_urls: set[str] = set()
-_warned_lock = threading.Lock()
 
 
 @dataclass(frozen=True, repr=False)
 class Settings:
-    """The resolved options of one connection, built once by a public client.
-
-    Handed down whole (client context, session holder, transport) so no layer re-lists or
-    re-defaults an option. The API key, the Cloudflare secret and header values never show in
-    ``repr``.
-    """
+    """The resolved options of one connection, handed down whole; credentials stay out of repr."""
 
     base_url: str
     api_key: str | None
@@ -107,15 +94,10 @@ class Settings:
     max_retries: int | None = None
     journal: str | os.PathLike[str] | Journal | None = None
     credential_command: str | None = None
-    """``TINKER_CREDENTIAL_CMD`` when set: run at connect time (see ``Credentials``)."""
     credential_source: CredentialSource | None = None
-    """Where ``api_key`` came from (or ``"command"`` when only the command is set)."""
     requests_session: requests.Session | None = None
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
-    """The largest answer read, after decompression (``TINKER_LITE_MAX_ANSWER_BYTES``)."""
-    secret_headers: frozenset[str] = frozenset()
-    """Names of ``default_headers`` that hold a credential (``TINKER_LITE_SECRET_HEADERS``):
-    never sent across origins, redacted from messages."""
+    secret_headers: frozenset[str] = frozenset()  # names of default_headers holding credentials
 
     @property
     def is_local(self) -> bool:
@@ -123,7 +105,7 @@ class Settings:
         return self.base_url == LOCAL_BASE_URL
 
     def with_base_url(self, base_url: str) -> Settings:
-        """These settings with another base URL (the local server's, once it has started)."""
+        """These settings with another base URL (the local server's)."""
         return replace(self, base_url=base_url)
 
     @tolerant_repr
@@ -155,14 +137,10 @@ def _nonempty(value: str | None) -> str | None:
 
 def parse_seconds(value: object, source: str) -> float:
     """``value`` as a positive number of seconds; InvalidInputError naming ``source`` if not."""
-    if isinstance(value, bool):
-        raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise InvalidInputError(
-            source, f"must be a positive number of seconds, got {value!r}"
-        ) from None
+        number = math.nan
     if math.isnan(number) or number <= 0:
         raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
     return number
@@ -171,7 +149,6 @@ def parse_seconds(value: object, source: str) -> float:
 def _seconds(
     value: float | None, name: str, env: Mapping[str, str], env_name: str, default: float
 ) -> float:
-    """A duration: the argument, else the environment variable, else ``default``."""
     if value is not None:
         return parse_seconds(value, name)
     if _nonempty(env.get(env_name)) is not None:
@@ -180,8 +157,6 @@ def _seconds(
 
 
 def _answer_cap(value: int | None, env: Mapping[str, str]) -> int:
-    """The answer size cap: the argument, else ``TINKER_LITE_MAX_ANSWER_BYTES``, else the
-    default."""
     source = "max_answer_bytes"
     if value is None:
         raw = _nonempty(env.get(ENV_MAX_ANSWER_BYTES, "").strip())
@@ -200,24 +175,11 @@ def _answer_cap(value: int | None, env: Mapping[str, str]) -> int:
 
 
 def _secret_names(value: Collection[str] | None, env: Mapping[str, str]) -> frozenset[str]:
-    """Header names marked secret: the argument, else ``TINKER_LITE_SECRET_HEADERS``
-    (comma-separated)."""
     if value is None:
         value = [name.strip() for name in env.get(ENV_SECRET_HEADERS, "").split(",")]
     elif isinstance(value, str):
         raise InvalidInputError("secret_headers", "must be a list of header names, not a string")
     return frozenset(name for name in value if name)
-
-
-def _parse_tags(raw: str) -> tuple[str, ...]:
-    # docs/protocol.rst §2.2: comma-separated and de-duplicated (kept in first-seen order; empty
-    # dropped).
-    seen: dict[str, None] = {}
-    for tag in raw.split(","):
-        tag = tag.strip()
-        if tag:
-            seen.setdefault(tag, None)
-    return tuple(seen)
 
 
 def resolve_settings(
@@ -246,12 +208,8 @@ def resolve_settings(
 ) -> Settings:
     """Resolve every option once: explicit argument > environment variable > default.
 
-    Raises :class:`~tinker_lite.InvalidInputError` naming the argument or environment variable
-    at fault (an API key with whitespace, a missing key for a remote service, a bad stall
-    timeout, an unknown ``wire`` mode, a base URL that is not http(s), a bad ``sample_workers``
-    or ``max_retries``, a ``requests_session`` that is not a ``requests.Session``).
-    ``allow_local`` accepts ``local://`` (kept as :data:`LOCAL_BASE_URL`; the client context
-    starts the local server and swaps in its URL).
+    InvalidInputError names the argument or variable at fault; ``allow_local`` accepts
+    ``local://``.
     """
     env = os.environ if environ is None else environ
 
@@ -260,13 +218,8 @@ def resolve_settings(
     if sample_workers < 1:
         raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
 
-    if _nonempty(base_url) is not None:
-        url, url_source = str(base_url), "base_url"
-    elif _nonempty(env.get(ENV_BASE_URL)) is not None:
-        url, url_source = env[ENV_BASE_URL], ENV_BASE_URL
-    else:
-        url, url_source = DEFAULT_BASE_URL, "base_url"
-    url = url.strip()
+    url_source = ENV_BASE_URL if not base_url and env.get(ENV_BASE_URL) else "base_url"
+    url = str(base_url or env.get(ENV_BASE_URL) or DEFAULT_BASE_URL).strip()
     register_url_credentials(url)  # a user:password@ in the URL is never shown
     local = url.lower().startswith(LOCAL_BASE_URL)
     if local and allow_local:
@@ -287,16 +240,9 @@ def resolve_settings(
             f"no API key for {url} ({credential.origin})",
             f"pass api_key=... or set {ENV_API_KEY}, or store a key with `tinker-lite auth login`",
         )
-    # Only a credential that will be sent is worth the warning (none: the error above says so).
     if url.lower().startswith("http://") and not loopback:
-        with _warned_lock:
-            first = url not in _warned_insecure_urls
-            _warned_insecure_urls.add(url)
-        if first:
-            logger.warning(
-                "Connecting to %s over plain http://: the API key travels unencrypted",
-                redact_url(url),
-            )
+        message = "Connecting to %s over plain http://: the API key travels unencrypted"
+        warn_once(logger, ("http", url), message, redact_url(url))
 
     cf_headers: dict[str, str] = {}
     cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))
@@ -329,7 +275,10 @@ def resolve_settings(
             raise InvalidInputError("tags", "must be a list of strings, not a string")
         resolved_tags = tuple(dict.fromkeys(str(t) for t in tags))
     elif ENV_TAGS in env:
-        resolved_tags = _parse_tags(env[ENV_TAGS])
+        # docs/protocol.rst §2.2: comma-separated, de-duplicated in order, empty ones dropped.
+        resolved_tags = tuple(
+            dict.fromkeys(t.strip() for t in env[ENV_TAGS].split(",") if t.strip())
+        )
     else:
         resolved_tags = ()
 

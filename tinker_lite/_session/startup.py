@@ -1,6 +1,4 @@
-"""The start-up sequence of a connection before any session: reading its answers, and the
-dynamic config's refresh thread (docs/protocol.rst §8.1).
-"""
+"""Start-up before any session: client config, dynamic config refresh (docs/protocol.rst §8.1)."""
 
 from __future__ import annotations
 
@@ -33,15 +31,13 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.session")
 
-# golden-0.38: client/dynamic_config is sent with a 10 s read timeout, refreshed no faster
-# than every 10 s.
+# golden-0.38: a 10 s read timeout, refreshed no faster than every 10 s.
 DYNAMIC_CONFIG_TIMEOUT = Timeout(connect=5.0, read=10.0)
 MIN_REFRESH_INTERVAL_S = 10.0
 
 
 def is_connection_failure(error: BaseException) -> bool:
-    """A connection that could not be made (refused, DNS, TLS handshake, a connect timeout):
-    the service gave no answer at all.
+    """A connection that could not be made (refused, DNS, TLS handshake, a connect timeout).
 
     A rejected certificate is not one: it will not change by waiting.
     """
@@ -57,10 +53,7 @@ def read_client_config(
 ) -> tuple[types.ClientConfigResponse, bool]:
     """``client/config``: the flags and whether the service answered (a current service).
 
-    ``fetch()`` sends the request (until the service has answered once, a connection that
-    cannot be made is retried for the start-up budget: the service may be starting). A service
-    that answers something unusable (404, a bad body) gets the built-in defaults; one that
-    refuses the credential (401) raises ``AuthenticationError``.
+    An unusable answer (404, a bad body) gives the built-in defaults; a 401 is raised.
     """
     try:
         resp = fetch()
@@ -71,24 +64,26 @@ def read_client_config(
             raise  # the service never answered: there is nothing to start with
         if not isinstance(e, TinkerError) or isinstance(e, AuthenticationError):
             raise  # as 0.38: a refused credential is said at once, not hidden by defaults
-        if isinstance(e, NotFoundError):
-            logger.debug("The service has no client/config; using built-in defaults")
-        else:
-            logger.info(
-                "Could not read the service's client config (%s); using built-in defaults",
-                redact(str(e)),
-            )
+        _log_defaults("client/config", "client config", e)
         return types.ClientConfigResponse(), False
     return config, True
+
+
+def _log_defaults(path: str, name: str, error: TinkerError) -> None:
+    if isinstance(error, NotFoundError):
+        logger.debug("The service has no %s; using built-in defaults", path)
+    else:
+        logger.info(
+            "Could not read the service's %s (%s); using built-in defaults",
+            name,
+            redact(str(error)),
+        )
 
 
 class DynamicConfig:
     """The service's dynamic flags (``client/dynamic_config``), refreshed on their own thread.
 
-    ``fetch(initial)`` sends the request: :meth:`fetch_initial` reads the flags once (with the
-    start-up retries); :meth:`start` then re-reads them every ``refresh_interval_sec`` (at least
-    ``min_interval`` s) with one attempt each, keeping the last values when a refresh fails.
-    :attr:`current` is safe to read from any thread.
+    A failed refresh keeps the last values; :attr:`current` may be read from any thread.
     """
 
     def __init__(
@@ -102,7 +97,6 @@ class DynamicConfig:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.current = types.ClientDynamicConfigResponse()
-        self.refreshes = 0
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -115,13 +109,7 @@ class DynamicConfig:
         except ClientClosedError:
             raise
         except TinkerError as e:
-            if isinstance(e, NotFoundError):
-                logger.debug("The service has no client/dynamic_config; using built-in defaults")
-            else:
-                logger.info(
-                    "Could not read the service's dynamic config (%s); using built-in defaults",
-                    redact(str(e)),
-                )
+            _log_defaults("client/dynamic_config", "dynamic config", e)
 
     def start(self) -> None:
         """Start the refresh thread (once)."""
@@ -153,7 +141,6 @@ class DynamicConfig:
         if config != self.current:
             logger.debug("Dynamic config updated: %s", config)
         self.current = config
-        self.refreshes += 1
         return True
 
     def _run(self) -> None:

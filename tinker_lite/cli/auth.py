@@ -8,9 +8,13 @@ masked input (from stdin when it is not a terminal) and is never printed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
+import json
+import os
 import socket
 import sys
+import tempfile
 import urllib.parse
 from typing import Any
 
@@ -38,11 +42,13 @@ from tinker_lite.cli._exit import (
 from tinker_lite.cli._parser import add_group, leaf
 
 __all__ = [
+    "add_default",
     "cmd_auth_login",
     "cmd_auth_logout",
     "cmd_auth_status",
     "cmd_auth_whoami",
     "register",
+    "remove_default",
 ]
 
 # The presented API key's own metadata (``GET``), or its deletion (``DELETE``).
@@ -101,6 +107,68 @@ def _api_key_request(ctx: Context, key: str, method: str) -> Any:
         transport.close()
 
 
+def add_default(store: CredentialsFile, key_id: str, record: StoredKey) -> None:
+    """Store ``record`` under ``key_id`` (replacing one of that id) and make it the default."""
+    from tinker_lite._codec import wire as _wire
+
+    raw = _read_for_update(store)
+    raw.setdefault("keys", {})[key_id] = _wire.to_builtins(record)
+    raw["default"] = key_id
+    _write(store, raw)
+
+
+def remove_default(store: CredentialsFile) -> tuple[str, StoredKey] | None:
+    """Remove the default key (the default is cleared); return it, or ``None`` if none."""
+    found = store.default()
+    if found is None:
+        return None
+    raw = _read_for_update(store)
+    raw.get("keys", {}).pop(found[0], None)
+    raw.pop("default", None)
+    _write(store, raw)
+    return found
+
+
+def _read_for_update(store: CredentialsFile) -> dict[str, Any]:
+    """The raw file, checked (a broken file is not replaced); fields not known here stay."""
+    raw = store.read()
+    if raw is None:
+        return {"version": 1, "keys": {}}
+    store.checked(raw)
+    return raw
+
+
+def _write(store: CredentialsFile, raw: dict[str, Any]) -> None:
+    """Replace the file atomically with ``raw``: mode 0600, in a directory of mode 0700."""
+    directory = store.path.parent
+    if not directory.is_dir():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)  # mkdir's mode is reduced by the umask
+    ordered = {name: raw[name] for name in ("version", "default", "keys") if name in raw}
+    text = json.dumps(_without_none({**ordered, **raw}), indent=2) + "\n"
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{store.path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, store.path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _without_none(value: Any) -> Any:
+    """``value`` with every ``None`` member left out (the official CLI writes no nulls)."""
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
+
+
 def cmd_auth_login(ctx: Context) -> int:
     """Ask for an API key, check it with the service, and store it as the default credential."""
     from tinker_lite._codec import wire as _wire
@@ -122,7 +190,8 @@ def cmd_auth_login(ctx: Context) -> int:
     key = _read_key(ctx)
     answer = _wire.structure(_api_key_request(ctx, key, "GET"), _ApiKeySelf)
     key_id = str(answer.key_id)
-    store.add_default(
+    add_default(
+        store,
         key_id,
         StoredKey(key=key, name=answer.name, note=answer.note, details=answer.details),
     )
@@ -162,7 +231,7 @@ def cmd_auth_logout(ctx: Context) -> int:
             _api_key_request(ctx, record.key, "DELETE")
         except Exception as e:
             revoke_error = e
-    store.remove_default()
+    remove_default(store)
     revoked = record.type == "generated" and revoke_error is None
     console = f"{_CONSOLE}/keys/{urllib.parse.quote(key_id, safe='')}"
     if ctx.output.json:

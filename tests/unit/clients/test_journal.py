@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tinker_lite._session.journal import JOURNAL_KEYS, Journal, read_journal
+from tests.support.journal import read_journal
+from tinker_lite._session.journal import JOURNAL_KEYS, Journal
+from tinker_lite._session.settings import resolve_settings
 
 
 def test_record_writes_one_json_line_with_documented_keys(tmp_path: Path) -> None:
@@ -33,19 +35,24 @@ def test_record_writes_one_json_line_with_documented_keys(tmp_path: Path) -> Non
     second = json.loads(lines[1])
     assert second["tokens"] == 42
     assert second["error"] == "RateLimitError: slow down"
-    assert journal.entries() == [first, second]
+    assert read_journal(journal.path) == [first, second]
 
 
 def test_resolve_prefers_argument_then_environment(tmp_path: Path) -> None:
-    assert Journal.resolve(None, environ={}) is None
-    assert Journal.resolve(None, environ={"TINKER_LITE_JOURNAL": " "}) is None
-    from_env = Journal.resolve(None, environ={"TINKER_LITE_JOURNAL": str(tmp_path / "e.jsonl")})
-    assert from_env is not None
-    assert from_env.path == tmp_path / "e.jsonl"
-    explicit = Journal.resolve(tmp_path / "a.jsonl", environ={"TINKER_LITE_JOURNAL": "x"})
-    assert explicit is not None
-    assert explicit.path == tmp_path / "a.jsonl"
-    assert Journal.resolve(explicit) is explicit
+    def resolve(journal: str | Path | Journal | None, environ: dict[str, str]) -> object:
+        settings = resolve_settings(
+            api_key="tml-k", base_url="http://127.0.0.1:1", journal=journal, environ=environ
+        )
+        return settings.journal
+
+    assert resolve(None, {}) is None
+    assert resolve(None, {"TINKER_LITE_JOURNAL": " "}) is None
+    assert resolve(None, {"TINKER_LITE_JOURNAL": str(tmp_path / "e.jsonl")}) == str(
+        tmp_path / "e.jsonl"
+    )
+    assert resolve(tmp_path / "a.jsonl", {"TINKER_LITE_JOURNAL": "x"}) == tmp_path / "a.jsonl"
+    explicit = Journal(tmp_path / "a.jsonl")
+    assert resolve(explicit, {}) is explicit
 
 
 def test_watch_records_outcome_and_duration(tmp_path: Path) -> None:
@@ -53,7 +60,8 @@ def test_watch_records_outcome_and_duration(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "j.jsonl", monotonic=lambda: next(ticks))
 
     done: Future[list[int]] = Future()
-    journal.watch(done, "sample", tokens=len, request_id="r1")
+    done.request_id = "r1"  # type: ignore[attr-defined]
+    journal.watch(done, "sample", tokens=len)
     done.set_result([1, 2, 3])
 
     failed: Future[int] = Future()
@@ -65,7 +73,7 @@ def test_watch_records_outcome_and_duration(tmp_path: Path) -> None:
     journal.watch(cancelled, "optim_step", seq_id=4)
     cancelled.cancel()
 
-    entries = journal.entries()
+    entries = read_journal(journal.path)
     assert [(e["kind"], e["status"], e["request_id"]) for e in entries] == [
         ("sample", "ok", "r1"),
         ("forward_backward", "error", "r2"),

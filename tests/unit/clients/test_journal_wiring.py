@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.clients import API_KEY, FakeTinker, ce_datum
+from tests.support.journal import read_journal
 from tests.support.scripted_server import (  # noqa: F401 - fixtures used by name
     Recorded,
     Reply,
@@ -19,7 +20,7 @@ from tests.support.scripted_server import (  # noqa: F401 - fixtures used by nam
     server_fixture,
 )
 from tinker_lite import BadRequestError, ServiceClient, types
-from tinker_lite._session.journal import JOURNAL_KEYS, Journal, SeqOrder, read_journal
+from tinker_lite._session.journal import JOURNAL_KEYS, Journal, SeqOrder
 
 
 @pytest.fixture

@@ -75,7 +75,7 @@ def test_options_reach_the_session(server: ScriptedServer, monkeypatch: pytest.M
     FakeTinker(server)
     monkeypatch.setenv("TINKER_LITE_STALL_TIMEOUT", "0.5")
     with _client(server, user_metadata={"team": "a"}, project_id="p1") as client:
-        assert client.holder.stall_timeout == 0.5
+        assert client.holder.settings.stall_timeout == 0.5
         assert client.holder.wire_format == "json"
         assert client.chunk_limits().max_datums == 128
         # docs/protocol.rst §8.1: on first use
@@ -236,7 +236,7 @@ def test_unknown_keywords_warn_as_0_38_does_and_are_ignored(server: ScriptedServ
     )
     assert warning.filename == __file__  # reported where the caller passed them
     with client:
-        assert client.holder.stall_timeout != 5
+        assert client.holder.settings.stall_timeout != 5
         RestClient(client).get_server_capabilities().result(timeout=60)
 
 

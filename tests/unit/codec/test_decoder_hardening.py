@@ -39,7 +39,8 @@ from tinker_lite._codec.chunking import combine_outputs
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import TinkerError
 from tinker_lite._futures.poller import Poll, Poller
-from tinker_lite._session.holder import SessionHolder, jwt_expiry
+from tinker_lite._session.credentials import jwt_expiry
+from tinker_lite._session.holder import SessionHolder
 from tinker_lite._transport.answers import JSON, PROTOBUF, HttpResponse
 from tinker_lite._transport.http import PoolKind, Timeout
 from tinker_lite._transport.retry import parse_retry_after
@@ -361,7 +362,7 @@ def test_archive_url_answers(
     holder: SessionHolder, status: int, headers: dict[str, str], body: bytes
 ) -> None:
     resp = HttpResponse(status, headers, body)
-    _typed_only(lambda: archive_url(resp, holder.base_url))
+    _typed_only(lambda: archive_url(resp, holder.settings.base_url))
 
 
 # -- the poller, end to end --------------------------------------------------------------------

@@ -28,6 +28,7 @@ from tinker_lite._session.credentials import (
     run_credential_command,
 )
 from tinker_lite._session.credentials_file import CredentialsFile, StoredKey
+from tinker_lite.cli.auth import add_default, remove_default
 from tinker_lite.local import LocalServer
 
 KEY = "tml-stored-key-0123456789"
@@ -248,7 +249,7 @@ def test_a_stored_key_with_whitespace_names_the_file(home: Path) -> None:
 
 def test_writing_is_atomic_owner_only_and_in_the_official_format(home: Path) -> None:
     store = CredentialsFile()
-    store.add_default("7", StoredKey(key=KEY, name="laptop"))
+    add_default(store, "7", StoredKey(key=KEY, name="laptop"))
     path = home / ".tinker" / "credentials.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
@@ -268,27 +269,27 @@ def test_rewriting_keeps_other_keys_and_fields_it_does_not_know(home: Path) -> N
                              "details": document["keys"]["42"]["details"]}  # fmt: skip
     path = stored_file(home, document)
     store = CredentialsFile()
-    removed = store.remove_default()
+    removed = remove_default(store)
     assert removed is not None
     assert removed[0] == "42"
     after = json.loads(path.read_text())
     assert "default" not in after
     assert list(after["keys"]) == ["9"]
-    store.add_default("43", StoredKey(key="tml-new", name="desk"))
+    add_default(store, "43", StoredKey(key="tml-new", name="desk"))
     after = json.loads(path.read_text())
     assert after["default"] == "43"
     assert after["keys"]["9"]["key"] == "tml-other"
     document = official_file()
     document["keys"]["42"]["scopes"] = ["train"]
     stored_file(home, document)
-    CredentialsFile().add_default("44", StoredKey(key="tml-x", name="x"))
+    add_default(CredentialsFile(), "44", StoredKey(key="tml-x", name="x"))
     assert json.loads(path.read_text())["keys"]["42"]["scopes"] == ["train"]
 
 
 def test_a_broken_file_is_not_overwritten(home: Path) -> None:
     path = stored_file(home, "{broken")
     with pytest.raises(InvalidInputError):
-        CredentialsFile().add_default("1", StoredKey(key=KEY, name="x"))
+        add_default(CredentialsFile(), "1", StoredKey(key=KEY, name="x"))
     assert path.read_text() == "{broken"
 
 
