@@ -21,9 +21,7 @@ from tinker_lite._futures.tasks import join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
-from tinker_lite._transport.loops import (
-    retry_loop,
-)
+from tinker_lite._transport.loops import retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [

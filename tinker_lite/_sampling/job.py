@@ -54,13 +54,6 @@ class SampleSender:
         self._jobs: collections.deque[SampleJob] = collections.deque()
         self._drainers = 0
 
-    def submit(self, request: types.SampleRequest, sdk_method: str) -> str:
-        """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
-        context = self.context
-        return context.api.sampling.submit_sample(
-            request, sdk_method=sdk_method, closing=context.closing
-        )
-
     def put(self, job: SampleJob, pool: ThreadPoolExecutor) -> None:
         """Queue ``job`` to run on ``pool`` after the jobs queued before it."""
         with self._lock:
@@ -182,7 +175,9 @@ class SampleJob:
             gate.release()  # dropped by close(): its future already holds a ClientClosedError
             return
         try:
-            request_id = sender.submit(self.request, self.sdk_method)
+            request_id = context.api.sampling.submit_sample(
+                self.request, sdk_method=self.sdk_method, closing=closing
+            )
         except BaseException as e:
             gate.release()
             self.fail(e)
@@ -243,9 +238,11 @@ class SampleJob:
 
     def _resubmit(self) -> str:
         # docs/protocol.rst §7.3: a re-run after HTTP 410 takes a new seq_id.
-        sender = self.sender
-        self.request = attrs.evolve(self.request, seq_id=sender.take_seq_id())
-        return sender.submit(self.request, self.sdk_method)
+        context = self.sender.context
+        self.request = attrs.evolve(self.request, seq_id=self.sender.take_seq_id())
+        return context.api.sampling.submit_sample(
+            self.request, sdk_method=self.sdk_method, closing=context.closing
+        )
 
     def _released(self, done: object) -> None:
         self.sender.context.holder.sample_gate.release()
