@@ -145,11 +145,9 @@ class SampleJob:
 
     def fail(self, error: BaseException) -> None:
         """Fail the caller's future with ``error`` (journalled)."""
-        context = self.sender.context
-        if context.journal is None:
-            self.out.try_set_exception(error)
-        else:
-            deliver(context, APIFuture.failed(error), self.out, self.request, self.created_at)
+        deliver(
+            self.sender.context, APIFuture.failed(error), self.out, self.request, self.created_at
+        )
 
     def drop(self, error: BaseException) -> None:
         """Fail the job with ``error`` unless it was sent or dropped already."""
@@ -197,7 +195,7 @@ class SampleJob:
             self.fail(e)
             return
         if batch is None:
-            target.add_done_callback(self._released)
+            target.add_done_callback(self._retrieved)
             self._fetch()
         else:
             target.add_done_callback(self._retrieved)
@@ -243,9 +241,6 @@ class SampleJob:
         return context.api.sampling.submit_sample(
             self.request, sdk_method=self.sdk_method, closing=context.closing
         )
-
-    def _released(self, done: object) -> None:
-        self.sender.context.holder.sample_gate.release()
 
     def _retrieved(self, done: object) -> None:
         sender = self.sender
