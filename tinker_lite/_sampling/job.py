@@ -31,6 +31,7 @@ GATE_CHECK_INTERVAL = 0.25
 """Seconds between checks of the closing state by a sample waiting for an in-flight place."""
 
 
+@attrs.define(eq=False, repr=False)
 class SampleSender:
     """What the sample jobs of one SamplingClient share, and the queue of those not yet started.
 
@@ -39,20 +40,13 @@ class SampleSender:
     sample holds no work item or executor future of its own.
     """
 
-    def __init__(
-        self,
-        context: ClientContext,
-        session_id: str,
-        take_seq_id: Callable[[], int],
-        on_queue_state: Callable[[str, str | None], None],
-    ) -> None:
-        self.context = context
-        self.session_id = session_id
-        self.take_seq_id = take_seq_id
-        self.on_queue_state = on_queue_state
-        self._lock = threading.Lock()
-        self._jobs: collections.deque[SampleJob] = collections.deque()
-        self._drainers = 0
+    context: ClientContext
+    session_id: str
+    take_seq_id: Callable[[], int]
+    on_queue_state: Callable[[str, str | None], None]
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _jobs: collections.deque[SampleJob] = attrs.field(factory=collections.deque, init=False)
+    _drainers: int = attrs.field(default=0, init=False)
 
     def put(self, job: SampleJob, pool: ThreadPoolExecutor) -> None:
         """Queue ``job`` to run on ``pool`` after the jobs queued before it."""
@@ -107,41 +101,22 @@ def deliver(
     out.forward_from(source)
 
 
+@attrs.define(eq=False, repr=False)
 class SampleJob:
     """One sample: the state its executor thread and its poller share (see the module)."""
 
-    __slots__ = (
-        "batch",
-        "clone",
-        "created_at",
-        "out",
-        "pending",
-        "request",
-        "sdk_method",
-        "sender",
-        "target",
+    sender: SampleSender
+    clone: int
+    request: types.SampleRequest
+    out: APIFuture[types.SampleResponse]
+    created_at: float = attrs.field(kw_only=True)
+    sdk_method: str = attrs.field(kw_only=True)
+    pending: PendingRequest | None = attrs.field(default=None, init=False)
+    batch: BatchPoller | None = attrs.field(default=None, init=False)
+    # The future the poller resolves: ``out`` itself, or with a journal one it watches.
+    target: APIFuture[types.SampleResponse] = attrs.field(
+        default=attrs.Factory(lambda job: job.out, takes_self=True), init=False
     )
-
-    def __init__(
-        self,
-        sender: SampleSender,
-        clone: int,
-        request: types.SampleRequest,
-        out: APIFuture[types.SampleResponse],
-        *,
-        created_at: float,
-        sdk_method: str,
-    ) -> None:
-        self.sender = sender
-        self.clone = clone
-        self.request = request
-        self.out = out
-        self.created_at = created_at
-        self.sdk_method = sdk_method
-        self.pending: PendingRequest | None = None
-        self.batch: BatchPoller | None = None
-        # The future the poller resolves: ``out`` itself, or with a journal one it watches.
-        self.target = out
 
     def fail(self, error: BaseException) -> None:
         """Fail the caller's future with ``error`` (journalled)."""
