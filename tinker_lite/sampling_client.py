@@ -15,6 +15,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
@@ -349,9 +351,6 @@ class SamplingClient:
         most once a minute while paused. Override it to react otherwise."""
         self._queue_logger(str(queue_state), queue_state_reason)
 
-    def _queue_state_noted(self, state: str, reason: str | None) -> None:
-        self.on_queue_state_change(types.QueueState(state), reason)
-
     def get_tokenizer(self) -> PretrainedTokenizer:
         """Return the tokenizer of the sampled model's base model."""
         with self._tokenizer_lock:
@@ -370,9 +369,10 @@ class SamplingClient:
 
     @functools.cached_property
     def _sender(self) -> SampleSender:
-        return SampleSender(
-            self._context, self.sampling_session_id, self._take_seq_id, self._queue_state_noted
-        )
+        def noted(state: str, reason: str | None) -> None:
+            self.on_queue_state_change(types.QueueState(state), reason)
+
+        return SampleSender(self._context, self.sampling_session_id, self._take_seq_id, noted)
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 
@@ -409,13 +409,11 @@ def carry_api_key(sampler: SamplingClient) -> object:
     return _KeyCarrier(client._pickled_state(key))
 
 
+@attrs.define(frozen=True, repr=False)
 class _KeyCarrier:
     """What :func:`carry_api_key` returns: it unpickles as the SamplingClient, with the key."""
 
-    __slots__ = ("_state",)
-
-    def __init__(self, state: tuple[Any, ...]) -> None:
-        self._state = state
+    _state: tuple[Any, ...]
 
     @tolerant_repr
     def __repr__(self) -> str:
