@@ -8,12 +8,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from tinker_lite import types
-from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import (
     APIError,
     APIResponseValidationError,
@@ -46,8 +44,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tinker_lite.futures")
-
-T = TypeVar("T")
 
 QueueKind = Literal["training", "sampling", "model_creation", "request"]
 
@@ -101,13 +97,8 @@ def json_object(resp: HttpResponse) -> dict[str, Any] | None:
 
 def request_failed(what: str, request_id: str, data: dict[str, Any]) -> RequestFailedError:
     """The error of a request the service says failed (``{"error", "category"}``)."""
-    try:
-        failed = _wire.structure(data, types.RequestFailedResponse)
-        message, category = str(failed.error), RequestErrorCategory.parse(failed.category)
-    except Exception:
-        message = str(data.get("error"))
-        category = RequestErrorCategory.parse(data.get("category"))
-    text = redact(message)
+    category = RequestErrorCategory.parse(data.get("category"))
+    text = redact(str(data.get("error")))
     logger.debug("%s failed (%s): %s", what, category.value, text)
     return RequestFailedError(
         f"Request failed: {text} ({what}, category {category.value})",
