@@ -196,21 +196,16 @@ class SamplingClient:
                 model_path=model_path,
             )
             created = api.sampling.create_sampling_session(request, sdk_method=sdk_method)
-            found = base_model
-            if model_path is not None and session.client_config_from_server:
-                sampler = api.request(
-                    endpoints.GET_SAMPLER,
-                    sdk_method=sdk_method,
-                    sampler_id=created.sampling_session_id,
-                )
-                found = sampler.base_model or None
-            return cls(
+            client = cls(
                 context,
                 created.sampling_session_id,
                 model_path=model_path,
-                base_model=found,
+                base_model=base_model,
                 record_stability_info=record_stability_info,
             )
+            if model_path is not None and session.client_config_from_server:
+                client.base_model = client._read_base_model(sdk_method) or None
+            return client
 
         return context.run_in(context.rest_pool(), create, request_type="CreateSamplingSession")
 
