@@ -219,14 +219,12 @@ class Poller:
 
     def _default_logger(self, request_type: str) -> QueueStateLogger:
         with self._cond:
-            found = self._default_loggers.get(request_type)
-            if found is None:
+            if request_type not in self._default_loggers:
                 kind = _QUEUE_KINDS.get(request_type, "training")
-                found = QueueStateLogger(
+                self._default_loggers[request_type] = QueueStateLogger(
                     f"{request_type} request", "this client", kind=kind, clock=self._clock
                 )
-                self._default_loggers[request_type] = found
-            return found
+            return self._default_loggers[request_type]
 
     def _forget(self, task: PollTask) -> None:
         with self._cond:
