@@ -26,7 +26,7 @@ from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._sampling import SampleJob, SampleSender, deliver
+from tinker_lite._sampling.job import SampleJob, SampleSender, deliver
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
