@@ -292,6 +292,10 @@ class SamplingClient:
             self._cloned_sampler_id = clone
             self._next_seq_id = CLONE_STRIDE * clone
 
+    def _unjoined(self) -> bool:
+        """Whether this copy's next sample first joins the session (docs/protocol.rst §7.3)."""
+        return self._cloned_sampler_id is None
+
     def compute_logprobs(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
     ) -> APIFuture[list[float | None]]:
@@ -371,11 +375,8 @@ class SamplingClient:
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 
-    # A copy's first sample joins the session, and saved weights' base model is asked once.
-    sample_async = async_twin(sample, blocks=lambda self: self._cloned_sampler_id is None)
-    compute_logprobs_async = async_twin(
-        compute_logprobs, blocks=lambda self: self._cloned_sampler_id is None
-    )
+    sample_async = async_twin(sample, blocks=_unjoined)
+    compute_logprobs_async = async_twin(compute_logprobs, blocks=_unjoined)
     get_base_model_async = async_twin(get_base_model, blocks=lambda self: self.base_model is None)
 
 
