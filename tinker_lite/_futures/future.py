@@ -433,11 +433,7 @@ def then(
 
 def flatten(future: concurrent.futures.Future[concurrent.futures.Future[R]]) -> APIFuture[R]:
     """A future of the outcome of the future that ``future`` gives."""
-    return then(future, _same)
-
-
-def _same(value: T) -> T:
-    return value
+    return then(future, lambda inner: inner)
 
 
 def _retrieve(waiter: Any) -> None:
