@@ -15,6 +15,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
@@ -24,7 +26,7 @@ from tinker_lite._futures.async_twins import async_twin
 from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._sampling import SampleJob, SampleSender, deliver
+from tinker_lite._sampling.job import SampleJob, SampleSender, deliver
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:
@@ -194,21 +196,16 @@ class SamplingClient:
                 model_path=model_path,
             )
             created = api.sampling.create_sampling_session(request, sdk_method=sdk_method)
-            found = base_model
-            if model_path is not None and session.client_config_from_server:
-                sampler = api.request(
-                    endpoints.GET_SAMPLER,
-                    sdk_method=sdk_method,
-                    sampler_id=created.sampling_session_id,
-                )
-                found = sampler.base_model or None
-            return cls(
+            client = cls(
                 context,
                 created.sampling_session_id,
                 model_path=model_path,
-                base_model=found,
+                base_model=base_model,
                 record_stability_info=record_stability_info,
             )
+            if model_path is not None and session.client_config_from_server:
+                client.base_model = client._read_base_model(sdk_method) or None
+            return client
 
         return context.run_in(context.rest_pool(), create, request_type="CreateSamplingSession")
 
@@ -296,10 +293,8 @@ class SamplingClient:
             self._next_seq_id = CLONE_STRIDE * clone
 
     def _unjoined(self) -> bool:
+        """Whether this copy's next sample first joins the session (docs/protocol.rst §7.3)."""
         return self._cloned_sampler_id is None
-
-    def _base_model_unread(self) -> bool:
-        return self.base_model is None
 
     def compute_logprobs(
         self, prompt: types.ModelInput, prompt_logprobs_last_n: int | None = None
@@ -355,9 +350,6 @@ class SamplingClient:
         most once a minute while paused. Override it to react otherwise."""
         self._queue_logger(str(queue_state), queue_state_reason)
 
-    def _queue_state_noted(self, state: str, reason: str | None) -> None:
-        self.on_queue_state_change(types.QueueState(state), reason)
-
     def get_tokenizer(self) -> PretrainedTokenizer:
         """Return the tokenizer of the sampled model's base model."""
         with self._tokenizer_lock:
@@ -376,15 +368,16 @@ class SamplingClient:
 
     @functools.cached_property
     def _sender(self) -> SampleSender:
-        return SampleSender(
-            self._context, self.sampling_session_id, self._take_seq_id, self._queue_state_noted
-        )
+        def noted(state: str, reason: str | None) -> None:
+            self.on_queue_state_change(types.QueueState(state), reason)
+
+        return SampleSender(self._context, self.sampling_session_id, self._take_seq_id, noted)
 
     # -- the official *_async twins (deprecated there too) ---------------------------------------
 
     sample_async = async_twin(sample, blocks=_unjoined)
     compute_logprobs_async = async_twin(compute_logprobs, blocks=_unjoined)
-    get_base_model_async = async_twin(get_base_model, blocks=_base_model_unread)
+    get_base_model_async = async_twin(get_base_model, blocks=lambda self: self.base_model is None)
 
 
 # The connections made here for copies; each closes at exit as any unclosed connection does.
@@ -412,13 +405,11 @@ def carry_api_key(sampler: SamplingClient) -> object:
     return _KeyCarrier(client._pickled_state(key))
 
 
+@attrs.define(frozen=True, repr=False)
 class _KeyCarrier:
     """What :func:`carry_api_key` returns: it unpickles as the SamplingClient, with the key."""
 
-    __slots__ = ("_state",)
-
-    def __init__(self, state: tuple[Any, ...]) -> None:
-        self._state = state
+    _state: tuple[Any, ...]
 
     @tolerant_repr
     def __repr__(self) -> str:

@@ -8,10 +8,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
-from tinker_lite import types
-from tinker_lite._codec import wire as _wire
+import attrs
+
 from tinker_lite._errors import (
     APIError,
     APIResponseValidationError,
@@ -45,8 +45,6 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.futures")
 
-T = TypeVar("T")
-
 QueueKind = Literal["training", "sampling", "model_creation", "request"]
 
 
@@ -63,38 +61,27 @@ def default_queue_reason(state: str, kind: QueueKind = "request") -> str:
     return "unknown"
 
 
+@attrs.define(eq=False)
 class QueueStateLogger:
-    """An ``on_queue_state`` callback: a WARNING at most once per ``interval`` while paused."""
+    """An ``on_queue_state`` callback: a WARNING at most once a minute while paused."""
 
-    def __init__(
-        self,
-        prefix: str,
-        identifier: object,
-        *,
-        kind: QueueKind = "request",
-        interval: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-        log: logging.Logger | None = None,
-    ) -> None:
-        self.prefix = prefix
-        self.identifier = identifier
-        self.kind: QueueKind = kind
-        self._interval = interval
-        self._clock = clock
-        self._log = log or logger
-        self._lock = threading.Lock()
-        self._last_logged: float | None = None
+    prefix: str
+    identifier: object
+    kind: QueueKind = attrs.field(default="request", kw_only=True)
+    _clock: Callable[[], float] = attrs.field(default=time.monotonic, kw_only=True)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+    _last_logged: float | None = attrs.field(default=None, init=False)
 
     def __call__(self, state: str, reason: str | None) -> None:
         if state == "active":
             return
         now = self._clock()
         with self._lock:
-            if self._last_logged is not None and now - self._last_logged < self._interval:
+            if self._last_logged is not None and now - self._last_logged < 60.0:
                 return
             self._last_logged = now
         text = (reason or default_queue_reason(state, self.kind)).rstrip(".")
-        self._log.warning(
+        logger.warning(
             "%s for %s is paused. Reason: %s.", self.prefix, self.identifier, redact(text)
         )
 
@@ -110,13 +97,8 @@ def json_object(resp: HttpResponse) -> dict[str, Any] | None:
 
 def request_failed(what: str, request_id: str, data: dict[str, Any]) -> RequestFailedError:
     """The error of a request the service says failed (``{"error", "category"}``)."""
-    try:
-        failed = _wire.structure(data, types.RequestFailedResponse)
-        message, category = str(failed.error), RequestErrorCategory.parse(failed.category)
-    except Exception:
-        message = str(data.get("error"))
-        category = RequestErrorCategory.parse(data.get("category"))
-    text = redact(message)
+    category = RequestErrorCategory.parse(data.get("category"))
+    text = redact(str(data.get("error")))
     logger.debug("%s failed (%s): %s", what, category.value, text)
     return RequestFailedError(
         f"Request failed: {text} ({what}, category {category.value})",

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import attrs
+
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
@@ -21,9 +23,7 @@ from tinker_lite._futures.tasks import join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
-from tinker_lite._transport.loops import (
-    retry_loop,
-)
+from tinker_lite._transport.loops import retry_loop
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
 
 __all__ = [
@@ -44,23 +44,23 @@ DEFAULT_FETCH_THREADS = 16  # results are ready when fetched: a few threads serv
 Target = tuple[str, int]
 
 
+@attrs.define(eq=False)
 class _Session:
     """The long-poll loop of one (sampling session, cloned sampler), and what waits on it."""
 
-    def __init__(self, target: Target, stall: StallWatch) -> None:
-        self.target = target
-        self.cursor = 0
-        # request id -> (the sample's future, its fetch)
-        self.waiters: dict[str, tuple[APIFuture[Any], Callable[[], object]]] = {}
-        self.early: set[str] = set()  # completions seen before their waiter registered
-        self.retrieved: set[str] = set()
-        self.fallback: str | None = None  # why this session polls per request now
-        self.thread: threading.Thread | None = None
-        # The loop's state between polls (reset when a thread starts it).
-        self.stall = stall
-        self.failures = 0
-        self.fast_answers = 0  # empty answers in a row that did not hold the poll
-        self.pause = 0.0
+    target: Target
+    # The loop's state between polls (reset when a thread starts it).
+    stall: StallWatch
+    failures: int = 0
+    fast_answers: int = 0  # empty answers in a row that did not hold the poll
+    pause: float = 0.0
+    cursor: int = 0
+    # request id -> (the sample's future, its fetch)
+    waiters: dict[str, tuple[APIFuture[Any], Callable[[], object]]] = attrs.Factory(dict)
+    early: set[str] = attrs.Factory(set)  # completions seen before their waiter registered
+    retrieved: set[str] = attrs.Factory(set)
+    fallback: str | None = None  # why this session polls per request now
+    thread: threading.Thread | None = None
 
     def has_work(self) -> bool:  # under the owner's condition
         return bool(self.waiters or self.retrieved)

@@ -26,22 +26,15 @@ __all__ = [
 T = TypeVar("T")
 R = TypeVar("R")
 
-_RESULT_FIELD_NAMES: frozenset[str] | None = None
 
-
+@functools.cache
 def _result_field_names() -> frozenset[str]:
     """Public attribute names of the result types (``*Response``, ``*Output``)."""
-    global _RESULT_FIELD_NAMES
-    if _RESULT_FIELD_NAMES is None:
-        from tinker_lite import types
+    from tinker_lite import types
 
-        names: set[str] = set()
-        for type_name in getattr(types, "__all__", ()):
-            cls = getattr(types, type_name, None)
-            if isinstance(cls, type) and type_name.endswith(("Response", "Output")):
-                names.update(n for n in dir(cls) if not n.startswith("_"))
-        _RESULT_FIELD_NAMES = frozenset(names)
-    return _RESULT_FIELD_NAMES
+    kinds = [getattr(types, n) for n in types.__all__ if n.endswith(("Response", "Output"))]
+    classes = [cls for cls in kinds if isinstance(cls, type)]
+    return frozenset(n for cls in classes for n in dir(cls) if not n.startswith("_"))
 
 
 class APIFuture(concurrent.futures.Future[T]):
@@ -128,8 +121,8 @@ class APIFuture(concurrent.futures.Future[T]):
         try:
             return get(timeout)
         except concurrent.futures.TimeoutError as e:
-            if self._is_stored(e):
-                raise
+            if self.done() and not self.cancelled() and super().exception(0) is e:
+                raise  # the request's own error (a TimeoutError)
             expired = True
             raise self._timeout_error(timeout) from None
         finally:
@@ -312,9 +305,6 @@ class APIFuture(concurrent.futures.Future[T]):
             if isinstance(source, APIFuture):
                 source._wait_ends(expired=expired)
 
-    def _is_stored(self, exc: BaseException) -> bool:
-        return self.done() and not self.cancelled() and super().exception(0) is exc
-
     def _pending_request_ids(self) -> list[str]:
         if self._sources:
             ids: list[str] = []
@@ -423,21 +413,17 @@ def then(
     )
     out._sources = (future,)
 
-    def settle(value: R | concurrent.futures.Future[R]) -> None:
-        if isinstance(value, concurrent.futures.Future):
-            out.forward_from(value)
-        else:
-            out.try_set_result(value)
-
     def on_done(done: concurrent.futures.Future[T]) -> None:
         if done.cancelled() or done.exception(0) is not None:
             out.forward_from(cast("concurrent.futures.Future[R]", done))
             return
         try:
-            if run is None:
-                settle(fn(done.result(0)))
-            else:
+            if run is not None:
                 out.forward_from(flatten(run(functools.partial(fn, done.result(0)))))
+            elif isinstance(value := fn(done.result(0)), concurrent.futures.Future):
+                out.forward_from(value)
+            else:
+                out.try_set_result(value)
         except BaseException as e:
             out.try_set_exception(e)
 
@@ -447,11 +433,7 @@ def then(
 
 def flatten(future: concurrent.futures.Future[concurrent.futures.Future[R]]) -> APIFuture[R]:
     """A future of the outcome of the future that ``future`` gives."""
-    return then(future, _same)
-
-
-def _same(value: T) -> T:
-    return value
+    return then(future, lambda inner: inner)
 
 
 def _retrieve(waiter: Any) -> None:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -11,6 +12,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
+
+import attrs
 
 from tinker_lite._errors import ClientClosedError
 from tinker_lite._futures.future import APIFuture
@@ -28,31 +31,19 @@ _STALL_GRACE_S = 2.0
 _QUEUED = "queued"
 _SENT = "sent"
 _DROPPED = "dropped"
-_ABSENT = object()
 
 
+@attrs.define(eq=False, repr=False)
 class PendingRequest:
     """One queued request: its kind, ``seq_id`` (training requests), owner, future and state."""
 
-    __slots__ = ("_on_drop", "_registry", "future", "kind", "owner", "seq_id", "state")
-
-    def __init__(
-        self,
-        registry: PendingRegistry,
-        kind: str,
-        future: Future[Any],
-        *,
-        owner: str,
-        seq_id: int | None,
-        on_drop: Callable[[BaseException], object],
-    ) -> None:
-        self._registry = registry
-        self._on_drop = on_drop
-        self.kind = kind
-        self.future = future
-        self.owner = owner
-        self.seq_id = seq_id
-        self.state = _QUEUED
+    _registry: PendingRegistry
+    kind: str
+    future: Future[Any]
+    owner: str
+    seq_id: int | None
+    _on_drop: Callable[[BaseException], object]
+    state: str = _QUEUED
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -69,9 +60,6 @@ class PendingRequest:
                 return False
             self.state = _SENT
             return True
-
-    def _registry_done(self, future: Future[Any]) -> None:
-        self._registry._finished(self, future)
 
 
 class PendingRegistry:
@@ -103,7 +91,7 @@ class PendingRegistry:
             why = self._cancelled
             if why is not None:
                 request.state = _DROPPED
-        future.add_done_callback(request._registry_done)
+        future.add_done_callback(functools.partial(self._finished, request))
         if why is not None:
             logger.warning("%s: dropped %s (queued while closing).", why, request.label())
             request._on_drop(_dropped_error(request, why))
@@ -111,8 +99,9 @@ class PendingRegistry:
 
     def _finished(self, request: PendingRequest, done: Future[Any]) -> None:
         with self._cond:
-            if self._items.pop(request, _ABSENT) is _ABSENT:
+            if request not in self._items:
                 return
+            del self._items[request]
             self._completed += 1
             if self._watching_failures and not done.cancelled():
                 error = done.exception(0)

@@ -219,14 +219,12 @@ class Poller:
 
     def _default_logger(self, request_type: str) -> QueueStateLogger:
         with self._cond:
-            found = self._default_loggers.get(request_type)
-            if found is None:
+            if request_type not in self._default_loggers:
                 kind = _QUEUE_KINDS.get(request_type, "training")
-                found = QueueStateLogger(
+                self._default_loggers[request_type] = QueueStateLogger(
                     f"{request_type} request", "this client", kind=kind, clock=self._clock
                 )
-                self._default_loggers[request_type] = found
-            return found
+            return self._default_loggers[request_type]
 
     def _forget(self, task: PollTask) -> None:
         with self._cond:
@@ -279,18 +277,13 @@ class Poller:
         except RuntimeError as e:
             self._threads.discard(thread)
             self._starting -= 1
-            if not self._threads:
-                self._fail_queued_locked(
-                    APIConnectionError(f"Could not start a thread to poll for results: {e}")
-                )
+            error = APIConnectionError(f"Could not start a thread to poll for results: {e}")
+            while not self._threads and self._ready:
+                task = self._ready.popleft()
+                self._live.discard(task)
+                task.future.try_set_exception(error)
             return False
         return True
-
-    def _fail_queued_locked(self, error: BaseException) -> None:
-        while self._ready:
-            task = self._ready.popleft()
-            self._live.discard(task)
-            task.future.try_set_exception(error)
 
     def _next_task(self) -> PollTask | None:
         with self._cond:
@@ -369,8 +362,15 @@ class Poller:
         except _Yield:
             self._requeue(task)
             return
+        except ClientClosedError as e:
+            self._finish(task, error=e)
+            return
         except (APIConnectionError, RetryableStatus) as e:
-            self._finish(task, error=self._stalled(task, e))
+            elapsed = self._clock() - task.registered_at
+            closed = self._closing.is_set()
+            self._finish(
+                task, error=_closed(task) if closed else stall_error(task, e, elapsed=elapsed)
+            )
             return
         except APIError as e:  # e.g. an answer larger than the client reads
             self._finish(task, error=e)
@@ -474,13 +474,6 @@ class Poller:
             invisible=is_invisible_failure(error, resp.status if resp is not None else None),
             notice=task.notice,
         )
-
-    def _stalled(self, task: PollTask, error: BaseException) -> BaseException:
-        if isinstance(error, ClientClosedError):
-            return error
-        if self._closing.is_set():
-            return _closed(task)
-        return stall_error(task, error, elapsed=self._clock() - task.registered_at)
 
     def _handle_expired(self, task: PollTask, resp: HttpResponse) -> None:
         if task.resubmit is None or task.resubmits >= self._max_resubmits:

@@ -31,6 +31,7 @@ GATE_CHECK_INTERVAL = 0.25
 """Seconds between checks of the closing state by a sample waiting for an in-flight place."""
 
 
+@attrs.define(eq=False, repr=False)
 class SampleSender:
     """What the sample jobs of one SamplingClient share, and the queue of those not yet started.
 
@@ -39,27 +40,13 @@ class SampleSender:
     sample holds no work item or executor future of its own.
     """
 
-    def __init__(
-        self,
-        context: ClientContext,
-        session_id: str,
-        take_seq_id: Callable[[], int],
-        on_queue_state: Callable[[str, str | None], None],
-    ) -> None:
-        self.context = context
-        self.session_id = session_id
-        self.take_seq_id = take_seq_id
-        self.on_queue_state = on_queue_state
-        self._lock = threading.Lock()
-        self._jobs: collections.deque[SampleJob] = collections.deque()
-        self._drainers = 0
-
-    def submit(self, request: types.SampleRequest, sdk_method: str) -> str:
-        """POST asample with the request's fixed seq_id until accepted (429s wait their window)."""
-        context = self.context
-        return context.api.sampling.submit_sample(
-            request, sdk_method=sdk_method, closing=context.closing
-        )
+    context: ClientContext
+    session_id: str
+    take_seq_id: Callable[[], int]
+    on_queue_state: Callable[[str, str | None], None]
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _jobs: collections.deque[SampleJob] = attrs.field(factory=collections.deque, init=False)
+    _drainers: int = attrs.field(default=0, init=False)
 
     def put(self, job: SampleJob, pool: ThreadPoolExecutor) -> None:
         """Queue ``job`` to run on ``pool`` after the jobs queued before it."""
@@ -114,49 +101,28 @@ def deliver(
     out.forward_from(source)
 
 
+@attrs.define(eq=False, repr=False)
 class SampleJob:
     """One sample: the state its executor thread and its poller share (see the module)."""
 
-    __slots__ = (
-        "batch",
-        "clone",
-        "created_at",
-        "out",
-        "pending",
-        "request",
-        "sdk_method",
-        "sender",
-        "target",
+    sender: SampleSender
+    clone: int
+    request: types.SampleRequest
+    out: APIFuture[types.SampleResponse]
+    created_at: float = attrs.field(kw_only=True)
+    sdk_method: str = attrs.field(kw_only=True)
+    pending: PendingRequest | None = attrs.field(default=None, init=False)
+    batch: BatchPoller | None = attrs.field(default=None, init=False)
+    # The future the poller resolves: ``out`` itself, or with a journal one it watches.
+    target: APIFuture[types.SampleResponse] = attrs.field(
+        default=attrs.Factory(lambda job: job.out, takes_self=True), init=False
     )
-
-    def __init__(
-        self,
-        sender: SampleSender,
-        clone: int,
-        request: types.SampleRequest,
-        out: APIFuture[types.SampleResponse],
-        *,
-        created_at: float,
-        sdk_method: str,
-    ) -> None:
-        self.sender = sender
-        self.clone = clone
-        self.request = request
-        self.out = out
-        self.created_at = created_at
-        self.sdk_method = sdk_method
-        self.pending: PendingRequest | None = None
-        self.batch: BatchPoller | None = None
-        # The future the poller resolves: ``out`` itself, or with a journal one it watches.
-        self.target = out
 
     def fail(self, error: BaseException) -> None:
         """Fail the caller's future with ``error`` (journalled)."""
-        context = self.sender.context
-        if context.journal is None:
-            self.out.try_set_exception(error)
-        else:
-            deliver(context, APIFuture.failed(error), self.out, self.request, self.created_at)
+        deliver(
+            self.sender.context, APIFuture.failed(error), self.out, self.request, self.created_at
+        )
 
     def drop(self, error: BaseException) -> None:
         """Fail the job with ``error`` unless it was sent or dropped already."""
@@ -182,7 +148,9 @@ class SampleJob:
             gate.release()  # dropped by close(): its future already holds a ClientClosedError
             return
         try:
-            request_id = sender.submit(self.request, self.sdk_method)
+            request_id = context.api.sampling.submit_sample(
+                self.request, sdk_method=self.sdk_method, closing=closing
+            )
         except BaseException as e:
             gate.release()
             self.fail(e)
@@ -202,7 +170,7 @@ class SampleJob:
             self.fail(e)
             return
         if batch is None:
-            target.add_done_callback(self._released)
+            target.add_done_callback(self._retrieved)
             self._fetch()
         else:
             target.add_done_callback(self._retrieved)
@@ -243,12 +211,11 @@ class SampleJob:
 
     def _resubmit(self) -> str:
         # docs/protocol.rst §7.3: a re-run after HTTP 410 takes a new seq_id.
-        sender = self.sender
-        self.request = attrs.evolve(self.request, seq_id=sender.take_seq_id())
-        return sender.submit(self.request, self.sdk_method)
-
-    def _released(self, done: object) -> None:
-        self.sender.context.holder.sample_gate.release()
+        context = self.sender.context
+        self.request = attrs.evolve(self.request, seq_id=self.sender.take_seq_id())
+        return context.api.sampling.submit_sample(
+            self.request, sdk_method=self.sdk_method, closing=context.closing
+        )
 
     def _retrieved(self, done: object) -> None:
         sender = self.sender
