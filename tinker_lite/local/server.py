@@ -43,7 +43,7 @@ class LocalServer:
     """An offline Tinker-compatible server on loopback, backed by the tiny numpy model.
 
     ``with LocalServer() as base_url: ...`` starts it on an ephemeral port in a background thread
-    and stops it (removing its temporary data dir) on exit. See :mod:`tinker_lite.local` for the
+    and stops it (removing its temporary data dir) on exit. docs/local.rst gives the
     options, the fault spec grammar and the stats format.
     """
 
