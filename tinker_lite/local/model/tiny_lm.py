@@ -1,45 +1,6 @@
 """A tiny decoder-only transformer in numpy that really trains (LoRA + AdamW/Dimuon), samples.
 
-The offline server backs every base model with :class:`TinyLM`: a 2-layer, 4-head, d_model 64
-transformer over the shipped byte-level tokenizer (ids 0..255 are bytes, then ``<|bos|>``,
-``<|eos|>``, ``<|pad|>``), with a context of 512 tokens. The base weights are a deterministic
-function of the base model name; only LoRA adapters train, with the losses of docs/service.rst §1
-and the AdamW update of docs/service.rst §4 (or 0.38's Dimuon, chosen at creation). Sampling follows
-docs/service.rst §5 and uses a KV cache. A model named after a real one takes that model's
-tokenizer ids, folded into the same table by its :class:`~tinker_lite.local.model.vocab.TokenSpace`.
-
-Architecture (pre-norm, no biases): token + learned position embeddings; per layer
-``x += Wo·attn(RMSNorm(x))`` and ``x += W_down·gelu(W_up·RMSNorm(x))`` (tanh GELU, hidden 4·d);
-a final RMSNorm, then an untied unembedding. RMSNorm has no gain (the base is frozen anyway).
-
-LoRA (docs/service.rst §6): every targeted linear map ``y = x W`` becomes ``y = x W + s·(x Aᵀ) Bᵀ``
-with ``A`` of shape (rank, in), ``B`` of shape (out, rank) — the PEFT layout, so
-:meth:`TinyLM.adapter_state` can be written to ``adapter_model.safetensors`` as is. ``A`` starts
-uniform in ±1/√in (drawn from the LoRA seed, 0 when none is given), ``B`` starts at zero, and
-``s = LORA_ALPHA / rank`` with ``LORA_ALPHA = 32``. Targets: q/k/v/o projections (``train_attn``),
-MLP up/down (``train_mlp``) and the unembedding ``lm_head`` (``train_unembed``).
-
-Where the spec leaves a choice open: cross_entropy without ``weights`` weighs every token 1;
-dro's ``beta`` defaults to 0.05; dro accepts ``reference: "sampler"`` (what the 0.38 SDK may send)
-and ignores it, since its reference policy always is the sampler's (the ``logprobs`` input);
-gspo's trained tokens are those with a non-zero advantage; stable_reinforce (whose math is not
-published) and custom (an uploaded loss) are refused with the reason; unknown loss_fn_config keys
-or string values and extra loss_fn_inputs keys are user errors; EOS stops sampling unless a stop
-list is explicitly empty.
-
-Thread safety: mutating calls (forward_backward, optim_step, load_*, reset_optimizer) serialise on
-an internal lock; :meth:`TinyLM.sample` reads a snapshot of the weights and may run concurrently.
-All compute stays on one core per call (see ``mm``), so concurrent calls scale across cores.
-
-Around it: the arithmetic is in :mod:`~tinker_lite.local.model.network` (over
-:mod:`~tinker_lite.local.model.kernels`), the adapters in :mod:`~tinker_lite.local.model.lora`,
-the losses in :mod:`~tinker_lite.local.model.losses`, batch checks in
-:mod:`~tinker_lite.local.model.inputs`, the optimizers in
-:mod:`~tinker_lite.local.model.optimizer`, the sampling options and decoding loop in
-:mod:`~tinker_lite.local.model.decoding` and the tokenizer in
-:mod:`~tinker_lite.local.model.vocab`. Size: about 700 lines, because
-:class:`TinyLM` is the model's one stateful object (parameters, gradients, the lock and the
-training and sampling entry points that validate, lock and orchestrate those modules).
+docs/local.rst, "The tiny model", describes its architecture, LoRA layout and choices.
 """
 
 from __future__ import annotations
