@@ -376,7 +376,8 @@ class Requestor:
         if tries.operation_deadline is not None:
             left = max(tries.operation_deadline - now, MIN_ATTEMPT_TIMEOUT)
             deadline = now + (left if budget is None else min(left, budget))
-        tries = replace(tries, deadline=deadline)
+        if deadline != tries.deadline:
+            tries = replace(tries, deadline=deadline)
         try:
             try:
                 return self._attempt(tries, call)

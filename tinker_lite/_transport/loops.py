@@ -190,7 +190,8 @@ def retry_loop(
 ) -> Retrier:
     """A tenacity loop retrying the errors ``retry_on`` accepts and the results ``retry_result``
     asks again; when ``stop`` ends it, its last error is raised as it was (or its last result
-    returned). Built once, it is given what belongs to a request as the first argument."""
+    returned). Built once, it is given what belongs to a request as the first argument; its
+    first call is made before tenacity is entered, so ``before`` sees the first attempt made."""
     retry = (
         retry_on
         if isinstance(retry_on, tenacity.retry_base)
@@ -208,7 +209,7 @@ def retry_loop(
         retry_error_callback=_last_outcome,
         reraise=True,
     )
-    return retrying if before or retry_result else _FirstTryOutside(retrying)
+    return _FirstTryOutside(retrying, retry_result)
 
 
 class Retrier(Protocol):
@@ -221,16 +222,20 @@ class _FirstTryOutside:
     """A loop whose first call is made before tenacity is entered (docs/architecture.rst,
     "Waiting on the service")."""
 
-    __slots__ = ("_retrying",)
+    __slots__ = ("_again", "_retrying")
 
-    def __init__(self, retrying: Retrier) -> None:
+    def __init__(self, retrying: Retrier, again: Callable[[object], bool] | None) -> None:
         self._retrying = retrying
+        self._again = again
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
         except Exception as e:
             return self._retrying(after_first(e, fn), *args, **kwargs)
+        if self._again is None or not self._again(result):
+            return result
+        return self._retrying(_returning_first(result, fn), *args, **kwargs)
 
 
 def after_first(error: BaseException, fn: Callable[..., T]) -> Callable[..., T]:
@@ -242,6 +247,16 @@ def after_first(error: BaseException, fn: Callable[..., T]) -> Callable[..., T]:
         if pending:
             raise pending.pop()
         return fn(*args, **kwargs)
+
+    return again
+
+
+def _returning_first(result: T, fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` whose first call returns ``result``: a try already made, as in :func:`after_first`."""
+    pending = [result]
+
+    def again(*args: Any, **kwargs: Any) -> T:
+        return pending.pop() if pending else fn(*args, **kwargs)
 
     return again
 
