@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from tinker_lite._logging import one_line
 from tinker_lite._repr import tolerant_repr
 
 __all__ = [
@@ -51,12 +52,6 @@ class _Completable(Protocol[T_co]):
 def _utc_timestamp(epoch_s: float) -> str:
     moment = _dt.datetime.fromtimestamp(epoch_s, tz=_dt.timezone.utc)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    message = text[0] if text else ""
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 class Journal:
@@ -136,7 +131,7 @@ class Journal:
             else:
                 exc = done.exception()
                 if exc is not None:
-                    status, error = "error", _one_line(exc)
+                    status, error = "error", one_line(exc)
                 else:
                     status = "ok"
                     if callable(tokens):
