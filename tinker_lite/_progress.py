@@ -105,11 +105,6 @@ class Progress:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    @property
-    def enabled(self) -> bool:
-        """Whether anything is written at all."""
-        return self.mode != "off"
-
     def set_total(self, total: int | None) -> None:
         """Set or change the expected total (e.g. once a download's size is known)."""
         with self._lock:

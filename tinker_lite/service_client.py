@@ -276,7 +276,7 @@ class ServiceClient:
         method = f"ServiceClient.create_training_client_from_state{suffix}"
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
         # docs/protocol.rst §7.1: numbered in call order, before anything is sent.
-        model_seq_id = context.holder.next_model_seq_id()
+        model_seq_id = context.holder.get_training_client_id()
 
         def start() -> Future[TrainingClient]:
             # On the REST threads: which path applies may take connecting to find out.
