@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import sys
 import threading
@@ -17,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._api import Requestor
-from tinker_lite._errors import ClientClosedError
+from tinker_lite._environment import resolve
+from tinker_lite._errors import ClientClosedError, InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
@@ -40,7 +40,6 @@ __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
     "DEFAULT_REST_WORKERS",
     "DEFAULT_SAMPLE_WORKERS",
-    "ENV_EXIT_TIMEOUT",
     "FINISH_REASONS",
     "LOCAL_BASE_URL",
     "ClientContext",
@@ -58,8 +57,7 @@ T = TypeVar("T")
 
 FINISH_REASONS = ("success", "errored", "interrupted")
 DEFAULT_REST_WORKERS = 4
-ENV_EXIT_TIMEOUT = "TINKER_LITE_EXIT_TIMEOUT"
-DEFAULT_EXIT_TIMEOUT = 60.0
+DEFAULT_EXIT_TIMEOUT: float = resolve("TINKER_LITE_EXIT_TIMEOUT", None, "", {})
 # Threads that run the queued work: a close() made on one of them cannot wait for that work.
 _WORKER_THREAD_PREFIXES = (
     "tinker-lite-train",
@@ -360,23 +358,13 @@ _exit_hook_registered = False
 
 
 def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """Seconds an unclosed connection finishes its queued work at exit (``ENV_EXIT_TIMEOUT``)."""
-    raw = (os.environ if environ is None else environ).get(ENV_EXIT_TIMEOUT, "").strip()
-    if not raw:
-        return DEFAULT_EXIT_TIMEOUT
+    """Seconds an unclosed connection finishes its queued work at exit (a bad value warns)."""
+    env = os.environ if environ is None else environ
     try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        logger.warning(
-            "%s=%r is not a number of seconds >= 0; using %g",
-            ENV_EXIT_TIMEOUT,
-            raw,
-            DEFAULT_EXIT_TIMEOUT,
-        )
+        return float(resolve("TINKER_LITE_EXIT_TIMEOUT", None, "", env))
+    except InvalidInputError as e:
+        logger.warning("%s; using %g", e, DEFAULT_EXIT_TIMEOUT)
         return DEFAULT_EXIT_TIMEOUT
-    return value
 
 
 def _uncaught_exception() -> BaseException | None:

@@ -15,14 +15,26 @@ from tinker_lite._errors import InvalidInputError
 __all__ = ["VARIABLES", "Variable", "resolve"]
 
 
+def _number(value: object) -> float:
+    try:
+        return math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def _seconds(value: object, source: str) -> float:
     """``value`` as a positive number of seconds; InvalidInputError naming ``source`` if not."""
-    try:
-        number = math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = math.nan
+    number = _number(value)
     if math.isnan(number) or number <= 0:
         raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def _wait_seconds(value: object, source: str) -> float:
+    """``value`` as a finite number of seconds >= 0 (0: no wait)."""
+    number = _number(value)
+    if not math.isfinite(number) or number < 0:
+        raise InvalidInputError(source, f"must be a number of seconds >= 0, got {value!r}")
     return number
 
 
@@ -117,6 +129,8 @@ VARIABLES: tuple[Variable, ...] = (
         "interpreter exit before dropping the rest with a WARNING (default 60; ``0`` drops at "
         'once): "Closing and queued work".',
         "architecture",
+        _wait_seconds,
+        60.0,
     ),
     Variable(
         ("TINKER_TAGS", "TINKER_PROJECT_ID"),
