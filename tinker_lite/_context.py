@@ -129,7 +129,7 @@ class ClientContext:
     ) -> None:
         self._lock = threading.Lock()
         self.closing = threading.Event()
-        self._closed = False
+        self.closed = False  # close() was called
         self._sample_workers = settings.sample_workers
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._train_executors: list[ThreadPoolExecutor] = []
@@ -170,17 +170,12 @@ class ClientContext:
 
     @tolerant_repr
     def __repr__(self) -> str:
-        return f"ClientContext(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
+        return f"ClientContext(base_url={redact_url(self.base_url)!r}, closed={self.closed})"
 
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
         return self.holder.settings.base_url
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
     def journal_watch(self, future: APIFuture[Any], kind: str, **options: Any) -> None:
         """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
@@ -189,7 +184,7 @@ class ClientContext:
 
     def check_open(self) -> None:
         """Raise :class:`~tinker_lite.ClientClosedError` once the connection is closed."""
-        if self._closed:
+        if self.closed:
             raise ClientClosedError("The ServiceClient is closed.")
 
     def new_train_executor(self, owner: object) -> ThreadPoolExecutor:
@@ -223,7 +218,7 @@ class ClientContext:
             return batch
         use = self.holder.client_config.sample_use_retrieve_futures
         with self._lock:
-            if self._closed:
+            if self.closed:
                 # Samples already sent are still awaited while close() drains the queue: they
                 # are polled one by one (the session's poller runs until the end of close()).
                 return self._batch_poller
@@ -283,9 +278,9 @@ class ClientContext:
         seconds. docs/architecture.rst, "Closing and queued work", tells the rest.
         """
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return
-            self._closed = True
+            self.closed = True
         interrupted: BaseException | None = None
         if wait:
             try:

@@ -76,9 +76,7 @@ class Heartbeat:
                         problem,
                     )
             # Fixed-rate schedule: a slow heartbeat does not shift the following ones.
-            next_due += self._interval
-            now = self._clock()
-            next_due = max(next_due, now)
+            next_due = max(next_due + self._interval, self._clock())
 
     def _beat(self) -> str | None:
         try:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from tinker_lite._logging import one_line
+from tinker_lite._logging import one_line, warn_once
 from tinker_lite._repr import tolerant_repr
 
 __all__ = [
@@ -68,7 +68,6 @@ class Journal:
         self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.Lock()
-        self._warned = False
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -169,9 +168,8 @@ class Journal:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                if not self._warned:
-                    self._warned = True
-                    _logger.warning("cannot write the journal %s: %s", self.path, exc)
+                message = "cannot write the journal %s: %s"
+                warn_once(_logger, ("journal", str(self.path)), message, self.path, exc)
 
 
 class SeqOrder:

@@ -26,11 +26,9 @@ class SampleGate:
     """The in-flight cap and the 429 back-off window of one ``(base_url, api_key)``."""
 
     def __init__(self, limit: int = 400, *, clock: Callable[[], float] = time.monotonic) -> None:
-        if limit < 1:
-            raise InvalidInputError("limit", f"must be >= 1, got {limit}")
-        self.limit = limit  # the most sample requests in flight at once
         self._clock = clock
         self._cond = threading.Condition()
+        self.set_limit(limit)  # self.limit: the most sample requests in flight at once
         self.in_flight = 0  # sample requests holding a place now
         self._backoff_until = 0.0
         self._throttled_since: float | None = None
