@@ -128,7 +128,6 @@ class ClientContext:
         holder_options: Mapping[str, Any] | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self.closing = threading.Event()
         self.closed = False  # close() was called
         self._sample_workers = settings.sample_workers
         self._pools: dict[str, ThreadPoolExecutor] = {}
@@ -150,6 +149,7 @@ class ClientContext:
         except BaseException:
             self._stop_local_server()
             raise
+        self.closing = self.api.closing  # one event per connection, set as it closes
         with _LIVE_LOCK:
             _LIVE.add(self)
         _ensure_exit_hook()  # docs/protocol.rst §8.5
