@@ -200,9 +200,7 @@ class PendingRegistry:
         with self._cond:
             failures, self._failures = self._failures, []
         if failures:
-            listed = "; ".join(
-                f"{r.label()}: {one_line(e, 200).rstrip('.')}" for r, e in failures
-            )
+            listed = "; ".join(f"{r.label()}: {one_line(e, 200).rstrip('.')}" for r, e in failures)
             logger.warning(
                 "%s: %s failed while closing: %s.",
                 what,
