@@ -66,6 +66,14 @@ def _names(noun: str) -> Callable[[object, str], tuple[str, ...]]:
     return parse
 
 
+def _switch(value: object, source: str) -> bool | None:
+    """``1``/``true``/``yes``/``on``: True; ``0``/``false``/``no``/``off``: False; else None."""
+    text = str(value).lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    return False if text in {"0", "false", "no", "off"} else None
+
+
 def _text(value: object, source: str) -> object:
     return value
 
@@ -168,6 +176,8 @@ VARIABLES: tuple[Variable, ...] = (
         ("TINKER_LITE_PROGRESS",),
         "``0`` turns every progress bar and progress line off; ``1`` turns them on where they "
         "would be off (plain lines when the output is not a terminal).",
+        None,
+        _switch,
     ),
     Variable(
         ("TINKER_LITE_JOURNAL",),

@@ -5,6 +5,7 @@ docs/configuration.rst, "The run journal", gives its keys and how lines are writ
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import json
 import logging
@@ -13,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from tinker_lite._logging import one_line, warn_once
 from tinker_lite._repr import tolerant_repr
@@ -39,15 +40,6 @@ JOURNAL_KEYS: tuple[str, ...] = (
 JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")  # written after, when they apply
 
 _logger = logging.getLogger("tinker_lite")
-
-T_co = TypeVar("T_co", covariant=True)
-
-
-class _Completable(Protocol[T_co]):
-    """What :meth:`Journal.watch` needs of a future (``APIFuture`` or ``concurrent.futures``)."""
-
-    def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
-
 
 def _utc_timestamp(epoch_s: float) -> str:
     moment = _dt.datetime.fromtimestamp(epoch_s, tz=_dt.timezone.utc)
@@ -104,7 +96,7 @@ class Journal:
 
     def watch(
         self,
-        future: _Completable[Any],
+        future: concurrent.futures.Future[Any],
         kind: str,
         *,
         seq_id: int | None = None,
