@@ -129,7 +129,6 @@ class ClientContext:
     ) -> None:
         self._lock = threading.Lock()
         self.closed = False  # close() was called
-        self._sample_workers = settings.sample_workers
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
@@ -140,7 +139,6 @@ class ClientContext:
         self.journal = (
             journal if journal is None or isinstance(journal, Journal) else Journal(journal)
         )
-        self.has_session = session
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
         if settings.is_local:
             settings = settings.with_base_url(self._start_local_server())
@@ -198,7 +196,7 @@ class ClientContext:
 
     def sample_pool(self) -> ThreadPoolExecutor:
         """The wide executor shared by this connection's SamplingClients."""
-        return self._pool("sample", self._sample_workers)
+        return self._pool("sample", self.holder.settings.sample_workers)
 
     def rest_pool(self) -> ThreadPoolExecutor:
         """The small executor REST calls run on."""
@@ -342,7 +340,7 @@ def find_live_context(base_url: str) -> ClientContext | None:
     wanted = base_url.rstrip("/")
     with _LIVE_LOCK:
         for context in list(_LIVE):
-            if not context.has_session or context.closed:
+            if not context.holder.has_session or context.closed:
                 continue
             if context.base_url.rstrip("/") == wanted:
                 return context

@@ -138,7 +138,7 @@ class SessionHolder:
     ) -> None:
         self.settings = settings
         self._api = api
-        self._want_session = create_session
+        self.has_session = create_session  # False: a standalone RestClient's
         self._closing = api.closing
         self._clock = clock
         self._heartbeat_interval = heartbeat_interval
@@ -253,7 +253,7 @@ class SessionHolder:
     @property
     def session_id(self) -> str | None:
         """The session's id, started on first use (``None`` for a session-less holder)."""
-        if self._want_session:
+        if self.has_session:
             return self.ensure_session()
         self.ensure_started()
         return None
@@ -268,7 +268,7 @@ class SessionHolder:
             if self._closed:
                 raise ClientClosedError("The client is closed.")
             self._connect()
-            if not self._want_session:
+            if not self.has_session:
                 self._start_background(None)
             self._started.set()
 
@@ -276,7 +276,7 @@ class SessionHolder:
         """Start the session on first use (thread-safe; docs/protocol.rst §8.1); its id."""
         if self._session_id is not None:
             return self._session_id
-        if not self._want_session:
+        if not self.has_session:
             raise InvalidInputError(
                 "session",
                 "this connection is session-less (a standalone RestClient)",
