@@ -25,12 +25,7 @@ from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.holder import FinishReason, SessionHolder
 from tinker_lite._session.journal import Journal
-from tinker_lite._session.settings import (
-    DEFAULT_SAMPLE_WORKERS,
-    LOCAL_BASE_URL,
-    Settings,
-    resolve_settings,
-)
+from tinker_lite._session.settings import Settings
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 
 if TYPE_CHECKING:
@@ -39,16 +34,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
     "DEFAULT_REST_WORKERS",
-    "DEFAULT_SAMPLE_WORKERS",
     "FINISH_REASONS",
-    "LOCAL_BASE_URL",
     "ClientContext",
     "FinishReason",
-    "Settings",
     "connect",
     "exit_timeout",
     "find_live_context",
-    "resolve_settings",
 ]
 
 logger = logging.getLogger("tinker_lite.context")

@@ -41,6 +41,7 @@ JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")  # written after,
 
 _logger = logging.getLogger("tinker_lite")
 
+
 def _utc_timestamp(epoch_s: float) -> str:
     moment = _dt.datetime.fromtimestamp(epoch_s, tz=_dt.timezone.utc)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
