@@ -13,7 +13,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from tinker_lite._api import Requestor
 from tinker_lite._environment import resolve
@@ -46,7 +46,7 @@ logger = logging.getLogger("tinker_lite.context")
 
 T = TypeVar("T")
 
-FINISH_REASONS = ("success", "errored", "interrupted")
+FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
 DEFAULT_REST_WORKERS = 4
 DEFAULT_EXIT_TIMEOUT: float = resolve("TINKER_LITE_EXIT_TIMEOUT", None, "", {})
 # Threads that run the queued work: a close() made on one of them cannot wait for that work.
