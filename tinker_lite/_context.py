@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from tinker_lite._api import Requestor
-from tinker_lite._errors import ClientClosedError
+from tinker_lite._environment import resolve
+from tinker_lite._errors import ClientClosedError, InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.pending import PendingRegistry
 from tinker_lite._futures.poller import Poller
@@ -25,12 +25,7 @@ from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.holder import FinishReason, SessionHolder
 from tinker_lite._session.journal import Journal
-from tinker_lite._session.settings import (
-    DEFAULT_SAMPLE_WORKERS,
-    LOCAL_BASE_URL,
-    Settings,
-    resolve_settings,
-)
+from tinker_lite._session.settings import Settings
 from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY
 
 if TYPE_CHECKING:
@@ -39,27 +34,21 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_EXIT_TIMEOUT",
     "DEFAULT_REST_WORKERS",
-    "DEFAULT_SAMPLE_WORKERS",
-    "ENV_EXIT_TIMEOUT",
     "FINISH_REASONS",
-    "LOCAL_BASE_URL",
     "ClientContext",
     "FinishReason",
-    "Settings",
     "connect",
     "exit_timeout",
     "find_live_context",
-    "resolve_settings",
 ]
 
 logger = logging.getLogger("tinker_lite.context")
 
 T = TypeVar("T")
 
-FINISH_REASONS = ("success", "errored", "interrupted")
+FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
 DEFAULT_REST_WORKERS = 4
-ENV_EXIT_TIMEOUT = "TINKER_LITE_EXIT_TIMEOUT"
-DEFAULT_EXIT_TIMEOUT = 60.0
+DEFAULT_EXIT_TIMEOUT: float = resolve("TINKER_LITE_EXIT_TIMEOUT", None, "", {})
 # Threads that run the queued work: a close() made on one of them cannot wait for that work.
 _WORKER_THREAD_PREFIXES = (
     "tinker-lite-train",
@@ -130,9 +119,7 @@ class ClientContext:
         holder_options: Mapping[str, Any] | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self.closing = threading.Event()
-        self._closed = False
-        self._sample_workers = settings.sample_workers
+        self.closed = False  # close() was called
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._train_executors: list[ThreadPoolExecutor] = []
         self._local_server: Any = None
@@ -143,7 +130,6 @@ class ClientContext:
         self.journal = (
             journal if journal is None or isinstance(journal, Journal) else Journal(journal)
         )
-        self.has_session = session
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
         if settings.is_local:
             settings = settings.with_base_url(self._start_local_server())
@@ -152,6 +138,7 @@ class ClientContext:
         except BaseException:
             self._stop_local_server()
             raise
+        self.closing = self.api.closing  # one event per connection, set as it closes
         with _LIVE_LOCK:
             _LIVE.add(self)
         _ensure_exit_hook()  # docs/protocol.rst §8.5
@@ -172,17 +159,12 @@ class ClientContext:
 
     @tolerant_repr
     def __repr__(self) -> str:
-        return f"ClientContext(base_url={redact_url(self.base_url)!r}, closed={self._closed})"
+        return f"ClientContext(base_url={redact_url(self.base_url)!r}, closed={self.closed})"
 
     @property
     def base_url(self) -> str:
         """The service's base URL (the local server's when started with ``local://``)."""
         return self.holder.settings.base_url
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
-        return self._closed
 
     def journal_watch(self, future: APIFuture[Any], kind: str, **options: Any) -> None:
         """Record ``future``'s outcome in the journal when it completes (no journal: nothing)."""
@@ -191,7 +173,7 @@ class ClientContext:
 
     def check_open(self) -> None:
         """Raise :class:`~tinker_lite.ClientClosedError` once the connection is closed."""
-        if self._closed:
+        if self.closed:
             raise ClientClosedError("The ServiceClient is closed.")
 
     def new_train_executor(self, owner: object) -> ThreadPoolExecutor:
@@ -205,7 +187,7 @@ class ClientContext:
 
     def sample_pool(self) -> ThreadPoolExecutor:
         """The wide executor shared by this connection's SamplingClients."""
-        return self._pool("sample", self._sample_workers)
+        return self._pool("sample", self.holder.settings.sample_workers)
 
     def rest_pool(self) -> ThreadPoolExecutor:
         """The small executor REST calls run on."""
@@ -225,7 +207,7 @@ class ClientContext:
             return batch
         use = self.holder.client_config.sample_use_retrieve_futures
         with self._lock:
-            if self._closed:
+            if self.closed:
                 # Samples already sent are still awaited while close() drains the queue: they
                 # are polled one by one (the session's poller runs until the end of close()).
                 return self._batch_poller
@@ -285,9 +267,9 @@ class ClientContext:
         seconds. docs/architecture.rst, "Closing and queued work", tells the rest.
         """
         with self._lock:
-            if self._closed:
+            if self.closed:
                 return
-            self._closed = True
+            self.closed = True
         interrupted: BaseException | None = None
         if wait:
             try:
@@ -349,7 +331,7 @@ def find_live_context(base_url: str) -> ClientContext | None:
     wanted = base_url.rstrip("/")
     with _LIVE_LOCK:
         for context in list(_LIVE):
-            if not context.has_session or context.closed:
+            if not context.holder.has_session or context.closed:
                 continue
             if context.base_url.rstrip("/") == wanted:
                 return context
@@ -360,23 +342,13 @@ _exit_hook_registered = False
 
 
 def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
-    """Seconds an unclosed connection finishes its queued work at exit (``ENV_EXIT_TIMEOUT``)."""
-    raw = (os.environ if environ is None else environ).get(ENV_EXIT_TIMEOUT, "").strip()
-    if not raw:
-        return DEFAULT_EXIT_TIMEOUT
+    """Seconds an unclosed connection finishes its queued work at exit (a bad value warns)."""
+    env = os.environ if environ is None else environ
     try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        logger.warning(
-            "%s=%r is not a number of seconds >= 0; using %g",
-            ENV_EXIT_TIMEOUT,
-            raw,
-            DEFAULT_EXIT_TIMEOUT,
-        )
+        return float(resolve("TINKER_LITE_EXIT_TIMEOUT", None, "", env))
+    except InvalidInputError as e:
+        logger.warning("%s; using %g", e, DEFAULT_EXIT_TIMEOUT)
         return DEFAULT_EXIT_TIMEOUT
-    return value
 
 
 def _uncaught_exception() -> BaseException | None:

@@ -16,6 +16,7 @@ __all__ = [
     "UnconfiguredWarningsHandler",
     "configured_level",
     "level_from_env",
+    "one_line",
     "setup_logging",
     "warn_once",
 ]
@@ -73,3 +74,10 @@ def warn_once(logger: logging.Logger, key: object, message: str, *args: object) 
             return
         _warned.add(key)
     logger.warning(message, *args)
+
+
+def one_line(error: BaseException, limit: int | None = None) -> str:
+    """``Type: first line of the message``, cut to ``limit`` characters with ``...``."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."

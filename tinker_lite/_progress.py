@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol, TextIO, TypeVar
 
+from tinker_lite._environment import resolve
+
 __all__ = ["Progress", "ProgressMode", "gather", "progress_mode"]
 
 ProgressMode = Literal["bar", "lines", "off"]
@@ -20,8 +22,6 @@ T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
 ENV_VAR = "TINKER_LITE_PROGRESS"
-_OFF_VALUES = frozenset({"0", "false", "no", "off"})
-_ON_VALUES = frozenset({"1", "true", "yes", "on"})
 _BAR_WIDTH = 30
 
 
@@ -47,15 +47,12 @@ def progress_mode(
     environ: Mapping[str, str] | None = None,
 ) -> ProgressMode:
     """A bar on a terminal, else ``non_tty``; ``TINKER_LITE_PROGRESS`` forces it off or on."""
-    env = os.environ if environ is None else environ
-    setting = env.get(ENV_VAR, "").strip().lower()
-    if setting in _OFF_VALUES:
+    setting = resolve(ENV_VAR, None, "", os.environ if environ is None else environ)
+    if setting is False:
         return "off"
     if _is_tty(stream):
         return "bar"
-    if setting in _ON_VALUES:
-        return "lines"
-    return non_tty
+    return "lines" if setting else non_tty
 
 
 def format_bytes(n: float) -> str:
@@ -104,11 +101,6 @@ class Progress:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    @property
-    def enabled(self) -> bool:
-        """Whether anything is written at all."""
-        return self.mode != "off"
 
     def set_total(self, total: int | None) -> None:
         """Set or change the expected total (e.g. once a download's size is known)."""

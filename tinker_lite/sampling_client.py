@@ -19,7 +19,7 @@ import attrs
 
 from tinker_lite import types
 from tinker_lite._api import endpoints
-from tinker_lite._context import ClientContext, context_of, find_live_context, resolve_settings
+from tinker_lite._context import ClientContext, context_of, find_live_context
 from tinker_lite._errors import APIResponseValidationError, InvalidInputError
 from tinker_lite._futures.answers import QueueStateLogger
 from tinker_lite._futures.async_twins import async_twin
@@ -27,6 +27,7 @@ from tinker_lite._futures.client_future import ClientFuture, forwarding_to
 from tinker_lite._futures.future import APIFuture, chain
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._sampling.job import SampleJob, SampleSender, deliver
+from tinker_lite._session.settings import resolve_settings
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
 if TYPE_CHECKING:

@@ -20,14 +20,7 @@ from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._api.endpoints import CONSOLE_URL
 from tinker_lite._codec.chunking import ChunkLimits
-from tinker_lite._context import (
-    DEFAULT_SAMPLE_WORKERS,
-    FINISH_REASONS,
-    LOCAL_BASE_URL,
-    ClientContext,
-    FinishReason,
-    resolve_settings,
-)
+from tinker_lite._context import FINISH_REASONS, ClientContext, FinishReason
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import InvalidInputError, NotFoundError
 from tinker_lite._futures.async_twins import async_twin
@@ -35,6 +28,7 @@ from tinker_lite._futures.future import APIFuture, chain, flatten
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
 from tinker_lite._session.journal import Journal
+from tinker_lite._session.settings import DEFAULT_SAMPLE_WORKERS, LOCAL_BASE_URL, resolve_settings
 from tinker_lite._training import create as _training_create
 from tinker_lite._training.args import check_flag
 
@@ -276,7 +270,7 @@ class ServiceClient:
         method = f"ServiceClient.create_training_client_from_state{suffix}"
         caller_metadata = dict(user_metadata) if user_metadata is not None else None
         # docs/protocol.rst §7.1: numbered in call order, before anything is sent.
-        model_seq_id = context.holder.next_model_seq_id()
+        model_seq_id = context.holder.get_training_client_id()
 
         def start() -> Future[TrainingClient]:
             # On the REST threads: which path applies may take connecting to find out.

@@ -48,7 +48,8 @@ from tests.support.golden038 import (
 from tests.support.proto import config_from_decoded, datums_from_decoded, encode_decoded
 from tests.support.scripted_server import Recorded, Reply, ScriptedServer
 from tinker_lite import ExperimentalWarning, RestClient, ServiceClient, types
-from tinker_lite._context import ClientContext, resolve_settings
+from tinker_lite._context import ClientContext
+from tinker_lite._session.settings import resolve_settings
 
 STEPS = fixtures_by_step()
 FIXTURES = {f["name"]: f for fixtures in STEPS.values() for f in fixtures}

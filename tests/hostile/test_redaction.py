@@ -29,8 +29,8 @@ from tinker_lite import (
     ServiceClient,
     TinkerError,
 )
-from tinker_lite._context import resolve_settings
 from tinker_lite._secrets import PARTIAL_ECHO, redact, redact_url, register_secret
+from tinker_lite._session.settings import resolve_settings
 from tinker_lite._transport.http import PoolKind, Timeout, Transport
 
 KEY = "tml-HOSTILE-0123456789abcdefghijklmnopqrstuvwxyz"

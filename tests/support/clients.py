@@ -20,7 +20,8 @@ import pytest
 from tests.support.scripted_server import Recorded, Reply, Respond, ScriptedServer
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
-from tinker_lite._context import ClientContext, resolve_settings
+from tinker_lite._context import ClientContext
+from tinker_lite._session.settings import resolve_settings
 from tinker_lite.local.protocol import codecs as _codecs
 from tinker_lite.service_client import ServiceClient
 

@@ -17,6 +17,7 @@ import attrs
 
 from tinker_lite._errors import ClientClosedError
 from tinker_lite._futures.future import APIFuture
+from tinker_lite._logging import one_line
 from tinker_lite._repr import tolerant_repr
 
 __all__ = ["PROGRESS_LOG_INTERVAL", "PendingRegistry", "PendingRequest", "describe_requests"]
@@ -199,9 +200,7 @@ class PendingRegistry:
         with self._cond:
             failures, self._failures = self._failures, []
         if failures:
-            listed = "; ".join(
-                f"{r.label()}: {_one_line(e, limit=200).rstrip('.')}" for r, e in failures
-            )
+            listed = "; ".join(f"{r.label()}: {one_line(e, 200).rstrip('.')}" for r, e in failures)
             logger.warning(
                 "%s: %s failed while closing: %s.",
                 what,
@@ -273,12 +272,6 @@ def _ranges(numbers: Sequence[int]) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _one_line(error: BaseException, *, limit: int) -> str:
-    lines = str(error).strip().splitlines()
-    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _dropped_error(request: PendingRequest, why: str) -> ClientClosedError:

@@ -8,11 +8,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinker_lite._api.endpoints import Endpoint
-from tinker_lite._context import ClientContext, context_of, resolve_settings
+from tinker_lite._context import ClientContext, context_of
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._secrets import redact_url
+from tinker_lite._session.settings import resolve_settings
 
 if TYPE_CHECKING:
     import requests

@@ -43,19 +43,15 @@ class Heartbeat:
         self._stop = threading.Event()
         self._wait = wait if wait is not None else self._stop.wait
         self.expired = False
-        self._thread = threading.Thread(target=self._run, name="tinker-lite-heartbeat", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="tinker-lite-heartbeat", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        self.thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    @property
-    def thread(self) -> threading.Thread:
-        return self._thread
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
 
     def _run(self) -> None:
         last_success = self._clock()
@@ -80,9 +76,7 @@ class Heartbeat:
                         problem,
                     )
             # Fixed-rate schedule: a slow heartbeat does not shift the following ones.
-            next_due += self._interval
-            now = self._clock()
-            next_due = max(next_due, now)
+            next_due = max(next_due + self._interval, self._clock())
 
     def _beat(self) -> str | None:
         try:

@@ -6,7 +6,6 @@ threads.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import random
@@ -111,15 +110,6 @@ def _shutdown_components(
         tel.join(timeout=1.0)
 
 
-def _atexit_close(ref: weakref.ref[SessionHolder]) -> None:
-    holder = ref()
-    if holder is not None:
-        try:
-            holder.close()
-        except Exception:  # pragma: no cover - never fail interpreter exit
-            logger.debug("closing at exit failed", exc_info=True)
-
-
 class SessionHolder:
     """Session and background machinery shared by the clients of one ServiceClient.
 
@@ -148,7 +138,7 @@ class SessionHolder:
     ) -> None:
         self.settings = settings
         self._api = api
-        self._want_session = create_session
+        self.has_session = create_session  # False: a standalone RestClient's
         self._closing = api.closing
         self._clock = clock
         self._heartbeat_interval = heartbeat_interval
@@ -197,9 +187,6 @@ class SessionHolder:
             api,
             self._dynamic,
         )
-        ref = weakref.ref(self)
-        self._atexit_hook: Callable[[], None] = lambda: _atexit_close(ref)
-        atexit.register(self._atexit_hook)
         if not lazy:
             try:
                 self.ensure_started()
@@ -266,7 +253,7 @@ class SessionHolder:
     @property
     def session_id(self) -> str | None:
         """The session's id, started on first use (``None`` for a session-less holder)."""
-        if self._want_session:
+        if self.has_session:
             return self.ensure_session()
         self.ensure_started()
         return None
@@ -281,7 +268,7 @@ class SessionHolder:
             if self._closed:
                 raise ClientClosedError("The client is closed.")
             self._connect()
-            if not self._want_session:
+            if not self.has_session:
                 self._start_background(None)
             self._started.set()
 
@@ -289,7 +276,7 @@ class SessionHolder:
         """Start the session on first use (thread-safe; docs/protocol.rst §8.1); its id."""
         if self._session_id is not None:
             return self._session_id
-        if not self._want_session:
+        if not self.has_session:
             raise InvalidInputError(
                 "session",
                 "this connection is session-less (a standalone RestClient)",
@@ -364,7 +351,7 @@ class SessionHolder:
         logger.debug("Created session %s", created.session_id)
         return created.session_id
 
-    def next_model_seq_id(self) -> int:
+    def get_training_client_id(self) -> int:
         """The next training-client number of this session (docs/protocol.rst §7.1)."""
         with self._counter_lock:
             value = self._model_seq_id
@@ -378,15 +365,7 @@ class SessionHolder:
             self._sampling_session_seq_id += 1
             return value
 
-    # The official holder's members that public code calls.
-
-    def get_session_id(self) -> str:
-        """The session's id, started on first use (the official holder's name for it)."""
-        return self.ensure_session()
-
-    def get_training_client_id(self) -> int:
-        """The official holder's name for :meth:`next_model_seq_id`."""
-        return self.next_model_seq_id()
+    get_session_id = ensure_session  # the official holder's names, which public code calls
 
     def get_client_config(self) -> types.ClientConfigResponse:
         """The service's client config, read on first use (the official holder's name)."""
@@ -447,7 +426,6 @@ class SessionHolder:
             if heartbeat is not None:
                 heartbeat.stop(timeout=1.0)
             self._finalizer.detach()
-            atexit.unregister(self._atexit_hook)
 
     def _finish_session(
         self, finish: types.SessionFinishRequest, sdk_method: str | None, read_timeout: float
@@ -469,7 +447,6 @@ class SessionHolder:
             self._closed = True
         self._closing.set()
         self._finalizer()
-        atexit.unregister(self._atexit_hook)
 
 
 def _fetch_dynamic_config(api: SessionCalls, initial: bool) -> HttpResponse:

@@ -5,6 +5,7 @@ docs/configuration.rst, "The run journal", gives its keys and how lines are writ
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as _dt
 import json
 import logging
@@ -13,8 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
+from tinker_lite._logging import one_line, warn_once
 from tinker_lite._repr import tolerant_repr
 
 __all__ = [
@@ -39,24 +41,10 @@ JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")  # written after,
 
 _logger = logging.getLogger("tinker_lite")
 
-T_co = TypeVar("T_co", covariant=True)
-
-
-class _Completable(Protocol[T_co]):
-    """What :meth:`Journal.watch` needs of a future (``APIFuture`` or ``concurrent.futures``)."""
-
-    def add_done_callback(self, fn: Callable[[Any], object], /) -> None: ...
-
 
 def _utc_timestamp(epoch_s: float) -> str:
     moment = _dt.datetime.fromtimestamp(epoch_s, tz=_dt.timezone.utc)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    message = text[0] if text else ""
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 class Journal:
@@ -73,7 +61,6 @@ class Journal:
         self._clock = clock
         self._monotonic = monotonic
         self._lock = threading.Lock()
-        self._warned = False
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -110,7 +97,7 @@ class Journal:
 
     def watch(
         self,
-        future: _Completable[Any],
+        future: concurrent.futures.Future[Any],
         kind: str,
         *,
         seq_id: int | None = None,
@@ -136,7 +123,7 @@ class Journal:
             else:
                 exc = done.exception()
                 if exc is not None:
-                    status, error = "error", _one_line(exc)
+                    status, error = "error", one_line(exc)
                 else:
                     status = "ok"
                     if callable(tokens):
@@ -174,9 +161,8 @@ class Journal:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                if not self._warned:
-                    self._warned = True
-                    _logger.warning("cannot write the journal %s: %s", self.path, exc)
+                message = "cannot write the journal %s: %s"
+                warn_once(_logger, ("journal", str(self.path)), message, self.path, exc)
 
 
 class SeqOrder:

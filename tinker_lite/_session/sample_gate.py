@@ -26,50 +26,38 @@ class SampleGate:
     """The in-flight cap and the 429 back-off window of one ``(base_url, api_key)``."""
 
     def __init__(self, limit: int = 400, *, clock: Callable[[], float] = time.monotonic) -> None:
-        if limit < 1:
-            raise InvalidInputError("limit", f"must be >= 1, got {limit}")
-        self._limit = limit
         self._clock = clock
         self._cond = threading.Condition()
-        self._in_flight = 0
+        self.set_limit(limit)  # self.limit: the most sample requests in flight at once
+        self.in_flight = 0  # sample requests holding a place now
         self._backoff_until = 0.0
         self._throttled_since: float | None = None
         self._last_throttle_warning: float | None = None
 
     @tolerant_repr
     def __repr__(self) -> str:
-        return f"SampleGate(limit={self._limit}, in_flight={self._in_flight})"
-
-    @property
-    def limit(self) -> int:
-        """The most sample requests in flight at once."""
-        return self._limit
+        return f"SampleGate(limit={self.limit}, in_flight={self.in_flight})"
 
     def set_limit(self, limit: int) -> None:
         """Change the cap (e.g. from the service's ``sample_max_concurrent_requests``)."""
         if limit < 1:
             raise InvalidInputError("limit", f"must be >= 1, got {limit}")
         with self._cond:
-            self._limit = limit
+            self.limit = limit
             self._cond.notify_all()
-
-    @property
-    def in_flight(self) -> int:
-        """Sample requests holding a place now."""
-        return self._in_flight
 
     def acquire(self, timeout: float | None = None) -> bool:
         """Take an in-flight place, waiting up to ``timeout`` s (``None``: until one frees)."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._in_flight < self._limit, timeout=timeout):
+            if not self._cond.wait_for(lambda: self.in_flight < self.limit, timeout=timeout):
                 return False
-            self._in_flight += 1
+            self.in_flight += 1
             return True
 
     def release(self) -> None:
         """Give back a place taken with :meth:`acquire`."""
         with self._cond:
-            self._in_flight = max(0, self._in_flight - 1)
+            self.in_flight = max(0, self.in_flight - 1)
             self._cond.notify()
 
     def hold(self, seconds: float) -> None:
@@ -91,7 +79,7 @@ class SampleGate:
                 "Sampling has been held back by the service (HTTP 429) for %.0f s; "
                 "%d sample requests in flight. Waiting and re-sending.",
                 throttled_for,
-                self._in_flight,
+                self.in_flight,
             )
 
     def note_accepted(self) -> None:

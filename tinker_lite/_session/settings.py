@@ -5,13 +5,13 @@ into one frozen :class:`Settings` (docs/architecture.rst, "How options flow").
 from __future__ import annotations
 
 import logging
-import math
 import os
 import urllib.parse
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from tinker_lite._environment import resolve
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._logging import warn_once
 from tinker_lite._repr import tolerant_repr
@@ -34,38 +34,18 @@ __all__ = [
     "DEFAULT_SAMPLE_WORKERS",
     "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT",
-    "ENV_API_KEY",
-    "ENV_BASE_URL",
-    "ENV_JOURNAL",
-    "ENV_MAX_ANSWER_BYTES",
-    "ENV_SECRET_HEADERS",
-    "ENV_STALL_TIMEOUT",
-    "ENV_STARTUP_TIMEOUT",
     "LOCAL_BASE_URL",
     "Settings",
     "WireMode",
-    "parse_seconds",
     "resolve_settings",
 ]
 
 logger = logging.getLogger("tinker_lite.session")
 
-DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+DEFAULT_BASE_URL: str = resolve("TINKER_BASE_URL", None, "", {})
 LOCAL_BASE_URL = "local://"  # runs the offline local server in this process
-
-ENV_BASE_URL = "TINKER_BASE_URL"
-ENV_CF_CLIENT_ID = "CLOUDFLARE_ACCESS_CLIENT_ID"
-ENV_CF_CLIENT_SECRET = "CLOUDFLARE_ACCESS_CLIENT_SECRET"
-ENV_TAGS = "TINKER_TAGS"
-ENV_PROJECT_ID = "TINKER_PROJECT_ID"
-ENV_SDK_VERSION = "TINKER_LITE_SDK_VERSION"
-ENV_STALL_TIMEOUT = "TINKER_LITE_STALL_TIMEOUT"
-ENV_STARTUP_TIMEOUT = "TINKER_LITE_STARTUP_TIMEOUT"
-ENV_MAX_ANSWER_BYTES = "TINKER_LITE_MAX_ANSWER_BYTES"
-ENV_SECRET_HEADERS = "TINKER_LITE_SECRET_HEADERS"
-
-DEFAULT_STALL_TIMEOUT = 300.0
-DEFAULT_STARTUP_TIMEOUT = 30.0  # docs/protocol.rst §6.7
+DEFAULT_STALL_TIMEOUT: float = resolve("TINKER_LITE_STALL_TIMEOUT", None, "", {})
+DEFAULT_STARTUP_TIMEOUT: float = resolve("TINKER_LITE_STARTUP_TIMEOUT", None, "", {})
 DEFAULT_SAMPLE_WORKERS = 16
 """Threads submitting samples: 16 keep the service's in-flight cap full (bench/, figure 3)."""
 
@@ -131,57 +111,6 @@ class Settings:
         return None if session is None else type(session).__name__
 
 
-def _nonempty(value: str | None) -> str | None:
-    return value if value else None
-
-
-def parse_seconds(value: object, source: str) -> float:
-    """``value`` as a positive number of seconds; InvalidInputError naming ``source`` if not."""
-    try:
-        number = math.nan if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        number = math.nan
-    if math.isnan(number) or number <= 0:
-        raise InvalidInputError(source, f"must be a positive number of seconds, got {value!r}")
-    return number
-
-
-def _seconds(
-    value: float | None, name: str, env: Mapping[str, str], env_name: str, default: float
-) -> float:
-    if value is not None:
-        return parse_seconds(value, name)
-    if _nonempty(env.get(env_name)) is not None:
-        return parse_seconds(env[env_name], env_name)
-    return default
-
-
-def _answer_cap(value: int | None, env: Mapping[str, str]) -> int:
-    source = "max_answer_bytes"
-    if value is None:
-        raw = _nonempty(env.get(ENV_MAX_ANSWER_BYTES, "").strip())
-        if raw is None:
-            return DEFAULT_MAX_ANSWER_BYTES
-        source = ENV_MAX_ANSWER_BYTES
-        try:
-            value = int(raw)
-        except ValueError:
-            raise InvalidInputError(
-                source, f"must be a whole number of bytes, got {raw!r}", "e.g. 536870912"
-            ) from None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(source, f"must be a positive number of bytes, got {value!r}")
-    return value
-
-
-def _secret_names(value: Collection[str] | None, env: Mapping[str, str]) -> frozenset[str]:
-    if value is None:
-        value = [name.strip() for name in env.get(ENV_SECRET_HEADERS, "").split(",")]
-    elif isinstance(value, str):
-        raise InvalidInputError("secret_headers", "must be a list of header names, not a string")
-    return frozenset(name for name in value if name)
-
-
 def resolve_settings(
     *,
     api_key: str | None = None,
@@ -218,8 +147,8 @@ def resolve_settings(
     if sample_workers < 1:
         raise InvalidInputError("sample_workers", f"must be >= 1, got {sample_workers}")
 
-    url_source = ENV_BASE_URL if not base_url and env.get(ENV_BASE_URL) else "base_url"
-    url = str(base_url or env.get(ENV_BASE_URL) or DEFAULT_BASE_URL).strip()
+    url_source = "base_url" if base_url else "TINKER_BASE_URL"
+    url = str(resolve("TINKER_BASE_URL", base_url or None, "base_url", env)).strip()
     register_url_credentials(url)  # a user:password@ in the URL is never shown
     local = url.lower().startswith(LOCAL_BASE_URL)
     if local and allow_local:
@@ -245,42 +174,31 @@ def resolve_settings(
         warn_once(logger, ("http", url), message, redact_url(url))
 
     cf_headers: dict[str, str] = {}
-    cf_id = _nonempty(env.get(ENV_CF_CLIENT_ID))
-    cf_secret = _nonempty(env.get(ENV_CF_CLIENT_SECRET))
+    cf_id = env.get("CLOUDFLARE_ACCESS_CLIENT_ID")
+    cf_secret = env.get("CLOUDFLARE_ACCESS_CLIENT_SECRET")
     if cf_id:
         cf_headers["CF-Access-Client-Id"] = cf_id
     if cf_secret:
         register_secret(cf_secret)
         cf_headers["CF-Access-Client-Secret"] = cf_secret
-    secret_names = _secret_names(secret_headers, env)
+    secret_names = frozenset(
+        resolve("TINKER_LITE_SECRET_HEADERS", secret_headers, "secret_headers", env, ())
+    )
     lowered = {name.lower() for name in secret_names}
     for name, value in (default_headers or {}).items():
         if isinstance(name, str) and name.lower() in lowered and isinstance(value, str) and value:
             register_secret(value)
 
-    stall = _seconds(stall_timeout, "stall_timeout", env, ENV_STALL_TIMEOUT, DEFAULT_STALL_TIMEOUT)
-    startup = _seconds(
+    stall = resolve("TINKER_LITE_STALL_TIMEOUT", stall_timeout, "stall_timeout", env)
+    startup = resolve(
+        "TINKER_LITE_STARTUP_TIMEOUT",
         startup_timeout,
         "startup_timeout",
         env,
-        ENV_STARTUP_TIMEOUT,
         min(DEFAULT_STARTUP_TIMEOUT, stall),
     )
-
     if wire not in ("auto", "protobuf", "json"):
         raise InvalidInputError("wire", f"must be 'auto', 'protobuf' or 'json', got {wire!r}")
-
-    if tags is not None:
-        if isinstance(tags, str):
-            raise InvalidInputError("tags", "must be a list of strings, not a string")
-        resolved_tags = tuple(dict.fromkeys(str(t) for t in tags))
-    elif ENV_TAGS in env:
-        # docs/protocol.rst §2.2: comma-separated, de-duplicated in order, empty ones dropped.
-        resolved_tags = tuple(
-            dict.fromkeys(t.strip() for t in env[ENV_TAGS].split(",") if t.strip())
-        )
-    else:
-        resolved_tags = ()
 
     # requests treats any false value (0, "") as "do not verify": only False may say so.
     if not isinstance(verify, (bool, str)) or (isinstance(verify, str) and not verify.strip()):
@@ -300,8 +218,6 @@ def resolve_settings(
         raise InvalidInputError("display_name", f"must be a string, got {display_name!r}")
     if max_retries is not None:
         replace(DEFAULT_RETRY_POLICY, max_retries=max_retries)  # checks it, naming the field
-    if journal is None:
-        journal = _nonempty(env.get(ENV_JOURNAL, "").strip())
     if requests_session is not None:
         import requests
 
@@ -316,12 +232,14 @@ def resolve_settings(
         base_url=url,
         api_key=credential.key,
         cloudflare_headers=cf_headers,
-        project_id=project_id if project_id is not None else _nonempty(env.get(ENV_PROJECT_ID)),
-        tags=resolved_tags,
+        project_id=project_id if project_id is not None else env.get("TINKER_PROJECT_ID") or None,
+        tags=resolve("TINKER_TAGS", tags, "tags", env, ()),
         stall_timeout=stall,
         startup_timeout=startup,
         wire=wire,  # type: ignore[arg-type]
-        sdk_version=sdk_version or _nonempty(env.get(ENV_SDK_VERSION)) or WIRE_SDK_VERSION,
+        sdk_version=resolve(
+            "TINKER_LITE_SDK_VERSION", sdk_version or None, "sdk_version", env, WIRE_SDK_VERSION
+        ),
         telemetry=is_telemetry_enabled(env) if telemetry is None else telemetry,
         verify=verify,
         user_metadata=dict(user_metadata or {}),
@@ -329,10 +247,12 @@ def resolve_settings(
         default_headers=dict(default_headers or {}),
         sample_workers=sample_workers,
         max_retries=max_retries,
-        journal=journal,
+        journal=resolve(ENV_JOURNAL, journal, "journal", env),
         credential_command=credential.command,
         credential_source=credential.source,
         requests_session=requests_session,
-        max_answer_bytes=_answer_cap(max_answer_bytes, env),
+        max_answer_bytes=resolve(
+            "TINKER_LITE_MAX_ANSWER_BYTES", max_answer_bytes, "max_answer_bytes", env
+        ),
         secret_headers=secret_names,
     )

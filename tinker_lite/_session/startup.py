@@ -131,17 +131,16 @@ class DynamicConfig:
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def refresh_once(self) -> bool:
-        """One refresh attempt; False (values kept) when it fails."""
+    def refresh_once(self) -> None:
+        """One refresh attempt; a failed one keeps the values."""
         try:
             config = self._decode(self._fetch(False))
         except TinkerError as e:
             logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
-            return False
+            return
         if config != self.current:
             logger.debug("Dynamic config updated: %s", config)
         self.current = config
-        return True
 
     def _run(self) -> None:
         while not self._stop.wait(max(self.current.refresh_interval_sec, self._min_interval)):

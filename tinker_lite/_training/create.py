@@ -45,7 +45,7 @@ def create_model_steps(
     api = context.api
     # docs/protocol.rst §7.1: the number is taken before create_model is sent; a failure
     # consumes it.
-    seq_id = context.holder.next_model_seq_id() if model_seq_id is None else model_seq_id
+    seq_id = context.holder.get_training_client_id() if model_seq_id is None else model_seq_id
     created_at = time.monotonic()
 
     def send() -> APIFuture[types.CreateModelResponse]:

@@ -47,7 +47,7 @@ def test_off_writes_nothing() -> None:
     out = io.StringIO()
     with Progress(10, stream=out) as progress:
         progress.update(5)
-    assert not progress.enabled
+    assert progress.mode == "off"
     assert out.getvalue() == ""
 
 

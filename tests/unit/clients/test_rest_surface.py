@@ -40,7 +40,8 @@ from tinker_lite import (
     TinkerError,
     types,
 )
-from tinker_lite._context import ClientContext, resolve_settings
+from tinker_lite._context import ClientContext
+from tinker_lite._session.settings import resolve_settings
 from tinker_lite.local import LocalServer
 from tinker_lite.local.service.identity import LOCAL_ORG_ID, LOCAL_USER_URN
 

@@ -512,7 +512,7 @@ def test_counters_are_thread_safe(
     lock = threading.Lock()
 
     def take() -> None:
-        values = [holder.next_model_seq_id() for _ in range(500)]
+        values = [holder.get_training_client_id() for _ in range(500)]
         with lock:
             got.extend(values)
 
