@@ -173,6 +173,29 @@ def scaling_rows() -> list[list[str]]:
     return rows
 
 
+def floor_rows() -> list[list[str]]:
+    """Figure 7: each workload's CPU beside its requests' CPU with plain requests."""
+    floor = load("floor")
+    labels = {
+        "training": "training loop (figure 4, 4 requests a step)",
+        "fan-out": "1,000 samples (figure 3, 2 requests each), the floor in one thread",
+        "fan-out-threads": "1,000 samples, the floor on 16 threads",
+    }
+    rows: list[list[str]] = []
+    for case, entry in (floor or {}).get("cases", {}).items():
+        cpu = entry["cpu_s"]
+        rows.append(
+            [
+                labels.get(case, case),
+                c.fmt_time(cpu.get(c.LITE)),
+                c.fmt_time(cpu.get("floor")),
+                c.fmt_time(cpu.get(c.OFFICIAL)),
+                f"{c.fmt_ratio(entry['lite_ratio'])} / {c.fmt_ratio(entry['floor_ratio'])}",
+            ]
+        )
+    return rows
+
+
 def _sampling_rows(mode: str, scaling: Mapping[str, Any]) -> list[list[str]]:
     """Per 1,000 samples at each fan-out: CPU / RSS / peak threads of each client."""
     rows: list[list[str]] = []
@@ -274,6 +297,16 @@ def render() -> str:
             "",
         ]
         lines += _list_table(["Load", "tinker_lite", f"official {c.OFFICIAL_VERSION}"], scaling)
+    floor = floor_rows()
+    if floor:
+        lines += [
+            "",
+            "What the same HTTP requests cost sent with a plain ``requests.Session`` and nothing "
+            "else (``bench/bench_floor.py``, run by ``make bench``; CPU):",
+            "",
+        ]
+        headers = ["Workload", "tinker_lite", "requests floor", f"official {c.OFFICIAL_VERSION}"]
+        lines += _list_table([*headers, "lite / official, floor / official"], floor)
     goals = goals_paragraph()
     if goals:
         lines += ["", goals]

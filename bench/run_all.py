@@ -24,6 +24,7 @@ from typing import Any
 
 import _common as c
 import bench_encoding
+import bench_floor
 import bench_import
 import bench_latency
 import bench_sampling
@@ -38,13 +39,14 @@ FIGURES: dict[str, tuple[str, Callable[[bool], Any]]] = {
     "sampling": ("3 sampling fan-out", bench_sampling.run),
     "training": ("4 training loop", bench_training.run),
     "latency": ("5 future latency", bench_latency.run),
+    "floor": ("7 the requests floor of figures 3 and 4", bench_floor.run),
 }
 
 OWN_SCRIPTS = {
     "_common.py",
     "official_driver.py",
     "run_all.py",
-    *(f"bench_{m}.py" for m in ("import", "encoding", "sampling", "training", "latency")),
+    *(f"bench_{m}.py" for m in ("import", "encoding", "sampling", "training", "latency", "floor")),
 }
 
 
