@@ -159,16 +159,9 @@ def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
             ids = chunk._current_ids()
             packed: bytes | memoryview
             # Ids were checked when the chunk was made: their int32 bytes go out without a copy.
-            if ids is None:
-                tokens = chunk.tokens
-                packed = _pack_tokens(tokens, index, position) if tokens else b""
-            elif isinstance(ids, array):
-                packed = (
-                    memoryview(ids).cast("B")
-                    if _LITTLE_ENDIAN
-                    else _pack_tokens(ids, index, position)
-                )
-            elif ids.dtype == _protowire.I32:
+            if isinstance(ids, array) and _LITTLE_ENDIAN:
+                packed = memoryview(ids).cast("B")
+            elif ids is not None and not isinstance(ids, array) and ids.dtype == _protowire.I32:
                 packed = ids.data.cast("B")
             else:
                 tokens = chunk.tokens
@@ -513,12 +506,8 @@ def _sampled_sequence(values: dict[str, Any]) -> types.SampledSequence:
     )
 
 
-def _int32_list(buf: bytes, a: int, b: int) -> list[int]:
-    return read_list(buf, a, b, CODE_I32)
-
-
-def _float32_list(buf: bytes, a: int, b: int) -> list[float]:
-    return read_list(buf, a, b, CODE_F32)
+_int32_list = functools.partial(read_list, code=CODE_I32)
+_float32_list = functools.partial(read_list, code=CODE_F32)
 
 
 def _prompt_logprobs(buf: bytes, a: int, b: int) -> list[float | None]:
