@@ -447,8 +447,7 @@ def decode_forward_backward_output(
     body: bytes | bytearray | memoryview,
 ) -> types.ForwardBackwardOutput:
     """Decode a ``ForwardBackwardOutput`` body into per-datum TensorData and metrics."""
-    result: types.ForwardBackwardOutput = decode(body, FORWARD_BACKWARD_OUTPUT)
-    return result
+    return cast("types.ForwardBackwardOutput", decode(body, FORWARD_BACKWARD_OUTPUT))
 
 
 def _topk_rows(values: dict[str, Any]) -> list[list[tuple[int, float]] | None]:
@@ -506,8 +505,12 @@ def _sampled_sequence(values: dict[str, Any]) -> types.SampledSequence:
     )
 
 
-_int32_list = functools.partial(read_list, code=CODE_I32)
-_float32_list = functools.partial(read_list, code=CODE_F32)
+def _int32_list(buf: bytes, a: int, b: int) -> list[int]:
+    return read_list(buf, a, b, CODE_I32)
+
+
+def _float32_list(buf: bytes, a: int, b: int) -> list[float]:
+    return read_list(buf, a, b, CODE_F32)
 
 
 def _prompt_logprobs(buf: bytes, a: int, b: int) -> list[float | None]:
@@ -567,5 +570,4 @@ SAMPLE_RESPONSE: Final = Message(
 
 def decode_sample_response(body: bytes | bytearray | memoryview) -> types.SampleResponse:
     """Decode a ``SampleResponse`` body (NaN prompt logprobs and top-k padding become None)."""
-    result: types.SampleResponse = decode(body, SAMPLE_RESPONSE)
-    return result
+    return cast("types.SampleResponse", decode(body, SAMPLE_RESPONSE))

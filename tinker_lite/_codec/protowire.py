@@ -506,11 +506,13 @@ SPARSE_CSR: Final = Message(
     },
 )
 
-# Wire dtypes read without numpy: the stdlib typecode and the dtype they are reported as.
-_STDLIB_CODES: Final[dict[int, tuple[str, types.TensorDtype]]] = {
-    DTYPE_FLOAT32: (CODE_F32, "float32"),
-    DTYPE_INT64: (CODE_I64, "int64"),
-    DTYPE_INT32: (CODE_I32, "int64"),
+# docs/protocol.rst §3.4: per wire dtype, its stdlib typecode (None: numpy only), numpy dtype and
+# the dtype it is reported as (int32 as int64, bfloat16 widened to float32).
+_WIRE_DTYPES: Final[dict[int, tuple[str | None, str, types.TensorDtype]]] = {
+    DTYPE_FLOAT32: (CODE_F32, "F32", "float32"),
+    DTYPE_INT64: (CODE_I64, "I64", "int64"),
+    DTYPE_INT32: (CODE_I32, "I32", "int64"),
+    DTYPE_BFLOAT16: (None, "U16", "float32"),
 }
 
 
@@ -520,8 +522,8 @@ def _tensor(values: dict[str, Any]) -> types.TensorData:
     shape: list[int] = values.get("shape", [])
     if any(dim < 0 for dim in shape):
         raise FieldError(f"shape {shape} has a negative dimension")
-    if kind == "dense" and code in _STDLIB_CODES:
-        stdlib_code, dtype_name = _STDLIB_CODES[code]
+    stdlib_code, _, dtype_name = _WIRE_DTYPES.get(code, (None, "", "float32"))
+    if kind == "dense" and stdlib_code is not None:
         stored = read_values(encoding, stdlib_code, "dense")
         if shape and math.prod(shape) != len(stored):
             raise FieldError(f"shape {shape} does not match its {len(stored)} values")
@@ -551,16 +553,10 @@ TENSOR: Final = Message(
 
 
 def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
-    # docs/protocol.rst §3.4: int32 is reported as int64 and bfloat16 widened to float32.
-    if code == DTYPE_FLOAT32:
-        return _dtype("F32"), "float32"
-    if code == DTYPE_INT64:
-        return _dtype("I64"), "int64"
-    if code == DTYPE_INT32:
-        return _dtype("I32"), "int64"
-    if code == DTYPE_BFLOAT16:
-        return _dtype("U16"), "float32"
-    raise FieldError(f"dtype {DTYPE_NAMES.get(code, code)} is not usable")
+    if code not in _WIRE_DTYPES:
+        raise FieldError(f"dtype {DTYPE_NAMES.get(code, code)} is not usable")
+    _, name, dtype_name = _WIRE_DTYPES[code]
+    return _dtype(name), dtype_name
 
 
 def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:
