@@ -18,7 +18,6 @@ from tinker_lite._codec.protowire import (
     BOOL_TRUE,
     CODE_F32,
     CODE_I32,
-    CONTENT_TYPE,
     DTYPE_FLOAT32,
     DTYPE_INT64,
     DTYPE_UNSPECIFIED,
@@ -68,15 +67,13 @@ from tinker_lite._codec.protowire import (
     tensor_dtype,
     widen,
 )
-from tinker_lite._codec.zstd import compress, decompress, zstd_available
+from tinker_lite._codec.zstd import compress, zstd_available
 from tinker_lite._errors import InvalidInputError
 
 __all__ = [
-    "CONTENT_TYPE",
     "compress",
     "decode_forward_backward_output",
     "decode_sample_response",
-    "decompress",
     "encode_forward_backward_request",
     "zstd_available",
 ]

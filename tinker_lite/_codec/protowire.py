@@ -176,8 +176,6 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
     return pos
 
 
-CONTENT_TYPE: Final = "application/x-protobuf"
-
 # Little-endian numpy dtypes F32, I64, I32 and U16, made on first use (module __getattr__).
 _NUMPY_DTYPES: Final = {"F32": "<f4", "I64": "<i8", "I32": "<i4", "U16": "<u2"}
 if TYPE_CHECKING:
