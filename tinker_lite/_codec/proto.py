@@ -35,6 +35,7 @@ from tinker_lite._codec.protowire import (
     K6_VARINT,
     K7_LEN,
     LIST,
+    LITTLE_ENDIAN,
     PACKED,
     SMALL_VARINTS,
     STOP_REASON_LENGTH,
@@ -80,9 +81,6 @@ __all__ = [
 
 # An ArrayRecord without fields still stands for num_datums (empty) outputs; bound it likewise.
 _MAX_EMPTY_RECORD_DATUMS: Final = 1 << 16
-
-# A stdlib array's bytes are the wire's little-endian bytes only on a little-endian host.
-_LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 # docs/protocol.rst §3.4: the stdlib typecode and dtype code of each TensorData dtype on the wire.
 _TENSOR_CODES: Final = {"float32": ("f", DTYPE_FLOAT32), "int64": ("q", DTYPE_INT64)}
@@ -156,7 +154,7 @@ def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
             ids = chunk._current_ids()
             packed: bytes | memoryview
             # Ids were checked when the chunk was made: their int32 bytes go out without a copy.
-            if isinstance(ids, array) and _LITTLE_ENDIAN:
+            if isinstance(ids, array) and LITTLE_ENDIAN:
                 packed = memoryview(ids).cast("B")
             elif ids is not None and not isinstance(ids, array) and ids.dtype == _protowire.I32:
                 packed = ids.data.cast("B")
@@ -287,7 +285,7 @@ def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memo
     typecode, code = _wire_dtype(tensor, index, name)
     values = tensor._values  # dense: a sparse tensor is written by _sparse_tensor_entry
     if type(values) is array:
-        if values.typecode == typecode and _LITTLE_ENDIAN:
+        if values.typecode == typecode and LITTLE_ENDIAN:
             return memoryview(values).cast("B"), code  # values built from lists: no numpy
         values = tensor._dense_flat()
     dtype = _protowire.F32 if typecode == "f" else _protowire.I64

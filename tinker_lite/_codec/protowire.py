@@ -184,11 +184,12 @@ if TYPE_CHECKING:
     I32: np.dtype[Any]
     U16: np.dtype[Any]
 
-# array.array typecodes of the same little-endian wire types (byte-swapped on big-endian hosts).
+# array.array typecodes of the same little-endian wire types: a stdlib array's bytes are the
+# wire's bytes only on a little-endian host (elsewhere they are byte-swapped).
 CODE_F32: Final = "f"
 CODE_I64: Final = "q"
 CODE_I32: Final = "i"
-_BIG_ENDIAN: Final = sys.byteorder == "big"
+LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 
 def _dtype(name: str) -> np.dtype[Any]:
@@ -415,7 +416,7 @@ def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -
 
 def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
     view = memoryview(buf)[a:b]
-    if len(view) % 4 or _BIG_ENDIAN:
+    if len(view) % 4 or not LITTLE_ENDIAN:
         return read_values(view, code).tolist()  # a partial value's error, or a byte swap
     values: list[Any] = view.cast("i" if code == "i" else "f").tolist()
     return values
@@ -426,7 +427,7 @@ def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[An
     if len(view) % values.itemsize:
         raise FieldError(f"has {len(view)} bytes, not a multiple of {values.itemsize}", name)
     values.frombytes(view)
-    if _BIG_ENDIAN:  # pragma: no cover - the wire is little-endian
+    if not LITTLE_ENDIAN:  # pragma: no cover - the wire is little-endian
         values.byteswap()
     return values
 

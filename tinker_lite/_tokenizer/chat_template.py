@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-__all__ = ["UNSUPPORTED", "render", "select"]
+__all__ = ["UNSUPPORTED", "render"]
 
 # apply_chat_template arguments of transformers the light tokenizer does not implement.
 UNSUPPORTED: Final = (
@@ -27,30 +27,6 @@ UNSUPPORTED: Final = (
 _MIN_JINJA: Final = (3, 1, 6)
 _REASONING_FIELDS: Final = ("reasoning_content", "thinking", "reasoning")
 _CONTINUE_TAG: Final = "CONTINUE_FINAL_MESSAGE_TAG "
-
-
-def select(
-    own: str | Mapping[str, str] | None, chosen: str | None, tools: Sequence[Any] | None
-) -> str:
-    """``chosen`` (a template, or the name of one of ``own``), else ``own``'s (``tool_use`` with
-    tools, else ``default``)."""
-    if chosen is not None:
-        return own[chosen] if isinstance(own, Mapping) and chosen in own else chosen
-    if isinstance(own, Mapping):
-        if tools and "tool_use" in own:
-            return own["tool_use"]
-        if "default" in own:
-            return own["default"]
-        raise ValueError(
-            "this tokenizer has several chat templates and none is named 'default'; pass "
-            f"chat_template= with one of {sorted(own)}"
-        )
-    if own is None:
-        raise ValueError(
-            "Cannot use apply_chat_template because this tokenizer has no chat template (its "
-            "tokenizer_config.json has none) and no chat_template argument was passed"
-        )
-    return own
 
 
 def render(
