@@ -111,7 +111,10 @@ def encode_forward_backward_request(
     config_v2 = Writer()
     if loss_fn_config:
         # docs/protocol.rst §3.4: numbers go to loss_fn_config (double) and loss_fn_config_v2
-        # (number); strings only to loss_fn_config_v2 (text). Entries in insertion order.
+        # (number); strings only to loss_fn_config_v2 (text). Entries in insertion order. A value
+        # can be a numpy number only once numpy is loaded.
+        np = sys.modules.get("numpy")
+        numbers = (int, float) if np is None else (int, float, np.integer, np.floating)
         for name, given in loss_fn_config.items():
             value: object = given
             if not isinstance(name, str):
@@ -119,7 +122,7 @@ def encode_forward_backward_request(
             entry_value = Writer()
             if isinstance(value, str):
                 entry_value.string_field(K2_LEN, value)
-            elif isinstance(value, (int, float, *_numpy_numbers())) and not isinstance(value, bool):
+            elif isinstance(value, numbers) and not isinstance(value, bool):
                 number = float(cast("float", value))
                 entry = Writer()
                 entry.string_field(K1_LEN, name)
@@ -262,12 +265,6 @@ def _sparse_tensor_entry(name: str, tensor: types.TensorData, index: int) -> byt
     frame = Writer()
     frame.message_field(K2_LEN, entry)
     return frame.getvalue()
-
-
-def _numpy_numbers() -> tuple[type, ...]:
-    """numpy's integer and floating types when numpy is loaded (else no value is one)."""
-    np = sys.modules.get("numpy")
-    return () if np is None else (np.integer, np.floating)
 
 
 def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, int]:
