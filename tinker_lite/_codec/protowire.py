@@ -418,8 +418,7 @@ def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
     view = memoryview(buf)[a:b]
     if len(view) % 4 or not LITTLE_ENDIAN:
         return read_values(view, code).tolist()  # a partial value's error, or a byte swap
-    values: list[Any] = view.cast("i" if code == "i" else "f").tolist()
-    return values
+    return view.cast(code).tolist()
 
 
 def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[Any]:
