@@ -19,7 +19,7 @@ T = TypeVar("T")
 _MAX_BODY_IN_ERROR = 2000
 
 
-def decode_json(resp: HttpResponse, *, what: str, request_id: str | None = None) -> Any:
+def decode_json(resp: HttpResponse, *, what: str) -> Any:
     """Parse a direct answer's JSON body; APIResponseValidationError if it is not JSON."""
     try:
         return resp.json()
@@ -28,7 +28,6 @@ def decode_json(resp: HttpResponse, *, what: str, request_id: str | None = None)
             f"The service answered {what} with a body that is not valid JSON "
             f"(status {resp.status}, {len(resp.body)} bytes): {redact(str(e))}",
             body=resp.text(_MAX_BODY_IN_ERROR),
-            request_id=request_id,
             status_code=resp.status,
         ) from e
 

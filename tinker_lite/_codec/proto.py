@@ -18,7 +18,6 @@ from tinker_lite._codec.protowire import (
     BOOL_TRUE,
     CODE_F32,
     CODE_I32,
-    CONTENT_TYPE,
     DTYPE_FLOAT32,
     DTYPE_INT64,
     DTYPE_UNSPECIFIED,
@@ -36,6 +35,7 @@ from tinker_lite._codec.protowire import (
     K6_VARINT,
     K7_LEN,
     LIST,
+    LITTLE_ENDIAN,
     PACKED,
     SMALL_VARINTS,
     STOP_REASON_LENGTH,
@@ -68,24 +68,19 @@ from tinker_lite._codec.protowire import (
     tensor_dtype,
     widen,
 )
-from tinker_lite._codec.zstd import compress, decompress, zstd_available
+from tinker_lite._codec.zstd import compress, zstd_available
 from tinker_lite._errors import InvalidInputError
 
 __all__ = [
-    "CONTENT_TYPE",
     "compress",
     "decode_forward_backward_output",
     "decode_sample_response",
-    "decompress",
     "encode_forward_backward_request",
     "zstd_available",
 ]
 
 # An ArrayRecord without fields still stands for num_datums (empty) outputs; bound it likewise.
 _MAX_EMPTY_RECORD_DATUMS: Final = 1 << 16
-
-# A stdlib array's bytes are the wire's little-endian bytes only on a little-endian host.
-_LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 # docs/protocol.rst §3.4: the stdlib typecode and dtype code of each TensorData dtype on the wire.
 _TENSOR_CODES: Final = {"float32": ("f", DTYPE_FLOAT32), "int64": ("q", DTYPE_INT64)}
@@ -116,7 +111,10 @@ def encode_forward_backward_request(
     config_v2 = Writer()
     if loss_fn_config:
         # docs/protocol.rst §3.4: numbers go to loss_fn_config (double) and loss_fn_config_v2
-        # (number); strings only to loss_fn_config_v2 (text). Entries in insertion order.
+        # (number); strings only to loss_fn_config_v2 (text). Entries in insertion order. A value
+        # can be a numpy number only once numpy is loaded.
+        np = sys.modules.get("numpy")
+        numbers = (int, float) if np is None else (int, float, np.integer, np.floating)
         for name, given in loss_fn_config.items():
             value: object = given
             if not isinstance(name, str):
@@ -124,7 +122,7 @@ def encode_forward_backward_request(
             entry_value = Writer()
             if isinstance(value, str):
                 entry_value.string_field(K2_LEN, value)
-            elif isinstance(value, (int, float, *_numpy_numbers())) and not isinstance(value, bool):
+            elif isinstance(value, numbers) and not isinstance(value, bool):
                 number = float(cast("float", value))
                 entry = Writer()
                 entry.string_field(K1_LEN, name)
@@ -159,16 +157,9 @@ def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
             ids = chunk._current_ids()
             packed: bytes | memoryview
             # Ids were checked when the chunk was made: their int32 bytes go out without a copy.
-            if ids is None:
-                tokens = chunk.tokens
-                packed = _pack_tokens(tokens, index, position) if tokens else b""
-            elif isinstance(ids, array):
-                packed = (
-                    memoryview(ids).cast("B")
-                    if _LITTLE_ENDIAN
-                    else _pack_tokens(ids, index, position)
-                )
-            elif ids.dtype == _protowire.I32:
+            if isinstance(ids, array) and LITTLE_ENDIAN:
+                packed = memoryview(ids).cast("B")
+            elif ids is not None and not isinstance(ids, array) and ids.dtype == _protowire.I32:
                 packed = ids.data.cast("B")
             else:
                 tokens = chunk.tokens
@@ -276,12 +267,6 @@ def _sparse_tensor_entry(name: str, tensor: types.TensorData, index: int) -> byt
     return frame.getvalue()
 
 
-def _numpy_numbers() -> tuple[type, ...]:
-    """numpy's integer and floating types when numpy is loaded (else no value is one)."""
-    np = sys.modules.get("numpy")
-    return () if np is None else (np.integer, np.floating)
-
-
 def _wire_dtype(tensor: types.TensorData, index: int, name: str) -> tuple[str, int]:
     # docs/protocol.rst §3.4: float tensors as float32 LE (DTYPE_FLOAT32), int tensors as int64 LE.
     known = _TENSOR_CODES.get(tensor.dtype)
@@ -297,7 +282,7 @@ def _tensor_bytes(tensor: types.TensorData, index: int, name: str) -> tuple[memo
     typecode, code = _wire_dtype(tensor, index, name)
     values = tensor._values  # dense: a sparse tensor is written by _sparse_tensor_entry
     if type(values) is array:
-        if values.typecode == typecode and _LITTLE_ENDIAN:
+        if values.typecode == typecode and LITTLE_ENDIAN:
             return memoryview(values).cast("B"), code  # values built from lists: no numpy
         values = tensor._dense_flat()
     dtype = _protowire.F32 if typecode == "f" else _protowire.I64
@@ -454,8 +439,7 @@ def decode_forward_backward_output(
     body: bytes | bytearray | memoryview,
 ) -> types.ForwardBackwardOutput:
     """Decode a ``ForwardBackwardOutput`` body into per-datum TensorData and metrics."""
-    result: types.ForwardBackwardOutput = decode(body, FORWARD_BACKWARD_OUTPUT)
-    return result
+    return cast("types.ForwardBackwardOutput", decode(body, FORWARD_BACKWARD_OUTPUT))
 
 
 def _topk_rows(values: dict[str, Any]) -> list[list[tuple[int, float]] | None]:
@@ -578,5 +562,4 @@ SAMPLE_RESPONSE: Final = Message(
 
 def decode_sample_response(body: bytes | bytearray | memoryview) -> types.SampleResponse:
     """Decode a ``SampleResponse`` body (NaN prompt logprobs and top-k padding become None)."""
-    result: types.SampleResponse = decode(body, SAMPLE_RESPONSE)
-    return result
+    return cast("types.SampleResponse", decode(body, SAMPLE_RESPONSE))

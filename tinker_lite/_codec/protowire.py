@@ -1,40 +1,180 @@
-"""Protobuf pieces shared by the client's and the local server's codecs: the :class:`Writer` and
-:func:`read_message`, one reader driven by each message's field table (docs/architecture.rst).
+"""Protobuf pieces shared by the client's and the local server's codecs: wire types, varints and
+the field scanner, the :class:`Writer` and :func:`read_message`, one reader driven by each
+message's field table (docs/architecture.rst).
 """
-
-# ruff: noqa: PLC0414 - the `X as X` imports re-export proto_primitives' names (PEP 484)
 
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from tinker_lite import types
-from tinker_lite._codec.proto_primitives import DOUBLE
-from tinker_lite._codec.proto_primitives import INT32_MAX as INT32_MAX
-from tinker_lite._codec.proto_primitives import INT32_MIN as INT32_MIN
-from tinker_lite._codec.proto_primitives import SMALL_VARINTS as SMALL_VARINTS
-from tinker_lite._codec.proto_primitives import WT_I32 as WT_I32
-from tinker_lite._codec.proto_primitives import WT_I64 as WT_I64
-from tinker_lite._codec.proto_primitives import WT_LEN as WT_LEN
-from tinker_lite._codec.proto_primitives import WT_VARINT as WT_VARINT
-from tinker_lite._codec.proto_primitives import as_int32 as as_int32
-from tinker_lite._codec.proto_primitives import as_int64 as as_int64
-from tinker_lite._codec.proto_primitives import as_uint32 as as_uint32
-from tinker_lite._codec.proto_primitives import encode_varint as encode_varint
-from tinker_lite._codec.proto_primitives import field_key as field_key
-from tinker_lite._codec.proto_primitives import iter_fields as iter_fields
-from tinker_lite._codec.proto_primitives import read_varint as read_varint
 from tinker_lite._errors import InvalidInputError, WireFormatError
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-CONTENT_TYPE: Final = "application/x-protobuf"
+WT_VARINT: Final = 0
+WT_I64: Final = 1
+WT_LEN: Final = 2
+WT_SGROUP: Final = 3
+WT_EGROUP: Final = 4
+WT_I32: Final = 5
+
+U64: Final = (1 << 64) - 1
+INT32_MIN: Final = -(1 << 31)
+INT32_MAX: Final = (1 << 31) - 1
+MAX_FIELD: Final = (1 << 29) - 1
+
+DOUBLE: Final = struct.Struct("<d")
+SMALL_VARINTS: Final = tuple(bytes((i,)) for i in range(128))
+
+
+def encode_varint(value: int) -> bytes:
+    """Return ``value`` as a base-128 varint; negative values as 64-bit two's complement."""
+    if 0 <= value < 128:
+        return SMALL_VARINTS[value]
+    if 0 < value < 16384:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0:
+        value &= U64
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def field_key(field: int, wire_type: int) -> bytes:
+    """Return the encoded key (tag) of a field: ``field << 3 | wire_type`` as a varint."""
+    return encode_varint((field << 3) | wire_type)
+
+
+def read_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read a varint at ``pos``; return ``(value mod 2**64, next position)``."""
+    if pos >= end:
+        raise WireFormatError("protobuf: truncated varint")
+    byte = buf[pos]
+    if byte < 0x80:
+        return byte, pos + 1
+    result = byte & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= end:
+            raise WireFormatError("protobuf: truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result & U64, pos
+        shift += 7
+        if shift >= 70:
+            raise WireFormatError("protobuf: varint longer than 10 bytes")
+
+
+def as_int64(value: int) -> int:
+    """Interpret a decoded varint as a signed int64."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def as_int32(value: int) -> int:
+    """Interpret a decoded varint as a signed int32 (the low 32 bits, like protobuf)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def as_uint32(value: int) -> int:
+    """Interpret a decoded varint as a uint32 (the low 32 bits, like protobuf)."""
+    return value & 0xFFFFFFFF
+
+
+def iter_fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """Yield ``(field, wire_type, a, b)`` per field of ``buf[start:end]``: a varint's value and 0,
+    else the payload's bounds ``buf[a:b]``; groups (never in this schema) are skipped whole."""
+    pos = start
+    while pos < end:
+        # One-byte varints (keys of fields 1-15, small values and lengths) are read inline.
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = read_varint(buf, pos, end)
+        field = key >> 3
+        wire_type = key & 7
+        if field == 0 or field > MAX_FIELD:
+            raise WireFormatError(f"protobuf: invalid field number {field}")
+        if wire_type == WT_VARINT:
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = read_varint(buf, pos, end)
+            yield field, WT_VARINT, value, 0
+        elif wire_type == WT_LEN:
+            if pos < end and buf[pos] < 0x80:
+                size = buf[pos]
+                pos += 1
+            else:
+                size, pos = read_varint(buf, pos, end)
+            stop = pos + size
+            if stop > end:
+                raise WireFormatError(
+                    f"protobuf: field {field} is {size} bytes long but only {end - pos} remain"
+                )
+            yield field, WT_LEN, pos, stop
+            pos = stop
+        elif wire_type == WT_I64:
+            if pos + 8 > end:
+                raise WireFormatError(f"protobuf: truncated fixed64 field {field}")
+            yield field, WT_I64, pos, pos + 8
+            pos += 8
+        elif wire_type == WT_I32:
+            if pos + 4 > end:
+                raise WireFormatError(f"protobuf: truncated fixed32 field {field}")
+            yield field, WT_I32, pos, pos + 4
+            pos += 4
+        elif wire_type == WT_SGROUP:
+            group_start = pos
+            pos = _skip_group(buf, pos, end, field)
+            yield field, WT_SGROUP, group_start, pos
+        else:
+            raise WireFormatError(f"protobuf: invalid wire type {wire_type} (field {field})")
+
+
+def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
+    depth = [field]
+    while depth:
+        if pos >= end:
+            raise WireFormatError(f"protobuf: unterminated group {field}")
+        key, pos = read_varint(buf, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == WT_VARINT:
+            _, pos = read_varint(buf, pos, end)
+        elif wire_type == WT_LEN:
+            size, pos = read_varint(buf, pos, end)
+            pos += size
+        elif wire_type == WT_I64:
+            pos += 8
+        elif wire_type == WT_I32:
+            pos += 4
+        elif wire_type == WT_SGROUP:
+            depth.append(number)
+        elif wire_type == WT_EGROUP:
+            if depth.pop() != number:
+                raise WireFormatError(f"protobuf: mismatched end of group {number}")
+        else:
+            raise WireFormatError(f"protobuf: invalid wire type {wire_type} (field {number})")
+        if pos > end:
+            raise WireFormatError(f"protobuf: truncated group {field}")
+    return pos
+
 
 # Little-endian numpy dtypes F32, I64, I32 and U16, made on first use (module __getattr__).
 _NUMPY_DTYPES: Final = {"F32": "<f4", "I64": "<i8", "I32": "<i4", "U16": "<u2"}
@@ -44,11 +184,12 @@ if TYPE_CHECKING:
     I32: np.dtype[Any]
     U16: np.dtype[Any]
 
-# array.array typecodes of the same little-endian wire types (byte-swapped on big-endian hosts).
+# array.array typecodes of the same little-endian wire types: a stdlib array's bytes are the
+# wire's bytes only on a little-endian host (elsewhere they are byte-swapped).
 CODE_F32: Final = "f"
 CODE_I64: Final = "q"
 CODE_I32: Final = "i"
-_BIG_ENDIAN: Final = sys.byteorder == "big"
+LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 
 def _dtype(name: str) -> np.dtype[Any]:
@@ -275,10 +416,9 @@ def read_array(view: memoryview | bytes, dtype: np.dtype[Any], name: str = "") -
 
 def read_list(buf: bytes, a: int, b: int, code: Literal["i", "f"]) -> list[Any]:
     view = memoryview(buf)[a:b]
-    if len(view) % 4 or _BIG_ENDIAN:
+    if len(view) % 4 or not LITTLE_ENDIAN:
         return read_values(view, code).tolist()  # a partial value's error, or a byte swap
-    values: list[Any] = view.cast("i" if code == "i" else "f").tolist()
-    return values
+    return view.cast(code).tolist()
 
 
 def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[Any]:
@@ -286,7 +426,7 @@ def read_values(view: memoryview | bytes, code: str, name: str = "") -> array[An
     if len(view) % values.itemsize:
         raise FieldError(f"has {len(view)} bytes, not a multiple of {values.itemsize}", name)
     values.frombytes(view)
-    if _BIG_ENDIAN:  # pragma: no cover - the wire is little-endian
+    if not LITTLE_ENDIAN:  # pragma: no cover - the wire is little-endian
         values.byteswap()
     return values
 
@@ -364,11 +504,13 @@ SPARSE_CSR: Final = Message(
     },
 )
 
-# Wire dtypes read without numpy: the stdlib typecode and the dtype they are reported as.
-_STDLIB_CODES: Final[dict[int, tuple[str, types.TensorDtype]]] = {
-    DTYPE_FLOAT32: (CODE_F32, "float32"),
-    DTYPE_INT64: (CODE_I64, "int64"),
-    DTYPE_INT32: (CODE_I32, "int64"),
+# docs/protocol.rst §3.4: per wire dtype, its stdlib typecode (None: numpy only), numpy dtype and
+# the dtype it is reported as (int32 as int64, bfloat16 widened to float32).
+_WIRE_DTYPES: Final[dict[int, tuple[str | None, str, types.TensorDtype]]] = {
+    DTYPE_FLOAT32: (CODE_F32, "F32", "float32"),
+    DTYPE_INT64: (CODE_I64, "I64", "int64"),
+    DTYPE_INT32: (CODE_I32, "I32", "int64"),
+    DTYPE_BFLOAT16: (None, "U16", "float32"),
 }
 
 
@@ -378,8 +520,8 @@ def _tensor(values: dict[str, Any]) -> types.TensorData:
     shape: list[int] = values.get("shape", [])
     if any(dim < 0 for dim in shape):
         raise FieldError(f"shape {shape} has a negative dimension")
-    if kind == "dense" and code in _STDLIB_CODES:
-        stdlib_code, dtype_name = _STDLIB_CODES[code]
+    stdlib_code, _, dtype_name = _WIRE_DTYPES.get(code, (None, "", "float32"))
+    if kind == "dense" and stdlib_code is not None:
         stored = read_values(encoding, stdlib_code, "dense")
         if shape and math.prod(shape) != len(stored):
             raise FieldError(f"shape {shape} does not match its {len(stored)} values")
@@ -409,16 +551,10 @@ TENSOR: Final = Message(
 
 
 def tensor_dtype(code: int) -> tuple[np.dtype[Any], types.TensorDtype]:
-    # docs/protocol.rst §3.4: int32 is reported as int64 and bfloat16 widened to float32.
-    if code == DTYPE_FLOAT32:
-        return _dtype("F32"), "float32"
-    if code == DTYPE_INT64:
-        return _dtype("I64"), "int64"
-    if code == DTYPE_INT32:
-        return _dtype("I32"), "int64"
-    if code == DTYPE_BFLOAT16:
-        return _dtype("U16"), "float32"
-    raise FieldError(f"dtype {DTYPE_NAMES.get(code, code)} is not usable")
+    if code not in _WIRE_DTYPES:
+        raise FieldError(f"dtype {DTYPE_NAMES.get(code, code)} is not usable")
+    _, name, dtype_name = _WIRE_DTYPES[code]
+    return _dtype(name), dtype_name
 
 
 def widen(values: npt.NDArray[Any], code: int) -> npt.NDArray[Any]:

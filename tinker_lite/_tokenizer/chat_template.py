@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-__all__ = ["UNSUPPORTED", "render", "select"]
+__all__ = ["UNSUPPORTED", "render"]
 
 # apply_chat_template arguments of transformers the light tokenizer does not implement.
 UNSUPPORTED: Final = (
@@ -27,30 +27,6 @@ UNSUPPORTED: Final = (
 _MIN_JINJA: Final = (3, 1, 6)
 _REASONING_FIELDS: Final = ("reasoning_content", "thinking", "reasoning")
 _CONTINUE_TAG: Final = "CONTINUE_FINAL_MESSAGE_TAG "
-
-
-def select(
-    own: str | Mapping[str, str] | None, chosen: str | None, tools: Sequence[Any] | None
-) -> str:
-    """``chosen`` (a template, or the name of one of ``own``), else ``own``'s (``tool_use`` with
-    tools, else ``default``)."""
-    if chosen is not None:
-        return own[chosen] if isinstance(own, Mapping) and chosen in own else chosen
-    if isinstance(own, Mapping):
-        if tools and "tool_use" in own:
-            return own["tool_use"]
-        if "default" in own:
-            return own["default"]
-        raise ValueError(
-            "this tokenizer has several chat templates and none is named 'default'; pass "
-            f"chat_template= with one of {sorted(own)}"
-        )
-    if own is None:
-        raise ValueError(
-            "Cannot use apply_chat_template because this tokenizer has no chat template (its "
-            "tokenizer_config.json has none) and no chat_template argument was passed"
-        )
-    return own
 
 
 def render(
@@ -168,16 +144,17 @@ def _compile(template: str) -> Any:
 def _messages(chat: Any) -> list[dict[str, Any]]:
     """A conversation as plain dicts without None values (templates expect missing keys), with
     the reasoning under each name templates read."""
-    messages = _as_dicts(getattr(chat, "messages", chat))
+    given = getattr(chat, "messages", chat)
+    messages = _plain(given, tuples=list)
     if not isinstance(messages, list):
         raise TypeError(f"a conversation must be a list of messages, got {type(chat).__name__}")
     out = []
-    for message in messages:
+    for original, message in zip(given, messages, strict=True):
         if not isinstance(message, dict):
             raise TypeError(
-                f"chat messages must be dicts, dataclasses or pydantic models, got {message!r}"
+                f"chat messages must be dicts, dataclasses or pydantic models, got {original!r}"
             )
-        message = _plain({key: value for key, value in message.items() if value is not None})
+        message = {key: value for key, value in message.items() if value is not None}
         reasoning = next((message[key] for key in _REASONING_FIELDS if key in message), None)
         if reasoning is not None:
             message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
@@ -185,20 +162,9 @@ def _messages(chat: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _as_dicts(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _as_dicts(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_as_dicts(item) for item in value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _as_dicts(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if callable(getattr(value, "model_dump", None)):
-        return _as_dicts(value.model_dump())
-    return value
-
-
-def _plain(value: Any) -> Any:
-    """Only JSON-like data reaches a template (objects become an inert ``<TypeName>``)."""
+def _plain(value: Any, tuples: type[tuple[Any, ...] | list[Any]] = tuple) -> Any:
+    """Only JSON-like data reaches a template (objects become an inert ``<TypeName>``); tuples
+    become ``tuples`` (messages hold lists, as JSON would)."""
     if value is None or type(value) in (str, int, float, bool):
         return value
     if isinstance(value, str):
@@ -208,17 +174,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return float.__float__(value)
     if isinstance(value, Mapping):
-        return {_plain(key): _plain(item) for key, item in value.items()}
+        return {_plain(key): _plain(item, tuples) for key, item in value.items()}
     if isinstance(value, list):
-        return [_plain(item) for item in value]
+        return [_plain(item, tuples) for item in value]
     if isinstance(value, tuple):
-        return tuple(_plain(item) for item in value)
+        return tuples(_plain(item, tuples) for item in value)
     if type(value).__module__ == "numpy" and callable(getattr(value, "item", None)):
         return _plain(value.item())  # a numpy scalar
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _plain(getattr(value, f.name), tuples) for f in dataclasses.fields(value)}
     if callable(getattr(value, "model_dump", None)):
-        return _plain(value.model_dump())
+        return _plain(value.model_dump(), tuples)
     return f"<{type(value).__name__}>"
 
 

@@ -377,9 +377,28 @@ class LightTokenizer:
     def get_chat_template(
         self, chat_template: str | None = None, tools: Sequence[Any] | None = None
     ) -> str:
-        """The template ``apply_chat_template`` uses: ``chat_template`` (or its name), else the
-        model's."""
-        return _chat_template.select(self.chat_template, chat_template, tools)
+        """The template ``apply_chat_template`` uses: ``chat_template`` (or the name of one of the
+        model's), else the model's (``tool_use`` with tools, else ``default``)."""
+        own = self.chat_template
+        if chat_template is not None:
+            return (
+                own.get(chat_template, chat_template) if isinstance(own, Mapping) else chat_template
+            )
+        if isinstance(own, Mapping):
+            if tools and "tool_use" in own:
+                return own["tool_use"]
+            if "default" in own:
+                return own["default"]
+            raise ValueError(
+                "this tokenizer has several chat templates and none is named 'default'; pass "
+                f"chat_template= with one of {sorted(own)}"
+            )
+        if own is None:
+            raise ValueError(
+                "Cannot use apply_chat_template because this tokenizer has no chat template (its "
+                "tokenizer_config.json has none) and no chat_template argument was passed"
+            )
+        return own
 
     def apply_chat_template(  # noqa: PLR0917 - transformers' signature, in its order
         self,

@@ -671,26 +671,17 @@ def test_sample_encoder_rejects_unknown_stop_reason_and_big_tokens() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_content_type() -> None:
-    assert _proto.CONTENT_TYPE == "application/x-protobuf"
-
-
 def test_zstd_helpers_follow_availability(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_zstd_codec, "_zstd", lambda: None)
     assert _proto.zstd_available() is False
     with pytest.raises(WireFormatError, match="zstandard"):
         _proto.compress(b"x")
-    with pytest.raises(WireFormatError, match="zstandard"):
-        _proto.decompress(b"x")
 
 
 def test_zstd_round_trip_when_installed() -> None:
-    if not _proto.zstd_available():
-        pytest.skip("zstandard is not installed")
+    zstandard = pytest.importorskip("zstandard")
     body = _encode()
-    assert _proto.decompress(_proto.compress(body)) == body
-    with pytest.raises(WireFormatError):
-        _proto.decompress(b"not zstd")
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(_proto.compress(body)) == body
 
 
 def test_sample_outcome_round_trips_the_038_fields() -> None:
