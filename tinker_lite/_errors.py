@@ -6,6 +6,7 @@ Foreign exceptions are translated where they are met, the original kept as ``__c
 from __future__ import annotations
 
 import concurrent.futures
+import copyreg
 import enum
 from collections.abc import Mapping
 from typing import Any
@@ -75,19 +76,12 @@ class TinkerError(Exception):
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only constructors do not pickle by default: rebuild from state.
-        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+        # Keyword-only constructors do not pickle by default: rebuild from args and state.
+        return (copyreg.__newobj__, (type(self),), {**self.__dict__, "args": self.args})
 
     def __str__(self) -> str:
         # A ``message`` (redacted) when the class keeps one, and built; else Exception's str.
         return getattr(self, "message", None) or super().__str__()
-
-
-def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
-    err = cls.__new__(cls)
-    err.args = args
-    err.__dict__.update(state)
-    return err
 
 
 class WireFormatError(TinkerError, ValueError):
