@@ -7,6 +7,7 @@ threads.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import random
 import threading
@@ -160,13 +161,10 @@ class SessionHolder:
             wall_clock=wall_clock,
             policy=retry_policy,
         )
-        self._dynamic = DynamicConfig(
-            functools.partial(_fetch_dynamic_config, api),
-            min_interval=dynamic_config_min_interval,
-        )
-        self._counter_lock = threading.Lock()
-        self._model_seq_id = 0
-        self._sampling_session_seq_id = 0
+        self._dynamic = DynamicConfig(api.dynamic_config, min_interval=dynamic_config_min_interval)
+        # next() of an itertools.count is atomic: each number is taken once.
+        self._model_seq_ids = itertools.count()
+        self._sampling_session_seq_ids = itertools.count()
         self._start_lock = threading.Lock()
         self._started = threading.Event()
         self._client_config = types.ClientConfigResponse()
@@ -353,17 +351,11 @@ class SessionHolder:
 
     def get_training_client_id(self) -> int:
         """The next training-client number of this session (docs/protocol.rst §7.1)."""
-        with self._counter_lock:
-            value = self._model_seq_id
-            self._model_seq_id += 1
-            return value
+        return next(self._model_seq_ids)
 
     def next_sampling_session_seq_id(self) -> int:
         """The next sampling-session number of this session (docs/protocol.rst §7.1)."""
-        with self._counter_lock:
-            value = self._sampling_session_seq_id
-            self._sampling_session_seq_id += 1
-            return value
+        return next(self._sampling_session_seq_ids)
 
     get_session_id = ensure_session  # the official holder's names, which public code calls
 
@@ -448,6 +440,3 @@ class SessionHolder:
         self._closing.set()
         self._finalizer()
 
-
-def _fetch_dynamic_config(api: SessionCalls, initial: bool) -> HttpResponse:
-    return api.dynamic_config(initial=initial)

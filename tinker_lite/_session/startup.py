@@ -88,7 +88,7 @@ class DynamicConfig:
 
     def __init__(
         self,
-        fetch: Callable[[bool], HttpResponse],
+        fetch: Callable[..., HttpResponse],  # fetch(initial=...)
         *,
         min_interval: float = MIN_REFRESH_INTERVAL_S,
     ) -> None:
@@ -105,7 +105,7 @@ class DynamicConfig:
     def fetch_initial(self) -> None:
         """Read the flags once; 404 or an unusable answer keeps the built-in defaults."""
         try:
-            self.current = self._decode(self._fetch(True))
+            self.current = self._decode(self._fetch(initial=True))
         except ClientClosedError:
             raise
         except TinkerError as e:
@@ -134,7 +134,7 @@ class DynamicConfig:
     def refresh_once(self) -> None:
         """One refresh attempt; a failed one keeps the values."""
         try:
-            config = self._decode(self._fetch(False))
+            config = self._decode(self._fetch(initial=False))
         except TinkerError as e:
             logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
             return
