@@ -6,7 +6,6 @@ Foreign exceptions are translated where they are met, the original kept as ``__c
 from __future__ import annotations
 
 import concurrent.futures
-import copyreg
 import enum
 from collections.abc import Mapping
 from typing import Any
@@ -77,7 +76,7 @@ class TinkerError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only constructors do not pickle by default: rebuild from args and state.
-        return (copyreg.__newobj__, (type(self),), {**self.__dict__, "args": self.args})
+        return (type(self).__new__, (type(self),), {**self.__dict__, "args": self.args})
 
     def __str__(self) -> str:
         # A ``message`` (redacted) when the class keeps one, and built; else Exception's str.
