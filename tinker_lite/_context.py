@@ -132,7 +132,11 @@ class ClientContext:
         )
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
         if settings.is_local:
-            settings = settings.with_base_url(self._start_local_server())
+            from tinker_lite.local import server as local_server
+
+            self._local_server = local_server.LocalServer()
+            settings = settings.with_base_url(self._local_server.start())
+            logger.info("Started the offline local server at %s", settings.base_url)
         try:
             self.api, self.holder = connect(settings, create_session=session, **options)
         except BaseException:
@@ -142,15 +146,6 @@ class ClientContext:
         with _LIVE_LOCK:
             _LIVE.add(self)
         _ensure_exit_hook()  # docs/protocol.rst §8.5
-
-    def _start_local_server(self) -> str:
-        from tinker_lite.local import server as local_server
-
-        server = local_server.LocalServer()
-        url = server.start()
-        self._local_server = server
-        logger.info("Started the offline local server at %s", url)
-        return url
 
     def _stop_local_server(self) -> None:
         server, self._local_server = self._local_server, None
@@ -351,43 +346,34 @@ def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
         return DEFAULT_EXIT_TIMEOUT
 
 
-def _uncaught_exception() -> BaseException | None:
-    if sys.flags.interactive or hasattr(sys, "ps1"):
-        return None  # a prompt's last error is not why the interpreter exits
-    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    return error if isinstance(error, BaseException) else None
-
-
-def close_at_interpreter_exit(context: ClientContext) -> None:
-    """Close a connection the program never closed, as the interpreter exits.
+def _close_live_contexts() -> None:
+    """Close the connections the program never closed, as the interpreter exits.
 
     docs/architecture.rst, "Closing and queued work", says what is finished and what dropped.
     """
-    error = _uncaught_exception()
-    try:
-        if error is None:
-            context.close(
-                "success",
-                budget=exit_timeout(),
-                what="At interpreter exit (the ServiceClient was not closed)",
-            )
-        else:
-            name = type(error).__name__
-            context.close(
-                "interrupted" if isinstance(error, KeyboardInterrupt) else "errored",
-                name,
-                wait=False,
-                why=f"At interpreter exit after an uncaught {name}",
-            )
-    except BaseException:  # pragma: no cover - never fail interpreter exit
-        logger.debug("closing at exit failed", exc_info=True)
-
-
-def _close_live_contexts() -> None:
     with _LIVE_LOCK:
         contexts = list(_LIVE)
+    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if sys.flags.interactive or hasattr(sys, "ps1") or not isinstance(error, BaseException):
+        error = None  # (at a prompt, the last error is not why the interpreter exits)
     for context in contexts:
-        close_at_interpreter_exit(context)
+        try:
+            if error is None:
+                context.close(
+                    "success",
+                    budget=exit_timeout(),
+                    what="At interpreter exit (the ServiceClient was not closed)",
+                )
+            else:
+                name = type(error).__name__
+                context.close(
+                    "interrupted" if isinstance(error, KeyboardInterrupt) else "errored",
+                    name,
+                    wait=False,
+                    why=f"At interpreter exit after an uncaught {name}",
+                )
+        except BaseException:  # pragma: no cover - never fail interpreter exit
+            logger.debug("closing at exit failed", exc_info=True)
 
 
 def _ensure_exit_hook() -> None:

@@ -27,17 +27,11 @@ __all__ = [
     "StoredCredentials",
     "StoredKey",
     "UserDetails",
-    "default_credentials_path",
 ]
 
 logger = logging.getLogger("tinker_lite.session")
 
 _FIX = "fix it, or remove it and run `tinker-lite auth login`"
-
-
-def default_credentials_path() -> Path:
-    """``~/.tinker/credentials.json`` under the user's home (``$HOME``)."""
-    return Path.home() / ".tinker" / "credentials.json"
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +83,8 @@ class CredentialsFile:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_credentials_path()
+        # By default ~/.tinker/credentials.json under the user's home ($HOME).
+        self.path = Path(path) if path is not None else Path.home() / ".tinker" / "credentials.json"
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -154,7 +149,10 @@ class CredentialsFile:
                 f"cannot be read ({e.strerror or type(e).__name__})",
                 f"check that it is a file you own, with mode 0600 (chmod 600 {self.path})",
             ) from None
-        self._warn_if_exposed(mode)
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            bits = stat.S_IMODE(mode)
+            message = "%s holds API keys but others may read it (mode %04o): run chmod 600 %s"
+            warn_once(logger, (str(self.path), bits), message, self.path, bits, self.path)
         # The parser's errors hold the whole text (with its keys): they are neither shown nor
         # kept as the context of the error raised (outside the handlers).
         problem = None
@@ -173,10 +171,3 @@ class CredentialsFile:
                 _FIX,
             )
         return raw
-
-    def _warn_if_exposed(self, mode: int) -> None:
-        if not mode & (stat.S_IRWXG | stat.S_IRWXO):
-            return
-        bits = stat.S_IMODE(mode)
-        message = "%s holds API keys but others may read it (mode %04o): run chmod 600 %s"
-        warn_once(logger, (str(self.path), bits), message, self.path, bits, self.path)

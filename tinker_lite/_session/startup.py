@@ -131,20 +131,16 @@ class DynamicConfig:
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def refresh_once(self) -> None:
-        """One refresh attempt; a failed one keeps the values."""
-        try:
-            config = self._decode(self._fetch(initial=False))
-        except TinkerError as e:
-            logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
-            return
-        if config != self.current:
-            logger.debug("Dynamic config updated: %s", config)
-        self.current = config
-
     def _run(self) -> None:
         while not self._stop.wait(max(self.current.refresh_interval_sec, self._min_interval)):
-            self.refresh_once()
+            try:  # a failed refresh keeps the values
+                config = self._decode(self._fetch(initial=False))
+            except TinkerError as e:
+                logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
+                continue
+            if config != self.current:
+                logger.debug("Dynamic config updated: %s", config)
+            self.current = config
 
     @staticmethod
     def _decode(resp: HttpResponse) -> types.ClientDynamicConfigResponse:
