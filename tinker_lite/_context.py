@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from tinker_lite._futures.batch_poller import BatchPoller
 
 __all__ = [
-    "DEFAULT_EXIT_TIMEOUT",
-    "DEFAULT_REST_WORKERS",
     "FINISH_REASONS",
     "ClientContext",
     "FinishReason",
@@ -144,8 +142,7 @@ class ClientContext:
             raise
         self.closing = self.api.closing  # one event per connection, set as it closes
         with _LIVE_LOCK:
-            _LIVE.add(self)
-        _ensure_exit_hook()  # docs/protocol.rst §8.5
+            _LIVE.add(self)  # closed at exit if never closed (docs/protocol.rst §8.5)
 
     def _stop_local_server(self) -> None:
         server, self._local_server = self._local_server, None
@@ -266,9 +263,16 @@ class ClientContext:
                 return
             self.closed = True
         interrupted: BaseException | None = None
-        if wait:
+        if wait and _on_worker_thread():
+            why = (
+                f"{what}: close() was called on one of the client's own worker threads, which "
+                "cannot wait for the work queued behind it"
+            )
+        elif wait:
             try:
-                why = self._drain(budget, what)
+                why = self.pending.drain(
+                    stall_timeout=self.holder.settings.stall_timeout, budget=budget, what=what
+                )
             except BaseException as e:  # Ctrl-C (or a signal handler's exception) while waiting
                 interrupted = e
                 status = "errored" if isinstance(e, Exception) else "interrupted"
@@ -281,17 +285,6 @@ class ClientContext:
         finally:
             if interrupted is not None:
                 raise interrupted
-
-    def _drain(self, budget: float | None, what: str) -> str | None:
-        """Wait for every queued request (see :meth:`close`); why it stopped early, else None."""
-        if _on_worker_thread():
-            return (
-                f"{what}: close() was called on one of the client's own worker threads, which "
-                "cannot wait for the work queued behind it"
-            )
-        return self.pending.drain(
-            stall_timeout=self.holder.settings.stall_timeout, budget=budget, what=what
-        )
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:
@@ -331,9 +324,6 @@ def find_live_context(base_url: str) -> ClientContext | None:
             if context.base_url.rstrip("/") == wanted:
                 return context
     return None
-
-
-_exit_hook_registered = False
 
 
 def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
@@ -376,15 +366,9 @@ def _close_live_contexts() -> None:
             logger.debug("closing at exit failed", exc_info=True)
 
 
-def _ensure_exit_hook() -> None:
-    """Close live contexts in threading's exit hooks, before ``atexit`` and before the
-    concurrent.futures workers are joined (a retrying submit would hold the exit for minutes)."""
-    global _exit_hook_registered
-    with _LIVE_LOCK:
-        if _exit_hook_registered:
-            return
-        _exit_hook_registered = True
-    try:
-        threading._register_atexit(_close_live_contexts)  # type: ignore[attr-defined]
-    except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
-        logger.debug("could not register the exit hook", exc_info=True)
+# Live contexts are closed in threading's exit hooks, before ``atexit`` and before the
+# concurrent.futures workers are joined (a retrying submit would hold the exit for minutes).
+try:
+    threading._register_atexit(_close_live_contexts)  # type: ignore[attr-defined]
+except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
+    logger.debug("could not register the exit hook", exc_info=True)

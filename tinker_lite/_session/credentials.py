@@ -30,7 +30,6 @@ from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import redact, register_secret
 
 __all__ = [
-    "CREDENTIAL_CMD_TIMEOUT",
     "ENV_API_KEY",
     "ENV_CREDENTIAL_CMD",
     "CredentialSource",

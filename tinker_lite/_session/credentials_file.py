@@ -23,10 +23,7 @@ from tinker_lite._transport.http import register_secret
 __all__ = [
     "CredentialsFile",
     "KeyDetails",
-    "OrgDetails",
-    "StoredCredentials",
     "StoredKey",
-    "UserDetails",
 ]
 
 logger = logging.getLogger("tinker_lite.session")

@@ -14,7 +14,7 @@ from tinker_lite._errors import ClientClosedError, TinkerError
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import redact
 
-__all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
+__all__ = ["HEARTBEAT_INTERVAL", "Heartbeat"]
 
 logger = logging.getLogger("tinker_lite.session")
 

@@ -95,7 +95,7 @@ def _shutdown_components(
     api: SessionCalls,
     dynamic: DynamicConfig,
 ) -> None:
-    """Stop every thread of an abandoned holder without sending anything."""
+    """Stop every thread of a holder, closed or abandoned, sending nothing more."""
     dynamic.stop(timeout=0.0)
     hb = heartbeat[0]
     if hb is not None:
@@ -418,11 +418,4 @@ class SessionHolder:
                     logger.info("Could not finish session %s: %s", session_id, redact(str(e)))
         finally:
             self.poller.close(timeout=max(0.5, deadline - time.monotonic()))
-            self._api.close()
-            telemetry = self._telemetry_ref[0]
-            if telemetry is not None:
-                telemetry.join(1.0)
-            heartbeat = self._heartbeat_ref[0]
-            if heartbeat is not None:
-                heartbeat.stop(timeout=1.0)
-            self._finalizer.detach()
+            self._finalizer()  # closes the transport and joins what is left

@@ -32,11 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_SAMPLE_WORKERS",
-    "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT",
     "LOCAL_BASE_URL",
     "Settings",
-    "WireMode",
     "resolve_settings",
 ]
 
