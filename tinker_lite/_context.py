@@ -71,10 +71,9 @@ def context_of(connection: object) -> ClientContext | None:
     return shared if isinstance(shared, ClientContext) else None
 
 
-# Options of a connection's requestor; the others are its session holder's (some are both's).
-_REQUESTOR_OPTIONS = frozenset({"request_timeout"})
-_SHARED_OPTIONS = frozenset(
-    {"retry_policy", "poll_threads", "sleep", "rand", "clock", "wall_clock"}
+# Options of a connection's requestor; its session holder takes all but request_timeout.
+_REQUESTOR_OPTIONS = frozenset(
+    {"request_timeout", "retry_policy", "poll_threads", "sleep", "rand", "clock", "wall_clock"}
 )
 
 
@@ -85,16 +84,13 @@ def connect(
     if settings.max_retries is not None:
         policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
         options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
-    api = Requestor(
-        settings,
-        **{k: v for k, v in options.items() if k in _REQUESTOR_OPTIONS | _SHARED_OPTIONS},
-    )
+    api = Requestor(settings, **{k: v for k, v in options.items() if k in _REQUESTOR_OPTIONS})
     try:
         holder = SessionHolder(
             settings,
             api,
             create_session=create_session,
-            **{k: v for k, v in options.items() if k not in _REQUESTOR_OPTIONS},
+            **{k: v for k, v in options.items() if k != "request_timeout"},
         )
     except BaseException:
         api.close()

@@ -320,17 +320,13 @@ def service_message(body: object) -> str | None:
     if not text:
         return None
     text = " ".join(text.split())
-    if len(text) > _MAX_SERVICE_MESSAGE:
-        text = _shortened(text, _MAX_SERVICE_MESSAGE)
-    return text
-
-
-def _shortened(text: str, limit: int) -> str:
-    """``text`` cut after the last separator before ``limit``, saying how much is left out."""
-    head = text[:limit]
+    if len(text) <= _MAX_SERVICE_MESSAGE:
+        return text
+    # Cut after the last separator before the limit, saying how much is left out.
+    head = text[:_MAX_SERVICE_MESSAGE]
     for separator in _SEPARATORS:
         at = head.rfind(separator)
-        if at > limit // 2:
+        if at > _MAX_SERVICE_MESSAGE // 2:
             head = head[: at + len(separator.rstrip())]
             break
     return f"{head.rstrip()} ... ({len(text) - len(head)} more characters)"

@@ -106,7 +106,7 @@ def _shutdown_components(
     api.close()
     poller.close(timeout=1.0)
     # Closing the transport ends any send in flight, so these threads now exit promptly.
-    dynamic.join(timeout=1.0)
+    dynamic.stop(timeout=1.0)
     if tel is not None:
         tel.join(timeout=1.0)
 

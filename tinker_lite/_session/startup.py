@@ -123,10 +123,6 @@ class DynamicConfig:
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the refresh thread (idempotent), waiting up to ``timeout`` s for it to end."""
         self._stop.set()
-        self.join(timeout)
-
-    def join(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for a stopped refresh thread to end."""
         thread = self._thread
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             thread.join(timeout)
