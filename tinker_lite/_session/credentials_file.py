@@ -113,10 +113,8 @@ class CredentialsFile:
     def default(self) -> tuple[str, StoredKey] | None:
         """The default key and its id, or ``None`` when no usable default is stored."""
         stored = self.load()
-        if stored.default is None:
-            return None
-        record = stored.keys.get(stored.default)
-        if record is None or not record.key:
+        record = stored.keys.get(stored.default or "")
+        if stored.default is None or record is None or not record.key:
             return None
         return stored.default, record
 
@@ -127,8 +125,7 @@ class CredentialsFile:
         stored = self.load()
         if stored.default is None:
             return f"{self.path} has no default key"
-        record = stored.keys.get(stored.default)
-        if record is None:
+        if stored.default not in stored.keys:
             return f"the default of {self.path} names key {stored.default!r}, which is not there"
         return f"the default key of {self.path} ({stored.default!r}) is empty"
 
