@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from tinker_lite._futures.batch_poller import BatchPoller
 
 __all__ = [
-    "DEFAULT_EXIT_TIMEOUT",
-    "DEFAULT_REST_WORKERS",
     "FINISH_REASONS",
     "ClientContext",
     "FinishReason",
@@ -73,10 +71,9 @@ def context_of(connection: object) -> ClientContext | None:
     return shared if isinstance(shared, ClientContext) else None
 
 
-# Options of a connection's requestor; the others are its session holder's (some are both's).
-_REQUESTOR_OPTIONS = frozenset({"request_timeout"})
-_SHARED_OPTIONS = frozenset(
-    {"retry_policy", "poll_threads", "sleep", "rand", "clock", "wall_clock"}
+# Options of a connection's requestor; its session holder takes all but request_timeout.
+_REQUESTOR_OPTIONS = frozenset(
+    {"request_timeout", "retry_policy", "poll_threads", "sleep", "rand", "clock", "wall_clock"}
 )
 
 
@@ -87,16 +84,13 @@ def connect(
     if settings.max_retries is not None:
         policy = options.get("retry_policy", DEFAULT_RETRY_POLICY)
         options["retry_policy"] = dataclasses.replace(policy, max_retries=settings.max_retries)
-    api = Requestor(
-        settings,
-        **{k: v for k, v in options.items() if k in _REQUESTOR_OPTIONS | _SHARED_OPTIONS},
-    )
+    api = Requestor(settings, **{k: v for k, v in options.items() if k in _REQUESTOR_OPTIONS})
     try:
         holder = SessionHolder(
             settings,
             api,
             create_session=create_session,
-            **{k: v for k, v in options.items() if k not in _REQUESTOR_OPTIONS},
+            **{k: v for k, v in options.items() if k != "request_timeout"},
         )
     except BaseException:
         api.close()
@@ -132,7 +126,11 @@ class ClientContext:
         )
         options: dict[str, Any] = {"lazy": True, **(holder_options or {})}
         if settings.is_local:
-            settings = settings.with_base_url(self._start_local_server())
+            from tinker_lite.local import server as local_server
+
+            self._local_server = local_server.LocalServer()
+            settings = settings.with_base_url(self._local_server.start())
+            logger.info("Started the offline local server at %s", settings.base_url)
         try:
             self.api, self.holder = connect(settings, create_session=session, **options)
         except BaseException:
@@ -140,17 +138,7 @@ class ClientContext:
             raise
         self.closing = self.api.closing  # one event per connection, set as it closes
         with _LIVE_LOCK:
-            _LIVE.add(self)
-        _ensure_exit_hook()  # docs/protocol.rst §8.5
-
-    def _start_local_server(self) -> str:
-        from tinker_lite.local import server as local_server
-
-        server = local_server.LocalServer()
-        url = server.start()
-        self._local_server = server
-        logger.info("Started the offline local server at %s", url)
-        return url
+            _LIVE.add(self)  # closed at exit if never closed (docs/protocol.rst §8.5)
 
     def _stop_local_server(self) -> None:
         server, self._local_server = self._local_server, None
@@ -271,9 +259,16 @@ class ClientContext:
                 return
             self.closed = True
         interrupted: BaseException | None = None
-        if wait:
+        if wait and _on_worker_thread():
+            why = (
+                f"{what}: close() was called on one of the client's own worker threads, which "
+                "cannot wait for the work queued behind it"
+            )
+        elif wait:
             try:
-                why = self._drain(budget, what)
+                why = self.pending.drain(
+                    stall_timeout=self.holder.settings.stall_timeout, budget=budget, what=what
+                )
             except BaseException as e:  # Ctrl-C (or a signal handler's exception) while waiting
                 interrupted = e
                 status = "errored" if isinstance(e, Exception) else "interrupted"
@@ -286,17 +281,6 @@ class ClientContext:
         finally:
             if interrupted is not None:
                 raise interrupted
-
-    def _drain(self, budget: float | None, what: str) -> str | None:
-        """Wait for every queued request (see :meth:`close`); why it stopped early, else None."""
-        if _on_worker_thread():
-            return (
-                f"{what}: close() was called on one of the client's own worker threads, which "
-                "cannot wait for the work queued behind it"
-            )
-        return self.pending.drain(
-            stall_timeout=self.holder.settings.stall_timeout, budget=budget, what=what
-        )
 
     def _shut_down(self, status: FinishReason, detail: str | None, why: str) -> None:
         with self._lock:
@@ -338,9 +322,6 @@ def find_live_context(base_url: str) -> ClientContext | None:
     return None
 
 
-_exit_hook_registered = False
-
-
 def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
     """Seconds an unclosed connection finishes its queued work at exit (a bad value warns)."""
     env = os.environ if environ is None else environ
@@ -351,54 +332,39 @@ def exit_timeout(environ: Mapping[str, str] | None = None) -> float:
         return DEFAULT_EXIT_TIMEOUT
 
 
-def _uncaught_exception() -> BaseException | None:
-    if sys.flags.interactive or hasattr(sys, "ps1"):
-        return None  # a prompt's last error is not why the interpreter exits
-    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    return error if isinstance(error, BaseException) else None
-
-
-def close_at_interpreter_exit(context: ClientContext) -> None:
-    """Close a connection the program never closed, as the interpreter exits.
+def _close_live_contexts() -> None:
+    """Close the connections the program never closed, as the interpreter exits.
 
     docs/architecture.rst, "Closing and queued work", says what is finished and what dropped.
     """
-    error = _uncaught_exception()
-    try:
-        if error is None:
-            context.close(
-                "success",
-                budget=exit_timeout(),
-                what="At interpreter exit (the ServiceClient was not closed)",
-            )
-        else:
-            name = type(error).__name__
-            context.close(
-                "interrupted" if isinstance(error, KeyboardInterrupt) else "errored",
-                name,
-                wait=False,
-                why=f"At interpreter exit after an uncaught {name}",
-            )
-    except BaseException:  # pragma: no cover - never fail interpreter exit
-        logger.debug("closing at exit failed", exc_info=True)
-
-
-def _close_live_contexts() -> None:
     with _LIVE_LOCK:
         contexts = list(_LIVE)
+    error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if sys.flags.interactive or hasattr(sys, "ps1") or not isinstance(error, BaseException):
+        error = None  # (at a prompt, the last error is not why the interpreter exits)
     for context in contexts:
-        close_at_interpreter_exit(context)
+        try:
+            if error is None:
+                context.close(
+                    "success",
+                    budget=exit_timeout(),
+                    what="At interpreter exit (the ServiceClient was not closed)",
+                )
+            else:
+                name = type(error).__name__
+                context.close(
+                    "interrupted" if isinstance(error, KeyboardInterrupt) else "errored",
+                    name,
+                    wait=False,
+                    why=f"At interpreter exit after an uncaught {name}",
+                )
+        except BaseException:  # pragma: no cover - never fail interpreter exit
+            logger.debug("closing at exit failed", exc_info=True)
 
 
-def _ensure_exit_hook() -> None:
-    """Close live contexts in threading's exit hooks, before ``atexit`` and before the
-    concurrent.futures workers are joined (a retrying submit would hold the exit for minutes)."""
-    global _exit_hook_registered
-    with _LIVE_LOCK:
-        if _exit_hook_registered:
-            return
-        _exit_hook_registered = True
-    try:
-        threading._register_atexit(_close_live_contexts)  # type: ignore[attr-defined]
-    except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
-        logger.debug("could not register the exit hook", exc_info=True)
+# Live contexts are closed in threading's exit hooks, before ``atexit`` and before the
+# concurrent.futures workers are joined (a retrying submit would hold the exit for minutes).
+try:
+    threading._register_atexit(_close_live_contexts)  # type: ignore[attr-defined]
+except RuntimeError:  # pragma: no cover - the interpreter is already shutting down
+    logger.debug("could not register the exit hook", exc_info=True)

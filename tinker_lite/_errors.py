@@ -75,19 +75,12 @@ class TinkerError(Exception):
         super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only constructors do not pickle by default: rebuild from state.
-        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+        # Keyword-only constructors do not pickle by default: rebuild from args and state.
+        return (type(self).__new__, (type(self),), {**self.__dict__, "args": self.args})
 
     def __str__(self) -> str:
         # A ``message`` (redacted) when the class keeps one, and built; else Exception's str.
         return getattr(self, "message", None) or super().__str__()
-
-
-def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
-    err = cls.__new__(cls)
-    err.args = args
-    err.__dict__.update(state)
-    return err
 
 
 class WireFormatError(TinkerError, ValueError):
@@ -327,17 +320,13 @@ def service_message(body: object) -> str | None:
     if not text:
         return None
     text = " ".join(text.split())
-    if len(text) > _MAX_SERVICE_MESSAGE:
-        text = _shortened(text, _MAX_SERVICE_MESSAGE)
-    return text
-
-
-def _shortened(text: str, limit: int) -> str:
-    """``text`` cut after the last separator before ``limit``, saying how much is left out."""
-    head = text[:limit]
+    if len(text) <= _MAX_SERVICE_MESSAGE:
+        return text
+    # Cut after the last separator before the limit, saying how much is left out.
+    head = text[:_MAX_SERVICE_MESSAGE]
     for separator in _SEPARATORS:
         at = head.rfind(separator)
-        if at > limit // 2:
+        if at > _MAX_SERVICE_MESSAGE // 2:
             head = head[: at + len(separator.rstrip())]
             break
     return f"{head.rstrip()} ... ({len(text) - len(head)} more characters)"

@@ -10,7 +10,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Literal, Protocol, TextIO, TypeVar
+from concurrent.futures import Future
+from typing import Literal, TextIO, TypeVar
 
 from tinker_lite._environment import resolve
 
@@ -19,25 +20,9 @@ __all__ = ["Progress", "ProgressMode", "gather", "progress_mode"]
 ProgressMode = Literal["bar", "lines", "off"]
 
 T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
 
 ENV_VAR = "TINKER_LITE_PROGRESS"
 _BAR_WIDTH = 30
-
-
-class _Waitable(Protocol[T_co]):
-    """What :func:`gather` needs of a future (``APIFuture`` and ``concurrent.futures.Future``)."""
-
-    def result(self, timeout: float | None = None) -> T_co: ...
-
-    def add_done_callback(self, fn: Callable[[_Waitable[T_co]], object], /) -> None: ...
-
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 def progress_mode(
@@ -50,8 +35,11 @@ def progress_mode(
     setting = resolve(ENV_VAR, None, "", os.environ if environ is None else environ)
     if setting is False:
         return "off"
-    if _is_tty(stream):
-        return "bar"
+    try:
+        if stream.isatty():
+            return "bar"
+    except (AttributeError, ValueError, OSError):
+        pass
     return "lines" if setting else non_tty
 
 
@@ -181,7 +169,7 @@ class Progress:
 
 
 def gather(
-    futures: Iterable[_Waitable[T]],
+    futures: Iterable[Future[T]],
     *,
     desc: str = "",
     progress: Progress | None = None,

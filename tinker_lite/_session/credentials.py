@@ -30,7 +30,6 @@ from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import redact, register_secret
 
 __all__ = [
-    "CREDENTIAL_CMD_TIMEOUT",
     "ENV_API_KEY",
     "ENV_CREDENTIAL_CMD",
     "CredentialSource",
@@ -46,6 +45,8 @@ ENV_API_KEY = "TINKER_API_KEY"
 ENV_CREDENTIAL_CMD = "TINKER_CREDENTIAL_CMD"
 CREDENTIAL_CMD_TIMEOUT = 60.0
 """Seconds ``TINKER_CREDENTIAL_CMD`` may run before it counts as failed."""
+_REFRESH_MARGIN_S = 300.0  # a JWT is refreshed this long before it expires
+_RETRY_PAUSE_S = 60.0  # after a failed refresh, the next attempt waits this long
 
 CredentialSource = Literal["argument", "environment", "command", "file"]
 
@@ -179,16 +180,12 @@ class Credentials:
         *,
         command: str | None = None,
         wall_clock: Callable[[], float],
-        refresh_margin: float = 300.0,
-        retry_pause: float = 60.0,
     ) -> None:
         self.api_key = api_key
         self.command = command
         self._command_required = False
         self._command_error: InvalidInputError | None = None
         self._wall_clock = wall_clock
-        self._refresh_margin = refresh_margin
-        self._retry_pause = retry_pause
         self._lock = threading.Lock()
         self._jwt: str | None = None
         self._exp: float | None = None
@@ -285,7 +282,7 @@ class Credentials:
         exp = self._exp
         if exp is not None:
             now = self._wall_clock()
-            if exp - now <= self._refresh_margin and now >= self._next_attempt:
+            if exp - now <= _REFRESH_MARGIN_S and now >= self._next_attempt:
                 self._refresh(token, force=False)
         return self._jwt
 
@@ -305,7 +302,7 @@ class Credentials:
             try:
                 token = self._fetch_token(self._fetch)
             except TinkerError as e:
-                self._next_attempt = self._wall_clock() + self._retry_pause
+                self._next_attempt = self._wall_clock() + _RETRY_PAUSE_S
                 logger.warning("Could not refresh the access token: %s", redact(str(e)))
                 return
             self._install(token)

@@ -23,21 +23,12 @@ from tinker_lite._transport.http import register_secret
 __all__ = [
     "CredentialsFile",
     "KeyDetails",
-    "OrgDetails",
-    "StoredCredentials",
     "StoredKey",
-    "UserDetails",
-    "default_credentials_path",
 ]
 
 logger = logging.getLogger("tinker_lite.session")
 
 _FIX = "fix it, or remove it and run `tinker-lite auth login`"
-
-
-def default_credentials_path() -> Path:
-    """``~/.tinker/credentials.json`` under the user's home (``$HOME``)."""
-    return Path.home() / ".tinker" / "credentials.json"
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +80,8 @@ class CredentialsFile:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_credentials_path()
+        # By default ~/.tinker/credentials.json under the user's home ($HOME).
+        self.path = Path(path) if path is not None else Path.home() / ".tinker" / "credentials.json"
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -121,10 +113,8 @@ class CredentialsFile:
     def default(self) -> tuple[str, StoredKey] | None:
         """The default key and its id, or ``None`` when no usable default is stored."""
         stored = self.load()
-        if stored.default is None:
-            return None
-        record = stored.keys.get(stored.default)
-        if record is None or not record.key:
+        record = stored.keys.get(stored.default or "")
+        if stored.default is None or record is None or not record.key:
             return None
         return stored.default, record
 
@@ -135,8 +125,7 @@ class CredentialsFile:
         stored = self.load()
         if stored.default is None:
             return f"{self.path} has no default key"
-        record = stored.keys.get(stored.default)
-        if record is None:
+        if stored.default not in stored.keys:
             return f"the default of {self.path} names key {stored.default!r}, which is not there"
         return f"the default key of {self.path} ({stored.default!r}) is empty"
 
@@ -154,7 +143,10 @@ class CredentialsFile:
                 f"cannot be read ({e.strerror or type(e).__name__})",
                 f"check that it is a file you own, with mode 0600 (chmod 600 {self.path})",
             ) from None
-        self._warn_if_exposed(mode)
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            bits = stat.S_IMODE(mode)
+            message = "%s holds API keys but others may read it (mode %04o): run chmod 600 %s"
+            warn_once(logger, (str(self.path), bits), message, self.path, bits, self.path)
         # The parser's errors hold the whole text (with its keys): they are neither shown nor
         # kept as the context of the error raised (outside the handlers).
         problem = None
@@ -173,10 +165,3 @@ class CredentialsFile:
                 _FIX,
             )
         return raw
-
-    def _warn_if_exposed(self, mode: int) -> None:
-        if not mode & (stat.S_IRWXG | stat.S_IRWXO):
-            return
-        bits = stat.S_IMODE(mode)
-        message = "%s holds API keys but others may read it (mode %04o): run chmod 600 %s"
-        warn_once(logger, (str(self.path), bits), message, self.path, bits, self.path)

@@ -14,7 +14,7 @@ from tinker_lite._errors import ClientClosedError, TinkerError
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import redact
 
-__all__ = ["HEARTBEAT_INTERVAL", "HEARTBEAT_WARN_AFTER", "Heartbeat"]
+__all__ = ["HEARTBEAT_INTERVAL", "Heartbeat"]
 
 logger = logging.getLogger("tinker_lite.session")
 
@@ -31,14 +31,12 @@ class Heartbeat:
         session_id: str,
         *,
         interval: float = HEARTBEAT_INTERVAL,
-        warn_after: float = HEARTBEAT_WARN_AFTER,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool] | None = None,
     ) -> None:
         self._send_beat = beat
         self._session_id = session_id
         self._interval = interval
-        self._warn_after = warn_after
         self._clock = clock
         self._stop = threading.Event()
         self._wait = wait if wait is not None else self._stop.wait
@@ -66,7 +64,7 @@ class Heartbeat:
                 return
             else:
                 failing_for = self._clock() - last_success
-                if failing_for > self._warn_after:
+                if failing_for > HEARTBEAT_WARN_AFTER:
                     logger.warning(
                         "Session heartbeat failed for %.0f seconds for session %s. Last exception:"
                         " %s.\nYour connection may be unreliable or Tinker is down. If this "

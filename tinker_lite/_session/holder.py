@@ -7,6 +7,7 @@ threads.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import random
 import threading
@@ -94,7 +95,7 @@ def _shutdown_components(
     api: SessionCalls,
     dynamic: DynamicConfig,
 ) -> None:
-    """Stop every thread of an abandoned holder without sending anything."""
+    """Stop every thread of a holder, closed or abandoned, sending nothing more."""
     dynamic.stop(timeout=0.0)
     hb = heartbeat[0]
     if hb is not None:
@@ -105,7 +106,7 @@ def _shutdown_components(
     api.close()
     poller.close(timeout=1.0)
     # Closing the transport ends any send in flight, so these threads now exit promptly.
-    dynamic.join(timeout=1.0)
+    dynamic.stop(timeout=1.0)
     if tel is not None:
         tel.join(timeout=1.0)
 
@@ -160,13 +161,10 @@ class SessionHolder:
             wall_clock=wall_clock,
             policy=retry_policy,
         )
-        self._dynamic = DynamicConfig(
-            functools.partial(_fetch_dynamic_config, api),
-            min_interval=dynamic_config_min_interval,
-        )
-        self._counter_lock = threading.Lock()
-        self._model_seq_id = 0
-        self._sampling_session_seq_id = 0
+        self._dynamic = DynamicConfig(api.dynamic_config, min_interval=dynamic_config_min_interval)
+        # next() of an itertools.count is atomic: each number is taken once.
+        self._model_seq_ids = itertools.count()
+        self._sampling_session_seq_ids = itertools.count()
         self._start_lock = threading.Lock()
         self._started = threading.Event()
         self._client_config = types.ClientConfigResponse()
@@ -192,8 +190,11 @@ class SessionHolder:
                 self.ensure_started()
                 if create_session:
                     self.ensure_session()
-            except BaseException:
-                self._abandon()
+            except BaseException:  # stop everything after a failed start-up (nothing is sent)
+                with self._close_lock:
+                    self._closed = True
+                self._closing.set()
+                self._finalizer()
                 raise
 
     @tolerant_repr
@@ -267,7 +268,19 @@ class SessionHolder:
                 return
             if self._closed:
                 raise ClientClosedError("The client is closed.")
-            self._connect()
+            config, from_server = read_client_config(self._api.client_config)
+            self._client_config = config
+            self._client_config_from_server = from_server
+            if from_server:
+                self.sample_gate.set_limit(max(1, config.sample_max_concurrent_requests))
+                if self._user_poll_threads is None:
+                    self.poller.set_max_workers(self.sample_gate.limit + 32)
+            self._credentials.use_client_config(config, from_server=from_server)
+            if config.pjwt_auth_enabled:
+                self._credentials.enable_jwt(self._api.fetch_jwt)
+            if from_server:  # after the JWT, before the session (docs/protocol.rst §8.1)
+                self._dynamic.fetch_initial()
+                self._dynamic.start()
             if not self.has_session:
                 self._start_background(None)
             self._started.set()
@@ -291,21 +304,6 @@ class SessionHolder:
                 self._start_background(session_id)
                 self._session_id = session_id
             return self._session_id
-
-    def _connect(self) -> None:
-        config, from_server = read_client_config(self._api.client_config)
-        self._client_config = config
-        self._client_config_from_server = from_server
-        if from_server:
-            self.sample_gate.set_limit(max(1, config.sample_max_concurrent_requests))
-            if self._user_poll_threads is None:
-                self.poller.set_max_workers(self.sample_gate.limit + 32)
-        self._credentials.use_client_config(config, from_server=from_server)
-        if config.pjwt_auth_enabled:
-            self._credentials.enable_jwt(self._api.fetch_jwt)
-        if from_server:  # after the JWT, before the session (docs/protocol.rst §8.1)
-            self._dynamic.fetch_initial()
-            self._dynamic.start()
 
     def _start_background(self, session_id: str | None) -> None:
         """Start telemetry and, with a session, its heartbeat."""
@@ -353,17 +351,11 @@ class SessionHolder:
 
     def get_training_client_id(self) -> int:
         """The next training-client number of this session (docs/protocol.rst §7.1)."""
-        with self._counter_lock:
-            value = self._model_seq_id
-            self._model_seq_id += 1
-            return value
+        return next(self._model_seq_ids)
 
     def next_sampling_session_seq_id(self) -> int:
         """The next sampling-session number of this session (docs/protocol.rst §7.1)."""
-        with self._counter_lock:
-            value = self._sampling_session_seq_id
-            self._sampling_session_seq_id += 1
-            return value
+        return next(self._sampling_session_seq_ids)
 
     get_session_id = ensure_session  # the official holder's names, which public code calls
 
@@ -413,41 +405,17 @@ class SessionHolder:
             if telemetry is not None:
                 telemetry.session_end()
                 telemetry.close(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
-            if self._started.is_set() and self._session_id is not None:
-                remaining = deadline - time.monotonic()
-                self._finish_session(finish, sdk_method, max(0.5, min(10.0, remaining)))
+            session_id = self._session_id
+            if self._started.is_set() and session_id is not None:
+                read_timeout = max(0.5, min(10.0, deadline - time.monotonic()))
+                try:
+                    self._api.finish_session(
+                        session_id, finish, sdk_method=sdk_method, read_timeout=read_timeout
+                    )
+                except NotFoundError:
+                    logger.debug("The service has no session finish endpoint (404); ignored")
+                except TinkerError as e:
+                    logger.info("Could not finish session %s: %s", session_id, redact(str(e)))
         finally:
             self.poller.close(timeout=max(0.5, deadline - time.monotonic()))
-            self._api.close()
-            telemetry = self._telemetry_ref[0]
-            if telemetry is not None:
-                telemetry.join(1.0)
-            heartbeat = self._heartbeat_ref[0]
-            if heartbeat is not None:
-                heartbeat.stop(timeout=1.0)
-            self._finalizer.detach()
-
-    def _finish_session(
-        self, finish: types.SessionFinishRequest, sdk_method: str | None, read_timeout: float
-    ) -> None:
-        session_id = self._session_id
-        assert session_id is not None
-        try:
-            self._api.finish_session(
-                session_id, finish, sdk_method=sdk_method, read_timeout=read_timeout
-            )
-        except NotFoundError:
-            logger.debug("The service has no session finish endpoint (404); ignored")
-        except TinkerError as e:
-            logger.info("Could not finish session %s: %s", session_id, redact(str(e)))
-
-    def _abandon(self) -> None:
-        """Stop everything after a failed start-up (nothing is sent)."""
-        with self._close_lock:
-            self._closed = True
-        self._closing.set()
-        self._finalizer()
-
-
-def _fetch_dynamic_config(api: SessionCalls, initial: bool) -> HttpResponse:
-    return api.dynamic_config(initial=initial)
+            self._finalizer()  # closes the transport and joins what is left

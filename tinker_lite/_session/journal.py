@@ -42,11 +42,6 @@ JOURNAL_OPTIONAL_KEYS: tuple[str, ...] = ("model_id", "error")  # written after,
 _logger = logging.getLogger("tinker_lite")
 
 
-def _utc_timestamp(epoch_s: float) -> str:
-    moment = _dt.datetime.fromtimestamp(epoch_s, tz=_dt.timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class Journal:
     """Append one JSON line per completed operation to ``path``; a failed write warns once."""
 
@@ -79,8 +74,9 @@ class Journal:
         error: str | None = None,
     ) -> None:
         """Append one line for a completed operation (see the module docs for the keys)."""
+        moment = _dt.datetime.fromtimestamp(self._clock(), tz=_dt.timezone.utc)
         entry: dict[str, Any] = {
-            "ts": _utc_timestamp(self._clock()),
+            "ts": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "kind": kind,
             "status": status,
             "request_id": request_id,
@@ -93,7 +89,17 @@ class Journal:
         if error is not None:
             entry["error"] = error
         line = json.dumps(entry, separators=(", ", ": "), allow_nan=False) + "\n"
-        self._append(line.encode("utf-8"))
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, line.encode("utf-8"))
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                message = "cannot write the journal %s: %s"
+                warn_once(_logger, ("journal", str(self.path)), message, self.path, exc)
 
     def watch(
         self,
@@ -150,19 +156,6 @@ class Journal:
                 defer(write)
 
         future.add_done_callback(on_done)
-
-    def _append(self, data: bytes) -> None:
-        with self._lock:
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    os.write(fd, data)
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                message = "cannot write the journal %s: %s"
-                warn_once(_logger, ("journal", str(self.path)), message, self.path, exc)
 
 
 class SeqOrder:

@@ -32,11 +32,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_SAMPLE_WORKERS",
-    "DEFAULT_STALL_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT",
     "LOCAL_BASE_URL",
     "Settings",
-    "WireMode",
     "resolve_settings",
 ]
 
@@ -101,14 +99,11 @@ class Settings:
             f"verify={self.verify!r}, display_name={self.display_name!r}, "
             f"default_headers={sorted(self.default_headers)!r}, "
             f"sample_workers={self.sample_workers!r}, max_retries={self.max_retries!r}, "
-            f"journal={self.journal!r}, requests_session={self._session_name()}, "
+            f"journal={self.journal!r}, "
+            f"requests_session={self.requests_session and type(self.requests_session).__name__}, "
             f"max_answer_bytes={self.max_answer_bytes!r}, "
             f"secret_headers={sorted(self.secret_headers)!r})"
         )
-
-    def _session_name(self) -> str | None:
-        session = self.requests_session
-        return None if session is None else type(session).__name__
 
 
 def resolve_settings(

@@ -88,7 +88,7 @@ class DynamicConfig:
 
     def __init__(
         self,
-        fetch: Callable[[bool], HttpResponse],
+        fetch: Callable[..., HttpResponse],  # fetch(initial=...)
         *,
         min_interval: float = MIN_REFRESH_INTERVAL_S,
     ) -> None:
@@ -105,7 +105,7 @@ class DynamicConfig:
     def fetch_initial(self) -> None:
         """Read the flags once; 404 or an unusable answer keeps the built-in defaults."""
         try:
-            self.current = self._decode(self._fetch(True))
+            self.current = self._decode(self._fetch(initial=True))
         except ClientClosedError:
             raise
         except TinkerError as e:
@@ -123,28 +123,20 @@ class DynamicConfig:
     def stop(self, timeout: float = 1.0) -> None:
         """Stop the refresh thread (idempotent), waiting up to ``timeout`` s for it to end."""
         self._stop.set()
-        self.join(timeout)
-
-    def join(self, timeout: float) -> None:
-        """Wait up to ``timeout`` s for a stopped refresh thread to end."""
         thread = self._thread
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def refresh_once(self) -> None:
-        """One refresh attempt; a failed one keeps the values."""
-        try:
-            config = self._decode(self._fetch(False))
-        except TinkerError as e:
-            logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
-            return
-        if config != self.current:
-            logger.debug("Dynamic config updated: %s", config)
-        self.current = config
-
     def _run(self) -> None:
         while not self._stop.wait(max(self.current.refresh_interval_sec, self._min_interval)):
-            self.refresh_once()
+            try:  # a failed refresh keeps the values
+                config = self._decode(self._fetch(initial=False))
+            except TinkerError as e:
+                logger.debug("Dynamic config refresh failed: %s", redact(str(e)))
+                continue
+            if config != self.current:
+                logger.debug("Dynamic config updated: %s", config)
+            self.current = config
 
     @staticmethod
     def _decode(resp: HttpResponse) -> types.ClientDynamicConfigResponse:
