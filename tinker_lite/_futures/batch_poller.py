@@ -18,8 +18,7 @@ from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._futures.poller import Poller
-from tinker_lite._futures.tasks import join_all, pace, poll_wait
+from tinker_lite._futures.poller import Poller, join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
@@ -119,8 +118,7 @@ class BatchPoller:
     ) -> None:
         """Call ``fetch()`` once ``future.request_id`` completes (at once if it already has)."""
         request_id = future.request_id
-        if request_id is None:
-            raise ValueError("the future has no request id")
+        assert request_id is not None  # the sample's job sets it before it waits
         target = (sampling_session_id, cloned_sampler_id)
         with self._cond:
             if self._closing.is_set():
