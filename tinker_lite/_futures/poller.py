@@ -57,11 +57,14 @@ from tinker_lite._transport.retry import (
     is_invisible_failure,
 )
 
-__all__ = ["Poll", "PollTask", "Poller", "join_all", "pace", "poll_wait"]
+__all__ = ["IDLE_TIMEOUT", "Poll", "PollTask", "Poller", "join_all", "pace", "poll_wait"]
 
 logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
+
+IDLE_TIMEOUT = 30.0
+"""Seconds a polling thread with nothing to poll waits for work before it ends."""
 
 
 @attrs.frozen
@@ -159,7 +162,6 @@ class Poller:
         sleep: Callable[[float], object] | None = None,
         rand: Callable[[], float] = random.random,
         wall_clock: Callable[[], float] = time.time,
-        idle_timeout: float = 30.0,
         max_resubmits: int = 10,
         thread_name: str = "tinker-lite-poll",
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -176,7 +178,6 @@ class Poller:
         self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
         self._wall_clock = wall_clock
         self._policy = policy
-        self._idle_timeout = idle_timeout
         self._max_resubmits = max_resubmits
         self._thread_name = thread_name
         self._cond = threading.Condition()
@@ -374,7 +375,7 @@ class Poller:
                         return task
                 self._idle += 1
                 try:
-                    notified = self._cond.wait(self._idle_timeout)
+                    notified = self._cond.wait(IDLE_TIMEOUT)
                 finally:
                     self._idle -= 1
                 if not notified and not self._ready:
