@@ -440,12 +440,12 @@ class Poller:
             self._requeue(task)
             return
         except (APIError, RetryableStatus) as e:  # e.g. an answer larger than the client reads
-            error: BaseException = e
-            if _transient(e):
+            failure: BaseException = e
+            if _transient(e):  # past the stall timeout, or the poller is closing
                 elapsed = self._clock() - task.registered_at
                 closed = self._closing.is_set()
-                error = _closed(task) if closed else stall_error(task, e, elapsed=elapsed)
-            self._finish(task, error=error)
+                failure = _closed(task) if closed else stall_error(task, e, elapsed=elapsed)
+            self._finish(task, error=failure)
             return
         if answer is _AGAIN:  # parked, or the poller is closing
             self._requeue(task)
