@@ -249,7 +249,6 @@ class Poller:
         accept: str = JSON,
         on_queue_state: Callable[[str, str | None], None] | None = None,
         sdk_method: str | None = None,
-        stall_timeout: float | None = None,
         future: APIFuture[T] | None = None,
         metadata_only: bool = True,
     ) -> APIFuture[T]:
@@ -277,9 +276,7 @@ class Poller:
             on_queue_state=on_queue_state or self._default_logger(request_type),
             created_at=created_at,
             registered_at=now,
-            stall=StallWatch(
-                self._stall_timeout if stall_timeout is None else stall_timeout, self._clock
-            ),
+            stall=StallWatch(self._stall_timeout, self._clock),
             metadata_only=metadata_only,
         )
         future._cancel_hook = lambda: self._forget(task)
