@@ -27,7 +27,7 @@ from tinker_lite._transport.loops import RetryableStatus
 from tinker_lite._transport.retry import describe_error
 
 if TYPE_CHECKING:
-    from tinker_lite._futures.poller import PollTask
+    from tinker_lite._futures.tasks import PollTask
 
 __all__ = [
     "QueueKind",
