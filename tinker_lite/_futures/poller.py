@@ -170,7 +170,7 @@ class Poller:
         future: APIFuture[T] | None = None,
         metadata_only: bool = True,
     ) -> APIFuture[T]:
-        """Start polling ``request_id`` and return its future (``future``, if given).
+        """Start polling ``request_id`` and return its future (``future``, named after it).
 
         ``decode`` reads the final 2xx answer; ``created_at`` is when the caller started (§2.3);
         ``resubmit`` re-sends after a 410 and returns the new id (§5.3); ``metadata_only`` is
@@ -179,10 +179,8 @@ class Poller:
         now = self._clock()
         if future is None:
             future = APIFuture(request_id, request_type=request_type, clock=self._clock)
-        else:
-            future.request_id = request_id
-            if future.done():  # cancelled before its request was accepted
-                return future
+        elif future.done():  # cancelled before its request was accepted
+            return future
         task = PollTask(
             future=future,
             request_id=request_id,
