@@ -18,8 +18,8 @@ from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._futures.poller import IDLE_TIMEOUT, Poller
-from tinker_lite._futures.tasks import join_all, pace, poll_wait
+from tinker_lite._futures.poller import Poller
+from tinker_lite._futures.tasks import IDLE_TIMEOUT, join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact

@@ -31,7 +31,7 @@ from tinker_lite._futures.answers import (
     unexpected_error,
 )
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._futures.tasks import Poll, PollTask, join_all, pace, poll_wait
+from tinker_lite._futures.tasks import IDLE_TIMEOUT, Poll, PollTask, join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import JSON, HttpResponse, raise_for_status
 from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, ClientClosedError, Timeout, redact
@@ -52,14 +52,11 @@ from tinker_lite._transport.retry import (
     is_invisible_failure,
 )
 
-__all__ = ["IDLE_TIMEOUT", "Poll", "Poller"]
+__all__ = ["Poll", "Poller"]
 
 logger = logging.getLogger("tinker_lite.futures")
 
 T = TypeVar("T")
-
-IDLE_TIMEOUT = 30.0
-"""Seconds a polling thread with nothing to poll waits for work before it ends."""
 
 
 class Poller:
