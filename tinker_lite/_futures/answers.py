@@ -36,11 +36,9 @@ __all__ = [
     "expired_error",
     "json_object",
     "note_queue_state",
-    "request_failed",
     "result_of",
     "stall_error",
     "unexpected_error",
-    "validation_error",
 ]
 
 logger = logging.getLogger("tinker_lite.futures")
@@ -95,19 +93,6 @@ def json_object(resp: HttpResponse) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def request_failed(what: str, request_id: str, data: dict[str, Any]) -> RequestFailedError:
-    """The error of a request the service says failed (``{"error", "category"}``)."""
-    category = RequestErrorCategory.parse(data.get("category"))
-    text = redact(str(data.get("error")))
-    logger.debug("%s failed (%s): %s", what, category.value, text)
-    return RequestFailedError(
-        f"Request failed: {text} ({what}, category {category.value})",
-        request_id=request_id,
-        category=category,
-        details=data,
-    )
-
-
 def validation_error(
     what: str, request_id: str, resp: HttpResponse, problem: str, cause: BaseException
 ) -> APIResponseValidationError:
@@ -150,8 +135,16 @@ def result_of(task: PollTask, resp: HttpResponse) -> tuple[Any, BaseException | 
                 f"the body is not valid JSON ({e})",
                 e,
             )
-        if isinstance(data, dict) and "error" in data:
-            return None, request_failed(task.describe(), task.request_id, data)
+        if isinstance(data, dict) and "error" in data:  # the service says the request failed
+            category = RequestErrorCategory.parse(data.get("category"))
+            text = redact(str(data.get("error")))
+            logger.debug("%s failed (%s): %s", task.describe(), category.value, text)
+            return None, RequestFailedError(
+                f"Request failed: {text} ({task.describe()}, category {category.value})",
+                request_id=task.request_id,
+                category=category,
+                details=data,
+            )
     try:
         return task.decode(resp), None
     except (APIError, RequestFailedError) as e:

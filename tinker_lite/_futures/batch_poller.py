@@ -19,12 +19,12 @@ from tinker_lite._codec import wire as _wire
 from tinker_lite._errors import APIConnectionError, APITimeoutError
 from tinker_lite._futures.future import APIFuture
 from tinker_lite._futures.poller import Poller
-from tinker_lite._futures.tasks import join_all, pace, poll_wait
+from tinker_lite._futures.tasks import IDLE_TIMEOUT, join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import HttpResponse
 from tinker_lite._transport.http import ClientClosedError, Timeout, redact
 from tinker_lite._transport.loops import retry_loop
-from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, StallWatch
 
 __all__ = [
     "ACK_POLL_TIMEOUT",
@@ -76,22 +76,18 @@ class BatchPoller:
         fetcher: Poller,
         *,
         stall_timeout: float = 300.0,
-        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
-        idle_timeout: float = 30.0,
     ) -> None:
         self._send = send
         self.fetcher = fetcher
         self._stall_timeout = stall_timeout
-        self._policy = policy
         self._clock = clock
-        self._idle_timeout = idle_timeout
         self._cond = threading.Condition()
         self._closing = threading.Event()
         self._sessions: dict[Target, _Session] = {}
         self._turns = retry_loop(
-            wait=poll_wait(policy, rand),
+            wait=poll_wait(DEFAULT_RETRY_POLICY, rand),
             stop=lambda state: self._closing.is_set(),
             retry_on=lambda error: isinstance(error, APIConnectionError),
             retry_result=lambda answer: answer is _AGAIN,
@@ -119,8 +115,7 @@ class BatchPoller:
     ) -> None:
         """Call ``fetch()`` once ``future.request_id`` completes (at once if it already has)."""
         request_id = future.request_id
-        if request_id is None:
-            raise ValueError("the future has no request id")
+        assert request_id is not None  # the sample's job sets it before it waits
         target = (sampling_session_id, cloned_sampler_id)
         with self._cond:
             if self._closing.is_set():
@@ -194,7 +189,7 @@ class BatchPoller:
         stall = session.stall
         with self._cond:
             while not session.has_work() and not self._closing.is_set():
-                if not self._cond.wait(self._idle_timeout) and not session.has_work():
+                if not self._cond.wait(IDLE_TIMEOUT) and not session.has_work():
                     session.thread = None
                     return _DONE
             if self._closing.is_set():
@@ -214,7 +209,7 @@ class BatchPoller:
                 session.fast_answers = 0
                 session.pause = 0.0
             else:  # a service that does not hold the long poll must not be polled in a loop
-                pace(session, self._policy, self._clock() - sent_at)
+                pace(session, DEFAULT_RETRY_POLICY, self._clock() - sent_at)
             return _AGAIN
         if isinstance(outcome, str):  # not retryable: poll per request from now on
             with self._cond:

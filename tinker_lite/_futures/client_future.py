@@ -38,9 +38,7 @@ class ClientFuture(APIFuture[C]):
 
     def __init__(self, future: concurrent.futures.Future[C]) -> None:
         """The future of the client that ``future`` completes with."""
-        super().__init__(
-            request_type=future.request_type if isinstance(future, APIFuture) else None
-        )
+        super().__init__(request_type=getattr(future, "request_type", None))
         self.forward_from(future)
 
     @tolerant_repr

@@ -393,7 +393,7 @@ def _finish_with(out: APIFuture[R], fn: Callable[[list[T]], R], values: list[T])
 
 def chain(future: concurrent.futures.Future[T], fn: Callable[[T], R]) -> APIFuture[R]:
     """A future of ``fn(future.result())`` (errors pass through unchanged)."""
-    request_type = future.request_type if isinstance(future, APIFuture) else None
+    request_type = getattr(future, "request_type", None)
     return combine([future], lambda values: fn(values[0]), request_type=request_type)
 
 
@@ -408,9 +408,7 @@ def then(
     ``fn`` runs on the thread that completes ``future``, or in ``run`` (an executor's
     ``submit``) for a step that blocks. Errors and cancellation pass through.
     """
-    out: APIFuture[R] = APIFuture(
-        request_type=future.request_type if isinstance(future, APIFuture) else None
-    )
+    out: APIFuture[R] = APIFuture(request_type=getattr(future, "request_type", None))
     out._sources = (future,)
 
     def on_done(done: concurrent.futures.Future[T]) -> None:

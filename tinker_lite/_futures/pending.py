@@ -100,9 +100,7 @@ class PendingRegistry:
 
     def _finished(self, request: PendingRequest, done: Future[Any]) -> None:
         with self._cond:
-            if request not in self._items:
-                return
-            del self._items[request]
+            del self._items[request]  # tracked once, finished once
             self._completed += 1
             if self._watching_failures and not done.cancelled():
                 error = done.exception(0)

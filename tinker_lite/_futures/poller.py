@@ -31,7 +31,7 @@ from tinker_lite._futures.answers import (
     unexpected_error,
 )
 from tinker_lite._futures.future import APIFuture
-from tinker_lite._futures.tasks import Poll, PollTask, join_all, pace, poll_wait
+from tinker_lite._futures.tasks import IDLE_TIMEOUT, Poll, PollTask, join_all, pace, poll_wait
 from tinker_lite._repr import tolerant_repr
 from tinker_lite._transport.answers import JSON, HttpResponse, raise_for_status
 from tinker_lite._transport.http import RETRIEVE_FUTURE_TIMEOUT, ClientClosedError, Timeout, redact
@@ -77,7 +77,6 @@ class Poller:
         sleep: Callable[[float], object] | None = None,
         rand: Callable[[], float] = random.random,
         wall_clock: Callable[[], float] = time.time,
-        idle_timeout: float = 30.0,
         max_resubmits: int = 10,
         thread_name: str = "tinker-lite-poll",
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
@@ -94,7 +93,6 @@ class Poller:
         self._sleep: Callable[[float], object] = sleep if sleep is not None else self._closing.wait
         self._wall_clock = wall_clock
         self._policy = policy
-        self._idle_timeout = idle_timeout
         self._max_resubmits = max_resubmits
         self._thread_name = thread_name
         self._cond = threading.Condition()
@@ -145,12 +143,6 @@ class Poller:
             return len(self._threads)
 
     @property
-    def pending_count(self) -> int:
-        """Futures not yet resolved."""
-        with self._cond:
-            return len(self._live)
-
-    @property
     def parked_count(self) -> int:
         """Futures parked because nobody waits on them (not polled until someone does)."""
         with self._cond:
@@ -172,11 +164,10 @@ class Poller:
         accept: str = JSON,
         on_queue_state: Callable[[str, str | None], None] | None = None,
         sdk_method: str | None = None,
-        stall_timeout: float | None = None,
         future: APIFuture[T] | None = None,
         metadata_only: bool = True,
     ) -> APIFuture[T]:
-        """Start polling ``request_id`` and return its future (``future``, if given).
+        """Start polling ``request_id`` and return its future (``future``, named after it).
 
         ``decode`` reads the final 2xx answer; ``created_at`` is when the caller started (§2.3);
         ``resubmit`` re-sends after a 410 and returns the new id (§5.3); ``metadata_only`` is
@@ -185,10 +176,8 @@ class Poller:
         now = self._clock()
         if future is None:
             future = APIFuture(request_id, request_type=request_type, clock=self._clock)
-        else:
-            future.request_id = request_id
-            if future.done():  # cancelled before its request was accepted
-                return future
+        elif future.done():  # cancelled before its request was accepted
+            return future
         task = PollTask(
             future=future,
             request_id=request_id,
@@ -200,9 +189,7 @@ class Poller:
             on_queue_state=on_queue_state or self._default_logger(request_type),
             created_at=created_at,
             registered_at=now,
-            stall=StallWatch(
-                self._stall_timeout if stall_timeout is None else stall_timeout, self._clock
-            ),
+            stall=StallWatch(self._stall_timeout, self._clock),
             metadata_only=metadata_only,
         )
         future._cancel_hook = lambda: self._forget(task)
@@ -298,7 +285,7 @@ class Poller:
                         return task
                 self._idle += 1
                 try:
-                    notified = self._cond.wait(self._idle_timeout)
+                    notified = self._cond.wait(IDLE_TIMEOUT)
                 finally:
                     self._idle -= 1
                 if not notified and not self._ready:
@@ -362,18 +349,13 @@ class Poller:
         except _Yield:
             self._requeue(task)
             return
-        except ClientClosedError as e:
-            self._finish(task, error=e)
-            return
-        except (APIConnectionError, RetryableStatus) as e:
-            elapsed = self._clock() - task.registered_at
-            closed = self._closing.is_set()
-            self._finish(
-                task, error=_closed(task) if closed else stall_error(task, e, elapsed=elapsed)
-            )
-            return
-        except APIError as e:  # e.g. an answer larger than the client reads
-            self._finish(task, error=e)
+        except (APIError, RetryableStatus) as e:  # e.g. an answer larger than the client reads
+            failure: BaseException = e
+            if _transient(e):  # past the stall timeout, or the poller is closing
+                elapsed = self._clock() - task.registered_at
+                closed = self._closing.is_set()
+                failure = _closed(task) if closed else stall_error(task, e, elapsed=elapsed)
+            self._finish(task, error=failure)
             return
         if answer is _AGAIN:  # parked, or the poller is closing
             self._requeue(task)

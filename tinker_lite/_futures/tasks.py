@@ -25,9 +25,12 @@ from tinker_lite._transport.loops import (
 )
 from tinker_lite._transport.retry import RetryNotice, RetryPolicy, StallWatch
 
-__all__ = ["Poll", "PollTask", "join_all", "pace", "poll_wait"]
+__all__ = ["IDLE_TIMEOUT", "Poll", "PollTask", "join_all", "pace", "poll_wait"]
 
 logger = logging.getLogger("tinker_lite.futures")
+
+IDLE_TIMEOUT = 30.0
+"""Seconds a polling thread with nothing to poll waits for work before it ends."""
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,7 @@ class SampleJob:
             request_id = context.api.sampling.submit_sample(
                 self.request, sdk_method=self.sdk_method, closing=closing
             )
+            batch = self.batch = context.batch_poller()
         except BaseException as e:
             gate.release()
             self.fail(e)
@@ -163,17 +164,10 @@ class SampleJob:
         )
         target.request_id = request_id
         self.target = target
-        try:
-            batch = self.batch = context.batch_poller()
-        except BaseException as e:
-            gate.release()
-            self.fail(e)
-            return
+        target.add_done_callback(self._retrieved)
         if batch is None:
-            target.add_done_callback(self._retrieved)
             self._fetch()
         else:
-            target.add_done_callback(self._retrieved)
             batch.wait(sender.session_id, self.clone, target, self._fetch)
         if journal:
             deliver(context, target, out, self.request, self.created_at)

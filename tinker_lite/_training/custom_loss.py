@@ -27,12 +27,9 @@ if TYPE_CHECKING:
     from tinker_lite._codec.chunking import ChunkLimits
 
 __all__ = [
-    "CustomLoss",
     "CustomLossFn",
     "check_loss_type_input",
-    "custom_gradients",
-    "logprobs_of",
-    "merge_metrics",
+    "custom_forward_datum",
     "schedule_custom",
 ]
 
@@ -210,25 +207,15 @@ def _torch_form(
     return _numpy_form((loss_sum, grads, metrics), logprobs)
 
 
-def with_weights(data: list[types.Datum], weights: Sequence[Any]) -> list[types.Datum]:
-    """``data`` with ``weights`` (one numpy array per datum) as their cross-entropy weights."""
-    return [
-        attrs.evolve(
-            datum,
-            loss_fn_inputs={
-                "target_tokens": datum.loss_fn_inputs["target_tokens"],
-                "weights": types.TensorData.from_numpy(weight),
-            },
-        )
-        for datum, weight in zip(data, weights, strict=True)
-    ]
-
-
-def zero_weights(datum: types.Datum) -> types.Datum:
-    """``datum`` with zero cross-entropy weights: a backward pass that changes nothing."""
+def _weighted(datum: types.Datum, weights: types.TensorData | None = None) -> types.Datum:
+    """``datum``'s targets with these cross-entropy ``weights`` (None: zeros, a backward pass
+    that changes nothing) as its only inputs."""
     targets = datum.loss_fn_inputs["target_tokens"]
-    zeros = types.TensorData(data=[0.0] * len(targets.data), dtype="float32", shape=targets.shape)
-    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": zeros})
+    if weights is None:
+        weights = types.TensorData(
+            data=[0.0] * len(targets.data), dtype="float32", shape=targets.shape
+        )
+    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
 
 
 def custom_forward_datum(datum: object, index: int) -> types.Datum:
@@ -248,7 +235,7 @@ def custom_forward_datum(datum: object, index: int) -> types.Datum:
     if weights is None:
         # As 0.38 sends it: zero weights shaped like the targets (the forward's loss is unused).
         weights = types.TensorData.from_numpy(np.zeros(targets.to_numpy().shape, dtype=np.float32))
-    return attrs.evolve(datum, loss_fn_inputs={"target_tokens": targets, "weights": weights})
+    return _weighted(datum, weights)
 
 
 def schedule_custom(
@@ -279,10 +266,12 @@ def schedule_custom(
                     f"forward returned {len(logprobs)} outputs for {len(items)} datums"
                 )
             custom = custom_gradients(loss_fn, items, logprobs)
-            grads = [(-grad).astype("float32") for grad in custom.grads]
-            return with_weights(forward_data, grads), custom, None
+            grads = [
+                types.TensorData.from_numpy((-grad).astype("float32")) for grad in custom.grads
+            ]
+            return list(map(_weighted, forward_data, grads)), custom, None
         except Exception as e:
-            return [zero_weights(datum) for datum in forward_data], None, e
+            return list(map(_weighted, forward_data)), None, e
 
     def deferred(chunk: range) -> Deferred:
         def build(seq_id: int) -> TrainingRequest:
