@@ -81,11 +81,6 @@ class HttpResponse:
         """Whether the body is a protobuf message (docs/protocol.rst §3.5)."""
         return self.content_type == PROTOBUF
 
-    @property
-    def request_id(self) -> str | None:
-        """The service's ``x-request-id`` header, when it sent one."""
-        return self.headers.get("x-request-id")
-
     def json(self) -> Any:
         """The body parsed as JSON (parsed once, then cached); WireFormatError if it is not JSON."""
         if self._json is _UNSET:
@@ -122,15 +117,6 @@ def _stdlib_json_loads(body: bytes) -> Any:
         raise WireFormatError(f"body is not valid JSON ({e}): {body[:80]!r}") from e
 
 
-def _body_for_message(resp: HttpResponse) -> object:
-    try:
-        parsed = resp.json()
-    except Exception:
-        text = resp.text(_MAX_BODY_IN_MESSAGE)
-        return redact(text)
-    return parsed
-
-
 def raise_for_status(
     resp: HttpResponse, *, request_id: str | None = None, what: str | None = None
 ) -> None:
@@ -138,8 +124,12 @@ def raise_for_status(
     request ``what`` and its request id (docs/protocol.rst §2.6)."""
     if 200 <= resp.status < 300:
         return
-    body = _body_for_message(resp)
-    rid = request_id or resp.request_id
+    body: object
+    try:
+        body = resp.json()
+    except Exception:
+        body = redact(resp.text(_MAX_BODY_IN_MESSAGE))
+    rid = request_id or resp.headers.get("x-request-id")
     message = format_status_error(resp.status, body, request=what, request_id=rid)
     cls = status_error_class(resp.status)
     error = cls(

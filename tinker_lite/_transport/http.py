@@ -216,12 +216,6 @@ class Transport:
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = _validate_base_url(base_url)
-        if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int):
-            raise InvalidInputError(
-                "max_answer_bytes", f"must be a number of bytes, got {max_answer_bytes!r}"
-            )
-        if max_answer_bytes < 1:
-            raise InvalidInputError("max_answer_bytes", f"must be >= 1, got {max_answer_bytes}")
         self.max_answer_bytes = max_answer_bytes
         self._redirect_body = RedirectBody(max_answer_bytes)
         self._json_loads = json_loads
@@ -231,22 +225,12 @@ class Transport:
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
-        for kind in PoolKind:
-            if sizes[kind] < 1:
-                raise InvalidInputError(
-                    f"pool_sizes[{kind.name}]", f"must be >= 1, got {sizes[kind]}"
-                )
 
         self._own_sessions = session is None
         if session is None:
             self._sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
             first = self._sessions[PoolKind.SESSION]
         else:
-            if not isinstance(session, requests.Session):
-                raise InvalidInputError(
-                    "requests_session",
-                    f"must be a requests.Session, got {type(session).__name__}",
-                )
             self._sessions = dict.fromkeys(PoolKind, session)
             first = session
 
@@ -427,7 +411,7 @@ class Transport:
     ) -> HttpResponse:
         """Send one HTTP attempt and return its answer, whatever the status; a failure is an
         APITimeoutError, APIConnectionError, InvalidInputError (a header) or ClientClosedError."""
-        if self._closed:
+        if self.closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
         what = f"{method} {self.sent_path(path)}"
         session = self._sessions[pool]
@@ -467,12 +451,20 @@ class Transport:
                 answer.close()
             raise
         except TRANSPORT_ERRORS as e:
-            if attempt.expired and not self._closed:
-                error: APIConnectionError = _deadline_error(
-                    what, timeout, time.monotonic() - started
-                )
+            elapsed = time.monotonic() - started
+            error: APIConnectionError
+            if self._closed:
+                error = ClientClosedError(f"The client was closed during {what}.", body=None)
+            elif attempt.expired:
+                error = _deadline_error(what, timeout, elapsed)
             else:
-                error = self._failure(e, what, timeout, time.monotonic() - started)
+                error = connection_failure(
+                    e,
+                    what=what,
+                    base_url=self.base_url,
+                    timeouts=(timeout.connect, timeout.read),
+                    elapsed=elapsed,
+                )
             raise error from low_level_cause(e)
         finally:
             DEADLINES.end(attempt)
@@ -487,20 +479,6 @@ class Transport:
             json_loads=self._json_loads,
         )
 
-    def _failure(
-        self, e: BaseException, what: str, timeout: Timeout, elapsed: float
-    ) -> APIConnectionError:
-        """The tinker_lite error for a failed attempt (its cause is set by the caller)."""
-        if self._closed:
-            return ClientClosedError(f"The client was closed during {what}.", body=None)
-        return connection_failure(
-            e,
-            what=what,
-            base_url=self.base_url,
-            timeouts=(timeout.connect, timeout.read),
-            elapsed=elapsed,
-        )
-
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
         """Shut down the sockets of ``pools`` (default: all) of the own sessions, failing requests
         in flight."""
@@ -509,7 +487,7 @@ class Transport:
         for kind in pools if pools is not None else list(PoolKind):
             for adapter in self._sessions[kind].adapters.values():
                 if isinstance(adapter, PoolAdapter):
-                    adapter.tracker.abort_all()
+                    adapter.abort_all()
 
     def close(self) -> None:
         """Abort requests in flight, close the own sessions; later sends fail. Idempotent."""

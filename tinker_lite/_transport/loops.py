@@ -209,33 +209,23 @@ def retry_loop(
         retry_error_callback=_last_outcome,
         reraise=True,
     )
-    return _FirstTryOutside(retrying, retry_result)
+
+    def first_try_outside(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as e:
+            return retrying(after_first(e, fn), *args, **kwargs)
+        if retry_result is None or not retry_result(result):
+            return result
+        return retrying(_returning_first(result, fn), *args, **kwargs)
+
+    return first_try_outside
 
 
 class Retrier(Protocol):
     """A configured retry loop: ``retrier(fn, *args)`` calls ``fn(*args)`` until it is done."""
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
-
-
-class _FirstTryOutside:
-    """A loop whose first call is made before tenacity is entered (docs/architecture.rst,
-    "Waiting on the service")."""
-
-    __slots__ = ("_again", "_retrying")
-
-    def __init__(self, retrying: Retrier, again: Callable[[object], bool] | None) -> None:
-        self._retrying = retrying
-        self._again = again
-
-    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as e:
-            return self._retrying(after_first(e, fn), *args, **kwargs)
-        if self._again is None or not self._again(result):
-            return result
-        return self._retrying(_returning_first(result, fn), *args, **kwargs)
 
 
 def after_first(error: BaseException, fn: Callable[..., T]) -> Callable[..., T]:
@@ -298,34 +288,6 @@ class Tries:
     notice: RetryNotice = field(default_factory=RetryNotice)
 
 
-class DeadlineStop(tenacity.stop.stop_base):
-    """Stops when the next wait would end at or past the call's ``deadline`` (``Tries``), by the
-    injected ``clock``."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.clock = clock
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        deadline = call_of(retry_state).deadline
-        return deadline is not None and self.clock() + retry_state.upcoming_sleep >= deadline
-
-
-class ConflictStop(tenacity.stop.stop_base):
-    """Stops on a 409 after ``attempts`` attempts: a conflict is final after a few tries
-    (docs/protocol.rst §6.2)."""
-
-    def __init__(self, attempts: int) -> None:
-        self.attempts = attempts
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        error = attempt_error(retry_state)
-        return (
-            isinstance(error, RetryableStatus)
-            and error.response.status == 409
-            and retry_state.attempt_number > self.attempts
-        )
-
-
 class _RetryIfCallAccepts(tenacity.retry_base):
     """Retries an error the call's ``retryable`` accepts (``Tries``)."""
 
@@ -352,6 +314,24 @@ def http_loop(
     """Layer A (docs/protocol.rst §6.2): ``loop(attempt, tries, *args)`` retries ``attempt`` up
     to ``policy.max_retries`` times within ``tries.deadline``, never once ``closing`` is set."""
     exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
+    closed_or_spent = tenacity.stop_when_event_set(closing) | tenacity.stop_after_attempt(
+        policy.max_retries + 1
+    )
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        """Besides closing and the attempts: a 409 is final after a few tries (docs/protocol.rst
+        §6.2), and no wait ends at or past the call's ``deadline`` (``Tries``)."""
+        error = attempt_error(state)
+        deadline = call_of(state).deadline
+        return (
+            closed_or_spent(state)
+            or (
+                isinstance(error, RetryableStatus)
+                and error.response.status == 409
+                and state.attempt_number > policy.conflict_retries
+            )
+            or (deadline is not None and clock() + state.upcoming_sleep >= deadline)
+        )
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         tries: Tries = call_of(state)
@@ -377,12 +357,7 @@ def http_loop(
 
     return retry_loop(
         wait=ServiceWait(policy, http_backoff(policy, rand), wall_clock=wall_clock),
-        stop=(
-            tenacity.stop_when_event_set(closing)
-            | tenacity.stop_after_attempt(policy.max_retries + 1)
-            | ConflictStop(policy.conflict_retries)
-            | DeadlineStop(clock)
-        ),
+        stop=stop,
         retry_on=_TRANSIENT,
         sleep=sleep,
         before_sleep=before_sleep,

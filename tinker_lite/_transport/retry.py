@@ -167,17 +167,11 @@ class StallWatch:
     """The deadline of one request's life: no useful answer for ``stall_timeout`` s
     (docs/protocol.rst §6.6); :meth:`answered` restarts it. One thread at a time uses it."""
 
-    __slots__ = ("_clock", "_parked_at", "last_answer", "sleep", "stall_timeout")
+    __slots__ = ("_clock", "_parked_at", "last_answer", "stall_timeout")
 
-    def __init__(
-        self,
-        stall_timeout: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
-    ) -> None:
+    def __init__(self, stall_timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.stall_timeout = stall_timeout
         self._clock = clock
-        self.sleep = sleep
         self.last_answer = clock()
         self._parked_at: float | None = None
 
