@@ -36,7 +36,6 @@ from tinker_lite._errors import (
     APIConnectionError,
     APIResponseValidationError,
     ClientClosedError,
-    InvalidInputError,
     TinkerError,
 )
 from tinker_lite._futures.poller import Poll
@@ -59,7 +58,6 @@ from tinker_lite._transport.http import (
 from tinker_lite._transport.loops import (
     RetryableStatus,
     Tries,
-    after_first,
     http_loop,
     operation_loop,
 )
@@ -76,7 +74,7 @@ from tinker_lite._transport.retry import (
 if TYPE_CHECKING:
     from tinker_lite._session.holder import SessionHolder
 
-__all__ = ["Requestor", "new_idempotency_key"]
+__all__ = ["Requestor"]
 
 T = TypeVar("T")
 
@@ -85,11 +83,6 @@ _STARTUP_MAX_RETRIES = 2
 # Telemetry batches are retried a little, then dropped (docs/protocol.rst §9).
 _TELEMETRY_POLICY = RetryPolicy(max_retries=3)
 _BODYLESS = ("GET", "HEAD")
-
-
-def new_idempotency_key() -> str:
-    """A fresh ``X-Idempotency-Key`` value for one logical request (docs/protocol.rst §2.3)."""
-    return f"tinker-lite-retry-{uuid.uuid4()}"
 
 
 def _seconds(value: float) -> str:
@@ -239,8 +232,6 @@ class Requestor:
         # The start-up a first call triggers counts against the call's budget too.
         self.session_holder().ensure_started()
         if body_obj is not None:
-            if body is not None:
-                raise InvalidInputError("body", "pass body_obj or body, not both")
             body = _wire.dumps(body_obj)
         call = self._prepare(
             method,
@@ -344,21 +335,18 @@ class Requestor:
         starts here, its low-level cause kept (docs/protocol.rst §6.6)."""
         tries = Tries(call.what, operation_deadline=operation_deadline, retryable=retryable)
         try:
-            try:  # the first try outside the loop (docs/architecture.rst, "Waiting on the service")
+            if operation_deadline is None:
                 return self._operation_try(tries, call)
-            except TinkerError as e:
-                if operation_deadline is None:
-                    raise
-                first = e
-            return self._operations(after_first(first, self._operation_try), tries, call)
+            return self._operations(self._operation_try, tries, call)
         except TinkerError as e:
             failure = e
         raise failure.with_traceback(None)
 
     def _operation_try(self, tries: Tries, call: _Call) -> HttpResponse:
         """One try of the operation: a new idempotency key, then the HTTP layer's attempts."""
-        if call.method not in _BODYLESS:
-            call.headers["X-Idempotency-Key"] = call.idempotency_key or new_idempotency_key()
+        if call.method not in _BODYLESS:  # docs/protocol.rst §2.3: one key per logical request
+            key = call.idempotency_key or f"tinker-lite-retry-{uuid.uuid4()}"
+            call.headers["X-Idempotency-Key"] = key
         now = self.clock()
         call.retries = 0
         budget = call.policy.budget_s
@@ -369,13 +357,9 @@ class Requestor:
         if deadline != tries.deadline:
             tries = replace(tries, deadline=deadline)
         try:
-            try:
+            if call.policy.max_retries == 0:
                 return self._attempt(tries, call)
-            except Exception as e:
-                if call.policy.max_retries == 0:
-                    raise
-                first = e
-            return self._http_loop(call.policy)(after_first(first, self._attempt), tries, call)
+            return self._http_loop(call.policy)(self._attempt, tries, call)
         except RetryableStatus as e:
             refused = e.response
         # Raised here, not in the handler: the error's cause is the service's answer alone.

@@ -10,7 +10,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import requests
@@ -36,7 +36,6 @@ __all__ = [
     "check_header",
     "header_error",
     "pool_session",
-    "session_auth",
 ]
 
 # How many prepared request URLs (and origins) are remembered: a few fixed paths, plus ids.
@@ -356,10 +355,6 @@ class ServiceAuth(requests.auth.AuthBase):
     def __repr__(self) -> str:
         return f"ServiceAuth(headers={sorted(self.secrets)!r})"
 
-    def strip(self, headers: Mapping[str, str]) -> Iterator[str]:
-        """The names in ``headers`` that hold a credential."""
-        return iter([name for name in headers if name.lower() in self.stripped])
-
     def __call__(self, r: PreparedRequest) -> PreparedRequest:
         if self._inner is not None:
             r = self._inner(r)
@@ -403,7 +398,7 @@ class _AnswerHook:
             sent = r.request
             target = urllib.parse.urljoin(str(r.url), r.headers["location"])
             if self.auth.strips(str(sent.url), target):
-                for name in self.auth.strip(sent.headers):
+                for name in [n for n in sent.headers if n.lower() in self.auth.stripped]:
                     del sent.headers[name]
             return r
         if (
@@ -436,10 +431,3 @@ def pool_session(maxsize: int) -> requests.Session:
     for prefix in ("https://", "http://"):
         session.mount(prefix, PoolAdapter(maxsize))
     return session
-
-
-def session_auth(auth: Any) -> Callable[[PreparedRequest], PreparedRequest]:
-    """A session's ``auth`` as requests applies it: a (user, password) pair is Basic auth."""
-    if isinstance(auth, tuple) and len(auth) == 2:
-        return requests.auth.HTTPBasicAuth(*auth)
-    return auth  # type: ignore[no-any-return]

@@ -25,10 +25,10 @@ __all__ = [
     "JSON",
     "PROTOBUF",
     "HttpResponse",
-    "RedirectBody",
     "is_urllib3",
     "raise_for_status",
     "read_capped",
+    "read_redirect_body",
 ]
 
 JSON = "application/json"
@@ -199,23 +199,16 @@ def read_capped(answer: requests.Response, limit: int, what: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-class RedirectBody:
-    """A response hook: a redirect's body (which requests reads before following it) is read
-    here under a small cap, so an endless one ends at once."""
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int) -> None:
-        self.limit = min(limit, _MAX_REDIRECT_BODY)
-
-    def __call__(self, r: requests.Response, **kwargs: Any) -> requests.Response:
-        if r.is_redirect and not r._content_consumed:  # type: ignore[attr-defined]
-            try:
-                content = read_capped(r, self.limit, f"{r.request.method} {r.url}")
-            except ResponseTooLargeError:
-                r.close()
-                raise
-            # What requests' own ``content`` property stores once it has read a body.
-            r._content = content
-            r._content_consumed = True  # type: ignore[attr-defined]
-        return r
+def read_redirect_body(limit: int, r: requests.Response, **kwargs: Any) -> requests.Response:
+    """A response hook (``limit``, the answer cap, bound first): a redirect's body, which requests
+    reads before following it, is read here under a small cap, so an endless one ends at once."""
+    if r.is_redirect and not r._content_consumed:  # type: ignore[attr-defined]
+        try:
+            content = read_capped(r, min(limit, _MAX_REDIRECT_BODY), f"{r.request.method} {r.url}")
+        except ResponseTooLargeError:
+            r.close()
+            raise
+        # What requests' own ``content`` property stores once it has read a body.
+        r._content = content
+        r._content_consumed = True  # type: ignore[attr-defined]
+    return r

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import http.client
 import os
 import stat
 import tarfile
@@ -14,7 +13,6 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 import requests
-import urllib3.exceptions
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -24,7 +22,7 @@ from tinker_lite._errors import (
     UnsafeArchiveError,
     status_error_class,
 )
-from tinker_lite._transport.failures import classify_failure
+from tinker_lite._transport.failures import TRANSPORT_ERRORS, classify_failure
 from tinker_lite._transport.loops import (
     ServiceWait,
     at_attempt,
@@ -113,10 +111,6 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except FileNotFoundError:
         return 0
-
-
-# requests' errors are OSErrors; a body cut short while streaming is urllib3's or http.client's.
-_STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
 
 
 def download(
@@ -231,7 +225,7 @@ class _Download:
             self.attempts += 1
             try:
                 resp = self.http.get(self.url, headers=headers, timeout=_TIMEOUT, stream=True)
-            except _STREAM_ERRORS as exc:
+            except TRANSPORT_ERRORS as exc:
                 # The exception text holds the signed URL: only its kind is shown.
                 raise self.failed(
                     APIConnectionError(
@@ -306,7 +300,7 @@ class _Download:
                     written += len(chunk)
                     if progress is not None:
                         progress.update(len(chunk))
-            except _STREAM_ERRORS as exc:
+            except TRANSPORT_ERRORS as exc:
                 interrupted = exc
             out.flush()
             os.fsync(out.fileno())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 import logging
 import platform
@@ -21,6 +22,7 @@ import requests.exceptions
 import requests.utils
 from requests.cookies import RequestsCookieJar, merge_cookies
 from requests.models import PreparedRequest
+from requests.sessions import merge_setting
 from requests.structures import CaseInsensitiveDict
 
 from tinker_lite._errors import (
@@ -41,15 +43,14 @@ from tinker_lite._transport.adapters import (
     check_header,
     header_error,
     pool_session,
-    session_auth,
 )
 from tinker_lite._transport.answers import (
     DEFAULT_MAX_ANSWER_BYTES,
     JSON,
     HttpResponse,
-    RedirectBody,
     is_urllib3,
     read_capped,
+    read_redirect_body,
 )
 from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure, low_level_cause
 from tinker_lite._version import __version__
@@ -217,7 +218,7 @@ class Transport:
     ) -> None:
         self.base_url = _validate_base_url(base_url)
         self.max_answer_bytes = max_answer_bytes
-        self._redirect_body = RedirectBody(max_answer_bytes)
+        self._redirect_body = functools.partial(read_redirect_body, max_answer_bytes)
         self._json_loads = json_loads
         self._closed = False
         self._lock = threading.Lock()
@@ -248,11 +249,10 @@ class Transport:
         for name, given in first.headers.items():
             if stock.get(name) != given:
                 merged[name] = given if isinstance(given, str) else given.decode("latin-1")
-        for name, value in headers.items():
-            if value is None:  # as in requests, a None value removes the header
-                merged.pop(name, None)
-            else:
-                merged[name] = value
+        # requests' own merge: a None value removes the header.
+        merged = merge_setting(  # type: ignore[no-untyped-call]
+            headers, merged, dict_class=CaseInsensitiveDict
+        )
         self._base_header_problem = next(
             ((p, n) for n, v in merged.items() if (p := check_header(n, v))), None
         )
@@ -273,8 +273,10 @@ class Transport:
         self._verify: bool | str = True if settings["verify"] is None else settings["verify"]
         self._cert: str | tuple[str, str] | None = settings["cert"]
         inner: Callable[[PreparedRequest], PreparedRequest] | None = None
-        if first.auth is not None:
-            inner = session_auth(first.auth)
+        if isinstance(first.auth, tuple) and len(first.auth) == 2:  # as requests applies it
+            inner = requests.auth.HTTPBasicAuth(*first.auth)
+        elif first.auth is not None:
+            inner = first.auth
         elif first.trust_env:
             netrc = requests.utils.get_netrc_auth(self.base_url)
             if netrc is not None:

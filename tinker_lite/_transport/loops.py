@@ -206,8 +206,7 @@ def retry_loop(
         sleep=_as_tenacity_sleep(sleep),
         before=before or tenacity.before_nothing,
         before_sleep=before_sleep,
-        retry_error_callback=_last_outcome,
-        reraise=True,
+        retry_error_callback=_last_outcome,  # raises the last error as it was
     )
 
     def first_try_outside(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -333,35 +332,47 @@ def http_loop(
             or (deadline is not None and clock() + state.upcoming_sleep >= deadline)
         )
 
-    def before_sleep(state: tenacity.RetryCallState) -> None:
+    def until(state: tenacity.RetryCallState) -> float:
         tries: Tries = call_of(state)
-        error = attempt_error(state)
-        status = error.response.status if isinstance(error, RetryableStatus) else None
-        delay = state.upcoming_sleep
         if tries.deadline is not None:
             until_s = tries.deadline - clock()
         else:  # the longest back-off left, without jitter or Retry-After
             left = range(state.attempt_number + 1, policy.max_retries + 1)
-            until_s = delay + sum(exponential(at_attempt(state, n)) for n in left)
+            until_s = state.upcoming_sleep + sum(exponential(at_attempt(state, n)) for n in left)
         if tries.operation_deadline is not None:
             until_s = max(until_s, tries.operation_deadline - clock())
-        announce_retry(
-            tries.what,
-            f"HTTP {status}" if status is not None else describe_error(error),
-            delay=delay,
-            until_s=until_s,
-            wall_now=wall_clock(),
-            invisible=is_invisible_failure(error, status),
-            notice=tries.notice,
-        )
+        return until_s
 
     return retry_loop(
         wait=ServiceWait(policy, http_backoff(policy, rand), wall_clock=wall_clock),
         stop=stop,
         retry_on=_TRANSIENT,
         sleep=sleep,
-        before_sleep=before_sleep,
+        before_sleep=_announcing(until, wall_clock),
     )
+
+
+def _announcing(
+    until: Callable[[tenacity.RetryCallState], float], wall_clock: Callable[[], float]
+) -> Callable[[tenacity.RetryCallState], None]:
+    """A ``before_sleep`` that logs the retry of the call (``Tries``), for ``until(state)`` s
+    more at most (:func:`~tinker_lite._transport.retry.announce_retry`)."""
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        tries: Tries = call_of(state)
+        error = attempt_error(state)
+        status = error.response.status if isinstance(error, RetryableStatus) else None
+        announce_retry(
+            tries.what,
+            f"HTTP {status}" if status is not None else describe_error(error),
+            delay=state.upcoming_sleep,
+            until_s=until(state),
+            wall_now=wall_clock(),
+            invisible=is_invisible_failure(error, status),
+            notice=tries.notice,
+        )
+
+    return before_sleep
 
 
 def operation_loop(
@@ -379,23 +390,10 @@ def operation_loop(
         deadline: float = call_of(state).operation_deadline
         return deadline - clock()
 
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        tries: Tries = call_of(state)
-        error = attempt_error(state)
-        announce_retry(
-            tries.what,
-            describe_error(error),
-            delay=state.upcoming_sleep,
-            until_s=left(state),
-            wall_now=wall_clock(),
-            invisible=is_invisible_failure(error),
-            notice=tries.notice,
-        )
-
     return retry_loop(
         wait=ServiceWait(policy, operation_backoff(policy), wall_clock=wall_clock, at_most=left),
         stop=lambda state: closing.is_set() or left(state) <= 0,
         retry_on=_RetryIfCallAccepts(),
         sleep=sleep,
-        before_sleep=before_sleep,
+        before_sleep=_announcing(left, wall_clock),
     )

@@ -218,13 +218,11 @@ def is_invisible_failure(error: BaseException | None, status: int | None = None)
     return isinstance(error, APIConnectionError)
 
 
+@dataclass(slots=True)
 class RetryNotice:
     """Whether the first retry of one logical request was announced already."""
 
-    __slots__ = ("warned",)
-
-    def __init__(self) -> None:
-        self.warned = False
+    warned: bool = False
 
 
 def _wall_time(epoch: float) -> str:
