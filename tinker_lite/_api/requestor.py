@@ -58,6 +58,7 @@ from tinker_lite._transport.http import (
 from tinker_lite._transport.loops import (
     RetryableStatus,
     Tries,
+    after_first,
     http_loop,
     operation_loop,
 )
@@ -335,9 +336,13 @@ class Requestor:
         starts here, its low-level cause kept (docs/protocol.rst §6.6)."""
         tries = Tries(call.what, operation_deadline=operation_deadline, retryable=retryable)
         try:
-            if operation_deadline is None:
+            try:  # the first try outside the loop (docs/architecture.rst, "Waiting on the service")
                 return self._operation_try(tries, call)
-            return self._operations(self._operation_try, tries, call)
+            except TinkerError as e:
+                if operation_deadline is None:
+                    raise
+                first = e
+            return self._operations(after_first(first, self._operation_try), tries, call)
         except TinkerError as e:
             failure = e
         raise failure.with_traceback(None)
@@ -357,9 +362,13 @@ class Requestor:
         if deadline != tries.deadline:
             tries = replace(tries, deadline=deadline)
         try:
-            if call.policy.max_retries == 0:
+            try:
                 return self._attempt(tries, call)
-            return self._http_loop(call.policy)(self._attempt, tries, call)
+            except Exception as e:
+                if call.policy.max_retries == 0:
+                    raise
+                first = e
+            return self._http_loop(call.policy)(after_first(first, self._attempt), tries, call)
         except RetryableStatus as e:
             refused = e.response
         # Raised here, not in the handler: the error's cause is the service's answer alone.

@@ -49,7 +49,7 @@ _READ_CHUNK = 1024 * 1024
 class HttpResponse:
     """One HTTP answer: status, case-insensitive headers and the whole body."""
 
-    __slots__ = ("_json", "_json_error", "_json_loads", "body", "elapsed", "headers", "status")
+    __slots__ = ("_json", "_json_error", "_json_loads", "body", "headers", "status")
 
     def __init__(
         self,
@@ -57,7 +57,6 @@ class HttpResponse:
         headers: Mapping[str, str],
         body: bytes,
         *,
-        elapsed: float = 0.0,
         json_loads: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.status = status
@@ -65,7 +64,6 @@ class HttpResponse:
             headers if isinstance(headers, CaseInsensitiveDict) else CaseInsensitiveDict(headers)
         )
         self.body = body
-        self.elapsed = elapsed
         self._json: Any = _UNSET
         self._json_error: Exception | None = None
         self._json_loads = json_loads if json_loads is not None else _stdlib_json_loads

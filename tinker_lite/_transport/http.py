@@ -229,10 +229,11 @@ class Transport:
 
         self._own_sessions = session is None
         if session is None:
-            self._sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
-            first = self._sessions[PoolKind.SESSION]
+            # The requests session of each pool kind (the caller's own one for all, if given).
+            self.sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
+            first = self.sessions[PoolKind.SESSION]
         else:
-            self._sessions = dict.fromkeys(PoolKind, session)
+            self.sessions = dict.fromkeys(PoolKind, session)
             first = session
 
         # Connection-wide headers, merged once: requests' defaults < tinker_lite's < what the
@@ -269,8 +270,8 @@ class Transport:
         settings = first.merge_environment_settings(
             self.base_url, {}, None, None if verify is True else verify, None
         )
-        self._proxies: dict[str, str] = dict(settings["proxies"] or {})
-        self._verify: bool | str = True if settings["verify"] is None else settings["verify"]
+        self.proxies: dict[str, str] = dict(settings["proxies"] or {})
+        self.verify: bool | str = True if settings["verify"] is None else settings["verify"]
         self._cert: str | tuple[str, str] | None = settings["cert"]
         inner: Callable[[PreparedRequest], PreparedRequest] | None = None
         if isinstance(first.auth, tuple) and len(first.auth) == 2:  # as requests applies it
@@ -285,7 +286,7 @@ class Transport:
         # With a bad header, there is no template: every send names that header.
         self._templates = {
             kind: _template(kind_session, self.base_url, merged)
-            for kind, kind_session in self._sessions.items()
+            for kind, kind_session in self.sessions.items()
             if self._base_header_problem is None
         }
         self._check_proxy()
@@ -293,10 +294,10 @@ class Transport:
     def _check_proxy(self) -> None:
         """Build the proxy route of the base URL now, so a SOCKS proxy without PySocks is named
         before anything is sent."""
-        proxy = requests.utils.select_proxy(self.base_url, self._proxies)
+        proxy = requests.utils.select_proxy(self.base_url, self.proxies)
         if not proxy or not proxy.lower().startswith("socks"):
             return
-        adapter = self._sessions[PoolKind.SESSION].get_adapter(self.base_url)
+        adapter = self.sessions[PoolKind.SESSION].get_adapter(self.base_url)
         if not isinstance(adapter, requests.adapters.HTTPAdapter):
             return
         try:
@@ -318,21 +319,6 @@ class Transport:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
-
-    @property
-    def verify(self) -> bool | str:
-        """The ``verify`` setting in force: a CA bundle path, ``True`` or ``False``."""
-        return self._verify
-
-    @property
-    def proxies(self) -> Mapping[str, str]:
-        """The proxies in force for the base URL (requests' resolution, made once)."""
-        return self._proxies
-
-    @property
-    def sessions(self) -> Mapping[PoolKind, requests.Session]:
-        """The requests session of each pool kind (the caller's own one for all, if given)."""
-        return self._sessions
 
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` (docs/protocol.rst §2.1: the base path prefix is kept)."""
@@ -390,7 +376,7 @@ class Transport:
         if headers:
             prepared.headers.update(headers)
         prepared.prepare_body(body, None)
-        cookies = self._sessions[pool].cookies
+        cookies = self.sessions[pool].cookies
         if cookies:
             jar = merge_cookies(RequestsCookieJar(), cookies)  # type: ignore[no-untyped-call]
             prepared.prepare_cookies(jar)
@@ -416,7 +402,7 @@ class Transport:
         if self.closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
         what = f"{method} {self.sent_path(path)}"
-        session = self._sessions[pool]
+        session = self.sessions[pool]
         prepared = self.prepare(pool, method, path, body=body, query=query, headers=headers)
         limit = self.max_answer_bytes
         if allow_redirects:
@@ -429,8 +415,8 @@ class Transport:
                 prepared,
                 timeout=(timeout.connect, timeout.read),
                 allow_redirects=allow_redirects,
-                proxies=self._proxies,
-                verify=self._verify,
+                proxies=self.proxies,
+                verify=self.verify,
                 cert=self._cert,
                 stream=True,
             )
@@ -470,15 +456,11 @@ class Transport:
             raise error from low_level_cause(e)
         finally:
             DEADLINES.end(attempt)
-        elapsed = time.monotonic() - started
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s -> %s in %.1f ms", what, answer.status_code, elapsed * 1000)
+            ms = (time.monotonic() - started) * 1000
+            logger.debug("%s -> %s in %.1f ms", what, answer.status_code, ms)
         return HttpResponse(
-            answer.status_code,
-            answer.headers,
-            content,
-            elapsed=elapsed,
-            json_loads=self._json_loads,
+            answer.status_code, answer.headers, content, json_loads=self._json_loads
         )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
@@ -487,7 +469,7 @@ class Transport:
         if not self._own_sessions:
             return
         for kind in pools if pools is not None else list(PoolKind):
-            for adapter in self._sessions[kind].adapters.values():
+            for adapter in self.sessions[kind].adapters.values():
                 if isinstance(adapter, PoolAdapter):
                     adapter.abort_all()
 
@@ -500,7 +482,7 @@ class Transport:
         if not self._own_sessions:
             return
         self.abort()
-        for session in self._sessions.values():
+        for session in self.sessions.values():
             session.close()
 
     def default_headers(self) -> dict[str, str]:
