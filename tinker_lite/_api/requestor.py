@@ -36,6 +36,7 @@ from tinker_lite._errors import (
     APIConnectionError,
     APIResponseValidationError,
     ClientClosedError,
+    InvalidInputError,
     TinkerError,
 )
 from tinker_lite._futures.poller import Poll
@@ -233,6 +234,8 @@ class Requestor:
         # The start-up a first call triggers counts against the call's budget too.
         self.session_holder().ensure_started()
         if body_obj is not None:
+            if body is not None:
+                raise InvalidInputError("body", "pass body_obj or body, not both")
             body = _wire.dumps(body_obj)
         call = self._prepare(
             method,

@@ -356,8 +356,7 @@ def _check_member(member: tarfile.TarInfo, root: str) -> None:
     if (
         not name
         or "\x00" in name
-        or name.startswith(("/", "\\"))
-        or pure.is_absolute()
+        or name.startswith(("/", "\\"))  # what PurePosixPath calls absolute, and more
         or (len(name) > 1 and name[1] == ":")
     ):
         raise UnsafeArchiveError(f"archive member {name!r} has an absolute or empty path")

@@ -225,10 +225,6 @@ class RetryNotice:
     warned: bool = False
 
 
-def _wall_time(epoch: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(epoch))
-
-
 def announce_retry(
     what: str,
     problem: str,
@@ -250,7 +246,8 @@ def announce_retry(
     if until_s is None:
         until = "with no time bound"
     else:
-        until = f"for up to {until_s:.0f} s more, until {_wall_time(wall_now + until_s)}"
+        wall_until = time.strftime("%H:%M:%S", time.localtime(wall_now + until_s))
+        until = f"for up to {until_s:.0f} s more, until {wall_until}"
     logger.log(
         level,
         "%s failed (%s); retrying in %.1f s, %s.",
