@@ -76,22 +76,15 @@ from tinker_lite._transport.retry import (
 if TYPE_CHECKING:
     from tinker_lite._session.holder import SessionHolder
 
-__all__ = ["Requestor", "new_idempotency_key"]
+__all__ = ["Requestor"]
 
 T = TypeVar("T")
 
-# docs/protocol.rst §6.3: the operation-level (Layer B) retry budget of a submit.
-OPERATION_BUDGET_S = 300.0
 # Start-up requests (client config, auth token) are retried at most twice per HTTP loop.
 _STARTUP_MAX_RETRIES = 2
 # Telemetry batches are retried a little, then dropped (docs/protocol.rst §9).
 _TELEMETRY_POLICY = RetryPolicy(max_retries=3)
 _BODYLESS = ("GET", "HEAD")
-
-
-def new_idempotency_key() -> str:
-    """A fresh ``X-Idempotency-Key`` value for one logical request (docs/protocol.rst §2.3)."""
-    return f"tinker-lite-retry-{uuid.uuid4()}"
 
 
 def _seconds(value: float) -> str:
@@ -108,9 +101,9 @@ class _Call:
     pool: PoolKind
     body: bytes | None
     headers: dict[str, str]
-    query: Mapping[str, str] | None
     timeout: Timeout
     policy: RetryPolicy
+    query: Mapping[str, str] | None = None
     accept_status: Collection[int] = ()
     allow_redirects: bool = True
     raw: bool = False  # every status is the answer (the caller reads it), none is retried
@@ -206,7 +199,7 @@ class Requestor:
     def stall_watch(self) -> StallWatch:
         """A new deadline for one request's life (docs/protocol.rst §6.6) on this connection's
         clocks."""
-        return StallWatch(self.settings.stall_timeout, self.clock, self.sleep)
+        return StallWatch(self.settings.stall_timeout, self.clock)
 
     def close(self) -> None:
         """End the waits of every retry loop and close the transport (idempotent)."""
@@ -263,7 +256,7 @@ class Requestor:
             return self._send(call)
         # docs/protocol.rst §6.6: the stall timeout bounds the whole life of a request.
         total = min(
-            OPERATION_BUDGET_S,
+            self.policy.operation_budget_s,  # docs/protocol.rst §6.3
             self.settings.stall_timeout if deadline is None else deadline.remaining(),
         )
         if self.policy.budget_s is not None:
@@ -305,17 +298,14 @@ class Requestor:
         pool: PoolKind,
         body: bytes | None = None,
         content_type: str | None = JSON,
-        query: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         sdk_method: str | None = None,
         timeout: Timeout | None = None,
-        policy: RetryPolicy,
-        accept_status: Collection[int] = (),
-        allow_redirects: bool = True,
-        raw: bool = False,
-        idempotency_key: str | None = None,
+        what: str | None = None,
+        **fields: Any,
     ) -> _Call:
-        """A request with its service headers, built once for all of its attempts."""
+        """A request with its service headers, built once for all of its attempts; ``fields``
+        are the rest of :class:`_Call`'s."""
         method = method.upper()
         wire: dict[str, str] = {}
         # docs/protocol.rst §2.3: Content-Type with a body and on every request that may carry one.
@@ -330,17 +320,12 @@ class Requestor:
         return _Call(
             method,
             path,
-            f"{method} {self.transport.sent_path(path)}",
+            what or f"{method} {self.transport.sent_path(path)}",
             pool,
             body,
             wire,
-            query,
             self._request_timeout if timeout is None else timeout,
-            policy,
-            accept_status,
-            allow_redirects,
-            raw,
-            idempotency_key,
+            **fields,
         )
 
     def _send(
@@ -367,8 +352,9 @@ class Requestor:
 
     def _operation_try(self, tries: Tries, call: _Call) -> HttpResponse:
         """One try of the operation: a new idempotency key, then the HTTP layer's attempts."""
-        if call.method not in _BODYLESS:
-            call.headers["X-Idempotency-Key"] = call.idempotency_key or new_idempotency_key()
+        if call.method not in _BODYLESS:  # docs/protocol.rst §2.3: one key per logical request
+            key = call.idempotency_key or f"tinker-lite-retry-{uuid.uuid4()}"
+            call.headers["X-Idempotency-Key"] = key
         now = self.clock()
         call.retries = 0
         budget = call.policy.budget_s
@@ -439,7 +425,6 @@ class Requestor:
         body: object,
         *,
         pool: PoolKind = PoolKind.SESSION,
-        what: str | None = None,
         operation_deadline: float | None = None,
         retryable: Callable[[BaseException], bool] = is_retryable_error,
         **options: Any,
@@ -448,7 +433,6 @@ class Requestor:
         ``options``, sent by :meth:`_send`."""
         data = body if isinstance(body, bytes) else _wire.dumps(body)
         call = self._prepare("POST", path, pool=pool, body=data, **options)
-        call.what = what or call.what
         return self._send(call, operation_deadline=operation_deadline, retryable=retryable)
 
     def client_config(self) -> HttpResponse:
@@ -558,18 +542,16 @@ class Requestor:
         self, request: types.FuturesRetrieveRequest, timeout: Timeout
     ) -> HttpResponse:
         """One ``retrieve_futures`` long poll; its answer, whatever the status."""
-        call = self._prepare(
-            "POST",
+        return self._post(
             RETRIEVE_FUTURES_PATH,
+            request,
             pool=PoolKind.RETRIEVE_PROMISE,
-            body=_wire.dumps(request),
             timeout=timeout,
             policy=NO_RETRIES,
             raw=True,
+            # golden-0.38: this one says its read timeout as a float (45.0, 5.0).
+            timeout_header=str(float(timeout.read)),
         )
-        # golden-0.38: this one says its read timeout as a float (45.0, 5.0).
-        call.timeout_header = str(float(timeout.read))
-        return self._send(call)
 
     def abort_polls(self) -> None:
         """Fail the polls in flight at once (their sockets are shut down)."""

@@ -10,7 +10,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import requests
@@ -36,7 +36,6 @@ __all__ = [
     "check_header",
     "header_error",
     "pool_session",
-    "session_auth",
 ]
 
 # How many prepared request URLs (and origins) are remembered: a few fixed paths, plus ids.
@@ -76,24 +75,6 @@ def header_error(
     )
 
 
-class _ConnectionTracker:
-    """Remembers every connection a pool opened, to shut their sockets down on close."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    def add(self, conn: Any) -> None:
-        with self._lock:
-            self._connections.add(conn)
-
-    def abort_all(self) -> None:
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
-            _shut(conn)
-
-
 def _shut(conn: Any) -> bool:
     """Shut a connection's socket down, so a thread blocked reading it returns at once; False
     when it has no socket (yet)."""
@@ -115,11 +96,10 @@ class Attempt:
     """One HTTP attempt under a deadline for connect, headers and body together (a read timeout
     bounds each read only): the connection it uses, and whether time ran out."""
 
-    __slots__ = ("_conn", "_owner", "cancelled", "deadline", "expired", "outer", "seconds")
+    __slots__ = ("_conn", "_owner", "cancelled", "deadline", "expired", "outer")
 
     def __init__(self, owner: Deadlines, seconds: float, outer: Attempt | None) -> None:
         self._owner = owner
-        self.seconds = seconds
         self.deadline = time.monotonic() + seconds
         self.outer = outer  # the attempt this one is nested in (a JWT refreshed after a 401)
         self._conn: Any = None
@@ -238,8 +218,8 @@ DEADLINES = Deadlines()
 """The deadlines of every attempt of this process."""
 
 
-def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker) -> None:
-    """Make ``manager``'s pools register every connection they open with ``tracker``, and give
+def _track_connections(manager: urllib3.PoolManager, adapter: PoolAdapter) -> None:
+    """Make ``manager``'s pools register every connection they open with ``adapter``, and give
     each connection an attempt uses to that attempt's deadline."""
 
     class Tracked(urllib3.connectionpool.HTTPConnectionPool):
@@ -247,7 +227,7 @@ def _track_connections(manager: urllib3.PoolManager, tracker: _ConnectionTracker
 
         def _new_conn(self) -> Any:
             conn = super()._new_conn()
-            tracker.add(conn)
+            adapter.track(conn)
             return conn
 
         def _get_conn(self, timeout: float | None = None) -> Any:
@@ -279,7 +259,8 @@ class PoolAdapter(requests.adapters.HTTPAdapter):
     """requests' adapter sized to one pool kind, whose open connections close() can abort."""
 
     def __init__(self, maxsize: int) -> None:
-        self.tracker = _ConnectionTracker()
+        self._lock = threading.Lock()
+        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()  # every one it opened
         self._routes: dict[tuple[str, object, object], Any] = {}
         self._paths: dict[str, str] = {}
         super().__init__(pool_connections=4, pool_maxsize=maxsize, pool_block=False)
@@ -319,15 +300,26 @@ class PoolAdapter(requests.adapters.HTTPAdapter):
         super().close()
         self._routes.clear()
 
+    def track(self, conn: Any) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def abort_all(self) -> None:
+        """Shut down the sockets of every connection this adapter opened."""
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            _shut(conn)
+
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        _track_connections(self.poolmanager, self.tracker)
+        _track_connections(self.poolmanager, self)
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> urllib3.PoolManager:
         known = proxy in self.proxy_manager
         manager: urllib3.PoolManager = super().proxy_manager_for(proxy, **proxy_kwargs)
         if not known:
-            _track_connections(manager, self.tracker)
+            _track_connections(manager, self)
         return manager
 
 
@@ -362,10 +354,6 @@ class ServiceAuth(requests.auth.AuthBase):
     @tolerant_repr
     def __repr__(self) -> str:
         return f"ServiceAuth(headers={sorted(self.secrets)!r})"
-
-    def strip(self, headers: Mapping[str, str]) -> Iterator[str]:
-        """The names in ``headers`` that hold a credential."""
-        return iter([name for name in headers if name.lower() in self.stripped])
 
     def __call__(self, r: PreparedRequest) -> PreparedRequest:
         if self._inner is not None:
@@ -410,7 +398,7 @@ class _AnswerHook:
             sent = r.request
             target = urllib.parse.urljoin(str(r.url), r.headers["location"])
             if self.auth.strips(str(sent.url), target):
-                for name in self.auth.strip(sent.headers):
+                for name in [n for n in sent.headers if n.lower() in self.auth.stripped]:
                     del sent.headers[name]
             return r
         if (
@@ -443,10 +431,3 @@ def pool_session(maxsize: int) -> requests.Session:
     for prefix in ("https://", "http://"):
         session.mount(prefix, PoolAdapter(maxsize))
     return session
-
-
-def session_auth(auth: Any) -> Callable[[PreparedRequest], PreparedRequest]:
-    """A session's ``auth`` as requests applies it: a (user, password) pair is Basic auth."""
-    if isinstance(auth, tuple) and len(auth) == 2:
-        return requests.auth.HTTPBasicAuth(*auth)
-    return auth  # type: ignore[no-any-return]

@@ -25,10 +25,10 @@ __all__ = [
     "JSON",
     "PROTOBUF",
     "HttpResponse",
-    "RedirectBody",
     "is_urllib3",
     "raise_for_status",
     "read_capped",
+    "read_redirect_body",
 ]
 
 JSON = "application/json"
@@ -49,7 +49,7 @@ _READ_CHUNK = 1024 * 1024
 class HttpResponse:
     """One HTTP answer: status, case-insensitive headers and the whole body."""
 
-    __slots__ = ("_json", "_json_error", "_json_loads", "body", "elapsed", "headers", "status")
+    __slots__ = ("_json", "_json_error", "_json_loads", "body", "headers", "status")
 
     def __init__(
         self,
@@ -57,7 +57,6 @@ class HttpResponse:
         headers: Mapping[str, str],
         body: bytes,
         *,
-        elapsed: float = 0.0,
         json_loads: Callable[[bytes], Any] | None = None,
     ) -> None:
         self.status = status
@@ -65,7 +64,6 @@ class HttpResponse:
             headers if isinstance(headers, CaseInsensitiveDict) else CaseInsensitiveDict(headers)
         )
         self.body = body
-        self.elapsed = elapsed
         self._json: Any = _UNSET
         self._json_error: Exception | None = None
         self._json_loads = json_loads if json_loads is not None else _stdlib_json_loads
@@ -80,11 +78,6 @@ class HttpResponse:
     def is_protobuf(self) -> bool:
         """Whether the body is a protobuf message (docs/protocol.rst §3.5)."""
         return self.content_type == PROTOBUF
-
-    @property
-    def request_id(self) -> str | None:
-        """The service's ``x-request-id`` header, when it sent one."""
-        return self.headers.get("x-request-id")
 
     def json(self) -> Any:
         """The body parsed as JSON (parsed once, then cached); WireFormatError if it is not JSON."""
@@ -122,15 +115,6 @@ def _stdlib_json_loads(body: bytes) -> Any:
         raise WireFormatError(f"body is not valid JSON ({e}): {body[:80]!r}") from e
 
 
-def _body_for_message(resp: HttpResponse) -> object:
-    try:
-        parsed = resp.json()
-    except Exception:
-        text = resp.text(_MAX_BODY_IN_MESSAGE)
-        return redact(text)
-    return parsed
-
-
 def raise_for_status(
     resp: HttpResponse, *, request_id: str | None = None, what: str | None = None
 ) -> None:
@@ -138,8 +122,12 @@ def raise_for_status(
     request ``what`` and its request id (docs/protocol.rst §2.6)."""
     if 200 <= resp.status < 300:
         return
-    body = _body_for_message(resp)
-    rid = request_id or resp.request_id
+    body: object
+    try:
+        body = resp.json()
+    except Exception:
+        body = redact(resp.text(_MAX_BODY_IN_MESSAGE))
+    rid = request_id or resp.headers.get("x-request-id")
     message = format_status_error(resp.status, body, request=what, request_id=rid)
     cls = status_error_class(resp.status)
     error = cls(
@@ -209,23 +197,16 @@ def read_capped(answer: requests.Response, limit: int, what: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-class RedirectBody:
-    """A response hook: a redirect's body (which requests reads before following it) is read
-    here under a small cap, so an endless one ends at once."""
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int) -> None:
-        self.limit = min(limit, _MAX_REDIRECT_BODY)
-
-    def __call__(self, r: requests.Response, **kwargs: Any) -> requests.Response:
-        if r.is_redirect and not r._content_consumed:  # type: ignore[attr-defined]
-            try:
-                content = read_capped(r, self.limit, f"{r.request.method} {r.url}")
-            except ResponseTooLargeError:
-                r.close()
-                raise
-            # What requests' own ``content`` property stores once it has read a body.
-            r._content = content
-            r._content_consumed = True  # type: ignore[attr-defined]
-        return r
+def read_redirect_body(limit: int, r: requests.Response, **kwargs: Any) -> requests.Response:
+    """A response hook (``limit``, the answer cap, bound first): a redirect's body, which requests
+    reads before following it, is read here under a small cap, so an endless one ends at once."""
+    if r.is_redirect and not r._content_consumed:  # type: ignore[attr-defined]
+        try:
+            content = read_capped(r, min(limit, _MAX_REDIRECT_BODY), f"{r.request.method} {r.url}")
+        except ResponseTooLargeError:
+            r.close()
+            raise
+        # What requests' own ``content`` property stores once it has read a body.
+        r._content = content
+        r._content_consumed = True  # type: ignore[attr-defined]
+    return r

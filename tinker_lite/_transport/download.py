@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import http.client
 import os
 import stat
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 import requests
-import urllib3.exceptions
 
 from tinker_lite._errors import (
     APIConnectionError,
@@ -24,7 +22,7 @@ from tinker_lite._errors import (
     UnsafeArchiveError,
     status_error_class,
 )
-from tinker_lite._transport.failures import classify_failure
+from tinker_lite._transport.failures import TRANSPORT_ERRORS, classify_failure
 from tinker_lite._transport.loops import (
     ServiceWait,
     at_attempt,
@@ -32,7 +30,7 @@ from tinker_lite._transport.loops import (
     download_backoff,
     retry_loop,
 )
-from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, RetryPolicy, StallWatch
+from tinker_lite._transport.retry import DEFAULT_RETRY_POLICY, StallWatch
 
 __all__ = [
     "DownloadError",
@@ -50,6 +48,7 @@ DEFAULT_STALL_TIMEOUT_S = 300.0
 DEFAULT_MAX_ARCHIVE_BYTES = 32 * 1024**3
 """The default bound on a checkpoint archive, downloaded (32 GiB) and extracted alike."""
 _CHUNK_SIZE = 1 << 16
+_TIMEOUT = (10.0, 60.0)  # connect, read
 
 
 class ProgressSink(Protocol):
@@ -107,11 +106,6 @@ def _status_error(resp: requests.Response, what: str) -> APIStatusError:
     )
 
 
-def _truncate(path: Path) -> None:
-    with path.open("wb"):
-        pass
-
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -119,31 +113,18 @@ def _size(path: Path) -> int:
         return 0
 
 
-# requests' errors are OSErrors; a body cut short while streaming is urllib3's or http.client's.
-_STREAM_ERRORS = (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError)
-
-
-def _body_chunks(resp: requests.Response, chunk_size: int) -> Iterator[bytes]:
-    # Raw bytes exactly as sent: the archive is verified against Content-Length.
-    yield from resp.raw.stream(chunk_size, decode_content=False)
-
-
 def download(
     url: str,
     dest: str | os.PathLike[str],
     *,
     refresh_url: Callable[[], str] | None = None,
-    session: requests.Session | None = None,
     progress: ProgressSink | None = None,
     overwrite: bool = False,
     max_attempts: int = 8,
-    timeout: tuple[float, float] = (10.0, 60.0),
     chunk_size: int = _CHUNK_SIZE,
     sleep: Callable[[float], object] = time.sleep,
-    now: Callable[[], float] = time.time,
     clock: Callable[[], float] = time.monotonic,
     stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
-    policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     max_bytes: int | None = DEFAULT_MAX_ARCHIVE_BYTES,
 ) -> DownloadResult:
     """Download ``url`` to ``dest`` by the rules of docs/protocol.rst §4.6, resuming from
@@ -157,25 +138,23 @@ def download(
         part,
         url,
         what=f"download of {dest_path.name}",
-        http=session if session is not None else requests.Session(),
+        http=requests.Session(),
         refresh_url=refresh_url,
         progress=progress,
-        timeout=timeout,
         chunk_size=chunk_size,
         stall=StallWatch(stall_timeout, clock),
         max_bytes=max_bytes,
     )
     resumed_from = _size(part)
-    backoff = download_backoff(policy)
+    backoff = download_backoff(DEFAULT_RETRY_POLICY)
     retrier = retry_loop(
         wait=ServiceWait(
-            policy,
+            DEFAULT_RETRY_POLICY,
             fallback=lambda retry: (
                 0.0
                 if isinstance(attempt_error(retry), _Restart)
                 else backoff(at_attempt(retry, state.failures))
             ),
-            wall_clock=now,
         ),
         stop=lambda retry: (
             state.failures >= max_attempts or retry.upcoming_sleep > state.stall.remaining()
@@ -183,11 +162,8 @@ def download(
         retry_on=_retried,
         sleep=sleep,
     )
-    try:
+    with state.http:
         retrier(state.attempt)
-    finally:
-        if session is None:
-            state.http.close()
 
     size = _size(part)
     if state.total is not None and size != state.total:
@@ -223,7 +199,6 @@ class _Download:
     http: requests.Session
     refresh_url: Callable[[], str] | None
     progress: ProgressSink | None
-    timeout: tuple[float, float]
     chunk_size: int
     stall: StallWatch
     max_bytes: int | None
@@ -249,8 +224,8 @@ class _Download:
                 headers["Range"] = f"bytes={offset}-"
             self.attempts += 1
             try:
-                resp = self.http.get(self.url, headers=headers, timeout=self.timeout, stream=True)
-            except _STREAM_ERRORS as exc:
+                resp = self.http.get(self.url, headers=headers, timeout=_TIMEOUT, stream=True)
+            except TRANSPORT_ERRORS as exc:
                 # The exception text holds the signed URL: only its kind is shown.
                 raise self.failed(
                     APIConnectionError(
@@ -278,7 +253,7 @@ class _Download:
             if range_total is not None and offset == range_total:
                 self.total = range_total
                 return True
-            _truncate(self.part)
+            self.part.write_bytes(b"")
             raise self.failed(_Restart("the server refused to resume; restarting"))
         if status in RETRY_STATUSES or status >= 500:
             raise self.failed(
@@ -291,7 +266,7 @@ class _Download:
             first, range_total = _parse_content_range(resp.headers.get("Content-Range"))
             if first != offset:
                 # The server answered a different range: start over from byte 0.
-                _truncate(self.part)
+                self.part.write_bytes(b"")
                 raise self.failed(_Restart("unexpected Content-Range; restarting"))
             self.total = range_total
             mode = "ab"
@@ -316,7 +291,8 @@ class _Download:
         interrupted: BaseException | None = None
         with self.part.open(mode) as out:
             try:
-                for chunk in _body_chunks(resp, self.chunk_size):
+                # Raw bytes exactly as sent: the archive is verified against Content-Length.
+                for chunk in resp.raw.stream(self.chunk_size, decode_content=False):
                     if bound is not None and start + written + len(chunk) > bound:
                         overflow = True
                         break
@@ -324,7 +300,7 @@ class _Download:
                     written += len(chunk)
                     if progress is not None:
                         progress.update(len(chunk))
-            except _STREAM_ERRORS as exc:
+            except TRANSPORT_ERRORS as exc:
                 interrupted = exc
             out.flush()
             os.fsync(out.fileno())
@@ -343,7 +319,7 @@ class _Download:
         if total is not None and size == total:
             return True
         if total is not None and size > total:
-            _truncate(self.part)
+            self.part.write_bytes(b"")
             raise self.failed(_Restart(f"received {size} bytes, more than the expected {total}"))
         reason = f": {interrupted}" if interrupted is not None else ""
         raise self.failed(
@@ -380,8 +356,7 @@ def _check_member(member: tarfile.TarInfo, root: str) -> None:
     if (
         not name
         or "\x00" in name
-        or name.startswith(("/", "\\"))
-        or pure.is_absolute()
+        or name.startswith(("/", "\\"))  # what PurePosixPath calls absolute, and more
         or (len(name) > 1 and name[1] == ":")
     ):
         raise UnsafeArchiveError(f"archive member {name!r} has an absolute or empty path")

@@ -81,15 +81,12 @@ def is_certificate_error(exc: BaseException) -> bool:
 
 
 def host_port(url: str) -> str:
-    """``host:port`` of ``url`` (never its user info)."""
+    """``host:port`` of ``url`` (never its user info); the base URL's port was checked."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or "?"
     if ":" in host:
         host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
+    port = parts.port
     if port is None:
         port = 443 if parts.scheme == "https" else 80
     return f"{host}:{port}"

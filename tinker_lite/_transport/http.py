@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 import logging
 import platform
@@ -21,6 +22,7 @@ import requests.exceptions
 import requests.utils
 from requests.cookies import RequestsCookieJar, merge_cookies
 from requests.models import PreparedRequest
+from requests.sessions import merge_setting
 from requests.structures import CaseInsensitiveDict
 
 from tinker_lite._errors import (
@@ -41,15 +43,14 @@ from tinker_lite._transport.adapters import (
     check_header,
     header_error,
     pool_session,
-    session_auth,
 )
 from tinker_lite._transport.answers import (
     DEFAULT_MAX_ANSWER_BYTES,
     JSON,
     HttpResponse,
-    RedirectBody,
     is_urllib3,
     read_capped,
+    read_redirect_body,
 )
 from tinker_lite._transport.failures import TRANSPORT_ERRORS, connection_failure, low_level_cause
 from tinker_lite._version import __version__
@@ -216,14 +217,8 @@ class Transport:
         max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.base_url = _validate_base_url(base_url)
-        if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes, int):
-            raise InvalidInputError(
-                "max_answer_bytes", f"must be a number of bytes, got {max_answer_bytes!r}"
-            )
-        if max_answer_bytes < 1:
-            raise InvalidInputError("max_answer_bytes", f"must be >= 1, got {max_answer_bytes}")
         self.max_answer_bytes = max_answer_bytes
-        self._redirect_body = RedirectBody(max_answer_bytes)
+        self._redirect_body = functools.partial(read_redirect_body, max_answer_bytes)
         self._json_loads = json_loads
         self._closed = False
         self._lock = threading.Lock()
@@ -231,23 +226,14 @@ class Transport:
         self._urls: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[str, str]] = {}
         sizes = dict(DEFAULT_POOL_SIZES)
         sizes.update(pool_sizes or {})
-        for kind in PoolKind:
-            if sizes[kind] < 1:
-                raise InvalidInputError(
-                    f"pool_sizes[{kind.name}]", f"must be >= 1, got {sizes[kind]}"
-                )
 
         self._own_sessions = session is None
         if session is None:
-            self._sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
-            first = self._sessions[PoolKind.SESSION]
+            # The requests session of each pool kind (the caller's own one for all, if given).
+            self.sessions = {kind: pool_session(sizes[kind]) for kind in PoolKind}
+            first = self.sessions[PoolKind.SESSION]
         else:
-            if not isinstance(session, requests.Session):
-                raise InvalidInputError(
-                    "requests_session",
-                    f"must be a requests.Session, got {type(session).__name__}",
-                )
-            self._sessions = dict.fromkeys(PoolKind, session)
+            self.sessions = dict.fromkeys(PoolKind, session)
             first = session
 
         # Connection-wide headers, merged once: requests' defaults < tinker_lite's < what the
@@ -264,11 +250,10 @@ class Transport:
         for name, given in first.headers.items():
             if stock.get(name) != given:
                 merged[name] = given if isinstance(given, str) else given.decode("latin-1")
-        for name, value in headers.items():
-            if value is None:  # as in requests, a None value removes the header
-                merged.pop(name, None)
-            else:
-                merged[name] = value
+        # requests' own merge: a None value removes the header.
+        merged = merge_setting(  # type: ignore[no-untyped-call]
+            headers, merged, dict_class=CaseInsensitiveDict
+        )
         self._base_header_problem = next(
             ((p, n) for n, v in merged.items() if (p := check_header(n, v))), None
         )
@@ -285,12 +270,14 @@ class Transport:
         settings = first.merge_environment_settings(
             self.base_url, {}, None, None if verify is True else verify, None
         )
-        self._proxies: dict[str, str] = dict(settings["proxies"] or {})
-        self._verify: bool | str = True if settings["verify"] is None else settings["verify"]
+        self.proxies: dict[str, str] = dict(settings["proxies"] or {})
+        self.verify: bool | str = True if settings["verify"] is None else settings["verify"]
         self._cert: str | tuple[str, str] | None = settings["cert"]
         inner: Callable[[PreparedRequest], PreparedRequest] | None = None
-        if first.auth is not None:
-            inner = session_auth(first.auth)
+        if isinstance(first.auth, tuple) and len(first.auth) == 2:  # as requests applies it
+            inner = requests.auth.HTTPBasicAuth(*first.auth)
+        elif first.auth is not None:
+            inner = first.auth
         elif first.trust_env:
             netrc = requests.utils.get_netrc_auth(self.base_url)
             if netrc is not None:
@@ -299,7 +286,7 @@ class Transport:
         # With a bad header, there is no template: every send names that header.
         self._templates = {
             kind: _template(kind_session, self.base_url, merged)
-            for kind, kind_session in self._sessions.items()
+            for kind, kind_session in self.sessions.items()
             if self._base_header_problem is None
         }
         self._check_proxy()
@@ -307,10 +294,10 @@ class Transport:
     def _check_proxy(self) -> None:
         """Build the proxy route of the base URL now, so a SOCKS proxy without PySocks is named
         before anything is sent."""
-        proxy = requests.utils.select_proxy(self.base_url, self._proxies)
+        proxy = requests.utils.select_proxy(self.base_url, self.proxies)
         if not proxy or not proxy.lower().startswith("socks"):
             return
-        adapter = self._sessions[PoolKind.SESSION].get_adapter(self.base_url)
+        adapter = self.sessions[PoolKind.SESSION].get_adapter(self.base_url)
         if not isinstance(adapter, requests.adapters.HTTPAdapter):
             return
         try:
@@ -332,21 +319,6 @@ class Transport:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
-
-    @property
-    def verify(self) -> bool | str:
-        """The ``verify`` setting in force: a CA bundle path, ``True`` or ``False``."""
-        return self._verify
-
-    @property
-    def proxies(self) -> Mapping[str, str]:
-        """The proxies in force for the base URL (requests' resolution, made once)."""
-        return self._proxies
-
-    @property
-    def sessions(self) -> Mapping[PoolKind, requests.Session]:
-        """The requests session of each pool kind (the caller's own one for all, if given)."""
-        return self._sessions
 
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` (docs/protocol.rst §2.1: the base path prefix is kept)."""
@@ -404,7 +376,7 @@ class Transport:
         if headers:
             prepared.headers.update(headers)
         prepared.prepare_body(body, None)
-        cookies = self._sessions[pool].cookies
+        cookies = self.sessions[pool].cookies
         if cookies:
             jar = merge_cookies(RequestsCookieJar(), cookies)  # type: ignore[no-untyped-call]
             prepared.prepare_cookies(jar)
@@ -427,10 +399,10 @@ class Transport:
     ) -> HttpResponse:
         """Send one HTTP attempt and return its answer, whatever the status; a failure is an
         APITimeoutError, APIConnectionError, InvalidInputError (a header) or ClientClosedError."""
-        if self._closed:
+        if self.closed:
             raise ClientClosedError(f"The client is closed; cannot send {method} {path}.")
         what = f"{method} {self.sent_path(path)}"
-        session = self._sessions[pool]
+        session = self.sessions[pool]
         prepared = self.prepare(pool, method, path, body=body, query=query, headers=headers)
         limit = self.max_answer_bytes
         if allow_redirects:
@@ -443,8 +415,8 @@ class Transport:
                 prepared,
                 timeout=(timeout.connect, timeout.read),
                 allow_redirects=allow_redirects,
-                proxies=self._proxies,
-                verify=self._verify,
+                proxies=self.proxies,
+                verify=self.verify,
                 cert=self._cert,
                 stream=True,
             )
@@ -467,38 +439,28 @@ class Transport:
                 answer.close()
             raise
         except TRANSPORT_ERRORS as e:
-            if attempt.expired and not self._closed:
-                error: APIConnectionError = _deadline_error(
-                    what, timeout, time.monotonic() - started
-                )
+            elapsed = time.monotonic() - started
+            error: APIConnectionError
+            if self._closed:
+                error = ClientClosedError(f"The client was closed during {what}.", body=None)
+            elif attempt.expired:
+                error = _deadline_error(what, timeout, elapsed)
             else:
-                error = self._failure(e, what, timeout, time.monotonic() - started)
+                error = connection_failure(
+                    e,
+                    what=what,
+                    base_url=self.base_url,
+                    timeouts=(timeout.connect, timeout.read),
+                    elapsed=elapsed,
+                )
             raise error from low_level_cause(e)
         finally:
             DEADLINES.end(attempt)
-        elapsed = time.monotonic() - started
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("%s -> %s in %.1f ms", what, answer.status_code, elapsed * 1000)
+            ms = (time.monotonic() - started) * 1000
+            logger.debug("%s -> %s in %.1f ms", what, answer.status_code, ms)
         return HttpResponse(
-            answer.status_code,
-            answer.headers,
-            content,
-            elapsed=elapsed,
-            json_loads=self._json_loads,
-        )
-
-    def _failure(
-        self, e: BaseException, what: str, timeout: Timeout, elapsed: float
-    ) -> APIConnectionError:
-        """The tinker_lite error for a failed attempt (its cause is set by the caller)."""
-        if self._closed:
-            return ClientClosedError(f"The client was closed during {what}.", body=None)
-        return connection_failure(
-            e,
-            what=what,
-            base_url=self.base_url,
-            timeouts=(timeout.connect, timeout.read),
-            elapsed=elapsed,
+            answer.status_code, answer.headers, content, json_loads=self._json_loads
         )
 
     def abort(self, pools: Collection[PoolKind] | None = None) -> None:
@@ -507,9 +469,9 @@ class Transport:
         if not self._own_sessions:
             return
         for kind in pools if pools is not None else list(PoolKind):
-            for adapter in self._sessions[kind].adapters.values():
+            for adapter in self.sessions[kind].adapters.values():
                 if isinstance(adapter, PoolAdapter):
-                    adapter.tracker.abort_all()
+                    adapter.abort_all()
 
     def close(self) -> None:
         """Abort requests in flight, close the own sessions; later sends fail. Idempotent."""
@@ -520,7 +482,7 @@ class Transport:
         if not self._own_sessions:
             return
         self.abort()
-        for session in self._sessions.values():
+        for session in self.sessions.values():
             session.close()
 
     def default_headers(self) -> dict[str, str]:

@@ -206,36 +206,25 @@ def retry_loop(
         sleep=_as_tenacity_sleep(sleep),
         before=before or tenacity.before_nothing,
         before_sleep=before_sleep,
-        retry_error_callback=_last_outcome,
-        reraise=True,
+        retry_error_callback=_last_outcome,  # raises the last error as it was
     )
-    return _FirstTryOutside(retrying, retry_result)
+
+    def first_try_outside(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as e:
+            return retrying(after_first(e, fn), *args, **kwargs)
+        if retry_result is None or not retry_result(result):
+            return result
+        return retrying(_returning_first(result, fn), *args, **kwargs)
+
+    return first_try_outside
 
 
 class Retrier(Protocol):
     """A configured retry loop: ``retrier(fn, *args)`` calls ``fn(*args)`` until it is done."""
 
     def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T: ...
-
-
-class _FirstTryOutside:
-    """A loop whose first call is made before tenacity is entered (docs/architecture.rst,
-    "Waiting on the service")."""
-
-    __slots__ = ("_again", "_retrying")
-
-    def __init__(self, retrying: Retrier, again: Callable[[object], bool] | None) -> None:
-        self._retrying = retrying
-        self._again = again
-
-    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as e:
-            return self._retrying(after_first(e, fn), *args, **kwargs)
-        if self._again is None or not self._again(result):
-            return result
-        return self._retrying(_returning_first(result, fn), *args, **kwargs)
 
 
 def after_first(error: BaseException, fn: Callable[..., T]) -> Callable[..., T]:
@@ -298,34 +287,6 @@ class Tries:
     notice: RetryNotice = field(default_factory=RetryNotice)
 
 
-class DeadlineStop(tenacity.stop.stop_base):
-    """Stops when the next wait would end at or past the call's ``deadline`` (``Tries``), by the
-    injected ``clock``."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self.clock = clock
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        deadline = call_of(retry_state).deadline
-        return deadline is not None and self.clock() + retry_state.upcoming_sleep >= deadline
-
-
-class ConflictStop(tenacity.stop.stop_base):
-    """Stops on a 409 after ``attempts`` attempts: a conflict is final after a few tries
-    (docs/protocol.rst §6.2)."""
-
-    def __init__(self, attempts: int) -> None:
-        self.attempts = attempts
-
-    def __call__(self, retry_state: tenacity.RetryCallState) -> bool:
-        error = attempt_error(retry_state)
-        return (
-            isinstance(error, RetryableStatus)
-            and error.response.status == 409
-            and retry_state.attempt_number > self.attempts
-        )
-
-
 class _RetryIfCallAccepts(tenacity.retry_base):
     """Retries an error the call's ``retryable`` accepts (``Tries``)."""
 
@@ -352,41 +313,66 @@ def http_loop(
     """Layer A (docs/protocol.rst §6.2): ``loop(attempt, tries, *args)`` retries ``attempt`` up
     to ``policy.max_retries`` times within ``tries.deadline``, never once ``closing`` is set."""
     exponential = tenacity.wait_exponential(policy.initial_delay, policy.max_delay)
+    closed_or_spent = tenacity.stop_when_event_set(closing) | tenacity.stop_after_attempt(
+        policy.max_retries + 1
+    )
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        """Besides closing and the attempts: a 409 is final after a few tries (docs/protocol.rst
+        §6.2), and no wait ends at or past the call's ``deadline`` (``Tries``)."""
+        error = attempt_error(state)
+        deadline = call_of(state).deadline
+        return (
+            closed_or_spent(state)
+            or (
+                isinstance(error, RetryableStatus)
+                and error.response.status == 409
+                and state.attempt_number > policy.conflict_retries
+            )
+            or (deadline is not None and clock() + state.upcoming_sleep >= deadline)
+        )
+
+    def until(state: tenacity.RetryCallState) -> float:
+        tries: Tries = call_of(state)
+        if tries.deadline is not None:
+            until_s = tries.deadline - clock()
+        else:  # the longest back-off left, without jitter or Retry-After
+            left = range(state.attempt_number + 1, policy.max_retries + 1)
+            until_s = state.upcoming_sleep + sum(exponential(at_attempt(state, n)) for n in left)
+        if tries.operation_deadline is not None:
+            until_s = max(until_s, tries.operation_deadline - clock())
+        return until_s
+
+    return retry_loop(
+        wait=ServiceWait(policy, http_backoff(policy, rand), wall_clock=wall_clock),
+        stop=stop,
+        retry_on=_TRANSIENT,
+        sleep=sleep,
+        before_sleep=_announcing(until, wall_clock),
+    )
+
+
+def _announcing(
+    until: Callable[[tenacity.RetryCallState], float], wall_clock: Callable[[], float]
+) -> Callable[[tenacity.RetryCallState], None]:
+    """A ``before_sleep`` that logs the retry of the call (``Tries``), for ``until(state)`` s
+    more at most (:func:`~tinker_lite._transport.retry.announce_retry`)."""
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         tries: Tries = call_of(state)
         error = attempt_error(state)
         status = error.response.status if isinstance(error, RetryableStatus) else None
-        delay = state.upcoming_sleep
-        if tries.deadline is not None:
-            until_s = tries.deadline - clock()
-        else:  # the longest back-off left, without jitter or Retry-After
-            left = range(state.attempt_number + 1, policy.max_retries + 1)
-            until_s = delay + sum(exponential(at_attempt(state, n)) for n in left)
-        if tries.operation_deadline is not None:
-            until_s = max(until_s, tries.operation_deadline - clock())
         announce_retry(
             tries.what,
             f"HTTP {status}" if status is not None else describe_error(error),
-            delay=delay,
-            until_s=until_s,
+            delay=state.upcoming_sleep,
+            until_s=until(state),
             wall_now=wall_clock(),
             invisible=is_invisible_failure(error, status),
             notice=tries.notice,
         )
 
-    return retry_loop(
-        wait=ServiceWait(policy, http_backoff(policy, rand), wall_clock=wall_clock),
-        stop=(
-            tenacity.stop_when_event_set(closing)
-            | tenacity.stop_after_attempt(policy.max_retries + 1)
-            | ConflictStop(policy.conflict_retries)
-            | DeadlineStop(clock)
-        ),
-        retry_on=_TRANSIENT,
-        sleep=sleep,
-        before_sleep=before_sleep,
-    )
+    return before_sleep
 
 
 def operation_loop(
@@ -404,23 +390,10 @@ def operation_loop(
         deadline: float = call_of(state).operation_deadline
         return deadline - clock()
 
-    def before_sleep(state: tenacity.RetryCallState) -> None:
-        tries: Tries = call_of(state)
-        error = attempt_error(state)
-        announce_retry(
-            tries.what,
-            describe_error(error),
-            delay=state.upcoming_sleep,
-            until_s=left(state),
-            wall_now=wall_clock(),
-            invisible=is_invisible_failure(error),
-            notice=tries.notice,
-        )
-
     return retry_loop(
         wait=ServiceWait(policy, operation_backoff(policy), wall_clock=wall_clock, at_most=left),
         stop=lambda state: closing.is_set() or left(state) <= 0,
         retry_on=_RetryIfCallAccepts(),
         sleep=sleep,
-        before_sleep=before_sleep,
+        before_sleep=_announcing(left, wall_clock),
     )

@@ -167,17 +167,11 @@ class StallWatch:
     """The deadline of one request's life: no useful answer for ``stall_timeout`` s
     (docs/protocol.rst §6.6); :meth:`answered` restarts it. One thread at a time uses it."""
 
-    __slots__ = ("_clock", "_parked_at", "last_answer", "sleep", "stall_timeout")
+    __slots__ = ("_clock", "_parked_at", "last_answer", "stall_timeout")
 
-    def __init__(
-        self,
-        stall_timeout: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = time.sleep,
-    ) -> None:
+    def __init__(self, stall_timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.stall_timeout = stall_timeout
         self._clock = clock
-        self.sleep = sleep
         self.last_answer = clock()
         self._parked_at: float | None = None
 
@@ -224,17 +218,11 @@ def is_invisible_failure(error: BaseException | None, status: int | None = None)
     return isinstance(error, APIConnectionError)
 
 
+@dataclass(slots=True)
 class RetryNotice:
     """Whether the first retry of one logical request was announced already."""
 
-    __slots__ = ("warned",)
-
-    def __init__(self) -> None:
-        self.warned = False
-
-
-def _wall_time(epoch: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(epoch))
+    warned: bool = False
 
 
 def announce_retry(
@@ -258,7 +246,8 @@ def announce_retry(
     if until_s is None:
         until = "with no time bound"
     else:
-        until = f"for up to {until_s:.0f} s more, until {_wall_time(wall_now + until_s)}"
+        wall_until = time.strftime("%H:%M:%S", time.localtime(wall_now + until_s))
+        until = f"for up to {until_s:.0f} s more, until {wall_until}"
     logger.log(
         level,
         "%s failed (%s); retrying in %.1f s, %s.",
