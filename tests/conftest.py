@@ -123,6 +123,16 @@ def _no_stored_login(monkeypatch: pytest.MonkeyPatch, _empty_home: Path) -> None
     monkeypatch.delenv("TINKER_CREDENTIAL_CMD", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_service_answered_yet() -> None:
+    """Forget which base URLs answered this process (docs/protocol.rst §6.7): this test's server
+    may get a port an earlier test's server answered on, and must start with the start-up
+    budget, not the stall timeout."""
+    requestor = sys.modules.get("tinker_lite._api.requestor")
+    if requestor is not None:
+        requestor._ANSWERED.clear()
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A ``HOME`` of the test's own (for the stored login, ``~/.tinker/credentials.json``), and
