@@ -39,6 +39,7 @@ __all__ = [
     "SamplingClient",
     "carry_api_key",
     "check_record_stability_info",
+    "client_context",
 ]
 
 logger = logging.getLogger("tinker_lite.sampling_client")
@@ -56,6 +57,19 @@ def check_record_stability_info(value: object) -> bool:
             "record_stability_info", f"must be True or False, got {value!r}", "the default is False"
         )
     return value
+
+
+def client_context(holder: object, create: str) -> ClientContext:
+    """The connection of the ServiceClient (or its holder) a client is constructed on."""
+    context = context_of(holder)
+    if context is None:
+        raise InvalidInputError(
+            "holder",
+            f"must be a ServiceClient's holder (or the ServiceClient), got a "
+            f"{type(holder).__name__}",
+            f"create them with ServiceClient.{create}",
+        )
+    return context
 
 
 class SamplingClient:
@@ -78,14 +92,7 @@ class SamplingClient:
         record_stability_info: bool = False,
     ) -> None:
         del retry_config  # accepted as by create_sampling_client; retries follow the policy
-        context = context_of(holder)
-        if context is None:
-            raise InvalidInputError(
-                "holder",
-                f"must be a ServiceClient's holder (or the ServiceClient), got a "
-                f"{type(holder).__name__}",
-                "create sampling clients with ServiceClient.create_sampling_client",
-            )
+        context = client_context(holder, "create_sampling_client")
         if shadow:
             # 0.38's shadow sampler is a copy in another process: it joins the session first.
             cloned_sampler_id = None
@@ -166,13 +173,14 @@ class SamplingClient:
         base_model: str | None,
         *,
         sdk_method: str,
-        record_stability_info: bool = False,
-    ) -> APIFuture[SamplingClient]:
+        record_stability_info: bool,
+    ) -> BackcompatSamplingClientFuture:
         """The future of a new sampling session's client; the requests go on the REST threads.
 
         For saved weights 0.38 then reads the sampler (``GET samplers/{id}``) for its base
         model, except from a 0.4.1-era service (no client config), which has no such endpoint.
         """
+        context.check_open()
         if (model_path is None) == (base_model is None):
             raise InvalidInputError(
                 "model_path/base_model",
@@ -208,7 +216,8 @@ class SamplingClient:
                 client.base_model = client._read_base_model(sdk_method) or None
             return client
 
-        return context.run_in(context.rest_pool(), create, request_type="CreateSamplingSession")
+        created = context.run_in(context.rest_pool(), create, request_type="CreateSamplingSession")
+        return BackcompatSamplingClientFuture(created)
 
     # -- sampling --------------------------------------------------------------------------------
 
@@ -248,23 +257,22 @@ class SamplingClient:
         """Send a ``SampleRequest`` of ``fields`` in the name of ``sdk_method``."""
         created_at = time.monotonic()
         _check_inputs(fields["prompt"], fields["sampling_params"])
-        fields.update(
+        # Bad input raises here, before the join and before a seq_id is taken.
+        request = types.SampleRequest(
+            **fields,
             sampling_session_id=self.sampling_session_id,
             record_stability_info=self.record_stability_info,
+            seq_id=0,
         )
         pool = self._context.sample_pool()
         out: APIFuture[types.SampleResponse] = APIFuture(request_type="Sample")
         if self._cloned_sampler_id is None:
-            request = types.SampleRequest(**fields, seq_id=0)  # bad input raises before the join
             try:
                 self._join()
             except Exception as e:
                 deliver(self._context, APIFuture.failed(e), out, request, created_at)
                 return out
-        with self._seq_lock:
-            # Built once, with its seq_id: the id is taken only when the request is valid.
-            request = types.SampleRequest(**fields, seq_id=self._next_seq_id)
-            self._next_seq_id += 1
+        request = attrs.evolve(request, seq_id=self._take_seq_id())
         sender = self._sender
         job = SampleJob(
             sender,

@@ -372,18 +372,15 @@ class ServiceClient:
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
         """The future of a SamplingClient for ``model_path`` or (exclusive) ``base_model``."""
-        from tinker_lite.sampling_client import BackcompatSamplingClientFuture, SamplingClient
+        from tinker_lite.sampling_client import SamplingClient
 
         del retry_config
-        self._context.check_open()
-        return BackcompatSamplingClientFuture(
-            SamplingClient._create(
-                self._context,
-                model_path,
-                base_model,
-                sdk_method="ServiceClient.create_sampling_client",
-                record_stability_info=record_stability_info,
-            )
+        return SamplingClient._create(
+            self._context,
+            model_path,
+            base_model,
+            sdk_method="ServiceClient.create_sampling_client",
+            record_stability_info=record_stability_info,
         )
 
     @deprecated(

@@ -47,6 +47,7 @@ PROCESS_UUID = str(uuid.uuid4())
 
 _ON_VALUES = frozenset({"1", "true", "yes", "on"})
 _MAX_TEXT = 4000
+_BATCH_SIZE = 100
 
 
 def is_telemetry_enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -104,7 +105,6 @@ class Telemetry:
         sdk_version: str,
         enabled: bool | None = None,
         flush_interval: float = 10.0,
-        batch_size: int = 100,
         max_queue: int = 10_000,
         fatal_flush_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -118,7 +118,6 @@ class Telemetry:
         self._has_session = session_id is not None
         self._sdk_version = sdk_version
         self._flush_interval = flush_interval
-        self._batch_size = max(1, batch_size)
         self._max_queue = max_queue
         self._fatal_flush_timeout = fatal_flush_timeout
         self._stopping = threading.Event()
@@ -145,11 +144,6 @@ class Telemetry:
     @tolerant_repr
     def __repr__(self) -> str:
         return f"Telemetry(enabled={self.enabled}, session_id={self._session_id!r})"
-
-    @property
-    def session_id(self) -> str:
-        """The session id sent with batches (``sessionless-<uuid4>`` without a session)."""
-        return self._session_id
 
     def _common(self) -> dict[str, Any]:
         return {
@@ -236,7 +230,7 @@ class Telemetry:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Send everything queued so far; wait at most ``timeout`` s. True if all was handled."""
-        if not self.enabled or self._thread is None:
+        if self._thread is None:  # disabled
             return True
         with self._cond:
             if not self._thread.is_alive():
@@ -261,8 +255,8 @@ class Telemetry:
                     events = list(self._queue)
                     self._queue.clear()
                     stopping = self._stopping.is_set()
-                for start in range(0, len(events), self._batch_size):
-                    batch = events[start : start + self._batch_size]
+                for start in range(0, len(events), _BATCH_SIZE):
+                    batch = events[start : start + _BATCH_SIZE]
                     self._send(batch)
                     with self._cond:
                         self._processed += len(batch)

@@ -16,7 +16,6 @@ from tinker_lite import types
 from tinker_lite._api import TrainingRequest, endpoints
 from tinker_lite._api.endpoints import CONSOLE_URL, Endpoint
 from tinker_lite._codec.chunking import combine_outputs
-from tinker_lite._context import context_of
 from tinker_lite._deprecation import deprecated
 from tinker_lite._errors import (
     APIResponseValidationError,
@@ -47,6 +46,7 @@ from tinker_lite.sampling_client import (
     BackcompatSamplingClientFuture,
     SamplingClient,
     check_record_stability_info,
+    client_context,
 )
 from tinker_lite.tokenizer import load_tokenizer, resolve_tokenizer_id
 
@@ -83,14 +83,7 @@ class TrainingClient:
         base_model: str | None = None,
     ) -> None:
         del model_seq_id  # taken by the caller with get_training_client_id(); nothing to send
-        context = context_of(holder)
-        if context is None:
-            raise InvalidInputError(
-                "holder",
-                f"must be a ServiceClient's holder (or the ServiceClient), got a "
-                f"{type(holder).__name__}",
-                "create training clients with ServiceClient.create_lora_training_client",
-            )
+        context = client_context(holder, "create_lora_training_client")
         if not isinstance(model_id, str) or not model_id:
             raise InvalidInputError("model_id", f"must be a non-empty string, got {model_id!r}")
         self._context = context
@@ -436,15 +429,12 @@ class TrainingClient:
     ) -> BackcompatSamplingClientFuture:
         """The future of a SamplingClient for saved weights (``tinker://.../sampler_weights/...``)."""
         del retry_config
-        self._context.check_open()
-        return BackcompatSamplingClientFuture(
-            SamplingClient._create(
-                self._context,
-                model_path,
-                None,
-                sdk_method="TrainingClient.create_sampling_client",
-                record_stability_info=record_stability_info,
-            )
+        return SamplingClient._create(
+            self._context,
+            model_path,
+            None,
+            sdk_method="TrainingClient.create_sampling_client",
+            record_stability_info=record_stability_info,
         )
 
     def get_info(self) -> types.GetInfoResponse:
