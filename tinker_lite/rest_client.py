@@ -3,12 +3,13 @@ docs/api.rst, "RestClient")."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import uuid
 from collections.abc import Callable
-from datetime import date, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import attrs
 
@@ -40,13 +41,32 @@ from tinker_lite._rest.args import (
 )
 from tinker_lite._rest.base import RestOnlyClient
 from tinker_lite._secrets import register_secret
-from tinker_lite.admin_client import AdminClient, AuditEventType
+from tinker_lite.admin_client import AdminClient
 
 __all__ = ["CheckpointListing", "DownloadProgress", "RestClient"]
 
 logger = logging.getLogger("tinker_lite.rest_client")
 
 ENV_PROJECT_ID = "TINKER_PROJECT_ID"
+
+T = TypeVar("T")
+
+
+def _moved_to_admin(method: Callable[..., T]) -> Callable[..., T]:
+    """The deprecated RestClient twin of an AdminClient method (the official deprecation)."""
+    name = method.__name__
+
+    @deprecated(
+        f"RestClient.{name}() is deprecated as in the official SDK; use AdminClient.{name}(), "
+        "constructed like RestClient."
+    )
+    @functools.wraps(method)
+    def on_admin(self: RestOnlyClient, *args: Any, **kwargs: Any) -> T:
+        return method(AdminClient._on_context(self._context), *args, **kwargs)
+
+    on_admin.__doc__ = f"Deprecated: :meth:`AdminClient.{name}`."
+    on_admin.__qualname__ = f"RestClient.{name}"
+    return on_admin
 
 
 class RestClient(RestOnlyClient):
@@ -383,39 +403,11 @@ class RestClient(RestOnlyClient):
 
         return self._call(run_copy, sdk_method=sdk_method)
 
-    def _admin(self) -> AdminClient:
-        return AdminClient._on_context(self._context)
-
-    @deprecated(
-        "RestClient.get_audit_log() is deprecated as in the official SDK; use "
-        "AdminClient.get_audit_log(), constructed like RestClient."
+    get_audit_log = _moved_to_admin(AdminClient.get_audit_log)
+    get_billing_usage = _moved_to_admin(AdminClient.get_billing_usage)
+    get_current_checkpoint_storage_usage = _moved_to_admin(
+        AdminClient.get_current_checkpoint_storage_usage
     )
-    def get_audit_log(
-        self, event_type: AuditEventType = "all", day: date | None = None
-    ) -> APIFuture[types.AuditLogResponse]:
-        """Deprecated: :meth:`AdminClient.get_audit_log`."""
-        return self._admin().get_audit_log(event_type, day)
-
-    @deprecated(
-        "RestClient.get_billing_usage() is deprecated as in the official SDK; use "
-        "AdminClient.get_billing_usage(), constructed like RestClient."
-    )
-    def get_billing_usage(
-        self, starting_on: datetime | str, ending_before: datetime | str
-    ) -> APIFuture[types.BillingUsageResponse]:
-        """Deprecated: :meth:`AdminClient.get_billing_usage`."""
-        return self._admin().get_billing_usage(starting_on, ending_before)
-
-    @deprecated(
-        "RestClient.get_current_checkpoint_storage_usage() is deprecated as in the official "
-        "SDK; use AdminClient.get_current_checkpoint_storage_usage(), constructed like "
-        "RestClient."
-    )
-    def get_current_checkpoint_storage_usage(
-        self, project_id: str | None = None
-    ) -> APIFuture[types.CurrentCheckpointStorageUsageResponse]:
-        """Deprecated: :meth:`AdminClient.get_current_checkpoint_storage_usage`."""
-        return self._admin().get_current_checkpoint_storage_usage(project_id)
 
     def list_all_training_runs(
         self,
