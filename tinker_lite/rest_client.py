@@ -418,8 +418,7 @@ class RestClient(RestOnlyClient):
     ) -> list[types.TrainingRun]:
         """Every training run, newest first, paging through :meth:`list_training_runs` (each page
         waited for at most ``page_timeout`` s; a run seen twice is kept once)."""
-        runs: list[types.TrainingRun] = []
-        seen: set[str] = set()
+        runs: dict[str, types.TrainingRun] = {}
         offset = 0
         while True:
             page = self.list_training_runs(
@@ -427,12 +426,10 @@ class RestClient(RestOnlyClient):
             ).result(page_timeout)
             batch = list(page.training_runs)
             for run in batch:
-                if run.training_run_id not in seen:
-                    seen.add(run.training_run_id)
-                    runs.append(run)
+                runs.setdefault(run.training_run_id, run)
             offset += len(batch)
             if not batch or offset >= page.cursor.total_count:
-                return runs
+                return list(runs.values())
 
     def list_all_checkpoints(
         self,

@@ -246,11 +246,10 @@ class Telemetry:
         try:
             while True:
                 with self._cond:
-                    if not self._flush_requested and not self._stopping.is_set():
-                        self._cond.wait_for(
-                            lambda: self._flush_requested or self._stopping.is_set(),
-                            timeout=self._flush_interval,
-                        )
+                    self._cond.wait_for(
+                        lambda: self._flush_requested or self._stopping.is_set(),
+                        timeout=self._flush_interval,
+                    )
                     self._flush_requested = False
                     events = list(self._queue)
                     self._queue.clear()
