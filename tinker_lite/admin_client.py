@@ -21,25 +21,6 @@ AuditEventType = Literal["all", "checkpoints", "projects", "teams", "organizatio
 AUDIT_EVENT_TYPES: tuple[str, ...] = get_args(AuditEventType)
 
 
-def _check_event_type(event_type: object) -> str:
-    if not isinstance(event_type, str) or event_type not in AUDIT_EVENT_TYPES:
-        raise InvalidInputError(
-            "event_type", f"must be one of {', '.join(AUDIT_EVENT_TYPES)}, got {event_type!r}"
-        )
-    return event_type
-
-
-def _check_day(day: object) -> str | None:
-    # datetime is a date subclass, but a moment is not a day: refuse it rather than truncate.
-    if day is None:
-        return None
-    if isinstance(day, datetime) or not isinstance(day, date):
-        raise InvalidInputError(
-            "day", f"must be a datetime.date or None, got {day!r}", "e.g. date(2026, 1, 15)"
-        )
-    return day.isoformat()
-
-
 def _check_moment(field: str, value: object) -> datetime:
     """An RFC 3339 string or a datetime, as an aware datetime (naive means UTC)."""
     moment: datetime | None = None
@@ -69,7 +50,16 @@ class AdminClient(RestOnlyClient):
         self, event_type: AuditEventType = "all", day: date | None = None
     ) -> APIFuture[types.AuditLogResponse]:
         """The audit log of one UTC day (default today), of one kind of resource or ``"all"``."""
-        query = {"event_type": _check_event_type(event_type), "day": _check_day(day)}
+        if not isinstance(event_type, str) or event_type not in AUDIT_EVENT_TYPES:
+            raise InvalidInputError(
+                "event_type", f"must be one of {', '.join(AUDIT_EVENT_TYPES)}, got {event_type!r}"
+            )
+        # datetime is a date subclass, but a moment is not a day: refuse it rather than truncate.
+        if day is not None and (isinstance(day, datetime) or not isinstance(day, date)):
+            raise InvalidInputError(
+                "day", f"must be a datetime.date or None, got {day!r}", "e.g. date(2026, 1, 15)"
+            )
+        query = {"event_type": event_type, "day": None if day is None else day.isoformat()}
         return self._request(endpoints.AUDIT_LOG, query=query)
 
     def get_billing_usage(

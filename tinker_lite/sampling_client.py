@@ -190,7 +190,19 @@ class SamplingClient:
             )
         check_record_stability_info(record_stability_info)
         if model_path is not None:
-            _check_sampleable(model_path)
+            # docs/protocol.rst §4.8; docs/service.rst §7: a training state cannot be sampled.
+            types.check_tinker_path("model_path", model_path)
+            try:
+                parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(model_path)
+            except InvalidInputError:
+                parsed = None  # another path format: let the service decide
+            if parsed is not None and parsed.checkpoint_type == "training":
+                raise InvalidInputError(
+                    "model_path",
+                    f"{model_path!r} is a training state (weights/...), which cannot be sampled",
+                    "save with save_weights_for_sampler(name) and sample from the "
+                    "tinker://<run>/sampler_weights/<name> path it returns",
+                )
         elif not isinstance(base_model, str) or not base_model:
             raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
         api, session = context.api, context.holder
@@ -436,21 +448,8 @@ def _restore_sampling_client(  # noqa: PLR0917 - the pickled state, in __reduce_
     record_stability_info: bool = False,
     api_key: str | None = None,
 ) -> SamplingClient:
-    """An unpickled (or handed-over) copy, on this process's connection (docs/scaling.rst)."""
-    context = _connection_for(base_url, api_key)
-    return SamplingClient(
-        context,
-        sampling_session_id,
-        model_path=model_path,
-        base_model=base_model,
-        cloned_sampler_id=None,
-        record_stability_info=record_stability_info,
-    )
-
-
-def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
-    """This process's open connection to ``base_url`` (with ``api_key``: made with it), else a
-    new one, kept for the later copies and closed at exit."""
+    """An unpickled (or handed-over) copy, on this process's open connection to ``base_url``
+    (with ``api_key``: made with it), else on a new one kept for later copies (docs/scaling.rst)."""
     with _owned_lock:
         if api_key is None:
             context = find_live_context(base_url)
@@ -466,23 +465,29 @@ def _connection_for(base_url: str, api_key: str | None) -> ClientContext:
                 ),
                 None,
             )
-        if context is not None:
-            return context
-        try:
-            settings = resolve_settings(base_url=base_url, api_key=api_key, allow_local=True)
-        except InvalidInputError as e:
-            if e.field != "api_key" or api_key is not None:
-                raise
-            raise InvalidInputError(
-                "api_key",
-                f"a SamplingClient handed to this process has no API key for {base_url} "
-                "(pickles and sampler handles carry none)",
-                f"in this process: {e.hint}; or hand the client over as carry_api_key(client) "
-                "(the pickle then carries the key)",
-            ) from e
-        context = ClientContext(settings)
-        _owned_contexts.append(context)
-        return context
+        if context is None:
+            try:
+                settings = resolve_settings(base_url=base_url, api_key=api_key, allow_local=True)
+            except InvalidInputError as e:
+                if e.field != "api_key" or api_key is not None:
+                    raise
+                raise InvalidInputError(
+                    "api_key",
+                    f"a SamplingClient handed to this process has no API key for {base_url} "
+                    "(pickles and sampler handles carry none)",
+                    f"in this process: {e.hint}; or hand the client over as "
+                    "carry_api_key(client) (the pickle then carries the key)",
+                ) from e
+            context = ClientContext(settings)
+            _owned_contexts.append(context)
+    return SamplingClient(
+        context,
+        sampling_session_id,
+        model_path=model_path,
+        base_model=base_model,
+        cloned_sampler_id=None,
+        record_stability_info=record_stability_info,
+    )
 
 
 def _check_inputs(prompt: object, sampling_params: object) -> None:
@@ -497,22 +502,6 @@ def _check_inputs(prompt: object, sampling_params: object) -> None:
             "sampling_params",
             f"must be a SamplingParams, got {type(sampling_params).__name__}",
             "e.g. types.SamplingParams(max_tokens=32)",
-        )
-
-
-def _check_sampleable(model_path: str) -> None:
-    """Reject a path that cannot be sampled (docs/protocol.rst §4.8; docs/service.rst §7)."""
-    types.check_tinker_path("model_path", model_path)
-    try:
-        parsed = types.ParsedCheckpointTinkerPath.from_tinker_path(model_path)
-    except InvalidInputError:
-        return  # another path format: let the service decide
-    if parsed.checkpoint_type == "training":
-        raise InvalidInputError(
-            "model_path",
-            f"{model_path!r} is a training state (weights/...), which cannot be sampled",
-            "save with save_weights_for_sampler(name) and sample from the "
-            "tinker://<run>/sampler_weights/<name> path it returns",
         )
 
 

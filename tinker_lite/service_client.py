@@ -14,8 +14,6 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
-import attrs
-
 from tinker_lite import types
 from tinker_lite._api import endpoints
 from tinker_lite._api.endpoints import CONSOLE_URL
@@ -46,12 +44,8 @@ __all__ = ["LOCAL_BASE_URL", "ServiceClient"]
 logger = logging.getLogger("tinker_lite.service_client")
 
 
-@attrs.define
-class _CustomLosses:
-    """The custom losses one session made, by traced key (their number is their upload's)."""
-
-    lock: threading.Lock = attrs.Factory(threading.Lock)
-    by_key: dict[str, LossHandle] = attrs.Factory(dict)
+# Guards each ServiceClient's custom losses by traced key (their number is their upload's).
+_custom_losses_lock = threading.Lock()
 
 
 class ServiceClient:
@@ -424,17 +418,17 @@ class ServiceClient:
         inputs = loss_inputs(fn, input_ranks)
         api = self._context.api
         handle = trace_loss(fn, inputs, self._context.holder.ensure_session())
-        state = self.__dict__.setdefault("_custom_losses", _CustomLosses())
-        with state.lock:
-            existing = state.by_key.get(handle.key)
+        by_key: dict[str, LossHandle] = self.__dict__.setdefault("_custom_losses", {})
+        with _custom_losses_lock:
+            existing = by_key.get(handle.key)
             if existing is not None:
                 raise InvalidInputError(
                     "fn",
                     f"this session already made {existing.name!r} with the same traced loss",
                     "reuse its LossHandle",
                 )
-            seq_id = len(state.by_key)
-            state.by_key[handle.key] = handle
+            seq_id = len(by_key)
+            by_key[handle.key] = handle
         if not self._context.holder.client_config.custom_loss_server_side:
             return APIFuture.completed(handle)
         request = types.CreateCustomLossRequest(
