@@ -282,81 +282,61 @@ class ServiceClient:
                     sdk_method=method,
                 )
                 return _training_create.in_background(context, steps, request_type="LoadWeights")
-            legacy = self._from_state_legacy(
-                parsed,
-                base_model,
-                caller_metadata,
-                optimizer_state=optimizer_state,
-                method=method,
+            # A service without client/config cannot create a model from a load: weights_info,
+            # create_model, then load_weights (docs/protocol.rst §4.3).
+            api = context.api
+            try:
+                info: types.WeightsInfoResponse | None = api.request(
+                    endpoints.WEIGHTS_INFO,
+                    body=types.WeightsInfoRequest(tinker_path=parsed.tinker_path),
+                    sdk_method=method,
+                )
+            except NotFoundError:
+                logger.debug("weights_info answered 404; reading the training run instead")
+                info = None
+            if info is not None:
+                lora = types.LoraConfig(
+                    rank=info.lora_rank or 32,
+                    train_unembed=True if info.train_unembed is None else info.train_unembed,
+                    train_mlp=True if info.train_mlp is None else info.train_mlp,
+                    train_attn=True if info.train_attn is None else info.train_attn,
+                )
+                source_model, metadata = info.base_model, caller_metadata
+            else:
+                # docs/protocol.rst §4.3 (0.4.1): read the run; its metadata is merged with the
+                # caller's.
+                run = api.request(
+                    endpoints.GET_TRAINING_RUN,
+                    sdk_method=method,
+                    training_run_id=parsed.training_run_id,
+                )
+                lora = types.LoraConfig(rank=run.lora_rank or 32)
+                source_model = run.base_model
+                metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
+            # the restored optimizer state needs a run of the checkpoint's optimizer family
+            restored = info.optimizer_config if optimizer_state and info is not None else None
+            send, finish = _training_create.create_model_steps(
+                TrainingClient,
+                context,
+                base_model or source_model,
+                lora,
+                user_metadata=metadata,
+                sdk_method=method,
+                optimizer=restored,
                 model_seq_id=model_seq_id,
             )
-            return APIFuture.completed(legacy)
+            client = finish(send().result())
+            try:
+                client._load(
+                    parsed.tinker_path, optimizer=optimizer_state, sdk_method=method
+                ).result()
+            except BaseException:
+                client._shutdown()
+                raise
+            return APIFuture.completed(client)
 
         started = context.run_in(context.rest_pool(), start, request_type="LoadWeights")
         return BackcompatTrainingClientFuture(flatten(started))
-
-    def _from_state_legacy(
-        self,
-        parsed: types.ParsedCheckpointTinkerPath,
-        base_model: str | None,
-        caller_metadata: dict[str, str] | None,
-        *,
-        optimizer_state: bool,
-        method: str,
-        model_seq_id: int,
-    ) -> TrainingClient:
-        """A service without ``client/config`` cannot create a model from a load: ``weights_info``,
-        ``create_model``, then ``load_weights`` (docs/protocol.rst §4.3), on a REST thread."""
-        from tinker_lite.training_client import TrainingClient
-
-        api = self._context.api
-        try:
-            info: types.WeightsInfoResponse | None = api.request(
-                endpoints.WEIGHTS_INFO,
-                body=types.WeightsInfoRequest(tinker_path=parsed.tinker_path),
-                sdk_method=method,
-            )
-        except NotFoundError:
-            logger.debug("weights_info answered 404; reading the training run instead")
-            info = None
-        if info is not None:
-            lora = types.LoraConfig(
-                rank=info.lora_rank or 32,
-                train_unembed=True if info.train_unembed is None else info.train_unembed,
-                train_mlp=True if info.train_mlp is None else info.train_mlp,
-                train_attn=True if info.train_attn is None else info.train_attn,
-            )
-            source_model, metadata = info.base_model, caller_metadata
-        else:
-            # docs/protocol.rst §4.3 (0.4.1): read the run; its metadata is merged with the
-            # caller's.
-            run = api.request(
-                endpoints.GET_TRAINING_RUN,
-                sdk_method=method,
-                training_run_id=parsed.training_run_id,
-            )
-            lora = types.LoraConfig(rank=run.lora_rank or 32)
-            source_model = run.base_model
-            metadata = {**(run.user_metadata or {}), **(caller_metadata or {})}
-        # the restored optimizer state needs a run of the checkpoint's optimizer family
-        restored = info.optimizer_config if optimizer_state and info is not None else None
-        send, finish = _training_create.create_model_steps(
-            TrainingClient,
-            self._context,
-            base_model or source_model,
-            lora,
-            user_metadata=metadata,
-            sdk_method=method,
-            optimizer=restored,
-            model_seq_id=model_seq_id,
-        )
-        client = finish(send().result())
-        try:
-            client._load(parsed.tinker_path, optimizer=optimizer_state, sdk_method=method).result()
-        except BaseException:
-            client._shutdown()
-            raise
-        return client
 
     def create_sampling_client(
         self,
