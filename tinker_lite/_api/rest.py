@@ -5,7 +5,6 @@ from __future__ import annotations
 import email.utils
 import logging
 import urllib.parse
-from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Literal
 
@@ -36,7 +35,6 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.api")
 
-ARCHIVE_ACCEPT: Mapping[str, str] = {"Accept": "application/json, application/gzip"}
 # docs/protocol.rst §4.6: how long an archive URL is taken to be valid when the answer does not say.
 ARCHIVE_VALIDITY = timedelta(minutes=15)
 
@@ -50,7 +48,7 @@ def checkpoint_archive(
         CHECKPOINT_ARCHIVE.verb,
         path,
         sdk_method=sdk_method,
-        headers=ARCHIVE_ACCEPT,
+        headers={"Accept": "application/json, application/gzip"},
         operation_retries=False,
         accept_status=REDIRECT_STATUSES,
         allow_redirects=False,
@@ -139,34 +137,23 @@ class TraceExportStatus:
 
 def archive_url(resp: HttpResponse, base_url: str) -> types.CheckpointArchiveUrlResponse:
     """The signed URL and expiry of a redirect or JSON archive answer (docs/protocol.rst §4.6)."""
-    now = datetime.now(timezone.utc)
-    if resp.status in REDIRECT_STATUSES:
-        location = resp.headers.get("Location")
-        if not location:
-            raise APIResponseValidationError(
-                f"the archive request was answered {resp.status} without a Location header",
-                status_code=resp.status,
-            )
-        return types.CheckpointArchiveUrlResponse(
-            url=urllib.parse.urljoin(base_url, location),
-            expires=_expires(resp.headers.get("Expires"), now),
+    if resp.status not in REDIRECT_STATUSES:
+        answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
+        if answer.expires.tzinfo is None:
+            return attrs.evolve(answer, expires=answer.expires.replace(tzinfo=timezone.utc))
+        return answer
+    location = resp.headers.get("Location")
+    if not location:
+        raise APIResponseValidationError(
+            f"the archive request was answered {resp.status} without a Location header",
+            status_code=resp.status,
         )
-    answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
-    expires = answer.expires
+    try:
+        expires = email.utils.parsedate_to_datetime(resp.headers.get("Expires") or "")
+    except (TypeError, ValueError, IndexError):  # absent or unreadable
+        expires = datetime.now(timezone.utc) + ARCHIVE_VALIDITY
     if expires.tzinfo is None:
         expires = expires.replace(tzinfo=timezone.utc)
-    return types.CheckpointArchiveUrlResponse(url=answer.url, expires=expires)
-
-
-def _expires(value: str | None, now: datetime) -> datetime:
-    """An ``Expires`` header as an aware datetime; now + 15 minutes when absent or unreadable."""
-    if value:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            parsed = None
-        if parsed is not None:
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
-            return parsed.astimezone(timezone.utc)
-    return now + ARCHIVE_VALIDITY
+    return types.CheckpointArchiveUrlResponse(
+        url=urllib.parse.urljoin(base_url, location), expires=expires.astimezone(timezone.utc)
+    )
