@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
@@ -12,12 +11,9 @@ from tinker_lite import types
 from tinker_lite._errors import InvalidInputError
 
 __all__ = [
-    "ACCESS_SCOPES",
     "API",
     "ASAMPLE_PATH",
     "CONSOLE_URL",
-    "REDIRECT_STATUSES",
-    "SAMPLE_BACKPRESSURE_HEADERS",
     "Endpoint",
     "checkpoint_segments",
     "segment",
@@ -28,12 +24,6 @@ T = TypeVar("T")
 API = "/api/v1"
 CONSOLE_URL = "https://tinker.thinkingmachines.ai"
 """The web console; training runs and sessions have pages under it."""
-
-# docs/protocol.rst §6.4: asample asks the service for 429 backpressure rather than queueing.
-SAMPLE_BACKPRESSURE_HEADERS: Mapping[str, str] = {"X-Tinker-Sampling-Backpressure": "1"}
-ACCESS_SCOPES = ("owned", "accessible")
-# docs/protocol.rst §4.6: the archive URL is a redirect that is read, never followed.
-REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 @dataclass(frozen=True)

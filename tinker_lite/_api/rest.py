@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import CHECKPOINT_ARCHIVE, REDIRECT_STATUSES, TRACE_EXPORT
+from tinker_lite._api.endpoints import CHECKPOINT_ARCHIVE, TRACE_EXPORT
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
     APIError,
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from tinker_lite._api.sender import Sender
 
 __all__ = [
-    "TraceExportStatus",
     "TraceExports",
     "archive_url",
     "checkpoint_archive",
@@ -37,6 +36,8 @@ logger = logging.getLogger("tinker_lite.api")
 
 # docs/protocol.rst §4.6: how long an archive URL is taken to be valid when the answer does not say.
 ARCHIVE_VALIDITY = timedelta(minutes=15)
+# docs/protocol.rst §4.6: the archive URL is a redirect that is read, never followed.
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 def checkpoint_archive(

@@ -43,7 +43,7 @@ class RestOnlyClient:
         telemetry: bool | None = None,
         requests_session: requests.Session | None = None,
     ) -> None:
-        options = {
+        options: dict[str, Any] = {
             "api_key": api_key,
             "base_url": base_url,
             "verify": verify,
