@@ -20,8 +20,7 @@ from tinker_lite._errors import (
     ClientClosedError,
 )
 from tinker_lite._transport.answers import HttpResponse
-from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
-from tinker_lite._transport.retry import StallWatch
+from tinker_lite._transport.loops import ServiceWait, retry_loop
 
 if TYPE_CHECKING:
     from tinker_lite._api.sender import Sender
@@ -62,69 +61,56 @@ class TraceExports:
 
     def __init__(self, api: Sender) -> None:
         self._api = api
-        policy = api.policy
-        # The trace export is asked again while the service builds it (one loop for all calls).
-        self._trace_exports = retry_loop(
-            wait=ServiceWait(
-                policy, lambda state: policy.trace_export_interval, wall_clock=api.wall_clock
-            ),
-            stop=self._export_stops,
-            retry_on=lambda error: False,
-            retry_result=lambda answer: answer is None,
-            sleep=api.sleep,
-        )
 
     def export_session_trace(self, session_id: str, *, sdk_method: str) -> str:
         """The download URL of a session's trace, asked again every 5 s while the service
         builds it, for at most the stall timeout (docs/protocol.rst §6.6)."""
-        export = _TraceExport(session_id, sdk_method, self._api.stall_watch())
-        url = self._trace_exports(self._look_at_export, export)
+        api = self._api
+        policy = api.policy
+        life = api.stall_watch()
+        announced = False
+
+        def look_at_export() -> str | None:
+            """One look at the export: its URL when ready, None while it is being built."""
+            nonlocal announced
+            resp = api.call(
+                TRACE_EXPORT.verb,
+                TRACE_EXPORT.url_path(session_id=session_id),
+                sdk_method=sdk_method,
+            )
+            answer = parse_model(resp, TraceExportStatus, what="trace_export")
+            if answer.status == "ready" and answer.url:
+                return answer.url
+            if answer.status != "pending":
+                reason = answer.error or "the service gave no URL"
+                raise APIError(f"Trace export failed for session {session_id}: {reason}")
+            if not announced:
+                announced = True
+                logger.warning(
+                    "Building the trace export of session %s (this may take a while)", session_id
+                )
+            return None
+
+        exports = retry_loop(
+            wait=ServiceWait(
+                policy, lambda state: policy.trace_export_interval, wall_clock=api.wall_clock
+            ),
+            stop=lambda state: (
+                api.closing.is_set() or life.remaining() <= policy.trace_export_interval
+            ),
+            retry_on=lambda error: False,
+            retry_result=lambda answer: answer is None,
+            sleep=api.sleep,
+        )
+        url = exports(look_at_export)
         if url is None:
-            if self._api.closing.is_set():
+            if api.closing.is_set():
                 raise ClientClosedError("The client was closed during the trace export.")
             raise APITimeoutError(
                 f"The trace export of session {session_id} was still being built after "
-                f"{export.life.stall_timeout:g} s; call export_session_trace again later"
+                f"{life.stall_timeout:g} s; call export_session_trace again later"
             )
         return str(url)
-
-    def _look_at_export(self, export: _TraceExport) -> str | None:
-        """One look at the export: its URL when ready, None while it is being built."""
-        resp = self._api.call(
-            TRACE_EXPORT.verb,
-            TRACE_EXPORT.url_path(session_id=export.session_id),
-            sdk_method=export.sdk_method,
-        )
-        answer = parse_model(resp, TraceExportStatus, what="trace_export")
-        if answer.status == "ready" and answer.url:
-            return answer.url
-        if answer.status != "pending":
-            reason = answer.error or "the service gave no URL"
-            raise APIError(f"Trace export failed for session {export.session_id}: {reason}")
-        if not export.announced:
-            export.announced = True
-            logger.warning(
-                "Building the trace export of session %s (this may take a while)",
-                export.session_id,
-            )
-        return None
-
-    def _export_stops(self, state: RetryCallState) -> bool:
-        export: _TraceExport = call_of(state)
-        return (
-            self._api.closing.is_set()
-            or export.life.remaining() <= self._api.policy.trace_export_interval
-        )
-
-
-@attrs.define
-class _TraceExport:
-    """One trace export being waited for."""
-
-    session_id: str
-    sdk_method: str
-    life: StallWatch
-    announced: bool = False
 
 
 @attrs.frozen(kw_only=True)
