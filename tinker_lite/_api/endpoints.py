@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
@@ -12,12 +11,9 @@ from tinker_lite import types
 from tinker_lite._errors import InvalidInputError
 
 __all__ = [
-    "ACCESS_SCOPES",
     "API",
     "ASAMPLE_PATH",
     "CONSOLE_URL",
-    "REDIRECT_STATUSES",
-    "SAMPLE_BACKPRESSURE_HEADERS",
     "Endpoint",
     "checkpoint_segments",
     "segment",
@@ -29,12 +25,6 @@ API = "/api/v1"
 CONSOLE_URL = "https://tinker.thinkingmachines.ai"
 """The web console; training runs and sessions have pages under it."""
 
-# docs/protocol.rst §6.4: asample asks the service for 429 backpressure rather than queueing.
-SAMPLE_BACKPRESSURE_HEADERS: Mapping[str, str] = {"X-Tinker-Sampling-Backpressure": "1"}
-ACCESS_SCOPES = ("owned", "accessible")
-# docs/protocol.rst §4.6: the archive URL is a redirect that is read, never followed.
-REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-
 
 @dataclass(frozen=True)
 class Endpoint(Generic[T]):
@@ -44,7 +34,6 @@ class Endpoint(Generic[T]):
     verb: Literal["GET", "POST", "PUT", "DELETE"]
     path: str
     response: str | None = None
-    request: str | None = None
     sdk_method: str | None = None
     request_type: str | None = None
 
@@ -56,7 +45,7 @@ class Endpoint(Generic[T]):
     @property
     def request_model(self) -> type[Any]:
         """The model of the request body (``types`` loads it lazily)."""
-        return cast("type[Any]", getattr(types, self.request or ""))
+        return cast("type[Any]", getattr(types, f"{self.request_type}Request"))
 
     def url_path(self, **ids: str) -> str:
         """The path with every id as an encoded segment (``.``/``..`` refused, naming the
@@ -105,9 +94,8 @@ UNPUBLISH_CHECKPOINT: Endpoint[None] = Endpoint(
     "DELETE", f"{_CHECKPOINT}/publish", sdk_method="RestClient.unpublish_checkpoint"
 )
 SET_CHECKPOINT_TTL: Endpoint[None] = Endpoint(
-    "PUT", f"{_CHECKPOINT}/ttl", request="SetCheckpointTTLRequest",
-    sdk_method="RestClient.set_checkpoint_ttl",
-)  # fmt: skip
+    "PUT", f"{_CHECKPOINT}/ttl", sdk_method="RestClient.set_checkpoint_ttl"
+)
 CHECKPOINT_ARCHIVE: Endpoint[types.CheckpointArchiveUrlResponse] = Endpoint(
     "GET", f"{_CHECKPOINT}/archive", "CheckpointArchiveUrlResponse",
     sdk_method="RestClient.get_checkpoint_archive_url",
@@ -130,23 +118,22 @@ TRACE_EXPORT: Endpoint[Any] = Endpoint(
 )
 SEARCH_SESSIONS: Endpoint[types.SessionSearchResponse] = Endpoint(
     "POST", f"{API}/sessions/search", "SessionSearchResponse",
-    request="SessionSearchRequest", sdk_method="RestClient.search_sessions",
+    sdk_method="RestClient.search_sessions",
 )  # fmt: skip
 GET_SAMPLER: Endpoint[types.GetSamplerResponse] = Endpoint(
     "GET", f"{API}/samplers/{{sampler_id}}", "GetSamplerResponse",
     sdk_method="RestClient.get_sampler",
 )  # fmt: skip
 COPY_WEIGHTS: Endpoint[types.CopyWeightsResponse] = Endpoint(
-    "POST", f"{API}/copy_weights", "CopyWeightsResponse",
-    request="CopyWeightsRequest", sdk_method="RestClient.copy_weights",
-)  # fmt: skip
+    "POST", f"{API}/copy_weights", "CopyWeightsResponse", sdk_method="RestClient.copy_weights"
+)
 # -- admin ----------------------------------------------------------------------------------------
 AUDIT_LOG: Endpoint[types.AuditLogResponse] = Endpoint(
     "GET", f"{API}/audit", "AuditLogResponse", sdk_method="AdminClient.get_audit_log"
 )
 BILLING_USAGE: Endpoint[types.BillingUsageResponse] = Endpoint(
     "GET", f"{API}/billing/usage/events", "BillingUsageResponse",
-    request="GetBillingUsageRequest", sdk_method="AdminClient.get_billing_usage",
+    sdk_method="AdminClient.get_billing_usage",
 )  # fmt: skip
 CHECKPOINT_STORAGE_USAGE: Endpoint[types.CurrentCheckpointStorageUsageResponse] = Endpoint(
     "GET", f"{API}/billing/usage/checkpoints/current",
@@ -156,57 +143,47 @@ CHECKPOINT_STORAGE_USAGE: Endpoint[types.CurrentCheckpointStorageUsageResponse] 
 
 # -- models and training (docs/protocol.rst §4.2-§4.4) ---------------------------------------------
 CREATE_MODEL: Endpoint[types.CreateModelResponse] = Endpoint(
-    "POST", f"{API}/create_model", "CreateModelResponse",
-    request="CreateModelRequest", request_type="CreateModel",
-)  # fmt: skip
+    "POST", f"{API}/create_model", "CreateModelResponse", request_type="CreateModel"
+)
 CREATE_CUSTOM_LOSS: Endpoint[types.CreateCustomLossResponse] = Endpoint(
     "POST", f"{API}/create_custom_loss", "CreateCustomLossResponse",
-    request="CreateCustomLossRequest", request_type="CreateCustomLoss",
+    request_type="CreateCustomLoss",
 )  # fmt: skip
 LOAD_WEIGHTS: Endpoint[types.LoadWeightsResponse] = Endpoint(
-    "POST", f"{API}/load_weights", "LoadWeightsResponse",
-    request="LoadWeightsRequest", request_type="LoadWeights",
-)  # fmt: skip
+    "POST", f"{API}/load_weights", "LoadWeightsResponse", request_type="LoadWeights"
+)
 SAVE_WEIGHTS: Endpoint[types.SaveWeightsResponse] = Endpoint(
-    "POST", f"{API}/save_weights", "SaveWeightsResponse",
-    request="SaveWeightsRequest", request_type="SaveWeights",
-)  # fmt: skip
+    "POST", f"{API}/save_weights", "SaveWeightsResponse", request_type="SaveWeights"
+)
 SAVE_WEIGHTS_FOR_SAMPLER: Endpoint[types.SaveWeightsForSamplerResponseInternal] = Endpoint(
     "POST", f"{API}/save_weights_for_sampler", "SaveWeightsForSamplerResponseInternal",
-    request="SaveWeightsForSamplerRequest", request_type="SaveWeightsForSampler",
+    request_type="SaveWeightsForSampler",
 )  # fmt: skip
 SAVE_WEIGHTS_EXTERNAL: Endpoint[types.SaveWeightsExternalResponseInternal] = Endpoint(
     "POST", f"{API}/save_weights_external", "SaveWeightsExternalResponseInternal",
-    request="SaveWeightsExternalRequest", request_type="SaveWeightsExternal",
+    request_type="SaveWeightsExternal",
 )  # fmt: skip
 OPTIM_STEP: Endpoint[types.OptimStepResponse] = Endpoint(
-    "POST", f"{API}/optim_step", "OptimStepResponse",
-    request="OptimStepRequest", request_type="OptimStep",
-)  # fmt: skip
+    "POST", f"{API}/optim_step", "OptimStepResponse", request_type="OptimStep"
+)
 FORWARD: Endpoint[types.ForwardBackwardOutput] = Endpoint(
-    "POST", f"{API}/forward", "ForwardBackwardOutput",
-    request="ForwardRequest", request_type="Forward",
-)  # fmt: skip
+    "POST", f"{API}/forward", "ForwardBackwardOutput", request_type="Forward"
+)
 FORWARD_BACKWARD: Endpoint[types.ForwardBackwardOutput] = Endpoint(
-    "POST", f"{API}/forward_backward", "ForwardBackwardOutput",
-    request="ForwardBackwardRequest", request_type="ForwardBackward",
-)  # fmt: skip
+    "POST", f"{API}/forward_backward", "ForwardBackwardOutput", request_type="ForwardBackward"
+)
 WEIGHTS_INFO: Endpoint[types.WeightsInfoResponse] = Endpoint(
-    "POST", f"{API}/weights_info", "WeightsInfoResponse", request="WeightsInfoRequest"
+    "POST", f"{API}/weights_info", "WeightsInfoResponse"
 )
-GET_INFO: Endpoint[types.GetInfoResponse] = Endpoint(
-    "POST", f"{API}/get_info", "GetInfoResponse", request="GetInfoRequest"
-)
+GET_INFO: Endpoint[types.GetInfoResponse] = Endpoint("POST", f"{API}/get_info", "GetInfoResponse")
 
 # -- sampling (docs/protocol.rst §4.4, §6.4, §7.3) ------------------------------------------------
 CREATE_SAMPLING_SESSION: Endpoint[types.CreateSamplingSessionResponse] = Endpoint(
-    "POST", f"{API}/create_sampling_session", "CreateSamplingSessionResponse",
-    request="CreateSamplingSessionRequest",
-)  # fmt: skip
+    "POST", f"{API}/create_sampling_session", "CreateSamplingSessionResponse"
+)
 JOIN_SAMPLING_SESSION: Endpoint[types.JoinSamplingSessionResponse] = Endpoint(
-    "POST", f"{API}/join_sampling_session", "JoinSamplingSessionResponse",
-    request="JoinSamplingSessionRequest",
-)  # fmt: skip
+    "POST", f"{API}/join_sampling_session", "JoinSamplingSessionResponse"
+)
 ASAMPLE_PATH = f"{API}/asample"
 
 # -- the connection: start-up, session, heartbeat, telemetry, polls (docs/protocol.rst §8, §5) ----

@@ -54,24 +54,22 @@ class Timeout:
                 raise InvalidInputError(
                     "timeout", "a Timeout cannot be combined with connect/read/write/pool"
                 )
-            values: dict[str, Any] = {name: getattr(timeout, name) for name in _PHASES}
+            values: dict[str, Any] = timeout.as_dict()
         elif isinstance(timeout, tuple):
             if len(timeout) != len(_PHASES):
                 raise InvalidInputError(
                     "timeout", f"a tuple must be (connect, read, write, pool), got {timeout!r}"
                 )
             values = dict(zip(_PHASES, timeout, strict=True))
-        elif timeout is _UNSET:
+        else:
             missing = [name for name, value in given.items() if value is _UNSET]
-            if missing:
+            if timeout is _UNSET and missing:
                 raise InvalidInputError(
                     "timeout",
                     f"is required unless connect, read, write and pool are all set "
                     f"(missing: {', '.join(missing)})",
                     "e.g. Timeout(60.0) or Timeout(60.0, connect=5.0)",
                 )
-            values = given
-        else:
             values = {name: timeout if value is _UNSET else value for name, value in given.items()}
         self.__attrs_init__(**{name: _seconds(name, values[name]) for name in _PHASES})
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import email.utils
 import logging
 import urllib.parse
-from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from tinker_lite import types
-from tinker_lite._api.endpoints import CHECKPOINT_ARCHIVE, REDIRECT_STATUSES, TRACE_EXPORT
+from tinker_lite._api.endpoints import CHECKPOINT_ARCHIVE, TRACE_EXPORT
 from tinker_lite._codec.decoding import parse_model
 from tinker_lite._errors import (
     APIError,
@@ -21,14 +20,12 @@ from tinker_lite._errors import (
     ClientClosedError,
 )
 from tinker_lite._transport.answers import HttpResponse
-from tinker_lite._transport.loops import RetryCallState, ServiceWait, call_of, retry_loop
-from tinker_lite._transport.retry import StallWatch
+from tinker_lite._transport.loops import ServiceWait, retry_loop
 
 if TYPE_CHECKING:
     from tinker_lite._api.sender import Sender
 
 __all__ = [
-    "TraceExportStatus",
     "TraceExports",
     "archive_url",
     "checkpoint_archive",
@@ -36,9 +33,10 @@ __all__ = [
 
 logger = logging.getLogger("tinker_lite.api")
 
-ARCHIVE_ACCEPT: Mapping[str, str] = {"Accept": "application/json, application/gzip"}
 # docs/protocol.rst §4.6: how long an archive URL is taken to be valid when the answer does not say.
 ARCHIVE_VALIDITY = timedelta(minutes=15)
+# docs/protocol.rst §4.6: the archive URL is a redirect that is read, never followed.
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
 def checkpoint_archive(
@@ -50,7 +48,7 @@ def checkpoint_archive(
         CHECKPOINT_ARCHIVE.verb,
         path,
         sdk_method=sdk_method,
-        headers=ARCHIVE_ACCEPT,
+        headers={"Accept": "application/json, application/gzip"},
         operation_retries=False,
         accept_status=REDIRECT_STATUSES,
         allow_redirects=False,
@@ -63,69 +61,56 @@ class TraceExports:
 
     def __init__(self, api: Sender) -> None:
         self._api = api
-        policy = api.policy
-        # The trace export is asked again while the service builds it (one loop for all calls).
-        self._trace_exports = retry_loop(
-            wait=ServiceWait(
-                policy, lambda state: policy.trace_export_interval, wall_clock=api.wall_clock
-            ),
-            stop=self._export_stops,
-            retry_on=lambda error: False,
-            retry_result=lambda answer: answer is None,
-            sleep=api.sleep,
-        )
 
     def export_session_trace(self, session_id: str, *, sdk_method: str) -> str:
         """The download URL of a session's trace, asked again every 5 s while the service
         builds it, for at most the stall timeout (docs/protocol.rst §6.6)."""
-        export = _TraceExport(session_id, sdk_method, self._api.stall_watch())
-        url = self._trace_exports(self._look_at_export, export)
+        api = self._api
+        policy = api.policy
+        life = api.stall_watch()
+        announced = False
+
+        def look_at_export() -> str | None:
+            """One look at the export: its URL when ready, None while it is being built."""
+            nonlocal announced
+            resp = api.call(
+                TRACE_EXPORT.verb,
+                TRACE_EXPORT.url_path(session_id=session_id),
+                sdk_method=sdk_method,
+            )
+            answer = parse_model(resp, TraceExportStatus, what="trace_export")
+            if answer.status == "ready" and answer.url:
+                return answer.url
+            if answer.status != "pending":
+                reason = answer.error or "the service gave no URL"
+                raise APIError(f"Trace export failed for session {session_id}: {reason}")
+            if not announced:
+                announced = True
+                logger.warning(
+                    "Building the trace export of session %s (this may take a while)", session_id
+                )
+            return None
+
+        exports = retry_loop(
+            wait=ServiceWait(
+                policy, lambda state: policy.trace_export_interval, wall_clock=api.wall_clock
+            ),
+            stop=lambda state: (
+                api.closing.is_set() or life.remaining() <= policy.trace_export_interval
+            ),
+            retry_on=lambda error: False,
+            retry_result=lambda answer: answer is None,
+            sleep=api.sleep,
+        )
+        url = exports(look_at_export)
         if url is None:
-            if self._api.closing.is_set():
+            if api.closing.is_set():
                 raise ClientClosedError("The client was closed during the trace export.")
             raise APITimeoutError(
                 f"The trace export of session {session_id} was still being built after "
-                f"{export.life.stall_timeout:g} s; call export_session_trace again later"
+                f"{life.stall_timeout:g} s; call export_session_trace again later"
             )
         return str(url)
-
-    def _look_at_export(self, export: _TraceExport) -> str | None:
-        """One look at the export: its URL when ready, None while it is being built."""
-        resp = self._api.call(
-            TRACE_EXPORT.verb,
-            TRACE_EXPORT.url_path(session_id=export.session_id),
-            sdk_method=export.sdk_method,
-        )
-        answer = parse_model(resp, TraceExportStatus, what="trace_export")
-        if answer.status == "ready" and answer.url:
-            return answer.url
-        if answer.status != "pending":
-            reason = answer.error or "the service gave no URL"
-            raise APIError(f"Trace export failed for session {export.session_id}: {reason}")
-        if not export.announced:
-            export.announced = True
-            logger.warning(
-                "Building the trace export of session %s (this may take a while)",
-                export.session_id,
-            )
-        return None
-
-    def _export_stops(self, state: RetryCallState) -> bool:
-        export: _TraceExport = call_of(state)
-        return (
-            self._api.closing.is_set()
-            or export.life.remaining() <= self._api.policy.trace_export_interval
-        )
-
-
-@attrs.define
-class _TraceExport:
-    """One trace export being waited for."""
-
-    session_id: str
-    sdk_method: str
-    life: StallWatch
-    announced: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -139,34 +124,23 @@ class TraceExportStatus:
 
 def archive_url(resp: HttpResponse, base_url: str) -> types.CheckpointArchiveUrlResponse:
     """The signed URL and expiry of a redirect or JSON archive answer (docs/protocol.rst §4.6)."""
-    now = datetime.now(timezone.utc)
-    if resp.status in REDIRECT_STATUSES:
-        location = resp.headers.get("Location")
-        if not location:
-            raise APIResponseValidationError(
-                f"the archive request was answered {resp.status} without a Location header",
-                status_code=resp.status,
-            )
-        return types.CheckpointArchiveUrlResponse(
-            url=urllib.parse.urljoin(base_url, location),
-            expires=_expires(resp.headers.get("Expires"), now),
+    if resp.status not in REDIRECT_STATUSES:
+        answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
+        if answer.expires.tzinfo is None:
+            return attrs.evolve(answer, expires=answer.expires.replace(tzinfo=timezone.utc))
+        return answer
+    location = resp.headers.get("Location")
+    if not location:
+        raise APIResponseValidationError(
+            f"the archive request was answered {resp.status} without a Location header",
+            status_code=resp.status,
         )
-    answer = parse_model(resp, types.CheckpointArchiveUrlResponse)
-    expires = answer.expires
+    try:
+        expires = email.utils.parsedate_to_datetime(resp.headers.get("Expires") or "")
+    except (TypeError, ValueError, IndexError):  # absent or unreadable
+        expires = datetime.now(timezone.utc) + ARCHIVE_VALIDITY
     if expires.tzinfo is None:
         expires = expires.replace(tzinfo=timezone.utc)
-    return types.CheckpointArchiveUrlResponse(url=answer.url, expires=expires)
-
-
-def _expires(value: str | None, now: datetime) -> datetime:
-    """An ``Expires`` header as an aware datetime; now + 15 minutes when absent or unreadable."""
-    if value:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            parsed = None
-        if parsed is not None:
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
-            return parsed.astimezone(timezone.utc)
-    return now + ARCHIVE_VALIDITY
+    return types.CheckpointArchiveUrlResponse(
+        url=urllib.parse.urljoin(base_url, location), expires=expires.astimezone(timezone.utc)
+    )

@@ -13,7 +13,6 @@ from tinker_lite._api.endpoints import (
     ASAMPLE_PATH,
     CREATE_SAMPLING_SESSION,
     JOIN_SAMPLING_SESSION,
-    SAMPLE_BACKPRESSURE_HEADERS,
 )
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.decoding import parse_model
@@ -132,7 +131,8 @@ class SamplingRequests:
             body=call.body,
             sdk_method=call.sdk_method,
             pool=PoolKind.SAMPLE,
-            headers=SAMPLE_BACKPRESSURE_HEADERS,
+            # docs/protocol.rst §6.4: 429 backpressure rather than queueing at the service.
+            headers={"X-Tinker-Sampling-Backpressure": "1"},
             accept_status=(429,),
             deadline=life,
         )

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from tinker_lite._api.endpoints import ACCESS_SCOPES
 from tinker_lite._errors import InvalidInputError
 
 __all__ = ["check_checkpoint_id", "check_id", "check_optional_id", "check_page", "check_scope"]
@@ -42,7 +41,7 @@ def check_page(limit: object, offset: object) -> tuple[int, int]:
 def check_scope(access_scope: object) -> str | None:
     """``access_scope`` as a query parameter, ``None`` not sent (docs/protocol.rst §4.5)."""
     if access_scope is not None and (
-        not isinstance(access_scope, str) or access_scope not in ACCESS_SCOPES
+        not isinstance(access_scope, str) or access_scope not in ("owned", "accessible")
     ):
         raise InvalidInputError(
             "access_scope", f"must be 'owned' or 'accessible', got {access_scope!r}"

@@ -18,41 +18,10 @@ from tinker_lite._session.settings import resolve_settings
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["RestOnlyClient", "rest_connection"]
+__all__ = ["RestOnlyClient"]
 
 T = TypeVar("T")
 C = TypeVar("C", bound="RestOnlyClient")
-
-
-def rest_connection(
-    client_name: str, holder: object | None, options: Mapping[str, Any]
-) -> tuple[ClientContext, bool]:
-    """The connection a REST-only client runs over, and whether the client owns it: a new
-    session-less one from ``options``, or ``holder``'s (a ServiceClient or another client's)."""
-    if holder is None:
-        # golden-0.38 README: a REST-only client creates no session and sends nothing
-        # until its first call.
-        settings = resolve_settings(allow_local=True, **options)
-        return ClientContext(settings, session=False), True
-    shared = context_of(holder)
-    if shared is None:
-        # Never echo the value: in the old tinker_lite order it may be the API key.
-        raise InvalidInputError(
-            "_holder",
-            f"{client_name}'s first positional argument is the connection of a ServiceClient "
-            f"(the official 0.38 order), got a {type(holder).__name__}",
-            f"pass {client_name}(base_url=..., api_key=...) as keywords",
-        )
-    defaults: dict[str, object] = {"verify": True}
-    conflicting = [name for name, value in options.items() if value != defaults.get(name)]
-    if conflicting:
-        raise InvalidInputError(
-            conflicting[0],
-            f"cannot be combined with a ServiceClient or connection handed to {client_name}, "
-            "which has its own settings",
-            "pass either the ServiceClient or the connection settings",
-        )
-    return shared, False
 
 
 class RestOnlyClient:
@@ -74,30 +43,24 @@ class RestOnlyClient:
         telemetry: bool | None = None,
         requests_session: requests.Session | None = None,
     ) -> None:
+        # The connection settings, as passed (the parameters but ``_holder``).
         options = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "verify": verify,
-            "default_headers": default_headers,
-            "max_retries": max_retries,
-            "stall_timeout": stall_timeout,
-            "startup_timeout": startup_timeout,
-            "telemetry": telemetry,
-            "requests_session": requests_session,
+            name: value for name, value in locals().items() if name not in {"self", "_holder"}
         }
-        context, owned = rest_connection(type(self).__name__, _holder, options)
-        self._owns_context = owned
-        self._context = context
-        self._api = context.api
+        self._owns_context = _holder is None
+        if _holder is None:
+            # golden-0.38 README: a REST-only client creates no session and sends nothing
+            # until its first call.
+            settings = resolve_settings(allow_local=True, **options)
+            self._context = ClientContext(settings, session=False)
+        else:
+            self._context = _shared_context(type(self).__name__, _holder, options)
+        self._api = self._context.api
 
     @classmethod
     def _on_context(cls: type[C], context: ClientContext) -> C:
         """A client sharing ``context`` (it does not close it)."""
-        client = cls.__new__(cls)
-        client._owns_context = False
-        client._context = context
-        client._api = context.api
-        return client
+        return cls(context)
 
     @tolerant_repr
     def __repr__(self) -> str:
@@ -144,3 +107,27 @@ class RestOnlyClient:
             ),
             sdk_method=method,
         )
+
+
+def _shared_context(client_name: str, holder: object, options: Mapping[str, Any]) -> ClientContext:
+    """``holder``'s connection (a ServiceClient's or another client's), refusing settings of
+    its own in ``options``."""
+    shared = context_of(holder)
+    if shared is None:
+        # Never echo the value: in the old tinker_lite order it may be the API key.
+        raise InvalidInputError(
+            "_holder",
+            f"{client_name}'s first positional argument is the connection of a ServiceClient "
+            f"(the official 0.38 order), got a {type(holder).__name__}",
+            f"pass {client_name}(base_url=..., api_key=...) as keywords",
+        )
+    defaults: dict[str, object] = {"verify": True}
+    conflicting = [name for name, value in options.items() if value != defaults.get(name)]
+    if conflicting:
+        raise InvalidInputError(
+            conflicting[0],
+            f"cannot be combined with a ServiceClient or connection handed to {client_name}, "
+            "which has its own settings",
+            "pass either the ServiceClient or the connection settings",
+        )
+    return shared

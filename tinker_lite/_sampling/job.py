@@ -111,12 +111,10 @@ class SampleJob:
     out: APIFuture[types.SampleResponse]
     created_at: float = attrs.field(kw_only=True)
     sdk_method: str = attrs.field(kw_only=True)
-    pending: PendingRequest | None = attrs.field(default=None, init=False)
+    pending: PendingRequest = attrs.field(init=False)  # set by the client before it is queued
     batch: BatchPoller | None = attrs.field(default=None, init=False)
     # The future the poller resolves: ``out`` itself, or with a journal one it watches.
-    target: APIFuture[types.SampleResponse] = attrs.field(
-        default=attrs.Factory(lambda job: job.out, takes_self=True), init=False
-    )
+    target: APIFuture[types.SampleResponse] = attrs.field(init=False)
 
     def fail(self, error: BaseException) -> None:
         """Fail the caller's future with ``error`` (journalled)."""
@@ -126,7 +124,6 @@ class SampleJob:
 
     def drop(self, error: BaseException) -> None:
         """Fail the job with ``error`` unless it was sent or dropped already."""
-        assert self.pending is not None
         if self.pending.claim():
             self.fail(error)
 
@@ -134,8 +131,6 @@ class SampleJob:
         """Take an in-flight place, submit (waiting out 429s), then hand polling to a poller."""
         sender = self.sender
         context = sender.context
-        pending = self.pending
-        assert pending is not None
         gate = context.holder.sample_gate
         closing = context.closing
         while not gate.acquire(timeout=GATE_CHECK_INTERVAL):
@@ -144,7 +139,7 @@ class SampleJob:
                     ClientClosedError("The ServiceClient was closed before the sample was sent.")
                 )
                 return
-        if not pending.claim():
+        if not self.pending.claim():
             gate.release()  # dropped by close(): its future already holds a ClientClosedError
             return
         try:
