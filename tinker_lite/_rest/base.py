@@ -43,9 +43,16 @@ class RestOnlyClient:
         telemetry: bool | None = None,
         requests_session: requests.Session | None = None,
     ) -> None:
-        # The connection settings, as passed (the parameters but ``_holder``).
-        options = {
-            name: value for name, value in locals().items() if name not in {"self", "_holder"}
+        options: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "verify": verify,
+            "default_headers": default_headers,
+            "max_retries": max_retries,
+            "stall_timeout": stall_timeout,
+            "startup_timeout": startup_timeout,
+            "telemetry": telemetry,
+            "requests_session": requests_session,
         }
         self._owns_context = _holder is None
         if _holder is None:
