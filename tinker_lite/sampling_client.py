@@ -269,22 +269,23 @@ class SamplingClient:
         """Send a ``SampleRequest`` of ``fields`` in the name of ``sdk_method``."""
         created_at = time.monotonic()
         _check_inputs(fields["prompt"], fields["sampling_params"])
-        # Bad input raises here, before the join and before a seq_id is taken.
-        request = types.SampleRequest(
-            **fields,
+        fields.update(
             sampling_session_id=self.sampling_session_id,
             record_stability_info=self.record_stability_info,
-            seq_id=0,
         )
         pool = self._context.sample_pool()
         out: APIFuture[types.SampleResponse] = APIFuture(request_type="Sample")
         if self._cloned_sampler_id is None:
+            request = types.SampleRequest(**fields, seq_id=0)  # bad input raises before the join
             try:
                 self._join()
             except Exception as e:
                 deliver(self._context, APIFuture.failed(e), out, request, created_at)
                 return out
-        request = attrs.evolve(request, seq_id=self._take_seq_id())
+        with self._seq_lock:
+            # Built once, with its seq_id: the id is taken only when the request is valid.
+            request = types.SampleRequest(**fields, seq_id=self._next_seq_id)
+            self._next_seq_id += 1
         sender = self._sender
         job = SampleJob(
             sender,
