@@ -4,9 +4,10 @@ The training loop of figure 4 (20 steps of a 32 x 256 ``forward_backward`` + ``o
 the 1,000-sample fan-out of figure 3 make 4 and 2 HTTP requests per step and per sample. Here a
 child sends exactly those requests, with the bodies and headers tinker_lite sends, through a
 plain ``requests.Session`` (``prepare_request`` + ``send``, requests' prepared-request API) and
-nothing else: no checks, no futures, no retries, no decoding beyond the request id. Training:
-one thread, one step after the other, its bodies encoded before the clock starts (the cheapest
-way to send them). Fan-out: one thread, and a 16-thread ``ThreadPoolExecutor`` (the wide
+nothing else: no checks, no futures, no retries, no decoding beyond the request id. Training,
+its bodies encoded before the clock starts: one thread, one step after the other (the cheapest
+way to send them), and pipelined on the design's threads (a single-worker executor sends, a
+poll executor polls). Fan-out: one thread, and a 16-thread ``ThreadPoolExecutor`` (the wide
 executor of the design, each thread with its own session). tinker_lite and the official SDK run
 the figures' workloads in the same alternation; every ratio is against the official SDK.
 
@@ -31,7 +32,10 @@ import _common as c
 TRAINING = {"steps": 20, "datums": 32, "tokens": 256}
 FAN_OUT = 1000
 FAN_OUT_THREADS = 16
-CASES = ("training", "fan-out", "fan-out-threads")
+POLL_THREADS = 4  # what tinker_lite's poller starts for this loop
+CASES = ("training", "training-threads", "fan-out", "fan-out-threads")
+# A threaded floor case shares the clients' runs of the case it follows.
+SHARES = {"training-threads": "training", "fan-out-threads": "fan-out"}
 
 
 def floor_child(sdk: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -72,7 +76,7 @@ def floor_child(sdk: Any, args: argparse.Namespace) -> dict[str, Any]:
                 raise RuntimeError(f"retrieve_future answered {data}")
         return answer
 
-    if args.case == "training":
+    if args.case.startswith("training"):
         trainer = c.resolved(
             service.create_lora_training_client(base_model=args.base_model, rank=8)
         )
@@ -113,8 +117,34 @@ def floor_child(sdk: Any, args: argparse.Namespace) -> dict[str, Any]:
         send_step(bodies[0])
 
         def run() -> None:
-            for step in bodies[1:]:
-                send_step(step)
+            if args.case == "training":
+                for step in bodies[1:]:
+                    send_step(step)
+                return
+            # The client's threads, pipelined as figure 4: a single-worker executor sends in
+            # order, each answer's poll goes to a poll executor, and the caller submits step
+            # i+1 before it waits for step i's results.
+            polls = concurrent.futures.ThreadPoolExecutor(POLL_THREADS)
+            sends = concurrent.futures.ThreadPoolExecutor(1)
+
+            def submit(request: Any) -> Any:
+                extra = {"X-SDK-Method": request.sdk_method, **request.headers}
+                if request.accept != "application/json":
+                    extra["Accept"] = request.accept
+                path = request.path.rsplit("/", 1)[-1]
+                answer = post(path, request.body, request.content_type, extra)
+                request_id = answer.json()["request_id"]
+                return polls.submit(retrieve, request_id, request.request_type, request.accept)
+
+            with polls, sends:
+                previous: list[Any] = []
+                for step in bodies[1:]:
+                    current = [sends.submit(submit, request) for request in step]
+                    for sent in previous:
+                        sent.result().result()
+                    previous = current
+                for sent in previous:
+                    sent.result().result()
 
     else:
         sampler = c.resolved(service.create_sampling_client(base_model=args.base_model))
@@ -169,11 +199,11 @@ def run(quick: bool) -> dict[str, Any]:
     if c.official_python() is None:
         notes.append(c.official_missing_note())
     results: dict[str, Any] = {}
-    fan_out: dict[str, list[dict[str, Any]]] = {}
+    before: dict[str, list[dict[str, Any]]] = {}
     rows: list[list[str]] = []
     with c.local_server(stub_model=True) as base_url:
         for case in CASES:
-            if case == "training":
+            if case.startswith("training"):
                 options = c.client_argv(
                     base_url=base_url, steps=steps, datums=TRAINING["datums"], tokens=256
                 )
@@ -188,16 +218,16 @@ def run(quick: bool) -> dict[str, Any]:
             for _ in range(runs):
                 plan = [("floor", floor), (c.LITE, lite), (c.OFFICIAL, official)]
                 for who, argv in plan:
-                    if argv is None or (case == "fan-out-threads" and who != "floor"):
-                        continue  # the fan-out's clients ran in the case before
+                    if argv is None or (case in SHARES and who != "floor"):
+                        continue  # the clients ran in the case before
                     report = c.run_child(argv, lite=who != c.OFFICIAL)
                     if report.get("ok"):
                         reports[who].append(report)
                     else:
                         notes.append(f"{case}: {who} failed: {c.failure_text(report)}")
-            if case == "fan-out-threads":
-                reports[c.LITE], reports[c.OFFICIAL] = fan_out[c.LITE], fan_out[c.OFFICIAL]
-            fan_out = reports
+            if case in SHARES:
+                reports[c.LITE], reports[c.OFFICIAL] = before[c.LITE], before[c.OFFICIAL]
+            before = reports
             cpu = {who: c.median_of(reports[who], "run.cpu_s") for who in reports}
             results[case] = {
                 "cpu_s": cpu,
@@ -206,7 +236,8 @@ def run(quick: bool) -> dict[str, Any]:
                 "lite_ratio": c.ratio(cpu[c.LITE], cpu[c.OFFICIAL]),
             }
             label = {
-                "training": f"training loop, {steps} steps (4 requests a step)",
+                "training": f"training loop, {steps} steps (4 requests each), floor in one thread",
+                "training-threads": f"training loop, {steps} steps, floor pipelined on threads",
                 "fan-out": f"fan-out, {n:,} samples (2 requests each), floor in one thread",
                 "fan-out-threads": f"fan-out, {n:,} samples, floor on {FAN_OUT_THREADS} threads",
             }[case]

@@ -177,7 +177,8 @@ def floor_rows() -> list[list[str]]:
     """Figure 7: each workload's CPU beside its requests' CPU with plain requests."""
     floor = load("floor")
     labels = {
-        "training": "training loop (figure 4, 4 requests a step)",
+        "training": "training loop (figure 4, 4 requests a step), the floor in one thread",
+        "training-threads": "training loop, the floor pipelined on threads (a sender, 4 pollers)",
         "fan-out": "1,000 samples (figure 3, 2 requests each), the floor in one thread",
         "fan-out-threads": "1,000 samples, the floor on 16 threads",
     }
