@@ -177,18 +177,20 @@ class SamplingClient:
     ) -> BackcompatSamplingClientFuture:
         """The future of a new sampling session's client; the requests go on the REST threads.
 
-        For saved weights 0.38 then reads the sampler (``GET samplers/{id}``) for its base
-        model, except from a 0.4.1-era service (no client config), which has no such endpoint.
+        For saved weights without ``base_model`` 0.38 then reads the sampler (``GET
+        samplers/{id}``) for its base model, except from a 0.4.1-era service (no client config),
+        which has no such endpoint.
         """
         context.check_open()
-        if (model_path is None) == (base_model is None):
+        if model_path is None and base_model is None:
             raise InvalidInputError(
                 "model_path/base_model",
-                "both are set" if model_path is not None else "neither is set",
-                "pass exactly one: model_path='tinker://<run>/sampler_weights/<name>' or "
-                "base_model='...'",
+                "neither is set",
+                "pass model_path='tinker://<run>/sampler_weights/<name>' or base_model='...'",
             )
         check_record_stability_info(record_stability_info)
+        if base_model is not None and (not isinstance(base_model, str) or not base_model):
+            raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
         if model_path is not None:
             # docs/protocol.rst §4.8; docs/service.rst §7: a training state cannot be sampled.
             types.check_tinker_path("model_path", model_path)
@@ -203,8 +205,6 @@ class SamplingClient:
                     "save with save_weights_for_sampler(name) and sample from the "
                     "tinker://<run>/sampler_weights/<name> path it returns",
                 )
-        elif not isinstance(base_model, str) or not base_model:
-            raise InvalidInputError("base_model", f"must be a model name, got {base_model!r}")
         api, session = context.api, context.holder
         # docs/protocol.rst §7.1: numbered in call order.
         seq_id = session.next_sampling_session_seq_id()
@@ -224,7 +224,8 @@ class SamplingClient:
                 base_model=base_model,
                 record_stability_info=record_stability_info,
             )
-            if model_path is not None and session.client_config_from_server:
+            # As in 0.38, a base model given with the weights is taken as their base model.
+            if base_model is None and session.client_config_from_server:
                 client.base_model = client._read_base_model(sdk_method) or None
             return client
 

@@ -345,7 +345,8 @@ class ServiceClient:
         retry_config: object | None = None,
         record_stability_info: bool = False,
     ) -> BackcompatSamplingClientFuture:
-        """The future of a SamplingClient for ``model_path`` or (exclusive) ``base_model``."""
+        """The future of a SamplingClient for ``model_path`` (saved weights), ``base_model``, or
+        both (the weights, with their base model named)."""
         from tinker_lite.sampling_client import SamplingClient
 
         del retry_config

@@ -241,7 +241,7 @@ CASES = [
         "sampler-neither-path-nor-model",
         lambda c: c.service.create_sampling_client().result(),
         "model_path/base_model",
-        "pass exactly one",
+        "pass model_path=",
     ),
     Case(
         "load-path-not-tinker",

@@ -222,7 +222,6 @@ def test_bad_sample_input(fake: FakeTinker, sampler: SamplingClient, call: Any, 
     ("kwargs", "match"),
     [
         ({}, "neither is set"),
-        ({"base_model": "Qwen/Qwen3-8B", "model_path": "tinker://r/sampler_weights/x"}, "both"),
         ({"model_path": "/local/weights"}, "tinker://"),
         ({"model_path": "tinker://run/weights/state"}, "training state"),
         ({"base_model": ""}, "base_model"),
@@ -234,6 +233,17 @@ def test_bad_sampling_client_arguments(
     with pytest.raises(InvalidInputError, match=match):
         service.create_sampling_client(**kwargs).result()
     assert fake.submits("create_sampling_session") == []
+
+
+def test_weights_and_their_base_model_are_both_sent(
+    fake: FakeTinker, service: ServiceClient
+) -> None:
+    path = "tinker://r/sampler_weights/x"
+    sampler = service.create_sampling_client(base_model="Qwen/Qwen3-8B", model_path=path).result()
+    (request,) = fake.submits("create_sampling_session")
+    assert request.json()["model_path"] == path
+    assert request.json()["base_model"] == "Qwen/Qwen3-8B"
+    assert sampler.get_base_model() == "Qwen/Qwen3-8B"
 
 
 def test_sampling_client_pickles(fake: FakeTinker, sampler: SamplingClient) -> None:

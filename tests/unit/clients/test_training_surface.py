@@ -421,6 +421,36 @@ def test_get_base_model_of_base_and_saved_weight_samplers(local: ServiceClient) 
     assert sampler.get_base_model() == BASE
 
 
+def test_saved_weights_sampled_with_their_base_model_named() -> None:
+    server = LocalServer()
+    with server as url, ServiceClient(base_url=url, telemetry=False) as service:
+        trainer = service.create_lora_training_client(BASE, rank=4).result()
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints([5, 6, 7, 8]),
+            loss_fn_inputs={"target_tokens": [6, 7, 8, 9]},
+        )
+        trainer.forward_backward([datum], "cross_entropy").result(timeout=60)
+        trainer.optim_step(types.AdamParams(learning_rate=0.1)).result(timeout=60)
+        path = trainer.save_weights_for_sampler("trained").result(timeout=60).path
+        prompt = types.ModelInput.from_ints([5, 6, 7, 8, 9])
+        by_path = service.create_sampling_client(model_path=path).result()
+        assert _sampler_reads(server) == 1  # GET samplers/{id}: the weights' base model
+        both = service.create_sampling_client(base_model=BASE, model_path=path).result()
+        base = service.create_sampling_client(base_model=BASE).result()
+        # 0.38 takes the named base model as the weights' own: nothing more is asked.
+        assert both.get_base_model() == BASE
+        assert _sampler_reads(server) == 1
+        # The weights are what is sampled, not the base model.
+        trained = both.compute_logprobs(prompt).result(timeout=60)
+        assert trained == by_path.compute_logprobs(prompt).result(timeout=60)
+        assert trained != base.compute_logprobs(prompt).result(timeout=60)
+
+
+def _sampler_reads(server: LocalServer) -> int:
+    requests = server.stats()["requests"].items()
+    return sum(n for path, n in requests if path.startswith("/api/v1/samplers/"))
+
+
 def test_create_results_are_futures_of_the_clients(local: ServiceClient) -> None:
     trainer = local.create_lora_training_client(BASE, rank=4).result()
     path = trainer.save_weights_for_sampler("as-future").result(timeout=60).path
