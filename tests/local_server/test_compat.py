@@ -147,3 +147,16 @@ def test_gspo_trains_and_stable_reinforce_is_refused_with_its_reason() -> None:
         assert "'stable_reinforce'" in message
         assert "not published" in message
         assert "known loss functions" not in message
+
+
+def test_a_prompt_past_the_context_window_is_a_bad_request(service: ServiceClient) -> None:
+    # docs/service.rst §5: refused at submit with HTTP 400, so code catching BadRequestError
+    # for a prompt that is too long (e.g. to compact a conversation) sees it as on the service.
+    sampler = service.create_sampling_client(base_model="Qwen/Qwen3.5-4B").result()
+    prompt = types.ModelInput.from_ints([1] * 500)
+    with pytest.raises(BadRequestError) as info:
+        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=20)).result(timeout=60)
+    assert info.value.status_code == 400
+    assert "exceeds the model's context window: 500 + 20 > 512" in str(info.value)
+    # Within the window it samples.
+    sampler.sample(prompt, 1, types.SamplingParams(max_tokens=12)).result(timeout=60)

@@ -286,6 +286,13 @@ class SamplerStore:
             assert req.base_model is not None
             self._catalog.check(req.base_model)
             sampler = Sampler(f"base:{req.base_model}", None, base_model=req.base_model)
+        # docs/service.rst §5 "Limits": refused at submit (HTTP 400), as the service does.
+        prompt_len, new_tokens = req.prompt.length, req.sampling_params.max_tokens
+        if new_tokens is not None and prompt_len + new_tokens > model_mod.CONTEXT_LENGTH:
+            raise InvalidRequest(
+                "Prompt length plus max_tokens exceeds the model's context window: "
+                f"{prompt_len} + {new_tokens} > {model_mod.CONTEXT_LENGTH}"
+            )
         dedup_key = (
             (req.sampling_session_id, req.seq_id)
             if req.sampling_session_id is not None and req.seq_id is not None
