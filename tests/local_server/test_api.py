@@ -124,6 +124,21 @@ def test_nested_datum_error_names_the_path(api: Api) -> None:
     assert "dtype" in error["msg"]
 
 
+def test_an_empty_text_chunk_in_a_datum_is_a_user_error(api: Api) -> None:
+    # docs/service.rst §2: the service fails such a datum; the local server says why.
+    model_id = api.model(api.session())
+    sent = datum([1, 2, 3])
+    sent["model_input"]["chunks"].append({"tokens": [], "type": "encoded_text"})
+    answer = api.poll(
+        api.ok("/api/v1/forward_backward", fb_body(model_id, 1, [sent], "forward_backward_input"))[
+            "request_id"
+        ]
+    )
+    error = answer.json()
+    assert error["category"] == "user"
+    assert "data[0].model_input.chunks[1]: an empty encoded_text chunk" in error["error"]
+
+
 def test_invalid_json_and_non_object(api: Api) -> None:
     response = api.http.post(api.base_url + "/api/v1/create_session", data=b"{nope", timeout=10)
     assert response.status_code == 400

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tinker_lite import BadRequestError, ServiceClient, TinkerError, types
+from tinker_lite import BadRequestError, InvalidInputError, ServiceClient, TinkerError, types
 from tinker_lite._errors import service_message
 from tinker_lite.local import LocalServer
 from tinker_lite.rest_client import RestClient
@@ -160,3 +160,19 @@ def test_a_prompt_past_the_context_window_is_a_bad_request(service: ServiceClien
     assert "exceeds the model's context window: 500 + 20 > 512" in str(info.value)
     # Within the window it samples.
     sampler.sample(prompt, 1, types.SamplingParams(max_tokens=12)).result(timeout=60)
+
+
+def test_an_empty_text_chunk_samples_and_is_refused_in_a_datum(service: ServiceClient) -> None:
+    # As in 0.38: the chunk is built and a prompt with one is sent; a training datum with one is
+    # refused before sending (the service fails it, docs/service.rst §2).
+    prompt = types.ModelInput(
+        chunks=[types.EncodedTextChunk(tokens=[5, 6]), types.EncodedTextChunk(tokens=[])]
+    )
+    sampler = service.create_sampling_client(base_model="Qwen/Qwen3.5-4B").result()
+    result = sampler.sample(prompt, 1, types.SamplingParams(max_tokens=3)).result(timeout=60)
+    assert len(result.sequences[0].tokens) <= 3
+    trainer = service.create_lora_training_client("Qwen/Qwen3.5-4B", rank=4).result()
+    datum = types.Datum(model_input=prompt, loss_fn_inputs={"target_tokens": [6, 7]})
+    with pytest.raises(InvalidInputError) as info:
+        trainer.forward_backward([datum], "cross_entropy")
+    assert info.value.field == "data[0].model_input.chunks[1].tokens"

@@ -92,6 +92,7 @@ def validate(
     n_bytes = 0
     max_size = limits.max_size
     for index, datum in enumerate(data):
+        _check_chunks(index, datum)
         if expected is not None:
             _check_keys(index, datum, loss_name, *expected)
         _check_values(index, datum, vocab_size)
@@ -116,6 +117,17 @@ def validate(
         chunks=chunks,
         limits=limits,
     )
+
+
+def _check_chunks(index: int, datum: types.Datum) -> None:
+    # docs/service.rst §2: the service fails a datum with an empty token chunk.
+    for position, chunk in enumerate(datum.model_input.chunks):
+        if isinstance(chunk, types.EncodedTextChunk) and not chunk.length:
+            raise InvalidInputError(
+                f"data[{index}].model_input.chunks[{position}].tokens",
+                "is empty, which the service refuses in a training datum",
+                "leave the empty chunk out of the datum",
+            )
 
 
 def _check_keys(

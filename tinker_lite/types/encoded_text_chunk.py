@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from tinker_lite._errors import InvalidInputError
-
 from ._common import FlatValues, _set, _token_ids
 
 if TYPE_CHECKING:
@@ -29,19 +27,15 @@ class EncodedTextChunk:
     type: Literal["encoded_text"] = attrs.field(default="encoded_text", init=False)
 
     def __init__(self, tokens: Sequence[int] | npt.NDArray[Any]) -> None:
+        # Empty is allowed, as in 0.38 (renderers make one for an empty message); a training
+        # datum refuses it when sent (docs/service.rst §2).
         ids = _token_ids("EncodedTextChunk.tokens", tokens)
-        if not len(ids):
-            raise InvalidInputError(
-                "EncodedTextChunk.tokens",
-                "must not be empty",
-                "leave the chunk out, or use ModelInput.empty()",
-            )
         _set(self, "type", "encoded_text")
         _set(self, "_ids", ids)
 
     @classmethod
     def _trusted(cls, ids: FlatValues) -> EncodedTextChunk:
-        # For a non-empty array from _token_ids: skips checking it again.
+        # For an array from _token_ids: skips checking it again.
         chunk = object.__new__(cls)
         _set(chunk, "type", "encoded_text")
         _set(chunk, "_ids", ids)

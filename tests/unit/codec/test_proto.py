@@ -328,7 +328,6 @@ def test_request_decoder_merges_config_maps_v2_first() -> None:
     [
         ({"data": [{"model_input": [{}]}]}, "no content"),
         ({"data": [{"model_input": [{"dmel": {}}]}]}, "dmel"),
-        ({"data": [{"model_input": [{"encoded_text": {}}]}]}, "must not be empty"),
         ({"data": [{"model_input": [{"encoded_text": {"tokens": {"int32le": [-1]}}}]}]}, "token"),
         (
             {

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinker_lite import types
+from tinker_lite import types, validate
 from tinker_lite._errors import InvalidInputError
 
 MI = types.ModelInput.from_ints([1, 2, 3])
@@ -49,7 +49,21 @@ BAD_INPUTS: list[tuple[str, Callable[[], Any], str, str]] = [
         "tokens",
         "integers",
     ),
-    ("empty chunk", lambda: types.EncodedTextChunk(tokens=[]), "tokens", "empty"),
+    (
+        "empty chunk in a training datum",
+        lambda: validate(
+            [
+                types.Datum(
+                    model_input=types.ModelInput(
+                        chunks=[types.EncodedTextChunk(tokens=[1, 2]), types.EncodedTextChunk([])]
+                    ),
+                    loss_fn_inputs={"target_tokens": [2, 3]},
+                )
+            ]
+        ),
+        "data[0].model_input.chunks[1].tokens",
+        "empty",
+    ),
     (
         "wrong chunk type",
         lambda: types.ModelInput(chunks=[[1, 2, 3]]),  # type: ignore[list-item]
@@ -269,3 +283,14 @@ def test_nan_is_reported_with_datum_index_and_key() -> None:
     bad_inf = _datum(advantages=np.array([0.0, np.inf, 1.0]))
     with pytest.raises(InvalidInputError, match=r"data\[0\]\.loss_fn_inputs\['advantages'\]"):
         _wire.dumps(_fb([bad_inf]))
+
+
+def test_an_empty_text_chunk_is_built_as_in_the_official_sdk() -> None:
+    # 0.38 builds it (renderers make one for an empty message); only a training datum that
+    # carries one is refused, when sent.
+    chunks = [types.EncodedTextChunk(tokens=[10]), types.EncodedTextChunk(tokens=[])]
+    model_input = types.ModelInput(chunks=chunks)
+    assert model_input.length == 1
+    assert model_input.to_ints() == [10]
+    assert chunks[1].tokens == []
+    assert chunks[1].length == 0

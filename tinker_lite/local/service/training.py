@@ -462,6 +462,14 @@ def _family_mismatch(model: ModelState, sent: str) -> str:
 
 
 def _datum_arrays(datum: types.Datum, index: int) -> model_mod.DatumArrays:
+    for position, chunk in enumerate(datum.model_input.chunks):
+        if isinstance(chunk, types.EncodedTextChunk) and not chunk.length:
+            # docs/service.rst §2: the service fails such a datum ("max() iterable argument is
+            # empty"); said here in words.
+            raise UserInputError(
+                f"data[{index}].model_input.chunks[{position}]: an empty encoded_text chunk; "
+                "leave it out"
+            )
     tokens = text_tokens(datum.model_input.chunks, f"data[{index}].model_input")
     return model_mod.DatumArrays(
         tokens=np.asarray(tokens, dtype=np.int64),
