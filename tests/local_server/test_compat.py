@@ -157,7 +157,7 @@ def test_a_prompt_past_the_context_window_is_a_bad_request(service: ServiceClien
     with pytest.raises(BadRequestError) as info:
         sampler.sample(prompt, 1, types.SamplingParams(max_tokens=20)).result(timeout=60)
     assert info.value.status_code == 400
-    assert "exceeds the model's context window: 500 + 20 > 512" in str(info.value)
+    assert "context window: 500 prompt tokens + 20 max_tokens > 512." in str(info.value)
     # Within the window it samples.
     sampler.sample(prompt, 1, types.SamplingParams(max_tokens=12)).result(timeout=60)
 

@@ -763,7 +763,10 @@ def test_user_errors_in_constructor() -> None:
 
 def test_user_errors_in_sample() -> None:
     model = TinyLM("test/base")
-    message = r"^Prompt length plus max_tokens exceeds the model's context window: 500 \+ 20 > 512$"
+    message = (
+        r"^Prompt length plus max_tokens exceeds the model's context window: "
+        r"500 prompt tokens \+ 20 max_tokens > 512\.$"
+    )
     with pytest.raises(UserInputError, match=message):
         model.sample([1] * 500, max_tokens=20)
     with pytest.raises(UserInputError, match="PromptTooLong"):

@@ -163,7 +163,7 @@ def check_options(
         if prompt_len + new_tokens > context_length:
             raise UserInputError(
                 "Prompt length plus max_tokens exceeds the model's context window: "
-                f"{prompt_len} + {new_tokens} > {context_length}"
+                f"{prompt_len} prompt tokens + {new_tokens} max_tokens > {context_length}."
             )
     return SampleOptions(
         num_samples=num_samples,

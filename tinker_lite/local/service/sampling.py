@@ -288,10 +288,11 @@ class SamplerStore:
             sampler = Sampler(f"base:{req.base_model}", None, base_model=req.base_model)
         # docs/service.rst §5 "Limits": refused at submit (HTTP 400), as the service does.
         prompt_len, new_tokens = req.prompt.length, req.sampling_params.max_tokens
-        if new_tokens is not None and prompt_len + new_tokens > model_mod.CONTEXT_LENGTH:
+        limit = model_mod.CONTEXT_LENGTH
+        if new_tokens is not None and prompt_len + new_tokens > limit:
             raise InvalidRequest(
                 "Prompt length plus max_tokens exceeds the model's context window: "
-                f"{prompt_len} + {new_tokens} > {model_mod.CONTEXT_LENGTH}"
+                f"{prompt_len} prompt tokens + {new_tokens} max_tokens > {limit}."
             )
         dedup_key = (
             (req.sampling_session_id, req.seq_id)
