@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -65,7 +66,7 @@ def official(
     """Run the official ``tinker`` CLI (HOME as this test's)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TINKER_")}
     clean.update(TINKER_BASE_URL=url, TINKER_TELEMETRY="0", **(env or {}))
-    return subprocess.run(
+    done = subprocess.run(
         [str(OFFICIAL_TINKER), *argv],
         input=stdin,
         env=clean,
@@ -74,6 +75,11 @@ def official(
         timeout=300,
         check=False,
     )
+    if done.returncode == -signal.SIGABRT and done.stdout and not done.stderr:
+        # The official CLI now and then aborts in interpreter teardown (its event-loop thread)
+        # after printing its whole answer; the answer is what these tests compare.
+        done.returncode = 0
+    return done
 
 
 def lite(
