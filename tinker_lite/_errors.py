@@ -1,6 +1,8 @@
 """The exception hierarchy, with the official SDK's public names; every class pickles.
 
-Foreign exceptions are translated where they are met, the original kept as ``__cause__``.
+Foreign exceptions are translated where they are met, the original kept as ``__cause__``. The
+errors are also built the way 0.38 builds them, from an ``httpx.Response`` or ``httpx.Request``
+(or requests' own), read by their attributes: httpx is never imported.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from tinker_lite._secrets import redact, redact_value
+from tinker_lite._secrets import redact, redact_headers, redact_value
 
 __all__ = [
     "APIConnectionError",
@@ -76,7 +78,10 @@ class TinkerError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only constructors do not pickle by default: rebuild from args and state.
-        return (type(self).__new__, (type(self),), {**self.__dict__, "args": self.args})
+        return (type(self).__new__, (type(self),), self._pickled_state())
+
+    def _pickled_state(self) -> dict[str, Any]:
+        return {**self.__dict__, "args": self.args}
 
     def __str__(self) -> str:
         # A ``message`` (redacted) when the class keeps one, and built; else Exception's str.
@@ -87,26 +92,76 @@ class WireFormatError(TinkerError, ValueError):
     """A body could not be encoded or decoded as the wire format requires."""
 
 
-class APIError(TinkerError):
-    """An error talking to the service: ``message``, plus ``body`` and ``request_id`` when known."""
+class _Answer:
+    """What an error reads of a foreign response: any object with ``status_code`` and
+    ``headers`` (an ``httpx.Response``, a ``requests.Response``)."""
 
-    request: str | None = None  # "METHOD /path", when known
+    def __init__(self, status_code: int, headers: dict[str, str], request: object | None) -> None:
+        self.status_code = status_code
+        self.headers = headers
+        self.request = request
+        self.request_id = next(
+            (value for name, value in headers.items() if name.lower() == "x-request-id"), None
+        )
+
+    @classmethod
+    def read(cls, response: Any) -> _Answer:
+        headers: Mapping[str, str] = getattr(response, "headers", None) or {}
+        try:
+            request = getattr(response, "request", None)
+        except RuntimeError:  # httpx: a response built without its request
+            request = None
+        return cls(
+            int(response.status_code),
+            {str(name): str(value) for name, value in headers.items()},
+            request,
+        )
+
+
+class APIError(TinkerError):
+    """An error talking to the service: ``message``, plus ``body`` and ``request_id`` when known.
+
+    ``request`` is the request as given to the constructor (0.38's ``APIError(message,
+    request, body=...)`` passes an ``httpx.Request``) or, on an error tinker_lite raises,
+    ``"METHOD /path"`` when known; else None. ``response`` is the response an error was built
+    from (see :class:`APIStatusError`), None on the errors tinker_lite raises. A pickled copy
+    keeps neither object (they hold the headers unredacted, the API key among them, and may not
+    pickle): its ``response`` is None, its ``request`` the ``"METHOD /path"`` text or None; the
+    status, redacted headers, request id, body and message are kept.
+    """
+
+    request: object | None = None
+    response: object | None = None
 
     def __init__(
         self,
         message: str,
+        request: object | None = None,
         *,
         body: object | None = None,
         request_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = redact(message)
+        self.request = request
         self.body = redact_value(body)
         self.request_id = request_id
 
+    def _pickled_state(self) -> dict[str, Any]:
+        state = super()._pickled_state()
+        # The objects an error was built from stay behind (the class's None stands in).
+        state.pop("response", None)
+        if not isinstance(self.request, str):
+            state["request"] = None
+        return state
+
 
 class APIConnectionError(APIError):
-    """The request could not be sent or its answer not received (DNS, refused, reset, ...)."""
+    """The request could not be sent or its answer not received (DNS, refused, reset, ...).
+
+    Takes :class:`APIError`'s keywords, ``request=`` among them (0.38's
+    ``APIConnectionError(request=httpx_request)``).
+    """
 
     def __init__(self, message: str = "Connection error.", **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -129,10 +184,28 @@ class APITimeoutError(APIConnectionError):
 
 
 class APIResponseValidationError(APIError):
-    """The service answered with a body that does not match the expected schema."""
+    """The service answered with a body that does not match the expected schema.
 
-    def __init__(self, message: str, *, status_code: int | None = None, **kwargs: Any) -> None:
+    Built from a ``response`` (0.38's ``APIResponseValidationError(response=..., body=...)``),
+    it takes the status, request id and request of it, as :class:`APIStatusError` does.
+    """
+
+    def __init__(
+        self,
+        message: str = "The service's answer does not match the expected schema.",
+        *,
+        response: object | None = None,
+        status_code: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if response is not None:
+            answer = _Answer.read(response)
+            status_code = answer.status_code if status_code is None else status_code
+            if kwargs.get("request_id") is None:
+                kwargs["request_id"] = answer.request_id
+            kwargs.setdefault("request", answer.request)
         super().__init__(message, **kwargs)
+        self.response = response
         self.status_code = status_code
 
 
@@ -145,36 +218,62 @@ class ResponseTooLargeError(APIResponseValidationError):
 
 
 class APIStatusError(APIError):
-    """The service answered with an error status (the final one, after retries)."""
+    """The service answered with an error status (the final one, after retries).
+
+    tinker_lite raises it with keywords (``status_code``, ``body``, ``request_id``,
+    ``headers``). Code written for 0.38 builds it as ``APIStatusError(message, response,
+    body)``: the status, headers, request id (``x-request-id``) and request are then read from
+    ``response`` (an ``httpx.Response`` or ``requests.Response``), kept as ``response``;
+    keywords given win over what the response says. A subclass given neither a status nor a
+    response has its own (``BadRequestError`` 400, ...). ``headers`` are redacted: the values of
+    credential and cookie headers read ``***``.
+    """
 
     status_code: int
 
     def __init__(
         self,
         message: str,
-        *,
-        status_code: int,
+        response: object | None = None,
         body: object | None = None,
+        *,
+        status_code: int | None = None,
         request_id: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(message, body=body, request_id=request_id)
+        request = None
+        if response is not None:
+            answer = _Answer.read(response)
+            status_code = answer.status_code if status_code is None else status_code
+            headers = answer.headers if headers is None else headers
+            request_id = answer.request_id if request_id is None else request_id
+            request = answer.request
+        if status_code is None:
+            status_code = getattr(type(self), "status_code", None)
+            if status_code is None:
+                raise TypeError(f"{type(self).__name__}() needs a status_code or a response")
+        super().__init__(message, request, body=body, request_id=request_id)
+        self.response = response
         self.status_code = status_code
-        self.headers: dict[str, str] = {
-            redact(name): redact(value) for name, value in (headers or {}).items()
-        }
+        self.headers: dict[str, str] = redact_headers(headers or {})
 
 
 class BadRequestError(APIStatusError):
     """HTTP 400: the service rejected the request's content."""
 
+    status_code = 400
+
 
 class AuthenticationError(APIStatusError):
     """HTTP 401: the API key (or JWT) is missing, wrong or expired."""
 
+    status_code = 401
+
 
 class BillingError(APIStatusError):
     """HTTP 402: the account has a billing problem (e.g. billing is not set up)."""
+
+    status_code = 402
 
 
 class ExperimentalWarning(FutureWarning):
@@ -184,29 +283,43 @@ class ExperimentalWarning(FutureWarning):
 class PermissionDeniedError(APIStatusError):
     """HTTP 403: the credentials do not grant access to this resource."""
 
+    status_code = 403
+
 
 class NotFoundError(APIStatusError):
     """HTTP 404: no such model, session, run or checkpoint (or not yours)."""
+
+    status_code = 404
 
 
 class ConflictError(APIStatusError):
     """HTTP 409: the resource is in a conflicting state (e.g. a checkpoint name exists)."""
 
+    status_code = 409
+
 
 class UnprocessableEntityError(APIStatusError):
     """HTTP 422: the body was well-formed JSON but failed the service's schema."""
+
+    status_code = 422
 
 
 class RateLimitError(APIStatusError):
     """HTTP 429: too many requests; retried with back-off before this surfaces."""
 
+    status_code = 429
+
 
 class InternalServerError(APIStatusError):
     """HTTP 5xx: a fault on the service side; retried before this surfaces."""
 
+    status_code = 500
+
 
 class PromiseExpiredError(APIStatusError):
     """HTTP 410 while polling: the result is gone (docs/protocol.rst §5.3)."""
+
+    status_code = 410
 
     retryable = True
 
@@ -225,19 +338,22 @@ class InvalidInputError(BadRequestError, ValueError):
         message = f"{field}: {problem}"
         if hint:
             message += f" ({hint})"
-        super().__init__(message, status_code=400)
+        super().__init__(message)
 
 
 _STATUS_CLASSES: dict[int, type[APIStatusError]] = {
-    400: BadRequestError,
-    401: AuthenticationError,
-    402: BillingError,
-    403: PermissionDeniedError,
-    404: NotFoundError,
-    409: ConflictError,
-    410: PromiseExpiredError,
-    422: UnprocessableEntityError,
-    429: RateLimitError,
+    cls.status_code: cls
+    for cls in (
+        BadRequestError,
+        AuthenticationError,
+        BillingError,
+        PermissionDeniedError,
+        NotFoundError,
+        ConflictError,
+        PromiseExpiredError,
+        UnprocessableEntityError,
+        RateLimitError,
+    )
 }
 
 
@@ -399,9 +515,12 @@ def describe_error(exc: BaseException) -> str:
     """
     if isinstance(exc, InvalidInputError):
         return redact(" ".join(str(exc).split()))
-    if isinstance(exc, APIStatusError) and (exc.request is not None or not exc.message.strip()):
+    # tinker_lite's own answers read anew with their "METHOD /path"; a built error keeps its words.
+    label = getattr(exc, "request", None)
+    label = label if isinstance(label, str) else None
+    if isinstance(exc, APIStatusError) and (label is not None or not exc.message.strip()):
         return format_status_error(
-            exc.status_code, exc.body, request=exc.request, request_id=exc.request_id
+            exc.status_code, exc.body, request=label, request_id=exc.request_id
         )
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, APIStatusError) and str(exc.status_code) not in text:

@@ -9,7 +9,15 @@ import threading
 import urllib.parse
 from collections.abc import Mapping
 
-__all__ = ["redact", "redact_url", "redact_value", "register_secret", "register_url_credentials"]
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "redact",
+    "redact_headers",
+    "redact_url",
+    "redact_value",
+    "register_secret",
+    "register_url_credentials",
+]
 
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
@@ -20,6 +28,13 @@ _BLOCK = PARTIAL_ECHO // 2
 # scheme://userinfo@ : the userinfo stops at the first '/', '?', '#', '@' or space.
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]+@")
 MASK = "***"
+
+# Headers that always hold a credential: sent by the auth handler, never across origins.
+CREDENTIAL_HEADERS: frozenset[str] = frozenset(
+    {"x-api-key", "authorization", "cf-access-client-id", "cf-access-client-secret"}
+)
+# Those, and the headers that carry other credentials: shown masked whole, whatever they hold.
+_MASKED_HEADERS = CREDENTIAL_HEADERS | {"proxy-authorization", "cookie", "set-cookie"}
 
 
 def register_secret(value: str | None) -> None:
@@ -110,3 +125,12 @@ def redact_value(value: object) -> object:
     if isinstance(value, tuple):
         return tuple(redact_value(item) for item in value)
     return value
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``headers`` to show: a credential or cookie header's value as ``***``, every
+    other name and value redacted."""
+    return {
+        redact(name): MASK if name.lower() in _MASKED_HEADERS else redact(value)
+        for name, value in headers.items()
+    }

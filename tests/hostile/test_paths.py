@@ -118,7 +118,7 @@ def test_ids_arrive_as_encoded_segments(server: ScriptedServer, rest: RestClient
             call(rest).result(timeout=30)
         assert _sent(server)[-1] == path
         # The error names the path the server received.
-        assert caught.value.request is not None
+        assert isinstance(caught.value.request, str)
         assert caught.value.request.endswith(f" {path}")
         assert path in str(caught.value)
     assert len(_sent(server)) == len(calls)

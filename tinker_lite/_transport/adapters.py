@@ -24,9 +24,9 @@ from requests.models import PreparedRequest
 
 from tinker_lite._errors import InvalidInputError
 from tinker_lite._repr import tolerant_repr
+from tinker_lite._secrets import CREDENTIAL_HEADERS
 
 __all__ = [
-    "CREDENTIAL_HEADERS",
     "DEADLINES",
     "MAX_KEPT_URLS",
     "Attempt",
@@ -324,11 +324,6 @@ class PoolAdapter(requests.adapters.HTTPAdapter):
 
 
 _API_KEY_HEADER = "X-API-Key"
-
-# Headers that always hold a credential: sent by the auth handler, never across origins.
-CREDENTIAL_HEADERS: frozenset[str] = frozenset(
-    {"x-api-key", "authorization", "cf-access-client-id", "cf-access-client-secret"}
-)
 
 
 class ServiceAuth(requests.auth.AuthBase):

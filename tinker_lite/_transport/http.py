@@ -33,9 +33,8 @@ from tinker_lite._errors import (
     ResponseTooLargeError,
 )
 from tinker_lite._repr import tolerant_repr
-from tinker_lite._secrets import redact, redact_url, register_secret
+from tinker_lite._secrets import CREDENTIAL_HEADERS, redact, redact_url, register_secret
 from tinker_lite._transport.adapters import (
-    CREDENTIAL_HEADERS,
     DEADLINES,
     MAX_KEPT_URLS,
     PoolAdapter,
