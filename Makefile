@@ -95,7 +95,8 @@ official-venv:
 test-official: $(DEV_STAMP) official-venv
 	TINKER_LITE_OFFICIAL=1 TINKER_OFFICIAL_VENV=$(OFFICIAL_VENV) \
 		$(BIN)/python -m pytest -q -s tests/compat/test_local_server_official.py \
-		tests/compat/test_cli_official.py tests/compat/test_clients_compat.py
+		tests/compat/test_cli_official.py tests/compat/test_clients_compat.py \
+		tests/compat/test_errors_as_038.py
 
 # Opt-in: examples/rl_ray.py and SamplingClient hand-over on a local Ray cluster of 2 CPUs
 # (tests/loopback/test_rl_ray.py; docs/scaling.rst). The `ray` extra is installed from the package

@@ -4,7 +4,8 @@
 response=..., body=None)``), its connection errors from an ``httpx.Request``. httpx is not a
 dependency of tinker_lite: these tests use a stand-in with httpx's attributes (its ``request``
 raises ``RuntimeError`` when unset, as httpx's does) and requests' own ``Response``; with the
-official SDK's virtualenv present, one script runs on both SDKs with the real httpx.
+official SDK's virtualenv (``make test-official``), one script runs on both SDKs with the real
+httpx.
 """
 
 from __future__ import annotations
@@ -297,7 +298,12 @@ def _official_site_packages() -> Path | None:
     return found[0] if found else None
 
 
-@pytest.mark.skipif(not OFFICIAL_PYTHON.exists(), reason="official SDK venv not installed")
+@pytest.mark.skipif(
+    os.environ.get("TINKER_LITE_OFFICIAL") != "1"
+    or not OFFICIAL_PYTHON.exists()
+    or not (OFFICIAL_VENV / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}").exists(),
+    reason="opt-in: make test-official (needs the official SDK 0.38 venv, on this Python)",
+)
 def test_the_same_construction_reads_the_same_on_both_sdks_with_httpx(tmp_path: Path) -> None:
     site = _official_site_packages()
     assert site is not None
