@@ -121,6 +121,13 @@ NOTES: tuple[tuple[str, str], ...] = (
         "custom loss, ``surrogate_loss:sum`` the service's cross-entropy surrogate.",
     ),
     ("Local server", '``base_url="local://"`` runs an offline, Tinker-compatible server.'),
+    (
+        "Result objects",
+        "The wire types (``SampleResponse``, ``SampledSequence``, ``ForwardBackwardOutput``, "
+        "...) are attrs classes with slots, which keeps a large fan-out's results small: they "
+        "have no ``__dict__``, so ``vars(result)`` fails where 0.38's dataclasses answer it. "
+        "Read the fields by name, or use ``attrs.asdict(result)``.",
+    ),
 )
 
 
