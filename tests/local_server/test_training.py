@@ -1,7 +1,9 @@
-"""The local server's training semantics: seq_id order, checkpoints, sampling, expiry, protobuf."""
+"""The local server's training semantics: seq_id order, checkpoints, sampling, expiry, protobuf,
+the chunks its text-only model refuses."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import struct
@@ -12,7 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import requests
 
+from tests.support.audio import dmel_chunk
 from tests.support.local_server import Api, datum, fb_body
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
@@ -562,3 +566,113 @@ def test_failed_create_from_state_leaves_no_model_to_train(api: Api) -> None:
     )
     assert forward["category"] == "user"
     assert "could not be created" in forward["error"]
+
+
+# -- audio (dmel) chunks: read like image chunks, refused by the text-only model (§2) -----------
+
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
+AUDIO: dict[str, Any] = {"dmel": base64.b64encode(dmel_chunk(3).dmel).decode(), "type": "dmel"}
+IMAGE: dict[str, Any] = {
+    "data": "iVBORw0KGgo=",
+    "format": "png",
+    "expected_tokens": 3,
+    "type": "image",
+}
+
+
+def _sample_body(chunk: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "prompt": {"chunks": [{"tokens": [1, 2], "type": "encoded_text"}, chunk]},
+        "sampling_params": {"max_tokens": 2},
+        "base_model": "tinker-lite/tiny-64",
+    }
+
+
+def _json_datum(chunk: dict[str, Any]) -> dict[str, Any]:
+    out = datum([1, 2, 3, 4, 5, 6])  # 5 positions: 2 text tokens and the 3 of the chunk
+    out["model_input"]["chunks"] = [{"tokens": [1, 2], "type": "encoded_text"}, chunk]
+    return out
+
+
+def _post_protobuf(
+    api: Api, model_id: str, seq_id: int, chunk: types.ModelInputChunk
+) -> requests.Response:
+    """A forward_backward of one datum whose input is two tokens and ``chunk``, as protobuf."""
+    datum = types.Datum(
+        model_input=types.ModelInput(chunks=[types.EncodedTextChunk(tokens=[1, 2]), chunk]),
+        loss_fn_inputs={"target_tokens": [2, 3, 4, 5, 6]},
+    )
+    body = _proto.encode_forward_backward_request(
+        model_id=model_id,
+        seq_id=seq_id,
+        data=[datum],
+        loss_fn="cross_entropy",
+        loss_fn_config=None,
+        forward_only=False,
+    )
+    url = api.base_url + "/api/v1/forward_backward"
+    return api.http.post(url, data=body, headers=PROTOBUF, timeout=30)
+
+
+def _not_supported(kind: str, where: str) -> str:
+    return (
+        f"{where}.chunks[1]: {kind} chunks are not supported by the local server's text-only "
+        "model; send encoded_text chunks"
+    )
+
+
+def test_a_sample_prompt_with_audio_fails_as_a_user_error_as_an_image_does(api: Api) -> None:
+    for kind, chunk in (("dmel", AUDIO), ("image", IMAGE)):
+        failed = api.run("/api/v1/asample", _sample_body(chunk))
+        assert failed == {"error": _not_supported(kind, "prompt"), "category": "user"}
+
+
+def test_a_json_forward_backward_with_audio_fails_as_a_user_error(api: Api) -> None:
+    model_id = api.model(api.session())
+    for seq_id, (kind, chunk) in enumerate((("dmel", AUDIO), ("image", IMAGE)), start=1):
+        body = fb_body(model_id, seq_id, [_json_datum(chunk)], "forward_backward_input")
+        failed = api.run("/api/v1/forward_backward", body)
+        assert failed == {
+            "error": _not_supported(kind, "data[0].model_input"),
+            "category": "user",
+        }
+
+
+def test_a_protobuf_forward_backward_with_audio_fails_as_a_user_error(api: Api) -> None:
+    model_id = api.model(api.session())
+    chunks: list[tuple[str, types.ModelInputChunk]] = [
+        ("dmel", dmel_chunk(3)),
+        ("image", types.ImageChunk(data=b"\x89PNG", format="png", expected_tokens=3)),
+    ]
+    for seq_id, (kind, chunk) in enumerate(chunks, start=1):
+        submitted = _post_protobuf(api, model_id, seq_id, chunk)
+        assert submitted.status_code == 200, submitted.text
+        failed = api.result(submitted.json()["request_id"])
+        assert failed == {
+            "error": _not_supported(kind, "data[0].model_input"),
+            "category": "user",
+        }
+
+
+def test_a_malformed_header_is_refused_when_the_request_is_read(api: Api) -> None:
+    model_id = api.model(api.session())
+    # protobuf: the decoder refuses the chunk, naming it (400)
+    refused = _post_protobuf(api, model_id, 1, types.DmelChunk(dmel=b"\0" * 16))
+    assert refused.status_code == 400
+    detail = refused.json()["detail"]
+    assert "data[0].model_input[1].dmel: DmelChunk.dmel" in detail
+    assert "no dimension" in detail
+    # JSON: the request model refuses it (422), as an image with empty data
+    malformed = {"dmel": "AAAAAA==", "type": "dmel"}
+    for path, body in (
+        ("/api/v1/asample", _sample_body(malformed)),
+        (
+            "/api/v1/forward_backward",
+            fb_body(model_id, 1, [_json_datum(malformed)], "forward_backward_input"),
+        ),
+    ):
+        answer = api.post(path, body)
+        assert answer.status_code == 422, answer.text
+        assert "chunks[1].dmel: holds a tensor of no dimension" in answer.text
+    applied = api.get("/_local/stats").json()["models"][model_id]["applied"]
+    assert [a["kind"] for a in applied] == ["create_model"]

@@ -61,8 +61,10 @@ def datum_sizes(datum: types.Datum) -> tuple[int, int]:
             estimate += 4 * positions
         elif isinstance(chunk, types.ImageChunk):
             estimate += len(chunk.data)
-        else:
+        elif isinstance(chunk, types.ImageAssetPointerChunk):
             estimate += len(chunk.location)
+        else:  # audio: its TensorContainer bytes
+            estimate += len(chunk.dmel)
     for tensor in datum.loss_fn_inputs.values():
         size = tensor.size
         numbers += size

@@ -169,10 +169,8 @@ def _encode_datum(out: Writer, datum: types.Datum, index: int) -> None:
             parts.append(head)
             parts.append(packed)
             size += len(head) + count
-        elif isinstance(chunk, types.ImageChunk):
-            where = f"data[{index}].model_input.chunks[{position}]"
-            chunk_message = Writer()
-            chunk_message.message_field(K2_LEN, _encode_image(chunk, where))
+        elif isinstance(chunk, (types.ImageChunk, types.DmelChunk)):
+            chunk_message = _encode_media(chunk, f"data[{index}].model_input.chunks[{position}]")
             head = K1_LEN + encode_varint(chunk_message.size)
             parts.append(head)
             parts.extend(chunk_message.parts)
@@ -307,6 +305,20 @@ def _pack_tokens(tokens: Sequence[int], index: int, position: int) -> bytes:
             f"token {bad!r} does not fit in int32",
             "token ids are int32 vocabulary indices",
         ) from None
+
+
+def _encode_media(chunk: types.ImageChunk | types.DmelChunk, where: str) -> Writer:
+    """A Chunk message holding an image (field 2) or audio (field 3: DmelChunk {dmel})."""
+    message = Writer()
+    if isinstance(chunk, types.ImageChunk):
+        message.message_field(K2_LEN, _encode_image(chunk, where))
+    else:
+        # request_conv (0.38): the TensorContainer bytes are copied through as they are.
+        dmel = Writer()
+        if chunk.dmel:
+            dmel.bytes_field(K1_LEN, chunk.dmel)
+        message.message_field(K3_LEN, dmel)
+    return message
 
 
 def _encode_image(chunk: types.ImageChunk, where: str) -> Writer:

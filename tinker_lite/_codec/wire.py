@@ -369,7 +369,7 @@ def _models_union_factory(tp: Any, conv: cattrs.Converter) -> Callable[[Any, Any
     return structure_union
 
 
-_CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk"})
+_CHUNK_NAMES = frozenset({"EncodedTextChunk", "ImageChunk", "ImageAssetPointerChunk", "DmelChunk"})
 
 
 def _passed_to_model(value: Any, _: Any) -> Any:

@@ -498,20 +498,24 @@ def _dtype_name(dtype: np.dtype[Any]) -> TensorDtype:
     return "float32" if dtype.kind == "f" else "int64"
 
 
-def _image_bytes(field: str, value: object) -> bytes:
+def _binary(field: str, value: object, what: str) -> bytes:
+    """Bytes given as a bytes-like value or as base64 text (the wire form); ``what`` names them."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-    elif isinstance(value, str):
+        return bytes(value)
+    if isinstance(value, str):
         try:
-            data = base64.b64decode(value.encode("ascii"), validate=True)
+            return base64.b64decode(value.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError, ValueError):
             raise InvalidInputError(
                 field,
                 "a str must be standard base64 (RFC 4648, with padding)",
-                "pass the raw image bytes, or base64.b64encode(data).decode()",
+                f"pass the raw {what} bytes, or base64.b64encode(data).decode()",
             ) from None
-    else:
-        raise InvalidInputError(field, f"must be bytes or base64 text, got {type(value).__name__}")
+    raise InvalidInputError(field, f"must be bytes or base64 text, got {type(value).__name__}")
+
+
+def _image_bytes(field: str, value: object) -> bytes:
+    data = _binary(field, value, "image")
     if not data:
         raise InvalidInputError(field, "must not be empty", "pass the encoded image bytes")
     return data

@@ -12,7 +12,7 @@ from tinker_lite._errors import InvalidInputError
 
 from .encoded_text_chunk import EncodedTextChunk
 from .loss_fn_inputs import _PER_TOKEN_KEYS, _convert_loss_fn_inputs
-from .model_input import ModelInput
+from .model_input import ModelInput, check_dmel_headers
 from .provenance_spans import PromptProvenanceSpan, ProvenanceSpans, SampledProvenanceSpan
 from .tensor_data import TensorData
 
@@ -109,18 +109,26 @@ def _check_tiling(field: str, spans: ProvenanceSpans, expected: int) -> None:
         )
 
 
-def check_positions(datum: Datum, prefix: str) -> None:
+def check_positions(datum: Datum, prefix: str, *, sending: bool = False) -> None:
     """Raise InvalidInputError unless every per-token input lines up with the model input.
 
     docs/service.rst §1.1: a per-token input has shape ``(N,)`` or ``(N, K)`` with
     ``N = model_input.length``; a ``[1, N]`` batch dimension is refused by the service, so it
     is refused here, before sending. ``prefix`` names the datum (``"data[3]."``) in a batch.
+    ``sending`` refuses an audio chunk whose TensorContainer header is malformed (a datum is
+    built with one, as in 0.38).
     """
-    # The input length, unless an image of unknown token count makes it unknown.
+    # The input length, unless an image of unknown token count (or a malformed audio header)
+    # makes it unknown.
     length = 0
     check_length = True
     for chunk in datum.model_input.chunks:
-        positions = chunk.length
+        try:
+            positions = chunk.length
+        except InvalidInputError:  # DmelChunk.length: the header is malformed
+            if sending:
+                check_dmel_headers(datum.model_input, f"{prefix}model_input")
+            positions = 0
         if not positions and not isinstance(chunk, EncodedTextChunk):
             check_length = False
         length += positions

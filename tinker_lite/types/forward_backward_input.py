@@ -25,7 +25,7 @@ def _convert_data(value: Iterable[Datum]) -> list[Datum]:
                 "build it with Datum(model_input=..., loss_fn_inputs=...)",
             )
         # Again per datum, naming its index: loss_fn_inputs is a dict that may have changed.
-        check_positions(datum, f"data[{index}].")
+        check_positions(datum, f"data[{index}].", sending=True)
         if datum.model_input_spans is not None:
             # Neither encoder carries provenance yet: refuse rather than drop it silently.
             raise InvalidInputError(

@@ -10,6 +10,7 @@ import attrs
 from tinker_lite._errors import InvalidInputError
 
 from ._common import _token_ids
+from .dmel_chunk import DmelChunk
 from .encoded_text_chunk import EncodedTextChunk
 from .model_input_chunk import _CHUNK_TYPES, ModelInputChunk
 
@@ -27,7 +28,7 @@ def _convert_chunks(value: Iterable[ModelInputChunk]) -> list[ModelInputChunk]:
         if not isinstance(chunk, _CHUNK_TYPES):
             raise InvalidInputError(
                 f"ModelInput.chunks[{index}]",
-                f"must be EncodedTextChunk, ImageChunk or ImageAssetPointerChunk, "
+                "must be EncodedTextChunk, ImageChunk, ImageAssetPointerChunk or DmelChunk, "
                 f"got {type(chunk).__name__}",
                 "build token inputs with ModelInput.from_ints(tokens)",
             )
@@ -36,7 +37,7 @@ def _convert_chunks(value: Iterable[ModelInputChunk]) -> list[ModelInputChunk]:
 
 @attrs.frozen
 class ModelInput:
-    """The input of a model: a list of text and image chunks."""
+    """The input of a model: a list of text, image and audio (dmel) chunks."""
 
     chunks: list[ModelInputChunk] = attrs.field(converter=_convert_chunks)
 
@@ -54,7 +55,7 @@ class ModelInput:
         return cls(chunks=[])
 
     def to_ints(self) -> list[int]:
-        """Return all token ids; raises InvalidInputError if the input holds an image."""
+        """Return all token ids; raises InvalidInputError if the input holds a non-text chunk."""
         out: list[int] = []
         for index, chunk in enumerate(self.chunks):
             if not isinstance(chunk, EncodedTextChunk):
@@ -69,7 +70,10 @@ class ModelInput:
 
     @property
     def length(self) -> int:
-        """Number of model positions (text tokens plus image token counts)."""
+        """Number of model positions (text tokens, image token counts, audio lengths).
+
+        A dmel chunk whose TensorContainer header is malformed raises InvalidInputError.
+        """
         return sum(chunk.length for chunk in self.chunks)
 
     def append(self, chunk: ModelInputChunk) -> ModelInput:
@@ -79,3 +83,11 @@ class ModelInput:
     def append_int(self, token: int) -> ModelInput:
         """Return a new input with ``token`` as a new one-token chunk (as the official SDK does)."""
         return self.append(EncodedTextChunk._trusted(_token_ids("token", [token])))
+
+
+def check_dmel_headers(model_input: ModelInput, where: str) -> None:
+    """Raise InvalidInputError naming ``<where>.chunks[j].dmel`` for an audio chunk whose
+    TensorContainer header gives no length; checked before a model input is sent."""
+    for index, chunk in enumerate(model_input.chunks):
+        if isinstance(chunk, DmelChunk):
+            chunk._checked_length(f"{where}.chunks[{index}].dmel")

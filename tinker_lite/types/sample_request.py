@@ -16,7 +16,7 @@ from ._common import (
     _set,
     check_tinker_path,
 )
-from .model_input import ModelInput
+from .model_input import ModelInput, check_dmel_headers
 from .sampling_params import SamplingParams
 from .tensor_data import TensorData
 
@@ -49,6 +49,7 @@ class SampleRequest:
             )
         if not self.prompt.chunks:
             raise InvalidInputError("prompt", "is empty", "give at least one prompt token")
+        check_dmel_headers(self.prompt, "prompt")
         if not isinstance(self.sampling_params, SamplingParams):
             raise InvalidInputError("sampling_params", "must be a SamplingParams")
         _check_opt_str("base_model", self.base_model)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tinker_lite
+from tests.support.audio import tensor_container
 from tests.support.paths import REPO
 from tinker_lite import types
 from tinker_lite._codec.chunking import (
@@ -83,6 +84,25 @@ def test_sizes_of_a_datum() -> None:
         loss_fn_inputs={"target_tokens": [1, 2, 3, 4]},
     )
     assert datum_sizes(image) == (4 + 4, 4 + 6 + 32)
+
+
+def test_sizes_of_a_datum_with_audio() -> None:
+    # 0.38 _estimate_chunk_bytes_count_proto: an audio chunk is len(dmel) bytes; its positions
+    # are its length (dimension 0 of the TensorContainer).
+    dmel = tensor_container((5, 80), payload=bytes(100))
+    datum = types.Datum(
+        model_input=types.ModelInput(
+            chunks=[types.EncodedTextChunk(tokens=[1, 2]), types.DmelChunk(dmel=dmel)]
+        ),
+        loss_fn_inputs={"target_tokens": list(range(7))},
+    )
+    assert len(dmel) == 104
+    assert datum_sizes(datum) == (2 + 5 + 7, 8 + 104 + 56)
+    report = validate([datum] * 3, "cross_entropy", limits=ChunkLimits(max_bytes=400))
+    assert report.estimated_bytes == 3 * 168
+    assert [list(c) for c in report.chunks] == [[0, 1], [2]]
+    with pytest.raises(InvalidInputError, match=r"data\[0\]: holds 168 estimated bytes"):
+        validate([datum], "cross_entropy", limits=ChunkLimits(max_bytes=100))
 
 
 # -- merging ----------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.support.audio import tensor_container
 from tests.support.proto import decode_to_dict, encode_decoded
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
@@ -261,6 +262,36 @@ def test_request_image_chunk() -> None:
     assert decoded["data"][0]["model_input"][1] == {
         "image": {"data": {"base64": "iVBORw=="}, "format": "png", "expected_tokens": 2}
     }
+
+
+def test_request_dmel_chunk() -> None:
+    # 0.38 request_conv: Chunk.dmel (field 3) = DmelChunk {dmel (1): the bytes, as given}
+    dmel = tensor_container((3, 80), constant=True, payload=b"\x00\x01")
+    chunks: list[types.ModelInputChunk] = [
+        types.EncodedTextChunk(tokens=[5]),
+        types.DmelChunk(dmel=dmel),
+    ]
+    datum = types.Datum(
+        model_input=types.ModelInput(chunks=chunks), loss_fn_inputs={"weights": [0.0] * 4}
+    )
+    body = _encode(data=[datum])
+    decoded = decode_to_dict("ForwardBackwardRequest", body)
+    assert decoded["data"][0]["model_input"][1] == {"dmel": {"dmel": {"base64": "/gECA1AAAQ=="}}}
+    # The Chunk message's bytes: 1a (field 3, LEN) 09, 0a (field 1, LEN) 07, the 7 dmel bytes.
+    assert b"\x0a\x0b\x1a\x09\x0a\x07" + dmel in body
+    # The server side decoder reads it back into the same chunk.
+    assert _codecs.decode_forward_backward_request(body).data == [datum]
+
+
+def test_request_with_a_malformed_dmel_header_is_refused_by_the_decoder() -> None:
+    chunks: list[types.ModelInputChunk] = [
+        types.EncodedTextChunk(tokens=[5]),
+        types.DmelChunk(dmel=b"\x01\x02\x07"),
+    ]
+    datum = types.Datum(model_input=types.ModelInput(chunks=chunks), loss_fn_inputs={})
+    body = _encode(data=[datum])  # the encoder copies the bytes; the client checks before it
+    with pytest.raises(WireFormatError, match=r"model_input\[1\]\.dmel: DmelChunk\.dmel: the Ten"):
+        _codecs.decode_forward_backward_request(body)
 
 
 def test_request_image_asset_pointer_cannot_be_encoded() -> None:

@@ -579,4 +579,4 @@ def test_every_table_of_the_reader_matches_the_schema(pb: ModuleType) -> None:
                 if isinstance(owner, _protowire.Message):
                     assert owner.name == declared.message_type.name, (table.name, field.name)
             checked.add(table.name)
-    assert len(checked) == 15
+    assert len(checked) == 16

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tests.support.audio import dmel_chunk, tensor_container
 from tinker_lite import types
 from tinker_lite._codec import proto as _proto
 from tinker_lite._codec import protowire as _protowire
@@ -61,6 +62,10 @@ def datums(draw: st.DrawFn) -> types.Datum:
             expected_tokens=draw(st.integers(1, 4)),
         )
         chunks.insert(draw(st.integers(0, 1)), image)
+    if draw(st.booleans()):
+        shape = (draw(st.integers(0, 300)), draw(st.integers(0, 200)))
+        audio = types.DmelChunk(dmel=tensor_container(shape, constant=draw(st.booleans())))
+        chunks.insert(draw(st.integers(0, len(chunks))), audio)
     model_input = types.ModelInput(chunks=chunks)
     n = model_input.length
     inputs: dict[str, Any] = {
@@ -243,9 +248,10 @@ def test_the_round_trips_read_every_table(monkeypatch: pytest.MonkeyPatch) -> No
             chunks=[
                 types.EncodedTextChunk(tokens=[1]),
                 types.ImageChunk(data=b"\x89PNG", format="png", expected_tokens=1),
+                dmel_chunk(2),
             ]
         ),
-        loss_fn_inputs={"target_tokens": [1, 2], "custom": _csr(np.eye(2, dtype=np.float32))},
+        loss_fn_inputs={"target_tokens": [1, 2, 3, 4], "custom": _csr(np.eye(2, dtype=np.float32))},
     )
     test_forward_backward_request.hypothesis.inner_test(  # type: ignore[attr-defined]
         {
@@ -277,5 +283,5 @@ def test_the_round_trips_read_every_table(monkeypatch: pytest.MonkeyPatch) -> No
         )
     )
     every = {table.name for decoder in DECODERS for table in tables(decoder)}
-    assert len(every) == 15
+    assert len(every) == 16
     assert every <= read

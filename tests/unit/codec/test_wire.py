@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tests.support.audio import tensor_container
 from tinker_lite import types
 from tinker_lite._codec import wire as _wire
 from tinker_lite._codec.float32_text import float32_values
@@ -91,6 +92,22 @@ def test_chunks_are_tagged_and_images_base64(encoder: str) -> None:
             },
         ]
     }
+
+
+def test_audio_chunks_are_sent_as_038_serializes_them(encoder: str) -> None:
+    # 0.38 DmelChunk: {"dmel": <standard base64 of the TensorContainer bytes>, "type": "dmel"}
+    dmel = tensor_container((7, 80), payload=bytes(range(8)))
+    prompt = types.ModelInput(
+        chunks=[types.EncodedTextChunk(tokens=[1]), types.DmelChunk(dmel=dmel)]
+    )
+    body = _wire.dumps(prompt)
+    assert body == (
+        b'{"chunks":[{"tokens":[1],"type":"encoded_text"},'
+        b'{"dmel":"AQIHUAABAgMEBQYH","type":"dmel"}]}'
+    )
+    back = _wire.structure(json.loads(body), types.ModelInput)
+    assert back == prompt
+    assert back.length == 8
 
 
 def test_float32_values_are_short_and_round_trip(encoder: str) -> None:
@@ -308,6 +325,13 @@ def test_chunks_without_type_are_recognised_by_shape() -> None:
     image = model_input.chunks[1]
     assert isinstance(image, types.ImageChunk)
     assert image.data == b"\x89PNG\r\n"
+    untagged = _wire.structure({"chunks": [{"dmel": "AQIHUAABAgMEBQYH"}]}, types.ModelInput)
+    assert untagged.chunks == [types.DmelChunk(dmel=b"\x01\x02\x07\x50" + bytes(range(8)))]
+    # Read as 0.38 reads it: any bytes make a chunk (its length is read when asked).
+    placeholder = {
+        "chunks": [{"tokens": [1], "type": "encoded_text"}, {"dmel": "AA==", "type": "dmel"}]
+    }
+    assert _wire.structure(placeholder, types.ModelInput).chunks[1] == types.DmelChunk(dmel=b"\0")
     with pytest.raises(WireFormatError, match=r"chunks\[0\]: expected EncodedTextChunk \|"):
         _wire.structure({"chunks": [{"type": "video", "tokens": [1]}]}, types.ModelInput)
 

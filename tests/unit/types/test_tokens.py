@@ -139,7 +139,9 @@ def test_tokens_is_one_list_that_keeps_in_place_changes() -> None:
 def test_copies_and_pickles_are_equal_and_encode_the_same(read_first: bool) -> None:
     model_input = types.ModelInput.from_ints(np.arange(10))
     if read_first:
-        assert model_input.chunks[0].tokens == list(range(10))
+        chunk = model_input.chunks[0]
+        assert isinstance(chunk, types.EncodedTextChunk)
+        assert chunk.tokens == list(range(10))
     for other in (
         copy.copy(model_input),
         copy.deepcopy(model_input),

@@ -118,10 +118,17 @@ IMAGE_CHUNK = Message(
 )
 
 
+def _dmel_chunk(values: dict[str, Any]) -> types.DmelChunk:
+    chunk = types.DmelChunk(dmel=values.get("dmel", b""))
+    chunk.length  # noqa: B018 - a malformed header is refused here, as the client refuses it
+    return chunk
+
+
+DMEL_CHUNK = Message("DmelChunk", {1: Field("dmel", WT_LEN, read_bytes)}, _dmel_chunk)
+
+
 def _chunk(values: dict[str, Any]) -> types.ModelInputChunk:
-    kind, chunk = values.get("chunk", (None, None))
-    if kind == "dmel":
-        raise FieldError("dmel (audio) chunks are not supported")
+    _, chunk = values.get("chunk", (None, None))
     if chunk is None:
         raise FieldError("chunk has no content")
     result: types.ModelInputChunk = chunk
@@ -133,7 +140,7 @@ CHUNK = Message(
     {
         1: Field("encoded_text", WT_LEN, ENCODED_TEXT_CHUNK.read, oneof="chunk"),
         2: Field("image", WT_LEN, IMAGE_CHUNK.read, oneof="chunk"),
-        3: Field("dmel", WT_LEN, read_bytes, oneof="chunk"),
+        3: Field("dmel", WT_LEN, DMEL_CHUNK.read, oneof="chunk"),
     },
     _chunk,
 )
