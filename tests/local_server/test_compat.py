@@ -8,6 +8,7 @@ whole.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +177,40 @@ def test_an_empty_text_chunk_samples_and_is_refused_in_a_datum(service: ServiceC
     with pytest.raises(InvalidInputError) as info:
         trainer.forward_backward([datum], "cross_entropy")
     assert info.value.field == "data[0].model_input.chunks[1].tokens"
+
+
+def test_a_longer_context_is_the_same_model_with_its_checkpoints(tmp_path: Path) -> None:
+    # serve --context-length: the same tiny model with a longer position table, so what was
+    # saved under one context length samples the same under another.
+    prompt = types.ModelInput.from_ints([5, 6, 7, 8, 9])
+    model = "Qwen/Qwen3.5-4B"
+    with LocalServer(data_dir=tmp_path) as url, ServiceClient(base_url=url, telemetry=False) as sc:
+        trainer = sc.create_lora_training_client(model, rank=4).result()
+        datum = types.Datum(
+            model_input=types.ModelInput.from_ints([5, 6, 7, 8]),
+            loss_fn_inputs={"target_tokens": [6, 7, 8, 9]},
+        )
+        trainer.forward_backward([datum], "cross_entropy").result(timeout=60)
+        trainer.optim_step(types.AdamParams(learning_rate=0.1)).result(timeout=60)
+        path = trainer.save_weights_for_sampler("short").result(timeout=60).path
+        trained = sc.create_sampling_client(model_path=path).result()
+        before = trained.compute_logprobs(prompt).result(timeout=60)
+        base_before = sc.create_sampling_client(base_model=model).result()
+        base = base_before.compute_logprobs(prompt).result(timeout=60)
+    server = LocalServer(data_dir=tmp_path, context_length=1024)
+    with server as url, ServiceClient(base_url=url, telemetry=False) as sc:
+        capabilities = RestClient(sc).get_server_capabilities().result(timeout=60)
+        assert {m.max_context_length for m in capabilities.supported_models} == {1024}
+        sampler = sc.create_sampling_client(model_path=path).result()
+        assert sampler.compute_logprobs(prompt).result(timeout=60) == before
+        base_sampler = sc.create_sampling_client(base_model=model).result()
+        assert base_sampler.compute_logprobs(prompt).result(timeout=60) == base
+        long = types.ModelInput.from_ints([5] * 600)
+        result = sampler.sample(long, 1, types.SamplingParams(max_tokens=20)).result(timeout=60)
+        assert len(result.sequences[0].tokens) <= 20
+        with pytest.raises(BadRequestError, match="1000 prompt tokens \\+ 30 max_tokens > 1024"):
+            sampler.sample(
+                types.ModelInput.from_ints([5] * 1000), 1, types.SamplingParams(max_tokens=30)
+            ).result(timeout=60)
+    with pytest.raises(ValueError, match="context_length"):
+        LocalServer(context_length=8)

@@ -71,3 +71,13 @@ def test_bad_fault_spec_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as info:
         main(["serve", "--faults", "path=/x,bogus=1"])
     assert info.value.code == 2
+
+
+def test_context_length_is_checked_as_an_argument() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["serve", "--context-length", "4096"]).context_length == 4096
+    assert parser.parse_args(["serve"]).context_length == 512
+    for bad in ("8", "100000", "long"):
+        with pytest.raises(SystemExit) as info:
+            parser.parse_args(["serve", "--context-length", bad])
+        assert info.value.code == 2

@@ -17,6 +17,7 @@ from typing import Any
 
 from tinker_lite.local.http.faults import FaultSpecError, parse_fault_spec
 from tinker_lite.local.http.responses import MAX_BODY
+from tinker_lite.local.model.tiny_lm import CONTEXT_LENGTH, MAX_CONTEXT_LENGTH, MIN_CONTEXT_LENGTH
 from tinker_lite.local.server import FAULTS_ENV, serve
 
 __all__ = ["EXIT_PORT_IN_USE", "EXIT_START_FAILED", "PROG", "build_parser", "main"]
@@ -36,6 +37,19 @@ def _config_item(text: str) -> tuple[str, Any]:
     except ValueError:
         value = raw
     return key.strip(), value
+
+
+def _context_length(text: str) -> int:
+    """``--context-length``: tokens, MIN_CONTEXT_LENGTH to MAX_CONTEXT_LENGTH."""
+    try:
+        length = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tokens, got {text!r}") from None
+    if not MIN_CONTEXT_LENGTH <= length <= MAX_CONTEXT_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"must be {MIN_CONTEXT_LENGTH} to {MAX_CONTEXT_LENGTH}, got {length}"
+        )
+    return length
 
 
 def _port(text: str) -> int:
@@ -117,6 +131,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         help=f"refuse (413) request bodies larger than this, as sent or inflated "
         f"(default {MAX_BODY >> 20})",
     )
+    run.add_argument(
+        "--context-length",
+        type=_context_length,
+        default=CONTEXT_LENGTH,
+        metavar="N",
+        help=f"the tiny model's context window in tokens, {MIN_CONTEXT_LENGTH}..."
+        f"{MAX_CONTEXT_LENGTH} (default {CONTEXT_LENGTH}; longer prompts cost more time and "
+        "memory)",
+    )
     run.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return parser
 
@@ -149,6 +172,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
             config_overrides=dict(args.config),
             models=tuple(args.model),
             max_body_bytes=max(1, args.max_body_mb) << 20,
+            context_length=args.context_length,
         )
     except OSError as e:
         if e.errno == errno.EADDRINUSE:

@@ -29,6 +29,11 @@ from tinker_lite.local.http.faults import FaultInjector
 from tinker_lite.local.http.responses import (
     MAX_BODY,
 )
+from tinker_lite.local.model.tiny_lm import (
+    CONTEXT_LENGTH,
+    MAX_CONTEXT_LENGTH,
+    MIN_CONTEXT_LENGTH,
+)
 from tinker_lite.local.service.identity import JwtIssuer
 from tinker_lite.local.service.state import ServerState
 
@@ -67,9 +72,15 @@ class LocalServer:
         archive_ttl_s: float = 900.0,
         models: Sequence[str] = (),
         max_body_bytes: int = MAX_BODY,
+        context_length: int = CONTEXT_LENGTH,
     ) -> None:
         if max_body_bytes <= 0:
             raise ValueError("max_body_bytes must be positive")
+        if not MIN_CONTEXT_LENGTH <= context_length <= MAX_CONTEXT_LENGTH:
+            raise ValueError(
+                f"context_length must be in [{MIN_CONTEXT_LENGTH}, {MAX_CONTEXT_LENGTH}], "
+                f"got {context_length}"
+            )
         if pending_status not in (200, 408):
             raise ValueError("pending_status must be 200 (try_again) or 408")
         if faults is None:
@@ -87,6 +98,7 @@ class LocalServer:
         self.archive_ttl_s = archive_ttl_s
         self.models = tuple(models)
         self.max_body_bytes = int(max_body_bytes)
+        self.context_length = int(context_length)
         self._clock = clock or time.time
         self._faults = FaultInjector(faults)
         self._faults_enabled = faults is not None
@@ -164,6 +176,7 @@ class LocalServer:
                 sample_workers=self.sample_workers,
                 models=self.models,
                 durable=self._given_data_dir is not None,
+                context_length=self.context_length,
             )
             if any(self._state.restored.values()):
                 counts = self._state.restored

@@ -32,7 +32,6 @@ from tinker_lite.local.http.responses import (
     prefers_protobuf,
 )
 from tinker_lite.local.http.rest import RestRoutes
-from tinker_lite.local.model import tiny_lm as model_mod
 from tinker_lite.local.protocol import codecs as _codecs
 from tinker_lite.local.protocol.parsing import (
     check_empty_object,
@@ -322,7 +321,7 @@ class App:
                     # Every listed name is backed by the tiny model: trained and sampled alike.
                     types.SupportedModel(
                         model_name=name,
-                        max_context_length=model_mod.CONTEXT_LENGTH,
+                        max_context_length=self.state.catalog.context_length,
                         trainable=True,
                         sampleable=True,
                     )

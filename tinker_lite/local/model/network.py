@@ -7,6 +7,7 @@ projection of the full-weight gradients computed here onto its LoRA adapters.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -60,18 +61,30 @@ def _stable_seed(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:16], "little")
 
 
+# The context length the weights are drawn for; a model with another one has the same weights,
+# its position table cut, or extended by rows drawn apart (so checkpoints fit every length).
+DRAWN_CONTEXT = 512
+
+
 @functools.lru_cache(maxsize=16)
 def base_weights(base_model: str, arch: Arch, dtype_name: str) -> dict[str, Array]:
     """Draw the frozen base weights; a pure function of the name and the architecture."""
+    drawn = dataclasses.replace(arch, context_length=DRAWN_CONTEXT)
     rng = np.random.default_rng(
-        _stable_seed("tinker-lite-tiny-lm", base_model, *vars(arch).values())
+        _stable_seed("tinker-lite-tiny-lm", base_model, *vars(drawn).values())
     )
     d, f, v = arch.d_model, arch.d_mlp, arch.vocab_size
     weights: dict[str, Array] = {
         "embed": rng.standard_normal((v, d)),
-        "pos": 0.5 * rng.standard_normal((arch.context_length, d)),
+        "pos": 0.5 * rng.standard_normal((DRAWN_CONTEXT, d)),
         "unembed": rng.standard_normal((d, v)) / math.sqrt(d),
     }
+    extra = arch.context_length - DRAWN_CONTEXT
+    if extra > 0:
+        seed = _stable_seed("tinker-lite-tiny-lm-pos", base_model, *vars(drawn).values())
+        more = np.random.default_rng(seed)  # row i is the same for every longer context
+        weights["pos"] = np.concatenate([weights["pos"], 0.5 * more.standard_normal((extra, d))])
+    weights["pos"] = weights["pos"][: arch.context_length]
     residual_scale = 1.0 / math.sqrt(2.0 * arch.n_layers)
     for layer in range(arch.n_layers):
         for name in ("q", "k", "v"):

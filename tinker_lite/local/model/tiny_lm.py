@@ -49,6 +49,8 @@ __all__ = [
     "EOS_TOKEN_ID",
     "LORA_ALPHA",
     "LOSS_FUNCTIONS",
+    "MAX_CONTEXT_LENGTH",
+    "MIN_CONTEXT_LENGTH",
     "PAD_TOKEN_ID",
     "TOKENIZER_ID",
     "VOCAB_SIZE",
@@ -69,6 +71,9 @@ BOS_TOKEN_ID: Final = 256
 EOS_TOKEN_ID: Final = 257
 PAD_TOKEN_ID: Final = 258
 CONTEXT_LENGTH: Final = 512
+# The context lengths a server may be given (``serve --context-length``).
+MIN_CONTEXT_LENGTH: Final = 16
+MAX_CONTEXT_LENGTH: Final = 32768
 LORA_ALPHA: Final = lora.LORA_ALPHA
 
 
@@ -166,6 +171,7 @@ class TinyLM:
         train_unembed: bool = True,
         optimizer: str = "adamw",
         token_space: TokenSpace | None = None,
+        context_length: int = CONTEXT_LENGTH,
     ) -> TinyLM:
         """Return an instant variant for benchmarks: no network runs.
 
@@ -183,6 +189,7 @@ class TinyLM:
             train_unembed=train_unembed,
             optimizer=optimizer,
             token_space=token_space,
+            context_length=context_length,
         )
         model._stub = True
         return model

@@ -118,9 +118,16 @@ class LoraSpec:
 class Catalog:
     """The served base model names, and the builder of their LMs (TinyLM or its instant stub)."""
 
-    def __init__(self, models: Sequence[str] = (), *, stub_model: bool = False) -> None:
+    def __init__(
+        self,
+        models: Sequence[str] = (),
+        *,
+        stub_model: bool = False,
+        context_length: int = model_mod.CONTEXT_LENGTH,
+    ) -> None:
         self.names = registered_models(models)
         self.stub_model = stub_model
+        self.context_length = context_length
 
     def check(self, base_model: str) -> None:
         """Refuse a base_model this server does not serve, listing the ones it does."""
@@ -146,6 +153,7 @@ class Catalog:
             train_unembed=lora.train_unembed,
             optimizer=optimizer,
             token_space=token_space(base_model),
+            context_length=self.context_length,
         )
 
     @staticmethod

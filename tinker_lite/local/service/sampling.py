@@ -288,7 +288,7 @@ class SamplerStore:
             sampler = Sampler(f"base:{req.base_model}", None, base_model=req.base_model)
         # docs/service.rst §5 "Limits": refused at submit (HTTP 400), as the service does.
         prompt_len, new_tokens = req.prompt.length, req.sampling_params.max_tokens
-        limit = model_mod.CONTEXT_LENGTH
+        limit = self._catalog.context_length
         if new_tokens is not None and prompt_len + new_tokens > limit:
             raise InvalidRequest(
                 "Prompt length plus max_tokens exceeds the model's context window: "

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tinker_lite.local.model.tiny_lm import CONTEXT_LENGTH
 from tinker_lite.local.service.catalog import (
     MODELS_ENV,
     SUPPORTED_MODELS,
@@ -65,9 +66,10 @@ class ServerState:
         sample_workers: int = 4,
         models: Sequence[str] = (),
         durable: bool = False,
+        context_length: int = CONTEXT_LENGTH,
     ) -> None:
         self.clock = clock
-        self.catalog = Catalog(models, stub_model=stub_model)
+        self.catalog = Catalog(models, stub_model=stub_model, context_length=context_length)
         self.futures = FutureStore(result_ttl, clock)
         self.checkpoints = CheckpointStore(data_dir, clock)
         data = DataDir(data_dir) if durable else None
